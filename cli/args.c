@@ -1,0 +1,174 @@
+/* args.c: flag parsing shared by the subcommands. Every flag takes a value
+ * (--flag VALUE or --flag=VALUE); an unknown or malformed flag is a usage
+ * error (exit 2) with one line saying what to do. */
+#include "args.h"
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void cli_args_default(cli_args *a) {
+    memset(a, 0, sizeof *a);
+    a->model = "gpt";
+    a->layers = 4;
+    a->dim = 128;
+    a->heads = 4;
+    a->context = 64;
+    a->vocab = 256;
+    a->batch = 8;
+    snprintf(a->widths_str, sizeof a->widths_str, "256,1024,256,1024,256");
+    a->val_fraction = 0.1f;
+    a->sampler = "random";
+    a->steps = 100;
+    a->threads = 0;
+    a->eval_every = 0;
+    a->warmup = 0;
+    a->seed = 1337;
+    a->optimizer = "adamw";
+    a->lr = 1e-3f;
+    a->weight_decay = 0.1f;
+    a->grad_clip = 1.0f;
+    a->lr_schedule = "constant";
+    a->checkpoint = "none";
+    a->prompt = "";
+    a->tokens = 200;
+    a->top_k = 0;
+    a->temperature = 1.0f;
+}
+
+int cli_fail(int status, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("remat: error: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return status;
+}
+
+static int parse_int(const char *flag, const char *s, int lo, int hi, int *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || end == s || v < lo || v > hi) {
+        cli_fail(2, "%s expects a whole number from %d to %d, got '%s'", flag, lo, hi, s);
+        return 0;
+    }
+    *out = (int)v;
+    return 1;
+}
+
+static int parse_float(const char *flag, const char *s, float lo, float hi, float *out) {
+    char *end;
+    errno = 0;
+    float v = strtof(s, &end);
+    if (errno || *end || end == s || !(v >= lo && v <= hi)) {
+        cli_fail(2, "%s expects a number from %g to %g, got '%s'", flag, (double)lo, (double)hi, s);
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+int cli_args_parse(cli_args *a, int argc, char **argv, int first) {
+    for (int i = first; i < argc; i++) {
+        const char *f = argv[i], *v = NULL;
+        char flag[64];
+        if (strncmp(f, "--", 2) != 0) {
+            cli_fail(2, "unexpected argument '%s' (flags start with --; see remat --help)", f);
+            return 0;
+        }
+        if (strcmp(f, "--quiet") == 0) { /* the flags that take no value */
+            a->quiet = 1;
+            continue;
+        }
+        const char *eq = strchr(f, '=');
+        if (eq) {
+            snprintf(flag, sizeof flag, "%.*s", (int)(eq - f), f);
+            v = eq + 1;
+        } else {
+            snprintf(flag, sizeof flag, "%s", f);
+            if (i + 1 >= argc) {
+                cli_fail(2, "%s needs a value (see remat --help)", flag);
+                return 0;
+            }
+            v = argv[++i];
+        }
+        int ok = 1;
+#define IS(name) (strcmp(flag, name) == 0)
+        if (IS("--model")) {
+            if (strcmp(v, "gpt") && strcmp(v, "mlp")) ok = (cli_fail(2, "--model is gpt or mlp, got '%s'", v), 0);
+            a->model = v;
+        } else if (IS("--layers")) ok = parse_int(flag, v, 1, 4096, &a->layers);
+        else if (IS("--dim")) ok = parse_int(flag, v, 1, 1 << 16, &a->dim);
+        else if (IS("--heads")) ok = parse_int(flag, v, 1, 1 << 12, &a->heads);
+        else if (IS("--context")) ok = parse_int(flag, v, 1, 1 << 16, &a->context);
+        else if (IS("--vocab")) ok = parse_int(flag, v, 2, 1 << 24, &a->vocab), a->vocab_set = 1;
+        else if (IS("--batch")) ok = parse_int(flag, v, 1, 1 << 16, &a->batch);
+        else if (IS("--widths")) snprintf(a->widths_str, sizeof a->widths_str, "%s", v);
+        else if (IS("--dropout")) ok = parse_float(flag, v, 0.0f, 0.95f, &a->dropout);
+        else if (IS("--data")) a->data = v;
+        else if (IS("--val-fraction")) ok = parse_float(flag, v, 0.0f, 0.9f, &a->val_fraction);
+        else if (IS("--sampler")) {
+            if (strcmp(v, "random") && strcmp(v, "sequential"))
+                ok = (cli_fail(2, "--sampler is random or sequential, got '%s'", v), 0);
+            a->sampler = v;
+        } else if (IS("--steps")) ok = parse_int(flag, v, 0, 1 << 30, &a->steps);
+        else if (IS("--threads")) ok = parse_int(flag, v, 1, 1024, &a->threads);
+        else if (IS("--eval-every")) ok = parse_int(flag, v, 0, 1 << 30, &a->eval_every);
+        else if (IS("--warmup")) ok = parse_int(flag, v, 0, 1 << 30, &a->warmup);
+        else if (IS("--seed")) {
+            int s;
+            ok = parse_int(flag, v, 0, 2147483647, &s);
+            a->seed = (uint64_t)s;
+        } else if (IS("--optimizer")) {
+            if (strcmp(v, "adamw") && strcmp(v, "sgd")) ok = (cli_fail(2, "--optimizer is adamw or sgd, got '%s'", v), 0);
+            a->optimizer = v;
+        } else if (IS("--lr")) ok = parse_float(flag, v, 0.0f, 100.0f, &a->lr);
+        else if (IS("--weight-decay")) ok = parse_float(flag, v, 0.0f, 10.0f, &a->weight_decay);
+        else if (IS("--grad-clip")) ok = parse_float(flag, v, 0.0f, 1e9f, &a->grad_clip);
+        else if (IS("--lr-schedule")) {
+            if (strcmp(v, "constant") && strcmp(v, "cosine"))
+                ok = (cli_fail(2, "--lr-schedule is constant or cosine, got '%s'", v), 0);
+            a->lr_schedule = v;
+        } else if (IS("--checkpoint")) a->checkpoint = v;
+        else if (IS("--init")) a->init = v;
+        else if (IS("--save")) a->save = v;
+        else if (IS("--report")) a->report = v;
+        else if (IS("--load")) a->load = v;
+        else if (IS("--prompt")) a->prompt = v;
+        else if (IS("--tokens")) ok = parse_int(flag, v, 0, 1 << 20, &a->tokens);
+        else if (IS("--top-k")) ok = parse_int(flag, v, 0, 1 << 24, &a->top_k);
+        else if (IS("--temperature")) ok = parse_float(flag, v, 0.0f, 100.0f, &a->temperature);
+        else ok = (cli_fail(2, "unknown flag '%s' (see remat --help)", flag), 0);
+#undef IS
+        if (!ok) return 0;
+    }
+    return 1;
+}
+
+rm_status cli_build_model(const cli_args *a, rm_graph *g, rm_model_io *io, int keep_logits) {
+    if (strcmp(a->model, "mlp") == 0) {
+        rm_mlp_config c;
+        memset(&c, 0, sizeof c);
+        c.context = a->context;
+        c.vocab = a->vocab;
+        c.batch = a->batch;
+        c.dropout = a->dropout;
+        c.keep_logits = keep_logits;
+        const char *p = a->widths_str;
+        while (*p) {
+            char *end;
+            long w = strtol(p, &end, 10);
+            if (end == p || w < 1 || w > (1 << 20) || (*end && *end != ',') || c.n_widths >= RM_MLP_MAX_LAYERS - 1)
+                return rm_graph_fail(g, RM_ERR_ARG, "--widths expects comma-separated positive widths like 256,1024,256; got '%s'",
+                                     a->widths_str);
+            c.widths[c.n_widths++] = (int)w;
+            p = *end ? end + 1 : end;
+        }
+        return rm_mlp_build(g, &c, io);
+    }
+    rm_gpt_config c = {a->layers, a->dim, a->heads, a->context, a->vocab, a->batch, a->dropout, keep_logits};
+    return rm_gpt_build(g, &c, io);
+}

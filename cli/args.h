@@ -1,0 +1,40 @@
+/* args.h: the command-line flags of remat, parsed into one struct. */
+#ifndef REMAT_CLI_ARGS_H
+#define REMAT_CLI_ARGS_H
+#include "remat.h"
+
+typedef struct cli_args {
+    /* model */
+    const char *model;          /* gpt | mlp */
+    int layers, dim, heads, context, vocab, batch;
+    int vocab_set;
+    char widths_str[1024];
+    float dropout;
+    /* data */
+    const char *data;
+    float val_fraction;
+    const char *sampler;        /* random | sequential */
+    /* training */
+    int steps, threads, eval_every, warmup;
+    uint64_t seed;
+    const char *optimizer;      /* adamw | sgd */
+    float lr, weight_decay, grad_clip;
+    const char *lr_schedule;    /* constant | cosine */
+    const char *checkpoint;     /* recompute strategy */
+    const char *init, *save, *report, *load;
+    int quiet;
+    /* sample */
+    const char *prompt;
+    int tokens, top_k;
+    float temperature;
+} cli_args;
+
+void cli_args_default(cli_args *a);
+/* Parses argv[first..argc); on a bad flag prints one line and returns 0. */
+int cli_args_parse(cli_args *a, int argc, char **argv, int first);
+/* "error: ..." on stderr; returns the exit status (1 runtime, 2 usage). */
+int cli_fail(int status, const char *fmt, ...);
+
+/* The graph of the model the flags describe. */
+rm_status cli_build_model(const cli_args *a, rm_graph *g, rm_model_io *io, int keep_logits);
+#endif

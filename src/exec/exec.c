@@ -1,0 +1,73 @@
+/* exec.c: running a step program. Every pointer is arena base + a planned
+ * offset, parameter storage, or input storage: nothing is allocated here.
+ * The executor also keeps the books: the bytes of live buffers, whose
+ * high-water mark is reported as activation_bytes_measured. */
+#include "internal.h"
+#include <math.h>
+#include <string.h>
+
+static void *value_ptr(rm_session *s, const rm_program *p, int v, int buf) {
+    const rm_value *val = &s->g->vals[v];
+    switch (val->kind) {
+    case RM_VALUE_INPUT: return s->inputs + val->input_off;
+    case RM_VALUE_PARAM: return s->params + val->param_off;
+    default: return buf >= 0 ? s->arena + p->bufs[buf].offset : NULL;
+    }
+}
+
+rm_status rm_execute(rm_session *s, const rm_program *p, uint64_t step, int train) {
+    const rm_graph *g = s->g;
+    size_t live = 0, peak = 0;
+    int next_buf = 0; /* buffers are numbered in order of definition */
+    if (train) memset(s->grads, 0, g->param_floats * sizeof(float));
+    rm_set_threads(s->threads);
+    for (int i = 0; i < p->n_instrs; i++) {
+        const rm_instr *ins = &p->instrs[i];
+        const rm_node *nd = &g->nodes[ins->node];
+        const rm_op_def *op = rm_op_get(nd->op);
+        rm_kernel_ctx c;
+        memset(&c, 0, sizeof c);
+        c.node = nd;
+        c.node_id = ins->node;
+        c.threads = s->threads;
+        c.seed = s->opt.seed;
+        c.step = step;
+        c.train = train;
+        int backward = ins->kind == RM_INSTR_BACKWARD;
+        for (int k = 0; k < nd->n_in; k++) {
+            int v = nd->in[k];
+            if (v < 0) continue;
+            c.vin[k] = &g->vals[v];
+            c.in[k] = value_ptr(s, p, v, ins->in_buf[k]);
+            if (backward) {
+                c.acc[k] = ins->acc[k];
+                if (g->vals[v].kind == RM_VALUE_PARAM) c.din[k] = s->grads + g->vals[v].param_off;
+                else if (ins->din_buf[k] >= 0) c.din[k] = (float *)(s->arena + p->bufs[ins->din_buf[k]].offset);
+            }
+        }
+        for (int j = 0; j < nd->n_out; j++) {
+            c.vout[j] = &g->vals[nd->out[j]];
+            c.out[j] = ins->out_buf[j] >= 0 ? s->arena + p->bufs[ins->out_buf[j]].offset : NULL;
+            if (ins->dout_buf[j] == -2) c.dout[j] = &s->loss_seed;
+            else if (ins->dout_buf[j] >= 0) c.dout[j] = (float *)(s->arena + p->bufs[ins->dout_buf[j]].offset);
+        }
+        if (ins->work_buf >= 0) c.work = s->arena + p->bufs[ins->work_buf].offset;
+        while (next_buf < p->n_bufs && p->bufs[next_buf].first == i) live += p->bufs[next_buf++].bytes;
+        if (live > peak) peak = live;
+
+        if (backward) op->backward(&c);
+        else op->forward(&c);
+
+        for (int f = 0; f < ins->n_free; f++) {
+            const rm_buffer *b = &p->bufs[p->frees[ins->free_at + f]];
+            live -= b->bytes;
+            if (s->poison && !(b->value >= 0 && g->vals[b->value].is_output)) {
+                float *x = (float *)(s->arena + b->offset);
+                for (size_t e = 0; e < b->bytes / sizeof(float); e++) x[e] = NAN;
+            }
+        }
+    }
+    if (peak > s->measured_peak) s->measured_peak = peak;
+    s->last = p;
+    return RM_OK;
+}

@@ -1,0 +1,165 @@
+/* session.c: compiling a graph into a session (autodiff, schedule, program,
+ * memory layout, one allocation per group of tensors) and running steps. */
+#include "internal.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void rm_options_default(rm_options *o) {
+    memset(o, 0, sizeof *o);
+    o->threads = 0;
+    o->seed = 1337;
+    o->checkpoint = "none";
+}
+
+rm_status rm_session_fail(rm_session *s, rm_status st, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->errmsg, sizeof s->errmsg, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+const char *rm_session_errmsg(const rm_session *s) { return s ? s->errmsg : "no session"; }
+
+/* Parameters start from N(0, std) drawn from Philox keyed by (seed, param
+ * index): a pure function of the seed, independent of thread count. */
+static void init_params(rm_session *s) {
+    const rm_graph *g = s->g;
+    memset(s->params, 0, g->param_floats * sizeof(float));
+    for (int i = 0; i < g->n_params; i++) {
+        const rm_value *v = &g->vals[g->params[i]];
+        float *w = s->params + v->param_off;
+        for (int64_t e = 0; e < v->numel; e++) {
+            switch (v->init) {
+            case RM_INIT_ZEROS: w[e] = 0.0f; break;
+            case RM_INIT_ONES: w[e] = 1.0f; break;
+            case RM_INIT_NORMAL:
+                w[e] = v->init_std * rm_philox_normal(s->opt.seed, 0x70617261u, (uint32_t)i, (uint64_t)e);
+                break;
+            }
+        }
+    }
+}
+
+static void *alloc_aligned(size_t bytes) {
+    if (bytes == 0) bytes = RM_ALIGN;
+    bytes = (bytes + RM_ALIGN - 1) / RM_ALIGN * RM_ALIGN;
+    return aligned_alloc(RM_ALIGN, bytes);
+}
+
+static rm_status build_program(rm_session *s, int backward, rm_program *p) {
+    rm_schedule sch;
+    char err[256];
+    rm_status rc = rm_schedule_build(s->g, s->opt.checkpoint, backward, &sch, err, sizeof err);
+    if (rc != RM_OK) return rm_graph_fail(s->g, rc, "%s", err);
+    rc = rm_program_build(s->g, &sch, s->threads, p, err, sizeof err);
+    rm_schedule_free(&sch);
+    if (rc != RM_OK) return rm_graph_fail(s->g, rc, "%s", err);
+    rm_memplan(p);
+    return RM_OK;
+}
+
+rm_status rm_compile(rm_graph *g, const rm_options *o, rm_session **out) {
+    *out = NULL;
+    if (!g) return RM_ERR_ARG;
+    if (g->status != RM_OK) return g->status;
+    if (g->n_nodes == 0) return rm_graph_fail(g, RM_ERR_ARG, "rm_compile: the graph has no nodes");
+    rm_session *s = calloc(1, sizeof *s);
+    if (!s) return rm_graph_fail(g, RM_ERR_NOMEM, "out of memory creating a session");
+    s->g = g;
+    if (o) s->opt = *o;
+    else rm_options_default(&s->opt);
+    if (!s->opt.checkpoint) s->opt.checkpoint = "none";
+    s->threads = s->opt.threads > 0 ? s->opt.threads : rm_default_threads();
+    s->loss_seed = 1.0f;
+    rm_status rc = RM_OK;
+    if (g->loss >= 0) {
+        rc = rm_autodiff(g);
+        if (rc == RM_OK) rc = build_program(s, 1, &s->train);
+    }
+    if (rc == RM_OK) rc = build_program(s, 0, &s->infer);
+    if (rc != RM_OK) {
+        rm_session_free(s);
+        return rc;
+    }
+    s->arena_bytes = s->train.arena_bytes > s->infer.arena_bytes ? s->train.arena_bytes : s->infer.arena_bytes;
+    s->arena = alloc_aligned(s->arena_bytes);
+    s->params = alloc_aligned(g->param_floats * sizeof(float));
+    s->grads = alloc_aligned(g->param_floats * sizeof(float));
+    s->inputs = alloc_aligned(g->input_bytes);
+    if (!s->arena || !s->params || !s->grads || !s->inputs) {
+        size_t total = s->arena_bytes + 2 * g->param_floats * sizeof(float);
+        rm_session_free(s);
+        return rm_graph_fail(g, RM_ERR_NOMEM, "cannot allocate %.1f MiB for activations and parameters",
+                             (double)total / (1 << 20));
+    }
+    memset(s->inputs, 0, g->input_bytes);
+    for (int v = 0; v < g->n_vals; v++)
+        if (g->vals[v].const_data)
+            memcpy(s->inputs + g->vals[v].input_off, g->vals[v].const_data,
+                   (size_t)g->vals[v].numel * sizeof(int32_t));
+    memset(s->arena, 0, s->arena_bytes); /* touch it once, before any step */
+    init_params(s);
+    *out = s;
+    return RM_OK;
+}
+
+void rm_session_free(rm_session *s) {
+    if (!s) return;
+    rm_program_free(&s->train);
+    rm_program_free(&s->infer);
+    free(s->arena);
+    free(s->params);
+    free(s->grads);
+    free(s->inputs);
+    free(s);
+}
+
+void *rm_data(rm_session *s, rm_val v) {
+    if (!s || v < 0 || v >= s->g->n_vals) return NULL;
+    const rm_value *val = &s->g->vals[v];
+    if (val->kind == RM_VALUE_INPUT) return s->inputs + val->input_off;
+    if (val->kind == RM_VALUE_PARAM) return s->params + val->param_off;
+    if (!s->last || !val->is_output) return NULL;
+    int b = s->last->final_buf[v];
+    return b >= 0 ? s->arena + s->last->bufs[b].offset : NULL;
+}
+
+float *rm_grad(rm_session *s, rm_val v) {
+    if (!s || v < 0 || v >= s->g->n_vals || s->g->vals[v].kind != RM_VALUE_PARAM) return NULL;
+    return s->grads + s->g->vals[v].param_off;
+}
+
+static float read_loss(rm_session *s) {
+    float *l = rm_data(s, s->g->loss);
+    return l ? *l : NAN;
+}
+
+rm_status rm_step(rm_session *s, uint64_t step, float *loss) {
+    if (!s) return RM_ERR_ARG;
+    if (s->g->loss < 0) return rm_session_fail(s, RM_ERR_STATE, "rm_step: the graph has no loss");
+    rm_status rc = rm_execute(s, &s->train, step, 1);
+    if (rc == RM_OK && loss) *loss = read_loss(s);
+    return rc;
+}
+
+rm_status rm_forward(rm_session *s, float *loss) {
+    if (!s) return RM_ERR_ARG;
+    rm_status rc = rm_execute(s, &s->infer, 0, 0);
+    if (rc == RM_OK && loss) *loss = s->g->loss >= 0 ? read_loss(s) : NAN;
+    return rc;
+}
+
+void rm_memory(const rm_session *s, rm_memory_info *m) {
+    memset(m, 0, sizeof *m);
+    if (!s) return;
+    const rm_program *p = s->g->loss >= 0 ? &s->train : &s->infer;
+    m->activation_bytes_planned = p->peak_live_bytes;
+    m->activation_bytes_measured = s->measured_peak;
+    m->activation_arena_bytes = s->arena_bytes;
+    m->param_bytes = s->g->param_floats * sizeof(float);
+    m->grad_bytes = m->param_bytes;
+    m->n_instructions = p->n_instrs;
+}

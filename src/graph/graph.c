@@ -1,0 +1,249 @@
+/* graph.c: recording a static graph. Nothing is computed here: builders only
+ * append values and nodes (as in ggml); rm_compile later plans and runs them. */
+#include "internal.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *rm_status_name(rm_status s) {
+    switch (s) {
+    case RM_OK: return "ok";
+    case RM_ERR_ARG: return "bad argument";
+    case RM_ERR_NOMEM: return "out of memory";
+    case RM_ERR_IO: return "i/o error";
+    case RM_ERR_FORMAT: return "bad file format";
+    case RM_ERR_STATE: return "bad state";
+    case RM_ERR_BUDGET: return "memory budget cannot be met";
+    case RM_ERR_VERIFY: return "recompute verification failed";
+    }
+    return "unknown status";
+}
+
+rm_graph *rm_graph_new(void) {
+    rm_graph *g = calloc(1, sizeof *g);
+    if (!g) return NULL;
+    g->loss = -1;
+    return g;
+}
+
+void rm_graph_free(rm_graph *g) {
+    if (!g) return;
+    for (int v = 0; v < g->n_vals; v++) free(g->vals[v].const_data);
+    free(g->vals);
+    free(g->nodes);
+    free(g->stages);
+    free(g->params);
+    free(g);
+}
+
+const char *rm_graph_errmsg(const rm_graph *g) {
+    if (!g) return "no graph (allocation failed?)";
+    return g->status == RM_OK ? "ok" : g->errmsg;
+}
+
+rm_status rm_graph_status(const rm_graph *g) { return g ? g->status : RM_ERR_NOMEM; }
+
+rm_status rm_graph_fail(rm_graph *g, rm_status s, const char *fmt, ...) {
+    if (g->status != RM_OK) return g->status; /* the first error sticks */
+    g->status = s;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(g->errmsg, sizeof g->errmsg, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+/* Grows *arr (of *cap elements of size sz) to hold n; 0 on failure. */
+static int grow(void **arr, int *cap, int n, size_t sz) {
+    if (n <= *cap) return 1;
+    int nc = *cap ? *cap * 2 : 16;
+    while (nc < n) nc *= 2;
+    void *p = realloc(*arr, (size_t)nc * sz);
+    if (!p) return 0;
+    *arr = p;
+    *cap = nc;
+    return 1;
+}
+
+int rm_val_ok(rm_graph *g, rm_val v, const char *op) {
+    if (!g || g->status != RM_OK) return 0;
+    if (v < 0 || v >= g->n_vals) {
+        rm_graph_fail(g, RM_ERR_ARG, "%s: value id %d is not a value of this graph", op, v);
+        return 0;
+    }
+    return 1;
+}
+
+/* Appends a value; returns its id or -1. */
+static rm_val new_value(rm_graph *g, rm_value_kind kind, const char *name, rm_dtype dt,
+                        int ndim, const int64_t *shape) {
+    if (ndim < 1 || ndim > RM_MAX_DIMS) {
+        rm_graph_fail(g, RM_ERR_ARG, "'%s': %d dimensions (1 to %d allowed)", name, ndim, RM_MAX_DIMS);
+        return -1;
+    }
+    int64_t numel = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] <= 0 || shape[i] > ((int64_t)1 << 40) / numel) {
+            rm_graph_fail(g, RM_ERR_ARG, "'%s': dimension %d is %lld (must be positive and small enough)",
+                          name, i, (long long)shape[i]);
+            return -1;
+        }
+        numel *= shape[i];
+    }
+    if (!grow((void **)&g->vals, &g->cap_vals, g->n_vals + 1, sizeof *g->vals)) {
+        rm_graph_fail(g, RM_ERR_NOMEM, "out of memory recording value '%s'", name);
+        return -1;
+    }
+    rm_value *v = &g->vals[g->n_vals];
+    memset(v, 0, sizeof *v);
+    v->kind = kind;
+    v->dtype = dt;
+    v->ndim = ndim;
+    memcpy(v->shape, shape, (size_t)ndim * sizeof *shape);
+    v->numel = numel;
+    rm_strlcpy(v->name, name, sizeof v->name);
+    v->node = -1;
+    v->grad = -1;
+    v->stage = -1;
+    return g->n_vals++;
+}
+
+rm_val rm_input(rm_graph *g, const char *name, rm_dtype dt, int ndim, const int64_t *shape) {
+    if (!g || g->status != RM_OK) return -1;
+    if (!name) name = "input";
+    rm_val v = new_value(g, RM_VALUE_INPUT, name, dt, ndim, shape);
+    if (v < 0) return -1;
+    g->vals[v].input_off = g->input_bytes;
+    size_t bytes = (size_t)g->vals[v].numel * rm_dtype_size(dt);
+    g->input_bytes += (bytes + RM_ALIGN - 1) / RM_ALIGN * RM_ALIGN;
+    return v;
+}
+
+rm_val rm_constant_i32(rm_graph *g, const char *name, int ndim, const int64_t *shape, const int32_t *data) {
+    rm_val v = rm_input(g, name, RM_DTYPE_I32, ndim, shape);
+    if (v < 0) return -1;
+    size_t bytes = (size_t)g->vals[v].numel * sizeof(int32_t);
+    g->vals[v].const_data = malloc(bytes);
+    if (!g->vals[v].const_data) {
+        rm_graph_fail(g, RM_ERR_NOMEM, "out of memory recording constant '%s'", name);
+        return -1;
+    }
+    memcpy(g->vals[v].const_data, data, bytes);
+    return v;
+}
+
+rm_val rm_param(rm_graph *g, const char *name, int ndim, const int64_t *shape, rm_init init,
+                float std, int decay) {
+    if (!g || g->status != RM_OK) return -1;
+    if (!name || !*name) {
+        rm_graph_fail(g, RM_ERR_ARG, "rm_param: a parameter needs a name");
+        return -1;
+    }
+    for (int i = 0; i < g->n_params; i++)
+        if (strcmp(g->vals[g->params[i]].name, name) == 0) {
+            rm_graph_fail(g, RM_ERR_ARG, "rm_param: two parameters are named '%s'", name);
+            return -1;
+        }
+    rm_val v = new_value(g, RM_VALUE_PARAM, name, RM_DTYPE_F32, ndim, shape);
+    if (v < 0) return -1;
+    if (!grow((void **)&g->params, &g->cap_params, g->n_params + 1, sizeof *g->params)) {
+        rm_graph_fail(g, RM_ERR_NOMEM, "out of memory recording parameter '%s'", name);
+        return -1;
+    }
+    rm_value *p = &g->vals[v];
+    p->init = init;
+    p->init_std = std;
+    p->decay = decay;
+    /* keep every parameter 64-byte aligned inside the one flat buffer */
+    p->param_off = g->param_floats;
+    g->param_floats += ((size_t)p->numel + 15) / 16 * 16;
+    g->params[g->n_params++] = v;
+    return v;
+}
+
+rm_status rm_stage_begin(rm_graph *g, const char *name) {
+    if (!g) return RM_ERR_ARG;
+    if (g->status != RM_OK) return g->status;
+    if (!grow((void **)&g->stages, &g->cap_stages, g->n_stages + 1, sizeof *g->stages))
+        return rm_graph_fail(g, RM_ERR_NOMEM, "out of memory recording stage '%s'", name);
+    rm_strlcpy(g->stages[g->n_stages].name, name ? name : "stage", RM_NAME_LEN);
+    g->n_stages++;
+    return RM_OK;
+}
+
+int rm_node_new(rm_graph *g, rm_op_kind op, const int *in, int n_in) {
+    if (!g || g->status != RM_OK) return -1;
+    if (n_in > RM_MAX_IN) {
+        rm_graph_fail(g, RM_ERR_ARG, "%s: too many inputs", rm_op_get(op)->name);
+        return -1;
+    }
+    if (g->n_stages == 0 && rm_stage_begin(g, "main") != RM_OK) return -1;
+    if (!grow((void **)&g->nodes, &g->cap_nodes, g->n_nodes + 1, sizeof *g->nodes)) {
+        rm_graph_fail(g, RM_ERR_NOMEM, "out of memory recording a %s node", rm_op_get(op)->name);
+        return -1;
+    }
+    rm_node *n = &g->nodes[g->n_nodes];
+    memset(n, 0, sizeof *n);
+    n->op = op;
+    n->n_in = n_in;
+    for (int i = 0; i < RM_MAX_IN; i++) n->in[i] = i < n_in ? in[i] : -1;
+    for (int j = 0; j < RM_MAX_OUT; j++) n->out[j] = -1;
+    n->stage = g->n_stages - 1;
+    return g->n_nodes++;
+}
+
+rm_val rm_node_output(rm_graph *g, int node, rm_dtype dt, int ndim, const int64_t *shape) {
+    if (!g || g->status != RM_OK || node < 0) return -1;
+    rm_node *n = &g->nodes[node];
+    if (n->n_out >= RM_MAX_OUT) {
+        rm_graph_fail(g, RM_ERR_ARG, "internal: too many outputs on node %d", node);
+        return -1;
+    }
+    char name[RM_NAME_LEN * 2]; /* new_value truncates to RM_NAME_LEN */
+    snprintf(name, sizeof name, "%s.%s.%d%s", g->stages[n->stage].name, rm_op_get(n->op)->name, node,
+             n->n_out == 0 ? "" : n->n_out == 1 ? ".aux1" : ".aux2");
+    rm_val v = new_value(g, RM_VALUE_ACT, name, dt, ndim, shape);
+    if (v < 0) return -1;
+    g->vals[v].node = node;
+    g->vals[v].stage = n->stage;
+    n->out[n->n_out++] = v;
+    return v;
+}
+
+rm_status rm_set_loss(rm_graph *g, rm_val loss) {
+    if (!rm_val_ok(g, loss, "rm_set_loss")) return g ? g->status : RM_ERR_ARG;
+    if (g->vals[loss].numel != 1 || g->vals[loss].dtype != RM_DTYPE_F32)
+        return rm_graph_fail(g, RM_ERR_ARG, "rm_set_loss: the loss must be one f32 scalar, '%s' is not",
+                             g->vals[loss].name);
+    g->loss = loss;
+    g->vals[loss].is_output = 1;
+    return RM_OK;
+}
+
+rm_status rm_mark_output(rm_graph *g, rm_val v) {
+    if (!rm_val_ok(g, v, "rm_mark_output")) return g ? g->status : RM_ERR_ARG;
+    g->vals[v].is_output = 1;
+    return RM_OK;
+}
+
+int64_t rm_numel(const rm_graph *g, rm_val v) {
+    return (g && v >= 0 && v < g->n_vals) ? g->vals[v].numel : 0;
+}
+
+int rm_shape(const rm_graph *g, rm_val v, int64_t shape[RM_MAX_DIMS]) {
+    if (!g || v < 0 || v >= g->n_vals) return 0;
+    memcpy(shape, g->vals[v].shape, sizeof g->vals[v].shape);
+    return g->vals[v].ndim;
+}
+
+const char *rm_name(const rm_graph *g, rm_val v) {
+    return (g && v >= 0 && v < g->n_vals) ? g->vals[v].name : "";
+}
+
+int rm_param_count(const rm_graph *g) { return g ? g->n_params : 0; }
+rm_val rm_param_at(const rm_graph *g, int i) {
+    return (g && i >= 0 && i < g->n_params) ? g->params[i] : -1;
+}
+int rm_param_decay(const rm_graph *g, rm_val v) {
+    return (g && v >= 0 && v < g->n_vals) ? g->vals[v].decay : 0;
+}

@@ -1,0 +1,73 @@
+/* gelu.c: the Gaussian Error Linear Unit (Hendrycks & Gimpel 2016), in the
+ * tanh approximation GPT-2 uses:
+ *   gelu(x) = 0.5 x (1 + tanh(u)),   u = sqrt(2/pi) (x + 0.044715 x^3)
+ * Its derivative, by the product rule and tanh' = 1 - tanh^2:
+ *   gelu'(x) = 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) sqrt(2/pi) (1 + 3*0.044715 x^2)
+ * The backward needs x (not the output: gelu is not invertible cheaply).
+ */
+#include "internal.h"
+#include <math.h>
+#include <string.h>
+
+#define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
+#define GELU_A 0.044715f
+
+rm_val rm_gelu(rm_graph *g, rm_val x) {
+    if (!rm_val_ok(g, x, "gelu")) return -1;
+    const rm_value *vx = &g->vals[x];
+    if (vx->dtype != RM_DTYPE_F32) {
+        rm_graph_fail(g, RM_ERR_ARG, "gelu: '%s' must be f32", vx->name);
+        return -1;
+    }
+    int64_t shape[RM_MAX_DIMS];
+    const int nd = vx->ndim;
+    memcpy(shape, vx->shape, (size_t)nd * sizeof *shape);
+    int n = rm_node_new(g, RM_OP_GELU, &x, 1);
+    if (n < 0) return -1;
+    return rm_node_output(g, n, RM_DTYPE_F32, nd, shape);
+}
+
+static void gelu_forward(const rm_kernel_ctx *c) {
+    // x is (N), out is (N), flattened
+    const float *x = c->in[0];
+    float *out = c->out[0];
+    const int64_t N = c->vin[0]->numel;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < N; i++) {
+        const float v = x[i];
+        const float u = GELU_K * (v + GELU_A * v * v * v);
+        out[i] = 0.5f * v * (1.0f + tanhf(u));
+    }
+}
+
+static void gelu_backward(const rm_kernel_ctx *c) {
+    // x is (N), dout is (N), dx is (N)
+    float *dx = c->din[0];
+    if (!dx) return;
+    const float *x = c->in[0], *dout = c->dout[0];
+    const int64_t N = c->vin[0]->numel;
+    const int acc = c->acc[0];
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < N; i++) {
+        const float v = x[i];
+        const float t = tanhf(GELU_K * (v + GELU_A * v * v * v));
+        const float du = GELU_K * (1.0f + 3.0f * GELU_A * v * v);
+        const float grad = 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du;
+        const float d = grad * dout[i];
+        dx[i] = acc ? dx[i] + d : d;
+    }
+}
+
+static double gelu_flops(const rm_node *n, const rm_value *vals, int backward) {
+    const double e = (double)vals[n->in[0]].numel;
+    return backward ? 16.0 * e : 10.0 * e; /* counting tanh as ~5 */
+}
+
+const rm_op_def rm_op_gelu = {
+    .name = "gelu",
+    .bwd_reads = RM_READS_IN(0),
+    .forward = gelu_forward,
+    .backward = gelu_backward,
+    .flops = gelu_flops,
+    .workspace = NULL,
+};

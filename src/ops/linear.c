@@ -1,0 +1,82 @@
+/* linear.c: y = x W^T + b, the fully connected layer (PyTorch's nn.Linear
+ * layout: W is (OUT, IN), so a file's weights load unchanged). */
+#include "internal.h"
+
+rm_val rm_linear(rm_graph *g, rm_val x, rm_val w, rm_val b) {
+    if (!rm_val_ok(g, x, "linear") || !rm_val_ok(g, w, "linear")) return -1;
+    if (b >= 0 && !rm_val_ok(g, b, "linear")) return -1;
+    const rm_value *vx = &g->vals[x], *vw = &g->vals[w];
+    if (vw->ndim != 2 || vx->dtype != RM_DTYPE_F32 || rm_cols(vx) != vw->shape[1]) {
+        rm_graph_fail(g, RM_ERR_ARG, "linear: '%s' has %lld features but weight '%s' expects %lld",
+                      vx->name, (long long)rm_cols(vx), vw->name, vw->ndim == 2 ? (long long)vw->shape[1] : -1LL);
+        return -1;
+    }
+    if (b >= 0 && (g->vals[b].ndim != 1 || g->vals[b].shape[0] != vw->shape[0])) {
+        rm_graph_fail(g, RM_ERR_ARG, "linear: bias '%s' must have shape [%lld]", g->vals[b].name,
+                      (long long)vw->shape[0]);
+        return -1;
+    }
+    int64_t shape[RM_MAX_DIMS];
+    int ndim = vx->ndim;
+    for (int i = 0; i < ndim; i++) shape[i] = vx->shape[i];
+    shape[ndim - 1] = vw->shape[0];
+    int in[3] = {x, w, b};
+    int n = rm_node_new(g, RM_OP_LINEAR, in, b >= 0 ? 3 : 2);
+    return rm_node_output(g, n, RM_DTYPE_F32, ndim, shape);
+}
+
+/* x is (N,IN), w is (OUT,IN), b is (OUT), y is (N,OUT) */
+static void linear_forward(const rm_kernel_ctx *c) {
+    const float *x = c->in[0], *w = c->in[1], *b = c->in[2];
+    float *y = c->out[0];
+    int N = (int)rm_rows(c->vin[0]), IN = (int)rm_cols(c->vin[0]), OUT = (int)c->vin[1]->shape[0];
+    if (b) {
+        /* start from the bias, then accumulate x W^T on top (beta = 1) */
+        #pragma omp parallel for schedule(static)
+        for (int i = 0; i < N; i++)
+            for (int o = 0; o < OUT; o++) y[(size_t)i * OUT + o] = b[o];
+    }
+    rm_sgemm(0, 1, N, OUT, IN, 1.0f, x, IN, w, IN, b ? 1.0f : 0.0f, y, OUT);
+}
+
+/* Given dy (N,OUT):
+ *   dx = dy W        (N,OUT)x(OUT,IN)
+ *   dW += dy^T x     (OUT,N)x(N,IN)
+ *   db += sum_i dy[i] */
+static void linear_backward(const rm_kernel_ctx *c) {
+    const float *x = c->in[0], *w = c->in[1], *dy = c->dout[0];
+    int N = (int)rm_rows(c->vin[0]), IN = (int)rm_cols(c->vin[0]), OUT = (int)c->vin[1]->shape[0];
+    if (c->din[0]) rm_sgemm(0, 0, N, IN, OUT, 1.0f, dy, OUT, w, IN, c->acc[0] ? 1.0f : 0.0f, c->din[0], IN);
+    if (c->din[1]) rm_sgemm(1, 0, OUT, IN, N, 1.0f, dy, OUT, x, IN, c->acc[1] ? 1.0f : 0.0f, c->din[1], IN);
+    if (c->din[2]) {
+        float *db = c->din[2];
+        /* column blocks in parallel, rows summed in order inside each block:
+         * contiguous loads, and the same sum for any thread count */
+        #pragma omp parallel for schedule(static)
+        for (int o0 = 0; o0 < OUT; o0 += 64) {
+            int ob = OUT - o0 < 64 ? OUT - o0 : 64;
+            float s[64];
+            for (int o = 0; o < ob; o++) s[o] = c->acc[2] ? db[o0 + o] : 0.0f;
+            for (int i = 0; i < N; i++) {
+                const float *row = dy + (size_t)i * OUT + o0;
+                for (int o = 0; o < ob; o++) s[o] += row[o];
+            }
+            for (int o = 0; o < ob; o++) db[o0 + o] = s[o];
+        }
+    }
+}
+
+static double linear_flops(const rm_node *n, const rm_value *vals, int backward) {
+    const rm_value *x = &vals[n->in[0]], *w = &vals[n->in[1]];
+    double mnk = (double)rm_rows(x) * (double)rm_cols(x) * (double)w->shape[0];
+    return backward ? 4.0 * mnk : 2.0 * mnk;
+}
+
+const rm_op_def rm_op_linear = {
+    .name = "linear",
+    .bwd_reads = RM_READS_IN(0) | RM_READS_IN(1),
+    .forward = linear_forward,
+    .backward = linear_backward,
+    .flops = linear_flops,
+    .workspace = NULL,
+};

@@ -1,0 +1,24 @@
+/* registry.c: the table from op kind to op definition. Each op lives in its
+ * own file of ops/ and exports one rm_op_def. */
+#include "internal.h"
+
+extern const rm_op_def rm_op_embedding, rm_op_linear, rm_op_add, rm_op_layernorm, rm_op_gelu,
+    rm_op_relu, rm_op_dropout, rm_op_attention, rm_op_softmax_ce;
+
+static const rm_op_def *const op_table[RM_OP_COUNT] = {
+    [RM_OP_EMBEDDING] = &rm_op_embedding,
+    [RM_OP_LINEAR] = &rm_op_linear,
+    [RM_OP_ADD] = &rm_op_add,
+    [RM_OP_LAYERNORM] = &rm_op_layernorm,
+    [RM_OP_GELU] = &rm_op_gelu,
+    [RM_OP_RELU] = &rm_op_relu,
+    [RM_OP_DROPOUT] = &rm_op_dropout,
+    [RM_OP_ATTENTION] = &rm_op_attention,
+    [RM_OP_SOFTMAX_CE] = &rm_op_softmax_ce,
+};
+
+/* NULL for a kind out of range: callers index with kinds they created. */
+const rm_op_def *rm_op_get(rm_op_kind k) {
+    if ((int)k < 0 || k >= RM_OP_COUNT) return NULL;
+    return op_table[k];
+}

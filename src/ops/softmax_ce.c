@@ -1,0 +1,118 @@
+/* softmax_ce.c: softmax followed by the cross-entropy loss, fused.
+ *
+ * For row n with logits z (V numbers) and target class t:
+ *   probs_v = exp(z_v - max z) / sum_u exp(z_u - max z)
+ *             (subtracting the max changes nothing mathematically but keeps
+ *              exp from overflowing; the largest term becomes exp(0) = 1)
+ *   loss_n  = -log probs_t = log(sum_u exp(z_u - max z)) - (z_t - max z)
+ *   loss    = (1/N) sum_n loss_n
+ * Fusing the two makes the gradient simple and exact:
+ *   dloss/dz_v = (probs_v - [v == t]) / N
+ * so the backward reads only probs and the targets, never the logits.
+ *
+ * Precondition: every target lies in [0, V). The data loader validates
+ * them; the kernel does not check again.
+ */
+#include "internal.h"
+#include <math.h>
+
+rm_val rm_softmax_ce(rm_graph *g, rm_val logits, rm_val targets) {
+    if (!rm_val_ok(g, logits, "softmax_ce") || !rm_val_ok(g, targets, "softmax_ce")) return -1;
+    const rm_value *vl = &g->vals[logits], *vt = &g->vals[targets];
+    if (vl->dtype != RM_DTYPE_F32 || vt->dtype != RM_DTYPE_I32) {
+        rm_graph_fail(g, RM_ERR_ARG, "softmax_ce: logits '%s' must be f32 and targets '%s' i32",
+                      vl->name, vt->name);
+        return -1;
+    }
+    /* targets have the leading dims of logits: (..,V) and (..) */
+    int same = vt->ndim == vl->ndim - 1;
+    for (int d = 0; same && d < vt->ndim; d++) same = vt->shape[d] == vl->shape[d];
+    if (vl->ndim == 1) same = vt->numel == 1; /* one row: a single target */
+    if (!same) {
+        rm_graph_fail(g, RM_ERR_ARG, "softmax_ce: targets '%s' must have the leading dims of logits '%s'",
+                      vt->name, vl->name);
+        return -1;
+    }
+    int ins[2] = {logits, targets};
+    int n = rm_node_new(g, RM_OP_SOFTMAX_CE, ins, 2);
+    if (n < 0) return -1;
+    const int64_t one[1] = {1};
+    const int64_t probs_shape[2] = {rm_rows(vl), rm_cols(vl)};
+    rm_val loss = rm_node_output(g, n, RM_DTYPE_F32, 1, one);
+    rm_node_output(g, n, RM_DTYPE_F32, 2, probs_shape); /* probs */
+    return g->status == RM_OK ? loss : -1;
+}
+
+/* The mean over rows is summed in a fixed number of chunks (not one chunk
+ * per thread), so the loss is bitwise the same for any thread count. */
+#define CE_CHUNKS 64
+
+static void softmax_ce_forward(const rm_kernel_ctx *c) {
+    // logits is (N,V), targets is (N) i32; loss is (1), probs is (N,V)
+    const float *logits = c->in[0];
+    const int32_t *targets = c->in[1];
+    float *loss = c->out[0], *probs = c->out[1];
+    const int64_t N = rm_rows(c->vin[0]), V = rm_cols(c->vin[0]);
+    double partial[CE_CHUNKS] = {0};
+    const int64_t per = (N + CE_CHUNKS - 1) / CE_CHUNKS;
+#pragma omp parallel for schedule(static)
+    for (int k = 0; k < CE_CHUNKS; k++) {
+        const int64_t n0 = k * per, n1 = n0 + per < N ? n0 + per : N;
+        double s = 0.0;
+        for (int64_t n = n0; n < n1; n++) {
+            const float *z = logits + n * V;
+            float *p = probs + n * V;
+            float mx = z[0];
+            for (int64_t v = 1; v < V; v++) mx = z[v] > mx ? z[v] : mx;
+            float sum = 0.0f;
+            for (int64_t v = 0; v < V; v++) {
+                p[v] = expf(z[v] - mx);
+                sum += p[v];
+            }
+            const float inv = 1.0f / sum;
+            for (int64_t v = 0; v < V; v++) p[v] *= inv;
+            /* from the log-sum-exp, not log(p_t): p_t may underflow to 0 */
+            s += (double)logf(sum) - (double)(z[targets[n]] - mx);
+        }
+        partial[k] = s;
+    }
+    double total = 0.0;
+    for (int k = 0; k < CE_CHUNKS; k++) total += partial[k];
+    loss[0] = (float)(total / (double)N);
+}
+
+static void softmax_ce_backward(const rm_kernel_ctx *c) {
+    // probs is (N,V), targets is (N) i32, dloss is (1); dlogits is (N,V)
+    float *dlogits = c->din[0];
+    if (!dlogits) return;
+    const float *probs = c->out[1];
+    const int32_t *targets = c->in[1];
+    const int64_t N = rm_rows(c->vin[0]), V = rm_cols(c->vin[0]);
+    const float scale = c->dout[0][0] / (float)N;
+    const int acc = c->acc[0];
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < N; n++) {
+        const float *p = probs + n * V;
+        float *d = dlogits + n * V;
+        const int64_t t = targets[n];
+        for (int64_t v = 0; v < V; v++) {
+            const float g = scale * (p[v] - (v == t ? 1.0f : 0.0f));
+            d[v] = acc ? d[v] + g : g;
+        }
+    }
+}
+
+static double softmax_ce_flops(const rm_node *n, const rm_value *vals, int backward) {
+    const double e = (double)vals[n->in[0]].numel;
+    /* forward: max, subtract, exp (~5), sum, scale; backward: subtract, scale */
+    return backward ? 3.0 * e : 9.0 * e;
+}
+
+const rm_op_def rm_op_softmax_ce = {
+    .name = "softmax_ce",
+    .bwd_reads = RM_READS_IN(1) | RM_READS_OUT(1), /* targets and probs, not logits */
+    .forward = softmax_ce_forward,
+    .backward = softmax_ce_backward,
+    .flops = softmax_ce_flops,
+    .workspace = NULL,
+};

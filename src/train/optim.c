@@ -1,0 +1,112 @@
+/* optim.c: AdamW and SGD over the session's flat parameter buffer, with
+ * gradient clipping by global norm. All state is allocated once here. */
+#include "internal.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct rm_optim {
+    rm_session *s;
+    rm_optim_config c;
+    float *m, *v;     /* AdamW moments, one allocation each, laid out as the params */
+    double *partial;  /* per-chunk squared norms: a fixed-order reduction */
+    size_t n_chunks;
+    uint64_t t;       /* updates applied so far */
+};
+
+enum { NORM_CHUNK = 4096 };
+
+void rm_optim_config_default(rm_optim_config *c) {
+    c->kind = RM_OPTIM_ADAMW;
+    c->beta1 = 0.9f;
+    c->beta2 = 0.95f;
+    c->eps = 1e-8f;
+    c->weight_decay = 0.1f;
+    c->grad_clip = 1.0f;
+}
+
+rm_status rm_optim_new(rm_session *s, const rm_optim_config *c, rm_optim **out) {
+    *out = NULL;
+    if (!s || !c) return RM_ERR_ARG;
+    rm_optim *o = calloc(1, sizeof *o);
+    if (!o) return rm_session_fail(s, RM_ERR_NOMEM, "out of memory creating the optimizer");
+    o->s = s;
+    o->c = *c;
+    size_t n = s->g->param_floats;
+    o->n_chunks = (n + NORM_CHUNK - 1) / NORM_CHUNK;
+    o->partial = calloc(o->n_chunks ? o->n_chunks : 1, sizeof *o->partial);
+    if (c->kind == RM_OPTIM_ADAMW) {
+        o->m = calloc(n ? n : 1, sizeof *o->m);
+        o->v = calloc(n ? n : 1, sizeof *o->v);
+    }
+    if (!o->partial || (c->kind == RM_OPTIM_ADAMW && (!o->m || !o->v))) {
+        rm_optim_free(o);
+        return rm_session_fail(s, RM_ERR_NOMEM, "out of memory for optimizer state");
+    }
+    *out = o;
+    return RM_OK;
+}
+
+void rm_optim_free(rm_optim *o) {
+    if (!o) return;
+    free(o->m);
+    free(o->v);
+    free(o->partial);
+    free(o);
+}
+
+/* The global L2 norm of all gradients. Padding between parameters is zero,
+ * so the flat buffer can be summed whole; chunk sums are added in order, so
+ * the result does not depend on the thread count. */
+static double grad_norm(rm_optim *o) {
+    const float *g = o->s->grads;
+    size_t n = o->s->g->param_floats;
+    #pragma omp parallel for schedule(static)
+    for (size_t k = 0; k < o->n_chunks; k++) {
+        size_t end = (k + 1) * NORM_CHUNK < n ? (k + 1) * NORM_CHUNK : n;
+        double acc = 0.0;
+        for (size_t i = k * NORM_CHUNK; i < end; i++) acc += (double)g[i] * g[i];
+        o->partial[k] = acc;
+    }
+    double total = 0.0;
+    for (size_t k = 0; k < o->n_chunks; k++) total += o->partial[k];
+    return sqrt(total);
+}
+
+rm_status rm_optim_step(rm_optim *o, float lr, float *norm_out) {
+    if (!o) return RM_ERR_ARG;
+    rm_session *s = o->s;
+    const rm_graph *g = s->g;
+    double norm = grad_norm(o);
+    if (norm_out) *norm_out = (float)norm;
+    if (!isfinite(norm))
+        return rm_session_fail(s, RM_ERR_ARG, "gradient norm is %g at update %llu: training diverged (try a lower --lr)",
+                               norm, (unsigned long long)o->t + 1);
+    float clip = 1.0f;
+    if (o->c.grad_clip > 0.0f && norm > o->c.grad_clip) clip = (float)(o->c.grad_clip / (norm + 1e-6));
+    o->t++;
+    const float b1 = o->c.beta1, b2 = o->c.beta2, eps = o->c.eps;
+    const float bc1 = 1.0f - powf(b1, (float)o->t), bc2 = 1.0f - powf(b2, (float)o->t);
+    for (int pi = 0; pi < g->n_params; pi++) {
+        const rm_value *v = &g->vals[g->params[pi]];
+        float *w = s->params + v->param_off, *gr = s->grads + v->param_off;
+        int64_t n = v->numel;
+        if (o->c.kind == RM_OPTIM_SGD) {
+            #pragma omp parallel for schedule(static)
+            for (int64_t i = 0; i < n; i++) w[i] -= lr * clip * gr[i];
+            continue;
+        }
+        float *m = o->m + v->param_off, *vv = o->v + v->param_off;
+        /* decoupled weight decay (Loshchilov & Hutter): shrink, then Adam step */
+        const float decay = v->decay ? 1.0f - lr * o->c.weight_decay : 1.0f;
+        #pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < n; i++) {
+            float gi = gr[i] * clip;
+            m[i] = b1 * m[i] + (1.0f - b1) * gi;
+            vv[i] = b2 * vv[i] + (1.0f - b2) * gi * gi;
+            float mhat = m[i] / bc1, vhat = vv[i] / bc2;
+            w[i] = w[i] * decay - lr * mhat / (sqrtf(vhat) + eps);
+        }
+    }
+    return RM_OK;
+}

@@ -1,0 +1,75 @@
+/* safetensors.h: reading and writing .safetensors files (internal API).
+ *
+ * The format (huggingface/safetensors, docs "Format" section):
+ *   8 bytes   N, a little-endian u64: the length of the header;
+ *   N bytes   a UTF-8 JSON object: for each tensor
+ *               "name": {"dtype": "F32", "shape": [2, 3], "data_offsets": [b, e]}
+ *             and optionally "__metadata__": {"key": "value", ...} (strings only);
+ *             it may be padded at the end with spaces;
+ *   the rest  the data section: raw little-endian, row-major tensor bytes;
+ *             [b, e) are offsets into it. The tensors must cover it exactly,
+ *             with no overlap and no hole.
+ * The reader validates all of this and never trusts a size from the file. */
+#ifndef REMAT_SAFETENSORS_H
+#define REMAT_SAFETENSORS_H
+
+#include "remat.h"
+#include <stddef.h>
+#include <stdint.h>
+
+#define RM_ST_MAX_HEADER 100000000u /* as the reference implementation */
+
+/* One tensor: the input of the writer, and the view the reader returns.
+ * The reader's data pointer is not necessarily aligned for the dtype
+ * (the data section starts 64-aligned, but a tensor may follow an odd-sized
+ * one): copy out with memcpy. */
+typedef struct rm_st_tensor {
+    const char *name;
+    const char *dtype;      /* "F32", "I32", "I64", "F16", "BF16", "U8", ... */
+    int ndim;               /* 0 for a scalar */
+    const int64_t *shape;
+    const void *data;
+    uint64_t bytes;         /* numel * rm_st_dtype_size(dtype) */
+} rm_st_tensor;
+
+typedef struct rm_st_file rm_st_file;
+
+/* Bytes per element of a safetensors dtype name; 0 if unknown. */
+size_t rm_st_dtype_size(const char *dtype);
+
+/* Writes the tensors (in the given order, contiguous) and the metadata
+ * (n_meta key/value strings) to `path` atomically: a temp file in the same
+ * directory is written, synced and renamed over `path`, so `path` holds
+ * either the old or the whole new file. Bad arguments: RM_ERR_ARG; any
+ * failure of the file system: RM_ERR_IO, and no temp file is left. */
+rm_status rm_st_write(const char *path, int n, const rm_st_tensor *tensors,
+                      int n_meta, const char *const *keys, const char *const *values,
+                      char *err, size_t errlen);
+
+/* Reads and validates a whole file. RM_ERR_IO if it cannot be read,
+ * RM_ERR_FORMAT (message naming the file and the problem) if malformed,
+ * RM_ERR_NOMEM. On success *out must be freed with rm_st_close. */
+rm_status rm_st_open(const char *path, rm_st_file **out, char *err, size_t errlen);
+/* The same on a buffer in memory (copied); `name` is used in messages. */
+rm_status rm_st_parse(const void *buf, size_t len, const char *name,
+                      rm_st_file **out, char *err, size_t errlen);
+void rm_st_close(rm_st_file *f);
+
+/* Tensors in file order (by data offset). Views live until rm_st_close. */
+int rm_st_count(const rm_st_file *f);
+const rm_st_tensor *rm_st_at(const rm_st_file *f, int i);
+/* The tensor of that name, or NULL. */
+const rm_st_tensor *rm_st_find(const rm_st_file *f, const char *name);
+
+/* Metadata: the value of `key`, or NULL; and iteration in header order. */
+const char *rm_st_meta(const rm_st_file *f, const char *key);
+int rm_st_meta_count(const rm_st_file *f);
+const char *rm_st_meta_key(const rm_st_file *f, int i);
+const char *rm_st_meta_value(const rm_st_file *f, int i);
+
+/* The element count of a view (shape product; 1 for a scalar). */
+uint64_t rm_st_numel(const rm_st_tensor *t);
+/* Writes a shape as "[2, 3]" ("[]" for a scalar) for messages. */
+void rm_st_format_shape(int ndim, const int64_t *shape, char *out, size_t cap);
+
+#endif

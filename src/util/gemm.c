@@ -1,0 +1,103 @@
+/* gemm.c: the one matrix multiply of remat, and thread control.
+ *
+ * rm_sgemm is row-major C = alpha*op(A)*op(B) + beta*C with op(X) = X or X^T
+ * (op(A) is MxK, op(B) is KxN). With OpenBLAS it calls cblas_sgemm; without
+ * it, a portable blocked kernel that needs nothing but a C compiler. */
+#include "internal.h"
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#ifdef REMAT_HAVE_BLAS
+#include <cblas.h>
+#endif
+
+int rm_gemm_has_blas(void) {
+#ifdef REMAT_HAVE_BLAS
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+int rm_default_threads(void) {
+#ifdef _OPENMP
+    return omp_get_num_procs();
+#else
+    return 1;
+#endif
+}
+
+/* One knob for both pools. OpenBLAS's OpenMP build shares the OpenMP team,
+ * and inside our own parallel regions it runs single-threaded, so the two
+ * never oversubscribe the cores. */
+void rm_set_threads(int n) {
+    if (n < 1) n = 1;
+#ifdef _OPENMP
+    if (omp_get_max_threads() != n) omp_set_num_threads(n);
+#endif
+#ifdef REMAT_HAVE_BLAS
+    openblas_set_num_threads(n);
+#endif
+}
+
+/* Block sizes: a kc x nc panel of B (64 KiB) stays in L2 while rows of A stream. */
+enum { GEMM_MC = 64, GEMM_KC = 256, GEMM_NC = 64 };
+
+void rm_gemm_fallback(int transA, int transB, int M, int N, int K, float alpha, const float *A, int lda,
+                      const float *B, int ldb, float beta, float *C, int ldc) {
+    /* C = beta*C first; beta == 0 must not propagate NaN from old C */
+    for (int i = 0; i < M; i++) {
+        float *c = C + (size_t)i * ldc;
+        if (beta == 0.0f) memset(c, 0, (size_t)N * sizeof *c);
+        else if (beta != 1.0f)
+            for (int j = 0; j < N; j++) c[j] *= beta;
+    }
+    if (M == 0 || N == 0 || K == 0 || alpha == 0.0f) return;
+    #pragma omp parallel
+    {
+        /* packed panels on the stack: no allocation per call (128 KiB per thread) */
+        float ap[GEMM_MC * GEMM_KC], bp[GEMM_KC * GEMM_NC];
+        /* every thread owns whole row blocks of C: no two threads write the same element */
+        #pragma omp for schedule(static)
+        for (int i0 = 0; i0 < M; i0 += GEMM_MC) {
+            int mc = M - i0 < GEMM_MC ? M - i0 : GEMM_MC;
+            for (int j0 = 0; j0 < N; j0 += GEMM_NC) {
+                int nc = N - j0 < GEMM_NC ? N - j0 : GEMM_NC;
+                for (int k0 = 0; k0 < K; k0 += GEMM_KC) {
+                    int kc = K - k0 < GEMM_KC ? K - k0 : GEMM_KC;
+                    /* pack op(B)[k0:k0+kc, j0:j0+nc] row-major, and alpha*op(A) block */
+                    for (int k = 0; k < kc; k++)
+                        for (int j = 0; j < nc; j++)
+                            bp[k * nc + j] = transB ? B[(size_t)(j0 + j) * ldb + k0 + k]
+                                                    : B[(size_t)(k0 + k) * ldb + j0 + j];
+                    for (int i = 0; i < mc; i++)
+                        for (int k = 0; k < kc; k++)
+                            ap[i * kc + k] = alpha * (transA ? A[(size_t)(k0 + k) * lda + i0 + i]
+                                                             : A[(size_t)(i0 + i) * lda + k0 + k]);
+                    for (int i = 0; i < mc; i++) {
+                        float acc[GEMM_NC];
+                        float *c = C + (size_t)(i0 + i) * ldc + j0;
+                        for (int j = 0; j < nc; j++) acc[j] = 0.0f;
+                        for (int k = 0; k < kc; k++) {
+                            float a = ap[i * kc + k];
+                            const float *b = bp + k * nc;
+                            for (int j = 0; j < nc; j++) acc[j] += a * b[j];
+                        }
+                        for (int j = 0; j < nc; j++) c[j] += acc[j];
+                    }
+                }
+            }
+        }
+    }
+}
+
+void rm_sgemm(int transA, int transB, int M, int N, int K, float alpha, const float *A, int lda,
+              const float *B, int ldb, float beta, float *C, int ldc) {
+#ifdef REMAT_HAVE_BLAS
+    cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, M, N, K,
+                alpha, A, lda, B, ldb, beta, C, ldc);
+#else
+    rm_gemm_fallback(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+#endif
+}

@@ -1,0 +1,727 @@
+/* test_ops.c: every op's kernels against central finite differences, plus
+ * the properties the planner relies on (bwd_reads is enough, acc adds or
+ * overwrites, dropout masks recompute exactly, results do not depend on the
+ * thread count) and Philox against its published known answers.
+ *
+ * Each op is built with its public builder on a tiny rm_graph (so shapes and
+ * node arguments are what a real model gets); the test then owns one buffer
+ * per value and calls the kernels through rm_op_get directly.
+ */
+#include "internal.h"
+#include "check.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* ---- helpers ------------------------------------------------------------ */
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static double rnd(void) { /* xorshift64*: [0,1) with 53 bits */
+    rng ^= rng >> 12;
+    rng ^= rng << 25;
+    rng ^= rng >> 27;
+    return (double)((rng * 0x2545F4914F6CDD1Dull) >> 11) * (1.0 / 9007199254740992.0);
+}
+static float rndu(float lo, float hi) { return lo + (hi - lo) * (float)rnd(); }
+
+static int max_threads(void) {
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+static void set_threads(int n) {
+#ifdef _OPENMP
+    omp_set_num_threads(n);
+#else
+    (void)n;
+#endif
+}
+
+/* A one-node graph and a buffer for each of its values. */
+typedef struct fx {
+    rm_graph *g;
+    int node;
+    const rm_op_def *op;
+    void *data[16];
+    void *work;
+    int threads, train;
+    uint64_t seed, step;
+} fx;
+
+static void fx_begin(fx *f) {
+    memset(f, 0, sizeof *f);
+    f->g = rm_graph_new();
+    f->train = 1;
+    f->seed = 1234;
+    f->step = 7;
+    f->threads = max_threads();
+}
+static rm_val fx_input(fx *f, rm_dtype dt, int nd, const int64_t *shape) {
+    return rm_input(f->g, "in", dt, nd, shape);
+}
+static rm_val fx_param(fx *f, const char *name, int nd, const int64_t *shape) {
+    return rm_param(f->g, name, nd, shape, RM_INIT_ZEROS, 0.0f, 0);
+}
+static const rm_node *fx_node(const fx *f) { return &f->g->nodes[f->node]; }
+static float *fx_f(fx *f, rm_val v) { return f->data[v]; }
+static int32_t *fx_i(fx *f, rm_val v) { return f->data[v]; }
+static int64_t fx_numel(fx *f, rm_val v) { return f->g->vals[v].numel; }
+
+/* After the builder: allocate every value, fill f32 with U(-1,1), i32 with 0. */
+static int fx_finish(fx *f, rm_val out, const char *what) {
+    CHECK(out >= 0 && f->g->n_nodes == 1, "%s: builder failed: %s", what, rm_graph_errmsg(f->g));
+    if (out < 0 || f->g->n_vals > 16) return 0;
+    f->node = 0;
+    f->op = rm_op_get(fx_node(f)->op);
+    for (int v = 0; v < f->g->n_vals; v++) {
+        const rm_value *val = &f->g->vals[v];
+        f->data[v] = malloc((size_t)val->numel * 4);
+        for (int64_t i = 0; i < val->numel; i++) {
+            if (val->dtype == RM_DTYPE_F32) fx_f(f, v)[i] = rndu(-1, 1);
+            else fx_i(f, v)[i] = 0;
+        }
+    }
+    size_t w = 0;
+    if (f->op->workspace)
+        for (int b = 0; b < 2; b++) {
+            size_t s = f->op->workspace(fx_node(f), f->g->vals, b, f->threads);
+            w = s > w ? s : w;
+        }
+    f->work = malloc(w ? w : 1);
+    return 1;
+}
+static void fx_end(fx *f) {
+    for (int v = 0; v < 16; v++) free(f->data[v]);
+    free(f->work);
+    rm_graph_free(f->g);
+}
+
+static rm_kernel_ctx fx_ctx(fx *f) {
+    rm_kernel_ctx c;
+    memset(&c, 0, sizeof c);
+    const rm_node *n = fx_node(f);
+    c.node = n;
+    for (int k = 0; k < n->n_in; k++)
+        if (n->in[k] >= 0) {
+            c.vin[k] = &f->g->vals[n->in[k]];
+            c.in[k] = f->data[n->in[k]];
+        }
+    for (int j = 0; j < n->n_out; j++) {
+        c.vout[j] = &f->g->vals[n->out[j]];
+        c.out[j] = f->data[n->out[j]];
+    }
+    c.work = f->work;
+    c.threads = f->threads;
+    c.seed = f->seed;
+    c.step = f->step;
+    c.node_id = f->node;
+    c.train = f->train;
+    return c;
+}
+
+/* Outputs are NaN-filled first: a forward must not read what it writes. */
+static void fx_forward(fx *f) {
+    const rm_node *n = fx_node(f);
+    for (int j = 0; j < n->n_out; j++)
+        for (int64_t i = 0; i < fx_numel(f, n->out[j]); i++) fx_f(f, n->out[j])[i] = NAN;
+    rm_kernel_ctx c = fx_ctx(f);
+    f->op->forward(&c);
+}
+
+/* A copy of value v poisoned: NaN for f32, 0 for i32 (a NaN id would crash
+ * rather than fail a check; a zero id sends gradients to the wrong row). */
+static void *poisoned(fx *f, rm_val v) {
+    const rm_value *val = &f->g->vals[v];
+    void *p = malloc((size_t)val->numel * 4);
+    for (int64_t i = 0; i < val->numel; i++) {
+        if (val->dtype == RM_DTYPE_F32) ((float *)p)[i] = NAN;
+        else ((int32_t *)p)[i] = 0;
+    }
+    return p;
+}
+
+/* Backward with dout[0] = dout0. Every forward tensor outside bwd_reads is
+ * replaced by a poisoned copy, so an op that reads more than it declares
+ * (and would read freed memory under the planner) fails its gradient check. */
+static void fx_backward(fx *f, const float *dout0, float *const *din, const int *acc) {
+    const rm_node *n = fx_node(f);
+    rm_kernel_ctx c = fx_ctx(f);
+    void *tmp[RM_MAX_IN + RM_MAX_OUT] = {0};
+    for (int k = 0; k < n->n_in; k++)
+        if (n->in[k] >= 0 && !(f->op->bwd_reads & RM_READS_IN(k))) c.in[k] = tmp[k] = poisoned(f, n->in[k]);
+    for (int j = 0; j < n->n_out; j++)
+        if (!(f->op->bwd_reads & RM_READS_OUT(j))) c.out[j] = tmp[RM_MAX_IN + j] = poisoned(f, n->out[j]);
+    c.dout[0] = (float *)dout0;
+    for (int k = 0; k < RM_MAX_IN; k++) {
+        c.din[k] = din[k];
+        c.acc[k] = acc[k];
+    }
+    f->op->backward(&c);
+    for (int k = 0; k < RM_MAX_IN + RM_MAX_OUT; k++) free(tmp[k]);
+}
+
+/* L = sum(out0 * R), in double from the float forward. */
+static double fx_loss(fx *f, const float *R) {
+    fx_forward(f);
+    const rm_val o = fx_node(f)->out[0];
+    const float *y = fx_f(f, o);
+    double L = 0.0;
+    for (int64_t i = 0; i < fx_numel(f, o); i++) L += (double)y[i] * (double)R[i];
+    return L;
+}
+
+/* ---- the gradient check ----------------------------------------------------
+ *
+ * Analytic: din from backward with dout = R. Numeric: (L(x+h) - L(x-h)) / 2h
+ * per element, the step measured from the stored floats (x+h rounds).
+ *
+ * h = 1e-2. The numeric error has two parts. Truncation: the central
+ * difference is off by h^2/6 * L''' ~ 2e-5 * L''' (inputs are O(1), and so
+ * are third derivatives here except layernorm's, which scale like rstd^3 ~ 5).
+ * Rounding: the outputs that x touches each carry ~1 ulp (6e-8 relative) of
+ * fp32 error; summed against R and divided by 2h = 2e-2 that is ~3e-6 per
+ * touched output, ~1e-5..1e-4 for the op sizes below. A smaller h trades
+ * the first for the second; 1e-2 keeps both near 1e-4 or below.
+ *
+ * Criterion: |analytic - numeric| <= ATOL * scale + RTOL * |numeric|, where
+ * scale = max |numeric| over the tensor. ATOL = 1e-3 of the tensor's own
+ * gradient scale absorbs the absolute rounding noise (which does not shrink
+ * with a small gradient element); RTOL = 1e-2 absorbs the truncation. A real
+ * bug (a missing term, a wrong sign or factor) is off by O(1) relative.
+ */
+#define FD_H 1e-2f
+#define FD_ATOL 1e-3
+#define FD_RTOL 1e-2
+
+static double worst_ratio_all;
+
+/* skip: bitmask of f32 inputs not checked (none today; ids/targets are i32). */
+static void gradcheck(fx *f, const char *name, unsigned skip) {
+    const rm_node *n = fx_node(f);
+    const rm_val o = n->out[0];
+    const int64_t M = fx_numel(f, o);
+    float *R = malloc((size_t)M * sizeof *R);
+    for (int64_t i = 0; i < M; i++) R[i] = rndu(-1, 1);
+    fx_forward(f);
+
+    /* analytic, acc = 0 over NaN garbage: the kernel must overwrite */
+    float *din[RM_MAX_IN] = {0};
+    int acc[RM_MAX_IN] = {0};
+    for (int k = 0; k < n->n_in; k++) {
+        rm_val v = n->in[k];
+        if (v < 0 || f->g->vals[v].dtype != RM_DTYPE_F32 || (skip & (1u << k))) continue;
+        din[k] = malloc((size_t)fx_numel(f, v) * sizeof(float));
+        for (int64_t i = 0; i < fx_numel(f, v); i++) din[k][i] = NAN;
+    }
+    fx_backward(f, R, din, acc);
+
+    for (int k = 0; k < n->n_in; k++) {
+        if (!din[k]) continue;
+        const rm_val v = n->in[k];
+        const int64_t E = fx_numel(f, v);
+        float *x = fx_f(f, v);
+        double *num = malloc((size_t)E * sizeof *num), scale = 0.0;
+        for (int64_t i = 0; i < E; i++) {
+            const float save = x[i];
+            x[i] = save + FD_H;
+            const double xp = x[i], Lp = fx_loss(f, R);
+            x[i] = save - FD_H;
+            const double xm = x[i], Lm = fx_loss(f, R);
+            x[i] = save;
+            num[i] = (Lp - Lm) / (xp - xm);
+            scale = fabs(num[i]) > scale ? fabs(num[i]) : scale;
+        }
+        int bad = 0;
+        double worst = 0.0;
+        for (int64_t i = 0; i < E; i++) {
+            const double a = din[k][i], err = fabs(a - num[i]);
+            const double tol = FD_ATOL * scale + FD_RTOL * fabs(num[i]) + 1e-12;
+            const double r = isfinite(a) ? err / tol : INFINITY;
+            worst = r > worst ? r : worst;
+            if (!(r <= 1.0) && bad++ == 0)
+                CHECK(0, "%s: d(input %d)[%lld]: analytic %.7g numeric %.7g (tol %.3g)", name, k, (long long)i,
+                      a, num[i], tol);
+        }
+        CHECK(bad == 0, "%s: input %d: %d of %lld gradient elements off", name, k, bad, (long long)E);
+        CHECK(scale > 0.0, "%s: input %d: the numeric gradient is all zero (a useless check)", name, k);
+        printf("  %-22s d(input %d): %4lld elements, worst err/tol %.3f\n", name, k, (long long)E, worst);
+        worst_ratio_all = worst > worst_ratio_all ? worst : worst_ratio_all;
+        free(num);
+    }
+
+    /* acc = 1: the same gradient added onto random contents */
+    float *g0[RM_MAX_IN] = {0}, *dacc[RM_MAX_IN] = {0};
+    for (int k = 0; k < n->n_in; k++) {
+        if (!din[k]) continue;
+        const int64_t E = fx_numel(f, n->in[k]);
+        g0[k] = malloc((size_t)E * sizeof(float));
+        dacc[k] = malloc((size_t)E * sizeof(float));
+        for (int64_t i = 0; i < E; i++) dacc[k][i] = g0[k][i] = rndu(-2, 2);
+        acc[k] = 1;
+    }
+    fx_forward(f);
+    fx_backward(f, R, dacc, acc);
+    for (int k = 0; k < n->n_in; k++) {
+        if (!din[k]) continue;
+        int bad = 0;
+        for (int64_t i = 0; i < fx_numel(f, n->in[k]); i++) {
+            const double want = (double)g0[k][i] + din[k][i];
+            if (!(fabs(dacc[k][i] - want) <= 1e-5 * (fabs(g0[k][i]) + fabs(din[k][i])) + 1e-7)) bad++;
+        }
+        CHECK(bad == 0, "%s: input %d: acc=1 does not add onto din (%d elements off)", name, k, bad);
+        free(g0[k]);
+        free(dacc[k]);
+        free(din[k]);
+    }
+    free(R);
+}
+
+/* ---- per-op checks ---------------------------------------------------------- */
+
+static void test_embedding(void) {
+    fx f;
+    fx_begin(&f);
+    const int V = 5;
+    rm_val ids = fx_input(&f, RM_DTYPE_I32, 2, (int64_t[]){2, 4});
+    rm_val tab = fx_param(&f, "table", 2, (int64_t[]){V, 3});
+    rm_val out = rm_embedding(f.g, ids, tab);
+    if (!fx_finish(&f, out, "embedding")) return fx_end(&f);
+    int64_t sh[RM_MAX_DIMS];
+    CHECK(rm_shape(f.g, out, sh) == 3 && sh[0] == 2 && sh[1] == 4 && sh[2] == 3, "embedding: output shape");
+    /* 8 ids over 5 rows: some rows repeat (their gradients sum), id 4 unused */
+    const int32_t idv[8] = {0, 3, 1, 3, 0, 2, 3, 1};
+    memcpy(fx_i(&f, ids), idv, sizeof idv);
+    fx_forward(&f);
+    CHECK(memcmp(fx_f(&f, out) + 3 * 3, fx_f(&f, tab) + 3 * 3, 3 * sizeof(float)) == 0,
+          "embedding: row 3 of out is table row 3");
+    gradcheck(&f, "embedding", 0);
+    fx_end(&f);
+}
+
+static void test_add(void) {
+    fx f;
+    fx_begin(&f);
+    rm_val a = fx_input(&f, RM_DTYPE_F32, 3, (int64_t[]){2, 3, 4});
+    rm_val b = fx_input(&f, RM_DTYPE_F32, 3, (int64_t[]){2, 3, 4});
+    if (!fx_finish(&f, rm_add(f.g, a, b), "add")) return fx_end(&f);
+    gradcheck(&f, "add", 0);
+    fx_end(&f);
+}
+
+static void test_layernorm(void) {
+    fx f;
+    fx_begin(&f);
+    rm_val x = fx_input(&f, RM_DTYPE_F32, 3, (int64_t[]){2, 3, 8});
+    rm_val w = fx_param(&f, "w", 1, (int64_t[]){8});
+    rm_val b = fx_param(&f, "b", 1, (int64_t[]){8});
+    rm_val out = rm_layernorm(f.g, x, w, b);
+    if (!fx_finish(&f, out, "layernorm")) return fx_end(&f);
+    CHECK(fx_node(&f)->n_out == 3 && fx_numel(&f, fx_node(&f)->out[1]) == 6, "layernorm: mean/rstd outputs");
+    for (int i = 0; i < 8; i++) fx_f(&f, w)[i] = rndu(0.5f, 1.5f);
+    /* one row far from zero: the two-pass variance must still be right */
+    for (int i = 0; i < 8; i++) fx_f(&f, x)[8 + i] = 100.0f + rndu(-1, 1);
+    fx_forward(&f);
+    const float *y = fx_f(&f, out), *xv = fx_f(&f, x);
+    int bad = 0;
+    for (int r = 0; r < 6; r++) { /* against a double reference */
+        double m = 0, v = 0;
+        for (int i = 0; i < 8; i++) m += xv[r * 8 + i];
+        m /= 8;
+        for (int i = 0; i < 8; i++) v += (xv[r * 8 + i] - m) * (xv[r * 8 + i] - m);
+        v /= 8;
+        for (int i = 0; i < 8; i++) {
+            double ref = (xv[r * 8 + i] - m) / sqrt(v + 1e-5) * fx_f(&f, w)[i] + fx_f(&f, b)[i];
+            if (!(fabs(y[r * 8 + i] - ref) <= 1e-4 * (1 + fabs(ref)))) bad++;
+        }
+    }
+    CHECK(bad == 0, "layernorm: forward differs from a double reference in %d elements", bad);
+    gradcheck(&f, "layernorm", 0);
+    fx_end(&f);
+}
+
+static void test_gelu(void) {
+    fx f;
+    fx_begin(&f);
+    rm_val x = fx_input(&f, RM_DTYPE_F32, 2, (int64_t[]){4, 6});
+    rm_val out = rm_gelu(f.g, x);
+    if (!fx_finish(&f, out, "gelu")) return fx_end(&f);
+    for (int i = 0; i < 24; i++) fx_f(&f, x)[i] = rndu(-3, 3);
+    fx_forward(&f);
+    int bad = 0;
+    for (int i = 0; i < 24; i++) {
+        double v = fx_f(&f, x)[i];
+        double ref = 0.5 * v * (1 + tanh(sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+        if (!(fabs(fx_f(&f, out)[i] - ref) <= 1e-6 * (1 + fabs(ref)))) bad++;
+    }
+    CHECK(bad == 0, "gelu: forward differs from the formula in %d elements", bad);
+    gradcheck(&f, "gelu", 0);
+    fx_end(&f);
+}
+
+static void test_relu(void) {
+    fx f;
+    fx_begin(&f);
+    rm_val x = fx_input(&f, RM_DTYPE_F32, 2, (int64_t[]){4, 6});
+    if (!fx_finish(&f, rm_relu(f.g, x), "relu")) return fx_end(&f);
+    /* |x| >= 0.1 > h: x +- h never crosses the kink at 0 */
+    for (int i = 0; i < 24; i++) fx_f(&f, x)[i] = (i % 2 ? 1.0f : -1.0f) * rndu(0.1f, 1.0f);
+    gradcheck(&f, "relu", 0);
+    fx_end(&f);
+}
+
+static void test_linear(int bias) {
+    fx f;
+    fx_begin(&f);
+    rm_val x = fx_input(&f, RM_DTYPE_F32, 3, (int64_t[]){2, 3, 5});
+    rm_val w = fx_param(&f, "w", 2, (int64_t[]){4, 5});
+    rm_val b = bias ? fx_param(&f, "b", 1, (int64_t[]){4}) : -1;
+    rm_val out = rm_linear(f.g, x, w, b);
+    if (!fx_finish(&f, out, "linear")) return fx_end(&f);
+    int64_t sh[RM_MAX_DIMS];
+    CHECK(rm_shape(f.g, out, sh) == 3 && sh[2] == 4, "linear: output shape");
+    gradcheck(&f, bias ? "linear" : "linear (no bias)", 0);
+    fx_end(&f);
+}
+
+static void test_attention(void) {
+    fx f;
+    fx_begin(&f);
+    /* B=2, T=5, C=8 with 2 heads of 4 */
+    rm_val qkv = fx_input(&f, RM_DTYPE_F32, 3, (int64_t[]){2, 5, 24});
+    rm_val out = rm_attention(f.g, qkv, 2);
+    if (!fx_finish(&f, out, "attention")) return fx_end(&f);
+    for (int64_t i = 0; i < fx_numel(&f, qkv); i++) fx_f(&f, qkv)[i] = rndu(-1.5f, 1.5f);
+    gradcheck(&f, "attention", 0);
+    /* causality: changing position 4 leaves positions 0..3 unchanged */
+    fx_forward(&f);
+    float before[2 * 5 * 8];
+    memcpy(before, fx_f(&f, out), sizeof before);
+    for (int i = 0; i < 24; i++) fx_f(&f, qkv)[4 * 24 + i] += 0.5f;
+    fx_forward(&f);
+    CHECK(memcmp(before, fx_f(&f, out), 4 * 8 * sizeof(float)) == 0, "attention: the future leaks into the past");
+    fx_end(&f);
+}
+
+static void test_dropout(void) {
+    const float p = 0.3f;
+    fx f;
+    fx_begin(&f);
+    rm_val x = fx_input(&f, RM_DTYPE_F32, 2, (int64_t[]){4, 8});
+    rm_val out = rm_dropout(f.g, x, p);
+    if (!fx_finish(&f, out, "dropout")) return fx_end(&f);
+    CHECK(fx_node(&f)->farg[0] == p, "dropout: farg[0] holds p");
+    /* dropout is linear in x (the mask does not depend on it): no kinks */
+    gradcheck(&f, "dropout", 0);
+    fx_end(&f);
+
+    /* mask properties on a big tensor */
+    const int64_t E = 200000;
+    fx_begin(&f);
+    x = fx_input(&f, RM_DTYPE_F32, 1, (int64_t[]){E});
+    out = rm_dropout(f.g, x, p);
+    if (!fx_finish(&f, out, "dropout")) return fx_end(&f);
+    float *xv = fx_f(&f, x), *y = fx_f(&f, out);
+    for (int64_t i = 0; i < E; i++) xv[i] = rndu(0.5f, 1.5f); /* nonzero: zero out <=> dropped */
+    float *first = malloc((size_t)E * sizeof *first);
+    fx_forward(&f);
+    memcpy(first, y, (size_t)E * sizeof *first);
+    int64_t kept = 0, badscale = 0;
+    const float scale = 1.0f / (1.0f - p);
+    for (int64_t i = 0; i < E; i++) {
+        if (y[i] != 0.0f) {
+            kept++;
+            if (y[i] != xv[i] * scale) badscale++;
+        }
+    }
+    /* std of the kept fraction is sqrt(p(1-p)/E) ~ 1e-3: 0.01 is 10 sigma */
+    const double frac = (double)kept / (double)E;
+    CHECK(fabs(frac - (1.0 - p)) < 0.01, "dropout: kept fraction %.4f, expected %.2f", frac, 1.0 - p);
+    CHECK(badscale == 0, "dropout: %lld kept elements not scaled by 1/(1-p)", (long long)badscale);
+    fx_forward(&f); /* a recompute: the same step must give the same mask */
+    CHECK(memcmp(first, y, (size_t)E * sizeof *y) == 0, "dropout: recomputed forward differs");
+    set_threads(1);
+    fx_forward(&f);
+    set_threads(f.threads);
+    CHECK(memcmp(first, y, (size_t)E * sizeof *y) == 0, "dropout: the mask depends on the thread count");
+    /* the backward regenerates the same mask: dx = dout where kept, 0 where dropped */
+    float *ones = malloc((size_t)E * sizeof *ones), *dx = malloc((size_t)E * sizeof *dx);
+    for (int64_t i = 0; i < E; i++) ones[i] = 1.0f;
+    float *din[RM_MAX_IN] = {dx};
+    int acc[RM_MAX_IN] = {0};
+    fx_backward(&f, ones, din, acc);
+    int64_t mism = 0;
+    for (int64_t i = 0; i < E; i++) mism += (dx[i] != 0.0f) != (first[i] != 0.0f);
+    CHECK(mism == 0, "dropout: backward mask differs from forward in %lld elements", (long long)mism);
+    /* another step, another node: different masks */
+    f.step++;
+    fx_forward(&f);
+    int64_t diff = 0;
+    for (int64_t i = 0; i < E; i++) diff += (y[i] != 0.0f) != (first[i] != 0.0f);
+    CHECK(diff > E / 4, "dropout: step s+1 mask differs in only %lld elements", (long long)diff);
+    f.step--;
+    f.node = 0;
+    rm_kernel_ctx c = fx_ctx(&f);
+    c.node_id = 1;
+    f.op->forward(&c);
+    diff = 0;
+    for (int64_t i = 0; i < E; i++) diff += (y[i] != 0.0f) != (first[i] != 0.0f);
+    CHECK(diff > E / 4, "dropout: another node's mask differs in only %lld elements", (long long)diff);
+    /* train = 0: identity, forward and backward */
+    f.train = 0;
+    fx_forward(&f);
+    CHECK(memcmp(xv, y, (size_t)E * sizeof *y) == 0, "dropout: train=0 is not the identity");
+    fx_backward(&f, xv, din, acc);
+    CHECK(memcmp(xv, dx, (size_t)E * sizeof *dx) == 0, "dropout: train=0 backward is not the identity");
+    free(first);
+    free(ones);
+    free(dx);
+    fx_end(&f);
+
+    /* p = 0 in training: identity too */
+    fx_begin(&f);
+    x = fx_input(&f, RM_DTYPE_F32, 1, (int64_t[]){64});
+    out = rm_dropout(f.g, x, 0.0f);
+    if (!fx_finish(&f, out, "dropout p=0")) return fx_end(&f);
+    fx_forward(&f);
+    CHECK(memcmp(fx_f(&f, x), fx_f(&f, out), 64 * sizeof(float)) == 0, "dropout: p=0 is not the identity");
+    fx_end(&f);
+}
+
+/* Loss and probs against a double computation; scale shifts the logits to
+ * test the max subtraction (exp(1000) overflows fp32 and fp64 alike). */
+static void ce_reference(fx *f, rm_val logits, rm_val tg, int N, int V, float shift, const char *what) {
+    float *z = fx_f(f, logits);
+    for (int i = 0; i < N * V; i++) z[i] = rndu(-3, 3) + shift;
+    for (int n = 0; n < N; n++) fx_i(f, tg)[n] = (n * 5 + 3) % V;
+    fx_forward(f);
+    const float *probs = fx_f(f, fx_node(f)->out[1]);
+    double ref = 0.0, worst_sum = 0.0;
+    for (int n = 0; n < N; n++) {
+        double mx = z[n * V], s = 0.0, ps = 0.0;
+        for (int v = 1; v < V; v++) mx = z[n * V + v] > mx ? z[n * V + v] : mx;
+        for (int v = 0; v < V; v++) s += exp((double)z[n * V + v] - mx);
+        ref += log(s) - ((double)z[n * V + fx_i(f, tg)[n]] - mx);
+        for (int v = 0; v < V; v++) ps += probs[n * V + v];
+        worst_sum = fabs(ps - 1.0) > worst_sum ? fabs(ps - 1.0) : worst_sum;
+    }
+    ref /= N;
+    const float loss = fx_f(f, fx_node(f)->out[0])[0];
+    CHECK(isfinite(loss) && fabs(loss - ref) <= 1e-5 * fabs(ref) + 1e-6, "softmax_ce (%s): loss %.9g, reference %.9g",
+          what, loss, ref);
+    CHECK(worst_sum < 1e-5, "softmax_ce (%s): a probs row sums to 1 +- %g", what, worst_sum);
+}
+
+static void test_softmax_ce(void) {
+    fx f;
+    fx_begin(&f);
+    const int N = 6, V = 7;
+    rm_val logits = fx_input(&f, RM_DTYPE_F32, 3, (int64_t[]){2, 3, V});
+    rm_val tg = fx_input(&f, RM_DTYPE_I32, 2, (int64_t[]){2, 3});
+    rm_val loss = rm_softmax_ce(f.g, logits, tg);
+    if (!fx_finish(&f, loss, "softmax_ce")) return fx_end(&f);
+    CHECK(fx_numel(&f, loss) == 1 && fx_numel(&f, fx_node(&f)->out[1]) == N * V, "softmax_ce: output sizes");
+    ce_reference(&f, logits, tg, N, V, 0.0f, "plain");
+    ce_reference(&f, logits, tg, N, V, 1000.0f, "logits near 1000");
+    for (int i = 0; i < N * V; i++) fx_f(&f, logits)[i] = rndu(-2, 2);
+    gradcheck(&f, "softmax_ce", 0);
+    fx_end(&f);
+}
+
+/* Results bitwise independent of the thread count, for the kernels whose
+ * reductions could depend on it (column sums, the mean loss). */
+static void test_threads(void) {
+    if (max_threads() < 2) set_threads(2);
+    const int T = max_threads() < 3 ? 3 : max_threads();
+    fx f;
+    /* layernorm backward: dw, db over 300 rows; 100 columns = 4 blocks */
+    fx_begin(&f);
+    rm_val x = fx_input(&f, RM_DTYPE_F32, 2, (int64_t[]){300, 100});
+    rm_val w = fx_param(&f, "w", 1, (int64_t[]){100});
+    rm_val b = fx_param(&f, "b", 1, (int64_t[]){100});
+    if (fx_finish(&f, rm_layernorm(f.g, x, w, b), "layernorm threads")) {
+        float *dout = malloc(30000 * sizeof *dout), *r[2][3];
+        for (int i = 0; i < 30000; i++) dout[i] = rndu(-1, 1);
+        for (int t = 0; t < 2; t++) {
+            set_threads(t ? T : 1);
+            f.threads = t ? T : 1;
+            for (int k = 0; k < 3; k++) r[t][k] = calloc(k ? 100 : 30000, sizeof(float));
+            int acc[RM_MAX_IN] = {0};
+            fx_forward(&f);
+            fx_backward(&f, dout, r[t], acc);
+        }
+        CHECK(memcmp(r[0][0], r[1][0], 30000 * 4) == 0 && memcmp(r[0][1], r[1][1], 400) == 0 &&
+                  memcmp(r[0][2], r[1][2], 400) == 0,
+              "layernorm: gradients differ between 1 and %d threads", T);
+        for (int t = 0; t < 2; t++)
+            for (int k = 0; k < 3; k++) free(r[t][k]);
+        free(dout);
+    }
+    fx_end(&f);
+
+    /* embedding backward: 500 ids into 7 rows, 70 columns */
+    fx_begin(&f);
+    rm_val ids = fx_input(&f, RM_DTYPE_I32, 1, (int64_t[]){500});
+    rm_val tab = fx_param(&f, "table", 2, (int64_t[]){7, 70});
+    if (fx_finish(&f, rm_embedding(f.g, ids, tab), "embedding threads")) {
+        for (int i = 0; i < 500; i++) fx_i(&f, ids)[i] = (int32_t)(rnd() * 7);
+        float *dout = malloc(500 * 70 * sizeof *dout), *r[2];
+        for (int i = 0; i < 500 * 70; i++) dout[i] = rndu(-1, 1);
+        for (int t = 0; t < 2; t++) {
+            set_threads(t ? T : 1);
+            r[t] = calloc(7 * 70, sizeof(float));
+            float *din[RM_MAX_IN] = {NULL, r[t]};
+            int acc[RM_MAX_IN] = {0};
+            fx_backward(&f, dout, din, acc);
+        }
+        CHECK(memcmp(r[0], r[1], 7 * 70 * 4) == 0, "embedding: gradients differ between 1 and %d threads", T);
+        free(r[0]);
+        free(r[1]);
+        free(dout);
+    }
+    fx_end(&f);
+
+    /* softmax_ce loss over 1000 rows (16 per chunk) */
+    fx_begin(&f);
+    rm_val logits = fx_input(&f, RM_DTYPE_F32, 2, (int64_t[]){1000, 9});
+    rm_val tg = fx_input(&f, RM_DTYPE_I32, 1, (int64_t[]){1000});
+    rm_val loss = rm_softmax_ce(f.g, logits, tg);
+    if (fx_finish(&f, loss, "softmax_ce threads")) {
+        for (int i = 0; i < 1000; i++) fx_i(&f, tg)[i] = i % 9;
+        float l[2];
+        for (int t = 0; t < 2; t++) {
+            set_threads(t ? T : 1);
+            fx_forward(&f);
+            l[t] = fx_f(&f, loss)[0];
+        }
+        CHECK(memcmp(&l[0], &l[1], sizeof l[0]) == 0, "softmax_ce: loss differs between 1 and %d threads", T);
+    }
+    fx_end(&f);
+    set_threads(max_threads());
+}
+
+/* Builders reject bad shapes with RM_ERR_ARG and a message, never abort. */
+static void expect_fail(rm_graph *g, rm_val got, const char *what) {
+    CHECK(got == -1 && rm_graph_status(g) == RM_ERR_ARG, "%s: expected RM_ERR_ARG, got value %d status %d", what,
+          got, (int)rm_graph_status(g));
+    CHECK(strlen(rm_graph_errmsg(g)) > 0, "%s: no error message", what);
+}
+
+static void test_builders(void) {
+    struct {
+        const char *what;
+        int which;
+    } cases[] = {{"embedding f32 ids", 0}, {"layernorm w shape", 1}, {"add shapes", 2},   {"dropout p=1", 3},
+                 {"dropout p<0", 4},       {"softmax_ce shape", 5},  {"softmax_ce dtype", 6}, {"bad id", 7}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        rm_graph *g = rm_graph_new();
+        rm_val x = rm_input(g, "x", RM_DTYPE_F32, 2, (int64_t[]){4, 6});
+        rm_val y = rm_input(g, "y", RM_DTYPE_F32, 2, (int64_t[]){4, 5});
+        rm_val t = rm_input(g, "t", RM_DTYPE_I32, 1, (int64_t[]){3});
+        rm_val w = rm_param(g, "w", 1, (int64_t[]){5}, RM_INIT_ONES, 0, 0);
+        rm_val tab = rm_param(g, "tab", 2, (int64_t[]){10, 6}, RM_INIT_NORMAL, 0.02f, 0);
+        rm_val got = 0;
+        switch (cases[i].which) {
+        case 0: got = rm_embedding(g, x, tab); break;
+        case 1: got = rm_layernorm(g, x, w, w); break;
+        case 2: got = rm_add(g, x, y); break;
+        case 3: got = rm_dropout(g, x, 1.0f); break;
+        case 4: got = rm_dropout(g, x, -0.1f); break;
+        case 5: got = rm_softmax_ce(g, x, t); break;
+        case 6: got = rm_softmax_ce(g, x, x); break;
+        case 7: got = rm_gelu(g, 1000); break;
+        }
+        expect_fail(g, got, cases[i].what);
+        /* the first error sticks: later builders do nothing */
+        CHECK(rm_relu(g, x) == -1 && g->n_nodes == 0, "%s: a builder ran after an error", cases[i].what);
+        rm_graph_free(g);
+    }
+}
+
+static void test_registry(void) {
+    const char *names[RM_OP_COUNT] = {"embedding", "linear",    "add",       "layernorm", "gelu",
+                                      "relu",      "dropout",   "attention", "softmax_ce"};
+    for (int k = 0; k < RM_OP_COUNT; k++) {
+        const rm_op_def *d = rm_op_get((rm_op_kind)k);
+        CHECK(d && d->forward && d->backward && d->flops && strcmp(d->name, names[k]) == 0,
+              "registry: op %d should be '%s'", k, names[k]);
+    }
+    CHECK(rm_op_get(RM_OP_COUNT) == NULL, "registry: RM_OP_COUNT must map to NULL");
+}
+
+static void test_philox(void) {
+    /* Random123 kat_vectors for philox4x32-10: counter, key -> output */
+    static const uint32_t kat[3][10] = {
+        {0, 0, 0, 0, 0, 0, 0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8},
+        {0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0x408f276d, 0x41c83b0e,
+         0xa20bc7c6, 0x6d5451fd},
+        {0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344, 0xa4093822, 0x299f31d0, 0xd16cfe09, 0x94fdcceb,
+         0x5001e420, 0x24126ea1},
+    };
+    for (int t = 0; t < 3; t++) {
+        uint32_t o[4];
+        rm_philox4x32(kat[t] + 4, kat[t], o);
+        CHECK(memcmp(o, kat[t] + 6, sizeof o) == 0, "philox KAT %d: got %08x %08x %08x %08x", t, o[0], o[1], o[2],
+              o[3]);
+    }
+    /* the documented packing: key = seed lo/hi, counter = {i lo, i hi, a, b} */
+    const uint64_t seed = 0x0123456789abcdefull, i = 0x00000005deadbeefull;
+    const uint32_t key[2] = {0x89abcdef, 0x01234567}, ctr[4] = {0xdeadbeef, 5, 11, 22};
+    uint32_t o[4];
+    rm_philox4x32(key, ctr, o);
+    CHECK(rm_philox_uniform(seed, 11, 22, i) == (float)(o[0] >> 8) / 16777216.0f, "philox_uniform packing");
+
+    double s = 0, s2 = 0, n1 = 0, n2 = 0;
+    float umin = 1, umax = 0;
+    const int K = 100000;
+    for (int k = 0; k < K; k++) {
+        float u = rm_philox_uniform(42, 1, 2, (uint64_t)k), z = rm_philox_normal(42, 1, 2, (uint64_t)k);
+        umin = u < umin ? u : umin;
+        umax = u > umax ? u : umax;
+        s += u;
+        s2 += (double)u * u;
+        n1 += z;
+        n2 += (double)z * z;
+    }
+    CHECK(umin >= 0.0f && umax < 1.0f, "philox_uniform outside [0,1): %g..%g", umin, umax);
+    /* std errors: mean 1/sqrt(12K) ~ 9e-4, normal mean 3e-3, variance 4.5e-3 */
+    CHECK(fabs(s / K - 0.5) < 0.005 && fabs(s2 / K - 1.0 / 3) < 0.005, "philox_uniform moments %g %g", s / K, s2 / K);
+    CHECK(fabs(n1 / K) < 0.02 && fabs(n2 / K - 1.0) < 0.03, "philox_normal moments %g %g", n1 / K, n2 / K);
+    CHECK(rm_philox_uniform(42, 1, 2, 9) == rm_philox_uniform(42, 1, 2, 9) &&
+              rm_philox_uniform(42, 1, 2, 9) != rm_philox_uniform(43, 1, 2, 9),
+          "philox_uniform is a function of (seed, a, b, i)");
+}
+
+static void test_util(void) {
+    CHECK(rm_dtype_size(RM_DTYPE_F32) == 4 && rm_dtype_size(RM_DTYPE_I32) == 4, "rm_dtype_size");
+    char buf[6];
+    rm_strlcpy(buf, "abcdefgh", sizeof buf);
+    CHECK(strcmp(buf, "abcde") == 0, "rm_strlcpy truncates: '%s'", buf);
+    rm_strlcpy(buf, "ab", sizeof buf);
+    CHECK(strcmp(buf, "ab") == 0, "rm_strlcpy copies: '%s'", buf);
+}
+
+int main(void) {
+    test_philox();
+    test_util();
+    test_registry();
+    test_builders();
+    printf("gradient checks (h = %g, |a-n| <= %g*scale + %g*|n|):\n", (double)FD_H, FD_ATOL, FD_RTOL);
+    test_embedding();
+    test_add();
+    test_layernorm();
+    test_gelu();
+    test_relu();
+    test_dropout();
+    test_softmax_ce();
+    test_linear(1);
+    test_linear(0);
+    test_attention();
+    printf("  worst err/tol over all ops: %.3f\n", worst_ratio_all);
+    test_threads();
+    return check_done("test_ops");
+}
