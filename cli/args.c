@@ -17,7 +17,9 @@ void cli_args_default(cli_args *a) {
     a->context = 64;
     a->vocab = 256;
     a->batch = 8;
-    snprintf(a->widths_str, sizeof a->widths_str, "256,1024,256,1024,256");
+    static const int default_widths[] = {256, 1024, 256, 1024, 256};
+    a->n_widths = 5;
+    memcpy(a->widths, default_widths, sizeof default_widths);
     a->val_fraction = 0.1f;
     a->sampler = "random";
     a->steps = 100;
@@ -71,6 +73,23 @@ static int parse_float(const char *flag, const char *s, float lo, float hi, floa
     return 1;
 }
 
+/* "256,1024,256": the hidden widths of the mlp */
+static int parse_widths(cli_args *a, const char *s) {
+    const char *p = s;
+    a->n_widths = 0;
+    while (*p) {
+        char *end;
+        long w = strtol(p, &end, 10);
+        if (end == p || w < 1 || w > (1 << 20) || (*end && *end != ',') || a->n_widths >= RM_MLP_MAX_LAYERS - 1) {
+            cli_fail(2, "--widths expects comma-separated positive widths like 256,1024,256; got '%s'", s);
+            return 0;
+        }
+        a->widths[a->n_widths++] = (int)w;
+        p = *end ? end + 1 : end;
+    }
+    return 1;
+}
+
 int cli_args_parse(cli_args *a, int argc, char **argv, int first) {
     for (int i = first; i < argc; i++) {
         const char *f = argv[i], *v = NULL;
@@ -106,7 +125,7 @@ int cli_args_parse(cli_args *a, int argc, char **argv, int first) {
         else if (IS("--context")) ok = parse_int(flag, v, 1, 1 << 16, &a->context);
         else if (IS("--vocab")) ok = parse_int(flag, v, 2, 1 << 24, &a->vocab), a->vocab_set = 1;
         else if (IS("--batch")) ok = parse_int(flag, v, 1, 1 << 16, &a->batch);
-        else if (IS("--widths")) snprintf(a->widths_str, sizeof a->widths_str, "%s", v);
+        else if (IS("--widths")) ok = parse_widths(a, v);
         else if (IS("--dropout")) ok = parse_float(flag, v, 0.0f, 0.95f, &a->dropout);
         else if (IS("--data")) a->data = v;
         else if (IS("--val-fraction")) ok = parse_float(flag, v, 0.0f, 0.9f, &a->val_fraction);
@@ -157,16 +176,8 @@ rm_status cli_build_model(const cli_args *a, rm_graph *g, rm_model_io *io, int k
         c.batch = a->batch;
         c.dropout = a->dropout;
         c.keep_logits = keep_logits;
-        const char *p = a->widths_str;
-        while (*p) {
-            char *end;
-            long w = strtol(p, &end, 10);
-            if (end == p || w < 1 || w > (1 << 20) || (*end && *end != ',') || c.n_widths >= RM_MLP_MAX_LAYERS - 1)
-                return rm_graph_fail(g, RM_ERR_ARG, "--widths expects comma-separated positive widths like 256,1024,256; got '%s'",
-                                     a->widths_str);
-            c.widths[c.n_widths++] = (int)w;
-            p = *end ? end + 1 : end;
-        }
+        c.n_widths = a->n_widths;
+        memcpy(c.widths, a->widths, sizeof c.widths);
         return rm_mlp_build(g, &c, io);
     }
     rm_gpt_config c = {a->layers, a->dim, a->heads, a->context, a->vocab, a->batch, a->dropout, keep_logits};

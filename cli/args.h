@@ -8,7 +8,7 @@ typedef struct cli_args {
     const char *model;          /* gpt | mlp */
     int layers, dim, heads, context, vocab, batch;
     int vocab_set;
-    char widths_str[1024];
+    int n_widths, widths[RM_MLP_MAX_LAYERS];
     float dropout;
     /* data */
     const char *data;

@@ -97,6 +97,7 @@ typedef struct rm_options {
     int threads;            /* OpenMP and BLAS threads; 0 = all cores */
     uint64_t seed;          /* parameter init and dropout masks */
     const char *checkpoint; /* recompute strategy; NULL or "none" stores all */
+    int forward_only;       /* plan no backward pass (inference, sampling) */
 } rm_options;
 
 void rm_options_default(rm_options *o);
@@ -107,7 +108,7 @@ void rm_session_free(rm_session *s);
 const char *rm_session_errmsg(const rm_session *s);
 
 /* Storage of an input or parameter (or of a marked output after a step). */
-void *rm_data(rm_session *s, rm_val v);
+void *rm_value_data(rm_session *s, rm_val v);
 /* Gradient of a parameter after rm_step. */
 float *rm_grad(rm_session *s, rm_val v);
 int64_t rm_numel(const rm_graph *g, rm_val v);
@@ -119,6 +120,11 @@ const char *rm_name(const rm_graph *g, rm_val v);
 rm_status rm_step(rm_session *s, uint64_t step, float *loss);
 /* Forward only (dropout off); loss is NULL-able when the graph has none. */
 rm_status rm_forward(rm_session *s, float *loss);
+
+/* Threads used when rm_options.threads is 0 (all cores), and whether this
+ * build multiplies matrices with OpenBLAS (1) or the portable GEMM (0). */
+int rm_default_threads(void);
+int rm_gemm_has_blas(void);
 
 /* Memory facts of a compiled session. */
 typedef struct rm_memory_info {

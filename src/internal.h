@@ -247,9 +247,7 @@ void rm_sgemm(int transA, int transB, int M, int N, int K, float alpha,
 void rm_gemm_fallback(int transA, int transB, int M, int N, int K, float alpha,
                       const float *A, int lda, const float *B, int ldb, float beta,
                       float *C, int ldc);
-int rm_gemm_has_blas(void);
 void rm_set_threads(int n);  /* sets OpenMP and BLAS threads */
-int rm_default_threads(void);
 
 /* Counter-based random numbers (Philox4x32-10): the same key and counter
  * always give the same four 32-bit words, so masks recompute exactly. */

@@ -8,7 +8,7 @@
 #include <string.h>
 
 static void fill_tokens(rm_session *s, const rm_model_io *io, int B, int T, int V, int salt) {
-    int32_t *tok = rm_data(s, io->tokens), *tgt = rm_data(s, io->targets);
+    int32_t *tok = rm_value_data(s, io->tokens), *tgt = rm_value_data(s, io->targets);
     /* a learnable pattern: the next token is (token * 3 + 1) mod V */
     for (int b = 0; b < B; b++) {
         int t0 = (b * 7 + salt) % V;
@@ -126,8 +126,8 @@ static void test_mlp_trains(void) {
     rm_optim_new(s, &oc, &opt);
     float loss = 0;
     for (int step = 0; step < 150; step++) {
-        float *x = rm_data(s, io.features);
-        int32_t *y = rm_data(s, io.targets);
+        float *x = rm_value_data(s, io.features);
+        int32_t *y = rm_value_data(s, io.targets);
         for (int b = 0; b < 16; b++) {
             int t0 = (b + step * 5) % 16, sum = 0;
             for (int t = 0; t < 8; t++) {

@@ -290,7 +290,7 @@ static void test_embedding(void) {
     rm_val ids = fx_input(&f, RM_DTYPE_I32, 2, (int64_t[]){2, 4});
     rm_val tab = fx_param(&f, "table", 2, (int64_t[]){V, 3});
     rm_val out = rm_embedding(f.g, ids, tab);
-    if (!fx_finish(&f, out, "embedding")) return fx_end(&f);
+    if (!fx_finish(&f, out, "embedding")) { fx_end(&f); return; }
     int64_t sh[RM_MAX_DIMS];
     CHECK(rm_shape(f.g, out, sh) == 3 && sh[0] == 2 && sh[1] == 4 && sh[2] == 3, "embedding: output shape");
     /* 8 ids over 5 rows: some rows repeat (their gradients sum), id 4 unused */
@@ -308,7 +308,7 @@ static void test_add(void) {
     fx_begin(&f);
     rm_val a = fx_input(&f, RM_DTYPE_F32, 3, (int64_t[]){2, 3, 4});
     rm_val b = fx_input(&f, RM_DTYPE_F32, 3, (int64_t[]){2, 3, 4});
-    if (!fx_finish(&f, rm_add(f.g, a, b), "add")) return fx_end(&f);
+    if (!fx_finish(&f, rm_add(f.g, a, b), "add")) { fx_end(&f); return; }
     gradcheck(&f, "add", 0);
     fx_end(&f);
 }
@@ -320,7 +320,7 @@ static void test_layernorm(void) {
     rm_val w = fx_param(&f, "w", 1, (int64_t[]){8});
     rm_val b = fx_param(&f, "b", 1, (int64_t[]){8});
     rm_val out = rm_layernorm(f.g, x, w, b);
-    if (!fx_finish(&f, out, "layernorm")) return fx_end(&f);
+    if (!fx_finish(&f, out, "layernorm")) { fx_end(&f); return; }
     CHECK(fx_node(&f)->n_out == 3 && fx_numel(&f, fx_node(&f)->out[1]) == 6, "layernorm: mean/rstd outputs");
     for (int i = 0; i < 8; i++) fx_f(&f, w)[i] = rndu(0.5f, 1.5f);
     /* one row far from zero: the two-pass variance must still be right */
@@ -349,13 +349,13 @@ static void test_gelu(void) {
     fx_begin(&f);
     rm_val x = fx_input(&f, RM_DTYPE_F32, 2, (int64_t[]){4, 6});
     rm_val out = rm_gelu(f.g, x);
-    if (!fx_finish(&f, out, "gelu")) return fx_end(&f);
+    if (!fx_finish(&f, out, "gelu")) { fx_end(&f); return; }
     for (int i = 0; i < 24; i++) fx_f(&f, x)[i] = rndu(-3, 3);
     fx_forward(&f);
     int bad = 0;
     for (int i = 0; i < 24; i++) {
         double v = fx_f(&f, x)[i];
-        double ref = 0.5 * v * (1 + tanh(sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+        double ref = 0.5 * v * (1 + tanh(sqrt(2.0 / 3.14159265358979323846) * (v + 0.044715 * v * v * v)));
         if (!(fabs(fx_f(&f, out)[i] - ref) <= 1e-6 * (1 + fabs(ref)))) bad++;
     }
     CHECK(bad == 0, "gelu: forward differs from the formula in %d elements", bad);
@@ -367,7 +367,7 @@ static void test_relu(void) {
     fx f;
     fx_begin(&f);
     rm_val x = fx_input(&f, RM_DTYPE_F32, 2, (int64_t[]){4, 6});
-    if (!fx_finish(&f, rm_relu(f.g, x), "relu")) return fx_end(&f);
+    if (!fx_finish(&f, rm_relu(f.g, x), "relu")) { fx_end(&f); return; }
     /* |x| >= 0.1 > h: x +- h never crosses the kink at 0 */
     for (int i = 0; i < 24; i++) fx_f(&f, x)[i] = (i % 2 ? 1.0f : -1.0f) * rndu(0.1f, 1.0f);
     gradcheck(&f, "relu", 0);
@@ -381,7 +381,7 @@ static void test_linear(int bias) {
     rm_val w = fx_param(&f, "w", 2, (int64_t[]){4, 5});
     rm_val b = bias ? fx_param(&f, "b", 1, (int64_t[]){4}) : -1;
     rm_val out = rm_linear(f.g, x, w, b);
-    if (!fx_finish(&f, out, "linear")) return fx_end(&f);
+    if (!fx_finish(&f, out, "linear")) { fx_end(&f); return; }
     int64_t sh[RM_MAX_DIMS];
     CHECK(rm_shape(f.g, out, sh) == 3 && sh[2] == 4, "linear: output shape");
     gradcheck(&f, bias ? "linear" : "linear (no bias)", 0);
@@ -394,7 +394,7 @@ static void test_attention(void) {
     /* B=2, T=5, C=8 with 2 heads of 4 */
     rm_val qkv = fx_input(&f, RM_DTYPE_F32, 3, (int64_t[]){2, 5, 24});
     rm_val out = rm_attention(f.g, qkv, 2);
-    if (!fx_finish(&f, out, "attention")) return fx_end(&f);
+    if (!fx_finish(&f, out, "attention")) { fx_end(&f); return; }
     for (int64_t i = 0; i < fx_numel(&f, qkv); i++) fx_f(&f, qkv)[i] = rndu(-1.5f, 1.5f);
     gradcheck(&f, "attention", 0);
     /* causality: changing position 4 leaves positions 0..3 unchanged */
@@ -413,7 +413,7 @@ static void test_dropout(void) {
     fx_begin(&f);
     rm_val x = fx_input(&f, RM_DTYPE_F32, 2, (int64_t[]){4, 8});
     rm_val out = rm_dropout(f.g, x, p);
-    if (!fx_finish(&f, out, "dropout")) return fx_end(&f);
+    if (!fx_finish(&f, out, "dropout")) { fx_end(&f); return; }
     CHECK(fx_node(&f)->farg[0] == p, "dropout: farg[0] holds p");
     /* dropout is linear in x (the mask does not depend on it): no kinks */
     gradcheck(&f, "dropout", 0);
@@ -424,7 +424,7 @@ static void test_dropout(void) {
     fx_begin(&f);
     x = fx_input(&f, RM_DTYPE_F32, 1, (int64_t[]){E});
     out = rm_dropout(f.g, x, p);
-    if (!fx_finish(&f, out, "dropout")) return fx_end(&f);
+    if (!fx_finish(&f, out, "dropout")) { fx_end(&f); return; }
     float *xv = fx_f(&f, x), *y = fx_f(&f, out);
     for (int64_t i = 0; i < E; i++) xv[i] = rndu(0.5f, 1.5f); /* nonzero: zero out <=> dropped */
     float *first = malloc((size_t)E * sizeof *first);
@@ -464,7 +464,6 @@ static void test_dropout(void) {
     for (int64_t i = 0; i < E; i++) diff += (y[i] != 0.0f) != (first[i] != 0.0f);
     CHECK(diff > E / 4, "dropout: step s+1 mask differs in only %lld elements", (long long)diff);
     f.step--;
-    f.node = 0;
     rm_kernel_ctx c = fx_ctx(&f);
     c.node_id = 1;
     f.op->forward(&c);
@@ -486,7 +485,7 @@ static void test_dropout(void) {
     fx_begin(&f);
     x = fx_input(&f, RM_DTYPE_F32, 1, (int64_t[]){64});
     out = rm_dropout(f.g, x, 0.0f);
-    if (!fx_finish(&f, out, "dropout p=0")) return fx_end(&f);
+    if (!fx_finish(&f, out, "dropout p=0")) { fx_end(&f); return; }
     fx_forward(&f);
     CHECK(memcmp(fx_f(&f, x), fx_f(&f, out), 64 * sizeof(float)) == 0, "dropout: p=0 is not the identity");
     fx_end(&f);
@@ -523,7 +522,7 @@ static void test_softmax_ce(void) {
     rm_val logits = fx_input(&f, RM_DTYPE_F32, 3, (int64_t[]){2, 3, V});
     rm_val tg = fx_input(&f, RM_DTYPE_I32, 2, (int64_t[]){2, 3});
     rm_val loss = rm_softmax_ce(f.g, logits, tg);
-    if (!fx_finish(&f, loss, "softmax_ce")) return fx_end(&f);
+    if (!fx_finish(&f, loss, "softmax_ce")) { fx_end(&f); return; }
     CHECK(fx_numel(&f, loss) == 1 && fx_numel(&f, fx_node(&f)->out[1]) == N * V, "softmax_ce: output sizes");
     ce_reference(&f, logits, tg, N, V, 0.0f, "plain");
     ce_reference(&f, logits, tg, N, V, 1000.0f, "logits near 1000");
@@ -544,7 +543,7 @@ static void test_threads(void) {
     rm_val w = fx_param(&f, "w", 1, (int64_t[]){100});
     rm_val b = fx_param(&f, "b", 1, (int64_t[]){100});
     if (fx_finish(&f, rm_layernorm(f.g, x, w, b), "layernorm threads")) {
-        float *dout = malloc(30000 * sizeof *dout), *r[2][3];
+        float *dout = malloc(30000 * sizeof *dout), *r[2][RM_MAX_IN] = {{0}};
         for (int i = 0; i < 30000; i++) dout[i] = rndu(-1, 1);
         for (int t = 0; t < 2; t++) {
             set_threads(t ? T : 1);

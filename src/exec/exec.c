@@ -67,7 +67,8 @@ rm_status rm_execute(rm_session *s, const rm_program *p, uint64_t step, int trai
             }
         }
     }
-    if (peak > s->measured_peak) s->measured_peak = peak;
+    /* the figure reported is the training step's; forward-only runs are smaller */
+    if ((train || !s->train.n_instrs) && peak > s->measured_peak) s->measured_peak = peak;
     s->last = p;
     return RM_OK;
 }

@@ -75,7 +75,7 @@ rm_status rm_compile(rm_graph *g, const rm_options *o, rm_session **out) {
     s->threads = s->opt.threads > 0 ? s->opt.threads : rm_default_threads();
     s->loss_seed = 1.0f;
     rm_status rc = RM_OK;
-    if (g->loss >= 0) {
+    if (g->loss >= 0 && !s->opt.forward_only) {
         rc = rm_autodiff(g);
         if (rc == RM_OK) rc = build_program(s, 1, &s->train);
     }
@@ -117,7 +117,7 @@ void rm_session_free(rm_session *s) {
     free(s);
 }
 
-void *rm_data(rm_session *s, rm_val v) {
+void *rm_value_data(rm_session *s, rm_val v) {
     if (!s || v < 0 || v >= s->g->n_vals) return NULL;
     const rm_value *val = &s->g->vals[v];
     if (val->kind == RM_VALUE_INPUT) return s->inputs + val->input_off;
@@ -133,13 +133,14 @@ float *rm_grad(rm_session *s, rm_val v) {
 }
 
 static float read_loss(rm_session *s) {
-    float *l = rm_data(s, s->g->loss);
+    float *l = rm_value_data(s, s->g->loss);
     return l ? *l : NAN;
 }
 
 rm_status rm_step(rm_session *s, uint64_t step, float *loss) {
     if (!s) return RM_ERR_ARG;
-    if (s->g->loss < 0) return rm_session_fail(s, RM_ERR_STATE, "rm_step: the graph has no loss");
+    if (s->g->loss < 0 || s->opt.forward_only)
+        return rm_session_fail(s, RM_ERR_STATE, "rm_step: the session is forward-only (no loss, or forward_only set)");
     rm_status rc = rm_execute(s, &s->train, step, 1);
     if (rc == RM_OK && loss) *loss = read_loss(s);
     return rc;
@@ -155,7 +156,7 @@ rm_status rm_forward(rm_session *s, float *loss) {
 void rm_memory(const rm_session *s, rm_memory_info *m) {
     memset(m, 0, sizeof *m);
     if (!s) return;
-    const rm_program *p = s->g->loss >= 0 ? &s->train : &s->infer;
+    const rm_program *p = s->train.n_instrs ? &s->train : &s->infer;
     m->activation_bytes_planned = p->peak_live_bytes;
     m->activation_bytes_measured = s->measured_peak;
     m->activation_arena_bytes = s->arena_bytes;

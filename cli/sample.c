@@ -1,0 +1,132 @@
+/* sample.c: `remat sample --load FILE`: rebuild the model from the file's
+ * metadata, load its weights and generate tokens one at a time. */
+#include "args.h"
+#include "train/safetensors.h"
+#include "internal.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int meta_int(const rm_st_file *f, const char *key, int *out) {
+    const char *v = rm_st_meta(f, key);
+    if (!v) return 0;
+    char *end;
+    long x = strtol(v, &end, 10);
+    if (*end || x < 1 || x > (1 << 24)) return 0;
+    *out = (int)x;
+    return 1;
+}
+
+/* Samples from softmax(logits / temperature) restricted to the top k, with
+ * a uniform draw u in [0,1). Temperature 0 means greedy. */
+static int pick(const float *logits, int V, float temperature, int top_k, float u, float *probs) {
+    int best = 0;
+    for (int i = 1; i < V; i++)
+        if (logits[i] > logits[best]) best = i;
+    if (temperature <= 0.0f) return best;
+    float cut = -INFINITY;
+    if (top_k > 0 && top_k < V) {
+        /* the k-th largest logit, by repeated selection (k is small) */
+        for (int i = 0; i < V; i++) probs[i] = logits[i];
+        for (int r = 0; r < top_k; r++) {
+            int m = -1;
+            for (int i = 0; i < V; i++)
+                if (probs[i] != -INFINITY && (m < 0 || probs[i] > probs[m])) m = i;
+            cut = probs[m];
+            probs[m] = -INFINITY;
+        }
+    }
+    double sum = 0;
+    for (int i = 0; i < V; i++) {
+        probs[i] = logits[i] >= cut ? expf((logits[i] - logits[best]) / temperature) : 0.0f;
+        sum += probs[i];
+    }
+    double acc = 0, target = u * sum;
+    for (int i = 0; i < V; i++) {
+        acc += probs[i];
+        if (acc > target) return i;
+    }
+    return best;
+}
+
+int cli_sample(const cli_args *a0) {
+    if (!a0->load) return cli_fail(2, "sample needs --load FILE (a .safetensors file saved by remat train --save)");
+    cli_args a = *a0;
+    char err[512];
+    rm_st_file *f = NULL;
+    if (rm_st_open(a.load, &f, err, sizeof err) != RM_OK) return cli_fail(1, "%s", err);
+    const char *model = rm_st_meta(f, "model");
+    if (!model || strcmp(model, "gpt") != 0 || !meta_int(f, "layers", &a.layers) || !meta_int(f, "dim", &a.dim) ||
+        !meta_int(f, "heads", &a.heads) || !meta_int(f, "context", &a.context) || !meta_int(f, "vocab", &a.vocab)) {
+        rm_st_close(f);
+        return cli_fail(1, "'%s': metadata lacks a gpt model config (model, layers, dim, heads, context, vocab)", a.load);
+    }
+    rm_st_close(f);
+    a.batch = 1;
+    a.dropout = 0.0f;
+    int T = a.context, V = a.vocab, rc = 1;
+    rm_graph *g = rm_graph_new();
+    rm_model_io io;
+    rm_session *s = NULL;
+    int32_t *seq = NULL;
+    float *probs = NULL;
+    if (!g || cli_build_model(&a, g, &io, 1) != RM_OK) {
+        rc = cli_fail(1, "%s", rm_graph_errmsg(g));
+        goto done;
+    }
+    rm_options o;
+    rm_options_default(&o);
+    o.threads = a.threads;
+    o.forward_only = 1;
+    if (rm_compile(g, &o, &s) != RM_OK) {
+        rc = cli_fail(1, "%s", rm_graph_errmsg(g));
+        goto done;
+    }
+    if (rm_load_params(s, a.load, err, sizeof err) != RM_OK) {
+        rc = cli_fail(1, "%s", err);
+        goto done;
+    }
+    size_t plen = strlen(a.prompt);
+    seq = calloc(plen + (size_t)a.tokens + 1, sizeof *seq);
+    probs = malloc((size_t)V * sizeof *probs);
+    if (!seq || !probs) {
+        rc = cli_fail(1, "out of memory");
+        goto done;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < plen; i++) {
+        int id = (unsigned char)a.prompt[i];
+        if (id >= V) {
+            rc = cli_fail(2, "the prompt has byte %d but the model's vocab is %d", id, V);
+            goto done;
+        }
+        seq[n++] = id;
+    }
+    if (n == 0) seq[n++] = '\n' < V ? '\n' : 0; /* start from a newline */
+    fwrite(a.prompt, 1, plen, stdout);
+    int32_t *tok = rm_value_data(s, io.tokens);
+    for (int k = 0; k < a.tokens; k++) {
+        /* causal: the last T tokens, left-aligned; read logits at the last one */
+        size_t start = n > (size_t)T ? n - (size_t)T : 0, len = n - start;
+        for (int t = 0; t < T; t++) tok[t] = (size_t)t < len ? seq[start + (size_t)t] : 0;
+        if (rm_forward(s, NULL) != RM_OK) {
+            rc = cli_fail(1, "%s", rm_session_errmsg(s));
+            goto done;
+        }
+        const float *logits = (const float *)rm_value_data(s, io.logits) + (len - 1) * (size_t)V;
+        float u = rm_philox_uniform(a.seed, 0x73616d70u, 0, (uint64_t)k);
+        int next = pick(logits, V, a.temperature, a.top_k, u, probs);
+        seq[n++] = next;
+        if (V <= 256) putchar(next);
+        else printf(" %d", next);
+    }
+    putchar('\n');
+    rc = 0;
+done:
+    free(seq);
+    free(probs);
+    rm_session_free(s);
+    rm_graph_free(g);
+    return rc;
+}

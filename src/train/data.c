@@ -1,0 +1,325 @@
+/* data.c: loading token data, the train/validation split and the batch
+ * samplers (see data.h). No global state: everything lives in rm_dataset. */
+#include "train/data.h"
+#include "internal.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+extern const unsigned char rm_corpus[];
+extern const size_t rm_corpus_len;
+
+/* Philox counter word that separates the data sampler's stream from the
+ * others keyed by the same seed (init, dropout): "DATA". */
+#define DATA_STREAM 0x44415441u
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...) {
+    if (!err || errlen == 0) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+void rm_data_free(rm_dataset *d) {
+    if (!d) return;
+    free(d->tokens);
+    memset(d, 0, sizeof *d);
+}
+
+/* Common tail of the loaders: the token count and the largest id. */
+static rm_status finish(rm_dataset *d, char *err, size_t errlen) {
+    if (d->n < 2) {
+        seterr(err, errlen, "'%s': %s; at least 2 tokens are needed", d->name,
+               d->n == 0 ? "no tokens (the file is empty)" : "only 1 token");
+        free(d->tokens);
+        d->tokens = NULL;
+        d->n = 0;
+        return RM_ERR_FORMAT;
+    }
+    int32_t mx = 0;
+    for (size_t i = 0; i < d->n; i++)
+        if (d->tokens[i] > mx) mx = d->tokens[i];
+    d->max_id = mx;
+    d->n_train = d->n;
+    d->n_val = 0;
+    return RM_OK;
+}
+
+rm_status rm_data_from_bytes(rm_dataset *d, const char *name, const unsigned char *bytes,
+                             size_t n, char *err, size_t errlen) {
+    if (!d || (!bytes && n)) {
+        seterr(err, errlen, "rm_data_from_bytes: bad arguments");
+        return RM_ERR_ARG;
+    }
+    memset(d, 0, sizeof *d);
+    snprintf(d->name, sizeof d->name, "%s", name ? name : "<memory>");
+    d->format = RM_DATA_BYTES;
+    if (n > SIZE_MAX / sizeof(int32_t)) {
+        seterr(err, errlen, "'%s': too large", d->name);
+        return RM_ERR_NOMEM;
+    }
+    d->tokens = malloc((n ? n : 1) * sizeof *d->tokens);
+    if (!d->tokens) {
+        seterr(err, errlen, "'%s': out of memory for %zu tokens", d->name, n);
+        return RM_ERR_NOMEM;
+    }
+    for (size_t i = 0; i < n; i++) d->tokens[i] = bytes[i];
+    d->n = n;
+    return finish(d, err, errlen);
+}
+
+rm_status rm_data_load_corpus(rm_dataset *d, char *err, size_t errlen) {
+    return rm_data_from_bytes(d, "<corpus>", rm_corpus, rm_corpus_len, err, errlen);
+}
+
+static int32_t rd_i32(const unsigned char *p) {
+    uint32_t v = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+                 (uint32_t)p[3] << 24;
+    return (int32_t)v;
+}
+
+/* Reads the whole file; *buf is malloc'ed (at least 1 byte). */
+static rm_status read_file(const char *path, unsigned char **buf, size_t *len, char *err,
+                           size_t errlen) {
+    *buf = NULL;
+    *len = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        seterr(err, errlen, "cannot open '%s': %s", path, strerror(errno));
+        return RM_ERR_IO;
+    }
+    struct stat sb;
+    const char *why = NULL;
+    if (fstat(fileno(f), &sb) != 0) why = strerror(errno);
+    else if (S_ISDIR(sb.st_mode)) why = "it is a directory";
+    else if (!S_ISREG(sb.st_mode)) why = "not a regular file";
+    else if ((uint64_t)sb.st_size > (uint64_t)(SIZE_MAX / 8)) why = "file too large";
+    if (why) {
+        seterr(err, errlen, "cannot read '%s': %s", path, why);
+        fclose(f);
+        return RM_ERR_IO;
+    }
+    size_t n = (size_t)sb.st_size;
+    unsigned char *p = malloc(n ? n : 1);
+    if (!p) {
+        seterr(err, errlen, "cannot read '%s': out of memory (%zu bytes)", path, n);
+        fclose(f);
+        return RM_ERR_NOMEM;
+    }
+    if (fread(p, 1, n, f) != n) {
+        seterr(err, errlen, "cannot read '%s': %s", path,
+               ferror(f) ? strerror(errno) : "the file shrank while being read");
+        free(p);
+        fclose(f);
+        return RM_ERR_IO;
+    }
+    fclose(f);
+    *buf = p;
+    *len = n;
+    return RM_OK;
+}
+
+rm_status rm_data_load_file(rm_dataset *d, const char *path, char *err, size_t errlen) {
+    if (!d || !path) {
+        seterr(err, errlen, "rm_data_load_file: bad arguments");
+        return RM_ERR_ARG;
+    }
+    memset(d, 0, sizeof *d);
+    unsigned char *buf;
+    size_t len;
+    rm_status st = read_file(path, &buf, &len, err, errlen);
+    if (st != RM_OK) return st;
+    if (len < 4 || rd_i32(buf) != RM_LLMC_MAGIC) {
+        st = rm_data_from_bytes(d, path, buf, len, err, errlen);
+        free(buf);
+        return st;
+    }
+    /* llm.c format (llm.c dev/data/data_common.py: write_datafile). */
+    memset(d, 0, sizeof *d);
+    snprintf(d->name, sizeof d->name, "%s", path);
+    d->format = RM_DATA_LLMC;
+    const size_t hdr = RM_LLMC_HEADER_INTS * 4;
+    if (len < hdr) {
+        seterr(err, errlen, "'%s': llm.c token file with a truncated header (%zu of %zu bytes)",
+               path, len, hdr);
+        free(buf);
+        return RM_ERR_FORMAT;
+    }
+    int32_t version = rd_i32(buf + 4), count = rd_i32(buf + 8);
+    if (version != RM_LLMC_VERSION) {
+        seterr(err, errlen, "'%s': llm.c token file version %d is not supported (only %d, "
+               "uint16 tokens)", path, (int)version, RM_LLMC_VERSION);
+        free(buf);
+        return RM_ERR_FORMAT;
+    }
+    if (count < 0 || (uint64_t)(len - hdr) != 2 * (uint64_t)count) {
+        seterr(err, errlen, "'%s': llm.c header says %d tokens (%llu bytes) but the file has "
+               "%zu bytes of tokens", path, (int)count,
+               (unsigned long long)(2 * (uint64_t)(count < 0 ? 0 : count)), len - hdr);
+        free(buf);
+        return RM_ERR_FORMAT;
+    }
+    d->tokens = malloc(((size_t)count ? (size_t)count : 1) * sizeof *d->tokens);
+    if (!d->tokens) {
+        seterr(err, errlen, "'%s': out of memory for %d tokens", path, (int)count);
+        free(buf);
+        return RM_ERR_NOMEM;
+    }
+    const unsigned char *p = buf + hdr;
+    for (size_t i = 0; i < (size_t)count; i++)
+        d->tokens[i] = (int32_t)((uint32_t)p[2 * i] | (uint32_t)p[2 * i + 1] << 8);
+    d->n = (size_t)count;
+    free(buf);
+    return finish(d, err, errlen);
+}
+
+rm_status rm_data_check_vocab(const rm_dataset *d, int vocab, char *err, size_t errlen) {
+    if (!d || vocab <= 0) {
+        seterr(err, errlen, "vocabulary size must be positive (got %d)", vocab);
+        return RM_ERR_ARG;
+    }
+    if (d->max_id < vocab) return RM_OK;
+    for (size_t i = 0; i < d->n; i++)
+        if (d->tokens[i] >= vocab) {
+            seterr(err, errlen, "'%s': token %d at position %zu is >= vocab %d; pass --vocab "
+                   "%lld or larger", d->name, (int)d->tokens[i], i, vocab,
+                   (long long)d->max_id + 1);
+            return RM_ERR_ARG;
+        }
+    return RM_OK;
+}
+
+/* Tokens one (B, T) batch needs, or 0 if B or T is not positive or B*T+1
+ * overflows. */
+static uint64_t batch_need(int B, int T) {
+    if (B <= 0 || T <= 0) return 0;
+    return (uint64_t)B * (uint64_t)T + 1; /* < 2^62: no overflow */
+}
+
+rm_status rm_data_split(rm_dataset *d, double val_fraction, int B, int T, char *err,
+                        size_t errlen) {
+    if (!d || !d->tokens) {
+        seterr(err, errlen, "rm_data_split: no data");
+        return RM_ERR_ARG;
+    }
+    if (!(val_fraction >= 0.0 && val_fraction < 1.0)) {
+        seterr(err, errlen, "validation fraction must be in [0, 1) (got %g)", val_fraction);
+        return RM_ERR_ARG;
+    }
+    uint64_t need = batch_need(B, T);
+    if (need == 0) {
+        seterr(err, errlen, "batch size and sequence length must be positive (got B=%d, T=%d)",
+               B, T);
+        return RM_ERR_ARG;
+    }
+    size_t n_val = (size_t)((double)d->n * val_fraction);
+    if (n_val > d->n) n_val = d->n;
+    size_t n_train = d->n - n_val;
+    if (n_train < need) {
+        seterr(err, errlen, "'%s': the training part has %zu tokens (of %zu) but a batch of "
+               "B=%d x T=%d needs %llu (B*T+1); use more data, a smaller batch or a smaller "
+               "validation fraction", d->name, n_train, d->n, B, T, (unsigned long long)need);
+        return RM_ERR_ARG;
+    }
+    if (val_fraction > 0.0 && n_val < need) {
+        seterr(err, errlen, "'%s': the validation part has %zu tokens (%g of %zu) but a batch "
+               "of B=%d x T=%d needs %llu (B*T+1); use more data, a smaller batch or a larger "
+               "validation fraction", d->name, n_val, val_fraction, d->n, B, T,
+               (unsigned long long)need);
+        return RM_ERR_ARG;
+    }
+    d->n_train = n_train;
+    d->n_val = n_val;
+    return RM_OK;
+}
+
+size_t rm_data_part_len(const rm_dataset *d, rm_data_part part) {
+    if (!d) return 0;
+    return part == RM_DATA_VAL ? d->n_val : d->n_train;
+}
+
+static const int32_t *part_base(const rm_dataset *d, rm_data_part part) {
+    return part == RM_DATA_VAL ? d->tokens + d->n_train : d->tokens;
+}
+
+uint64_t rm_data_num_batches(const rm_dataset *d, rm_data_part part, int B, int T) {
+    size_t n = rm_data_part_len(d, part);
+    uint64_t bt = batch_need(B, T);
+    if (bt == 0 || n < bt) return 0;
+    return (uint64_t)(n - 1) / (bt - 1);
+}
+
+size_t rm_data_row_start(const rm_dataset *d, rm_data_part part, rm_sampler mode, uint64_t seed,
+                         uint64_t k, int B, int T, int r) {
+    size_t n = rm_data_part_len(d, part);
+    if (part == RM_DATA_VAL || mode == RM_SAMPLE_SEQUENTIAL) {
+        uint64_t nb = rm_data_num_batches(d, part, B, T);
+        if (nb == 0) return 0;
+        return (size_t)((k % nb) * (uint64_t)B * (uint64_t)T + (uint64_t)r * (uint64_t)T);
+    }
+    if (T < 0 || n < (size_t)T + 1) return 0;
+    /* Uniform in [0, n-T-1]: 64 random bits reduced mod n-T; the bias,
+     * (n-T)/2^64, is negligible (a float in [0,1) would leave gaps). */
+    const uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
+    const uint32_t ctr[4] = {(uint32_t)r, (uint32_t)k, (uint32_t)(k >> 32), DATA_STREAM};
+    uint32_t out[4];
+    rm_philox4x32(key, ctr, out);
+    uint64_t x = (uint64_t)out[0] | (uint64_t)out[1] << 32;
+    return (size_t)(x % (uint64_t)(n - (size_t)T));
+}
+
+static rm_status check_batch(const rm_dataset *d, rm_data_part part, int B, int T, char *err,
+                             size_t errlen) {
+    if (!d || !d->tokens) {
+        seterr(err, errlen, "no data loaded");
+        return RM_ERR_ARG;
+    }
+    uint64_t need = batch_need(B, T);
+    size_t n = rm_data_part_len(d, part);
+    if (need == 0 || n < need) {
+        seterr(err, errlen, "'%s': the %s part has %zu tokens but a batch of B=%d x T=%d "
+               "needs %llu", d->name, part == RM_DATA_VAL ? "validation" : "training", n, B, T,
+               (unsigned long long)need);
+        return RM_ERR_ARG;
+    }
+    return RM_OK;
+}
+
+rm_status rm_data_batch(const rm_dataset *d, rm_data_part part, rm_sampler mode, uint64_t seed,
+                        uint64_t k, int B, int T, int32_t *tokens, int32_t *targets,
+                        char *err, size_t errlen) {
+    rm_status st = check_batch(d, part, B, T, err, errlen);
+    if (st != RM_OK) return st;
+    const int32_t *base = part_base(d, part);
+    for (int r = 0; r < B; r++) {
+        const int32_t *row = base + rm_data_row_start(d, part, mode, seed, k, B, T, r);
+        memcpy(tokens + (size_t)r * T, row, (size_t)T * sizeof *tokens);
+        memcpy(targets + (size_t)r * T, row + 1, (size_t)T * sizeof *targets);
+    }
+    return RM_OK;
+}
+
+rm_status rm_data_batch_mlp(const rm_dataset *d, rm_data_part part, rm_sampler mode,
+                            uint64_t seed, uint64_t k, int B, int T, int vocab, float *x,
+                            int32_t *y, char *err, size_t errlen) {
+    rm_status st = check_batch(d, part, B, T, err, errlen);
+    if (st != RM_OK) return st;
+    if (vocab < 2) {
+        seterr(err, errlen, "the mlp input scales ids by 1/(vocab-1): vocab must be >= 2 "
+               "(got %d)", vocab);
+        return RM_ERR_ARG;
+    }
+    const int32_t *base = part_base(d, part);
+    const float den = (float)(vocab - 1);
+    for (int r = 0; r < B; r++) {
+        const int32_t *row = base + rm_data_row_start(d, part, mode, seed, k, B, T, r);
+        for (int t = 0; t < T; t++) x[(size_t)r * T + t] = (float)row[t] / den;
+        y[r] = row[T];
+    }
+    return RM_OK;
+}
