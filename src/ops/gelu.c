@@ -6,6 +6,7 @@
  * The backward needs x (not the output: gelu is not invertible cheaply).
  */
 #include "internal.h"
+#include "util/fastmath.h"
 #include <math.h>
 #include <string.h>
 
@@ -32,11 +33,11 @@ static void gelu_forward(const rm_kernel_ctx *c) {
     const float *x = c->in[0];
     float *out = c->out[0];
     const int64_t N = c->vin[0]->numel;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
     for (int64_t i = 0; i < N; i++) {
         const float v = x[i];
         const float u = GELU_K * (v + GELU_A * v * v * v);
-        out[i] = 0.5f * v * (1.0f + tanhf(u));
+        out[i] = 0.5f * v * (1.0f + rm_fast_tanhf(u));
     }
 }
 
@@ -47,10 +48,10 @@ static void gelu_backward(const rm_kernel_ctx *c) {
     const float *x = c->in[0], *dout = c->dout[0];
     const int64_t N = c->vin[0]->numel;
     const int acc = c->acc[0];
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
     for (int64_t i = 0; i < N; i++) {
         const float v = x[i];
-        const float t = tanhf(GELU_K * (v + GELU_A * v * v * v));
+        const float t = rm_fast_tanhf(GELU_K * (v + GELU_A * v * v * v));
         const float du = GELU_K * (1.0f + 3.0f * GELU_A * v * v);
         const float grad = 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du;
         const float d = grad * dout[i];
