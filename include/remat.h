@@ -86,6 +86,15 @@ rm_val rm_softmax_ce(rm_graph *g, rm_val logits, rm_val targets);/* logits (..,V
  * A model is a chain of stages; the recompute planner works per stage. */
 rm_status rm_stage_begin(rm_graph *g, const char *name);
 
+/* Manual recompute regions: nodes recorded between begin and end are not
+ * kept after the forward pass; they are recomputed right before the backward
+ * of their stage. Regions may nest. User marks override the strategy. */
+rm_status rm_recompute_begin(rm_graph *g);
+rm_status rm_recompute_end(rm_graph *g);
+/* Per-value policy: always keep it, or always recompute it. */
+typedef enum rm_policy { RM_POLICY_DEFAULT = 0, RM_POLICY_SAVE, RM_POLICY_RECOMPUTE } rm_policy;
+rm_status rm_set_policy(rm_graph *g, rm_val v, rm_policy p);
+
 /* The scalar to minimise. Without a loss the graph is forward-only. */
 rm_status rm_set_loss(rm_graph *g, rm_val loss);
 /* Keep a value readable after a step (it is never freed early). */

@@ -32,6 +32,7 @@ typedef struct rm_value {
     int grad;     /* value id of this value's gradient, -1 if none */
     int stage;    /* stage of the producing node, -1 for inputs/params */
     int is_output;
+    rm_policy policy;  /* the user's keep/recompute tag (rm_set_policy) */
     /* PARAM: init and offset into the flat parameter buffer (in floats) */
     rm_init init;
     float init_std;
@@ -65,6 +66,7 @@ typedef struct rm_node {
     int iarg[2];          /* op-specific integer arguments (e.g. heads) */
     float farg[2];        /* op-specific float arguments (e.g. dropout p) */
     int needs_grad;       /* some input needs a gradient */
+    int user_recompute;   /* recorded inside rm_recompute_begin/end */
 } rm_node;
 
 /* ---- ops: each op file defines one rm_op_def ------------------------------ */
@@ -122,6 +124,7 @@ struct rm_graph {
     int n_params, cap_params;
     int loss;    /* value id or -1 */
     int diffed;  /* rm_autodiff has run */
+    int region_depth; /* open rm_recompute_begin regions */
     size_t param_floats; /* total size of the flat parameter buffer */
     size_t input_bytes;  /* total size of the input buffer */
     rm_status status;
@@ -205,9 +208,34 @@ typedef struct rm_schedule {
 rm_status rm_schedule_push(rm_schedule *s, rm_instr_kind k, int node);
 void rm_schedule_free(rm_schedule *s);
 
-/* plan/schedule.c: the schedule of a strategy. */
+/* plan/chain.c: the graph as a chain of stages. Empty stages are skipped;
+ * chain stage i covers nodes [first[i], last[i]] and receives exactly one
+ * activation, input[i] (-1 for the first), from chain stage i-1. */
+typedef struct rm_chain {
+    int n;
+    int *first, *last, *input, *graph_stage;
+} rm_chain;
+rm_status rm_chain_build(const rm_graph *g, rm_chain *c, char *err, size_t errlen);
+void rm_chain_free(rm_chain *c);
+
+/* plan/schedule.c: the schedule of a strategy. Notes about user marks that
+ * overrode the strategy are appended to `notes`. */
 rm_status rm_schedule_build(const rm_graph *g, const char *strategy, int backward,
-                            rm_schedule *out, char *err, size_t errlen);
+                            rm_schedule *out, char *notes, size_t notes_len, char *err, size_t errlen);
+/* Appends RECOMPUTE items for the nodes among [lo, hi] that `want` marks and
+ * that are needed to rebuild `also` (if >= 0) and, with for_backward, what
+ * the backwards of [lo, hi] read. */
+rm_status rm_schedule_recompute(const rm_graph *g, int lo, int hi, const char *want, rm_val also,
+                                int for_backward, rm_schedule *out);
+rm_status rm_schedule_backward(const rm_graph *g, int lo, int hi, rm_schedule *out);
+
+/* plan/revolve.c: Griewank-Walther binomial checkpointing. */
+/* Fewest stage re-advances to reverse l stages with s slots (x0 counts as one). */
+long rm_revolve_cost(int l, int s);
+/* The closed form p(l,s) = (t+1) l - C(s+t+1, t), for tests. */
+long rm_revolve_closed_form(int l, int s);
+rm_status rm_schedule_revolve(const rm_graph *g, const rm_chain *c, int slots, rm_schedule *out,
+                              char *err, size_t errlen);
 /* plan/program.c: instructions + buffers from a schedule (liveness). */
 rm_status rm_program_build(const rm_graph *g, const rm_schedule *s, int threads,
                            rm_program *p, char *err, size_t errlen);
@@ -231,6 +259,7 @@ struct rm_session {
     float loss_seed;    /* d(loss)/d(loss) = 1 */
     int poison;         /* fill freed buffers with NaN (tests: catches use after free) */
     size_t measured_peak;
+    char notes[512];    /* user marks that overrode the strategy */
     char errmsg[256];
 };
 

@@ -90,9 +90,6 @@ static void test_round_trip(void) {
     if (!f) return;
     CHECK(rm_st_count(f) == 5, "count %d", rm_st_count(f));
     for (int i = 0; i < 5 && i < rm_st_count(f); i++) {
-        const rm_st_tensor *a = rm_st_at(f, i);
-        /* file order is the written order, except that the zero-sized one
-         * shares its offset with the next */
         const rm_st_tensor *b = rm_st_find(f, t[i].name);
         CHECK(b != NULL, "find '%s'", t[i].name);
         if (!b) continue;
@@ -103,7 +100,6 @@ static void test_round_trip(void) {
         CHECK(b->bytes == t[i].bytes, "bytes of %s", t[i].name);
         CHECK(b->bytes == 0 || memcmp(b->data, t[i].data, b->bytes) == 0,
               "data of %s differs", t[i].name);
-        (void)a;
     }
     CHECK(strcmp(rm_st_at(f, 0)->name, "odd.bytes") == 0, "first in file order");
     CHECK(strcmp(rm_st_at(f, 1)->name, "weights") == 0, "second in file order");
@@ -114,7 +110,8 @@ static void test_round_trip(void) {
     for (int i = 0; i < 3; i++) {
         const char *v = rm_st_meta(f, keys[i]);
         CHECK(v && strcmp(v, vals[i]) == 0, "meta '%s' = '%s'", keys[i], v ? v : "(null)");
-        CHECK(rm_st_meta_key(f, i) && strcmp(rm_st_meta_key(f, i), keys[i]) == 0, "meta key %d", i);
+        CHECK(rm_st_meta_key(f, i) && strcmp(rm_st_meta_key(f, i), keys[i]) == 0, "meta key %d",
+              i);
     }
     CHECK(rm_st_meta(f, "absent") == NULL, "absent meta");
     rm_st_close(f);
@@ -284,7 +281,8 @@ static void test_bad_files(void) {
     memcpy(buf + 8, nul_after, 8);
     st = rm_st_parse(buf, n, "nul", &f, err, sizeof err);
     CHECK(st == RM_ERR_FORMAT && strstr(err, "after the JSON"), "NUL after: %d '%s'", st, err);
-    static const char nul_in[] = "{\"a\0b\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}}";
+    static const char nul_in[] =
+        "{\"a\0b\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}}";
     n = make_file(buf, sizeof nul_in - 1, "", NULL, 0);
     memcpy(buf + 8, nul_in, sizeof nul_in - 1);
     st = rm_st_parse(buf, n, "nul", &f, err, sizeof err);

@@ -52,7 +52,8 @@ static void *alloc_aligned(size_t bytes) {
 static rm_status build_program(rm_session *s, int backward, rm_program *p) {
     rm_schedule sch;
     char err[256];
-    rm_status rc = rm_schedule_build(s->g, s->opt.checkpoint, backward, &sch, err, sizeof err);
+    rm_status rc = rm_schedule_build(s->g, s->opt.checkpoint, backward, &sch, s->notes, sizeof s->notes, err,
+                                     sizeof err);
     if (rc != RM_OK) return rm_graph_fail(s->g, rc, "%s", err);
     rc = rm_program_build(s->g, &sch, s->threads, p, err, sizeof err);
     rm_schedule_free(&sch);

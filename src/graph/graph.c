@@ -189,6 +189,7 @@ int rm_node_new(rm_graph *g, rm_op_kind op, const int *in, int n_in) {
     for (int i = 0; i < RM_MAX_IN; i++) n->in[i] = i < n_in ? in[i] : -1;
     for (int j = 0; j < RM_MAX_OUT; j++) n->out[j] = -1;
     n->stage = g->n_stages - 1;
+    n->user_recompute = g->region_depth > 0;
     return g->n_nodes++;
 }
 
@@ -246,4 +247,31 @@ rm_val rm_param_at(const rm_graph *g, int i) {
 }
 int rm_param_decay(const rm_graph *g, rm_val v) {
     return (g && v >= 0 && v < g->n_vals) ? g->vals[v].decay : 0;
+}
+
+rm_status rm_recompute_begin(rm_graph *g) {
+    if (!g) return RM_ERR_ARG;
+    if (g->status != RM_OK) return g->status;
+    g->region_depth++;
+    return RM_OK;
+}
+
+rm_status rm_recompute_end(rm_graph *g) {
+    if (!g) return RM_ERR_ARG;
+    if (g->status != RM_OK) return g->status;
+    if (g->region_depth == 0)
+        return rm_graph_fail(g, RM_ERR_STATE, "rm_recompute_end without a matching rm_recompute_begin");
+    g->region_depth--;
+    return RM_OK;
+}
+
+rm_status rm_set_policy(rm_graph *g, rm_val v, rm_policy p) {
+    if (!rm_val_ok(g, v, "rm_set_policy")) return g ? g->status : RM_ERR_ARG;
+    if (g->vals[v].kind != RM_VALUE_ACT)
+        return rm_graph_fail(g, RM_ERR_ARG, "rm_set_policy: '%s' is not computed by a node; only activations can be "
+                             "kept or recomputed", g->vals[v].name);
+    if (p < RM_POLICY_DEFAULT || p > RM_POLICY_RECOMPUTE)
+        return rm_graph_fail(g, RM_ERR_ARG, "rm_set_policy: unknown policy %d", (int)p);
+    g->vals[v].policy = p;
+    return RM_OK;
 }
