@@ -98,8 +98,14 @@ int cli_args_parse(cli_args *a, int argc, char **argv, int first) {
             cli_fail(2, "unexpected argument '%s' (flags start with --; see remat --help)", f);
             return 0;
         }
-        if (strcmp(f, "--quiet") == 0) { /* the flags that take no value */
-            a->quiet = 1;
+        /* the flags that take no value */
+        int *boolean = !strcmp(f, "--quiet")              ? &a->quiet
+                       : !strcmp(f, "--verify-recompute") ? &a->verify_recompute
+                       : !strcmp(f, "--print-plan")       ? &a->print_plan
+                       : !strcmp(f, "--batchnorm")        ? &a->batchnorm
+                                                          : NULL;
+        if (boolean) {
+            *boolean = 1;
             continue;
         }
         const char *eq = strchr(f, '=');
@@ -175,6 +181,7 @@ rm_status cli_build_model(const cli_args *a, rm_graph *g, rm_model_io *io, int k
         c.vocab = a->vocab;
         c.batch = a->batch;
         c.dropout = a->dropout;
+        c.batchnorm = a->batchnorm;
         c.keep_logits = keep_logits;
         c.n_widths = a->n_widths;
         memcpy(c.widths, a->widths, sizeof c.widths);

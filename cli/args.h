@@ -22,7 +22,7 @@ typedef struct cli_args {
     const char *lr_schedule;    /* constant | cosine */
     const char *checkpoint;     /* recompute strategy */
     const char *init, *save, *report, *load;
-    int quiet;
+    int quiet, verify_recompute, print_plan, batchnorm;
     /* sample */
     const char *prompt;
     int tokens, top_k;

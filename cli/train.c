@@ -49,6 +49,7 @@ typedef struct trainer {
     rm_dataset data;
     rm_sampler sampler;
     int is_mlp;
+    double overhead_median; /* measured recompute overhead, median over steps */
 } trainer;
 
 static rm_status fill_batch(trainer *t, rm_data_part part, rm_sampler mode, uint64_t k, char *err, size_t n) {
@@ -107,6 +108,8 @@ static int write_report(const trainer *t, float final_loss, float val_loss, int 
     const cli_args *a = t->a;
     rm_memory_info m;
     rm_memory(t->s, &m);
+    rm_plan_info p;
+    rm_plan(t->s, &p);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     FILE *f = fopen(a->report, "w");
@@ -119,11 +122,16 @@ static int write_report(const trainer *t, float final_loss, float val_loss, int 
             "  \"val_loss\": %s,\n  \"step_ms_median\": %.3f,\n  \"tokens_per_s\": %.1f,\n"
             "  \"activation_bytes_planned\": %zu,\n  \"activation_bytes_measured\": %zu,\n"
             "  \"activation_arena_bytes\": %zu,\n  \"param_bytes\": %zu,\n  \"grad_bytes\": %zu,\n"
-            "  \"optimizer_bytes\": %zu,\n  \"max_rss_bytes\": %ld,\n  \"threads\": %d,\n  \"blas\": %s\n}\n",
+            "  \"optimizer_bytes\": %zu,\n  \"max_rss_bytes\": %ld,\n  \"threads\": %d,\n  \"blas\": %s,\n"
+            "  \"recompute_flops\": %.0f,\n  \"forward_flops\": %.0f,\n  \"backward_flops\": %.0f,\n"
+            "  \"predicted_overhead\": %.4f,\n  \"measured_overhead\": %.4f,\n"
+            "  \"ms_forward\": %.3f,\n  \"ms_recompute\": %.3f,\n  \"ms_backward\": %.3f\n}\n",
             a->model, a->checkpoint, a->steps, (double)final_loss, val, median_ms, tok_s, m.activation_bytes_planned, m.activation_bytes_measured,
             m.activation_arena_bytes, m.param_bytes, m.grad_bytes,
             strcmp(a->optimizer, "adamw") == 0 ? 2 * m.param_bytes : (size_t)0, ru.ru_maxrss * 1024L,
-            a->threads > 0 ? a->threads : rm_default_threads(), rm_gemm_has_blas() ? "true" : "false");
+            a->threads > 0 ? a->threads : rm_default_threads(), rm_gemm_has_blas() ? "true" : "false",
+            p.flops_recompute, p.flops_forward, p.flops_backward, p.predicted_overhead, t->overhead_median,
+            p.ms_forward, p.ms_recompute, p.ms_backward);
     if (fclose(f) != 0) return cli_fail(1, "cannot write report '%s'", a->report);
     return 0;
 }
@@ -136,7 +144,7 @@ int cli_train(const cli_args *a) {
     t.sampler = strcmp(a->sampler, "sequential") == 0 ? RM_SAMPLE_SEQUENTIAL : RM_SAMPLE_RANDOM;
     char err[512];
     int rc = 1;
-    double *times = NULL;
+    double *times = NULL, *overheads = NULL;
     rm_optim *opt = NULL;
 
     rm_status st = a->data ? rm_data_load_file(&t.data, a->data, err, sizeof err)
@@ -157,10 +165,13 @@ int cli_train(const cli_args *a) {
     o.threads = a->threads;
     o.seed = a->seed;
     o.checkpoint = a->checkpoint;
+    o.verify_recompute = a->verify_recompute;
     if ((st = rm_compile(t.g, &o, &t.s)) != RM_OK) {
         rc = cli_fail(st == RM_ERR_ARG ? 2 : 1, "%s", rm_graph_errmsg(t.g));
         goto done;
     }
+    if (*rm_plan_notes(t.s)) fputs(rm_plan_notes(t.s), stderr);
+    if (a->print_plan) rm_print_plan(t.s, stdout);
     if (a->init && rm_load_params(t.s, a->init, err, sizeof err) != RM_OK) {
         rc = cli_fail(1, "%s", err);
         goto done;
@@ -175,7 +186,8 @@ int cli_train(const cli_args *a) {
         goto done;
     }
     times = malloc(sizeof *times * (size_t)(a->steps > 0 ? a->steps : 1));
-    if (!times) {
+    overheads = malloc(sizeof *overheads * (size_t)(a->steps > 0 ? a->steps : 1));
+    if (!times || !overheads) {
         rc = cli_fail(1, "out of memory");
         goto done;
     }
@@ -203,6 +215,9 @@ int cli_train(const cli_args *a) {
             goto done;
         }
         times[step] = now_ms() - t0;
+        rm_plan_info pi;
+        rm_plan(t.s, &pi);
+        overheads[step] = pi.measured_overhead;
         if (!a->quiet && (tty || step % 10 == 0 || step == a->steps - 1)) {
             double avg = (now_ms() - t_start) / (step + 1);
             rm_memory(t.s, &m);
@@ -219,7 +234,9 @@ int cli_train(const cli_args *a) {
     double median = 0;
     if (a->steps > 0) {
         qsort(times, (size_t)a->steps, sizeof *times, cmp_double);
+        qsort(overheads, (size_t)a->steps, sizeof *overheads, cmp_double);
         median = times[a->steps / 2];
+        t.overhead_median = overheads[a->steps / 2];
     }
     double tok_s = median > 0 ? tokens_per_step * 1000.0 / median : 0;
     rm_memory(t.s, &m);
@@ -232,6 +249,10 @@ int cli_train(const cli_args *a) {
                m.activation_bytes_planned / 1048576.0, m.activation_bytes_measured / 1048576.0,
                m.activation_arena_bytes / 1048576.0, m.param_bytes / 1048576.0, m.grad_bytes / 1048576.0,
                (oc.kind == RM_OPTIM_ADAMW ? 2.0 : 0.0) * m.param_bytes / 1048576.0);
+        rm_plan_info p;
+        rm_plan(t.s, &p);
+        printf("recompute: strategy %s, %.2f GFLOP recomputed per step, overhead predicted %.1f%%, measured %.1f%%\n",
+               a->checkpoint, p.flops_recompute / 1e9, 100.0 * p.predicted_overhead, 100.0 * t.overhead_median);
     }
     if (a->report && (rc = write_report(&t, loss, val_loss, have_val, median, tok_s)) != 0) goto done;
     if (a->save) {
@@ -247,6 +268,7 @@ int cli_train(const cli_args *a) {
     rc = 0;
 done:
     free(times);
+    free(overheads);
     rm_optim_free(opt);
     rm_session_free(t.s);
     rm_graph_free(t.g);

@@ -23,6 +23,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -71,6 +72,9 @@ typedef enum rm_init { RM_INIT_ZEROS = 0, RM_INIT_ONES, RM_INIT_NORMAL } rm_init
 rm_val rm_param(rm_graph *g, const char *name, int ndim, const int64_t *shape,
                 rm_init init, float std, int decay);
 
+/* Non-trainable state saved with the parameters (e.g. running statistics). */
+rm_val rm_state(rm_graph *g, const char *name, int ndim, const int64_t *shape, rm_init init);
+
 /* Ops. Shapes: N is any number of rows (the product of leading dims). */
 rm_val rm_embedding(rm_graph *g, rm_val ids, rm_val table);     /* ids (..) i32, table (V,C) -> (..,C) */
 rm_val rm_linear(rm_graph *g, rm_val x, rm_val w, rm_val b);     /* x (..,IN), w (OUT,IN), b (OUT) or -1 */
@@ -81,6 +85,20 @@ rm_val rm_relu(rm_graph *g, rm_val x);
 rm_val rm_dropout(rm_graph *g, rm_val x, float p);               /* inverted dropout, Philox masks */
 rm_val rm_attention(rm_graph *g, rm_val qkv, int heads);         /* qkv (B,T,3C) -> (B,T,C), causal */
 rm_val rm_softmax_ce(rm_graph *g, rm_val logits, rm_val targets);/* logits (..,V), targets (..) i32 -> scalar mean */
+
+/* Batch normalisation over the rows of x (N,C), as PyTorch's BatchNorm1d in
+ * training mode (eps 1e-5, momentum 0.1, unbiased running variance).
+ * running_mean/var are rm_state values; they are updated once per step, never
+ * again by a recomputation. rm_forward normalises with them. */
+rm_val rm_batchnorm(rm_graph *g, rm_val x, rm_val w, rm_val b, rm_val running_mean, rm_val running_var);
+
+/* A user-defined elementwise op: y = forward(x); backward adds dL/dx into dx.
+ * Both must be deterministic: a recomputation must reproduce y exactly
+ * (rm_options.verify_recompute checks it). */
+typedef void (*rm_custom_forward)(const float *x, float *y, int64_t n, void *user);
+typedef void (*rm_custom_backward)(const float *x, const float *dy, float *dx, int64_t n, void *user);
+rm_val rm_custom(rm_graph *g, const char *name, rm_val x, rm_custom_forward forward, rm_custom_backward backward,
+                 void *user);
 
 /* Stages: every node recorded after rm_stage_begin belongs to that stage.
  * A model is a chain of stages; the recompute planner works per stage. */
@@ -107,6 +125,7 @@ typedef struct rm_options {
     uint64_t seed;          /* parameter init and dropout masks */
     const char *checkpoint; /* recompute strategy; NULL or "none" stores all */
     int forward_only;       /* plan no backward pass (inference, sampling) */
+    int verify_recompute;   /* hash values when computed and recomputed; differ -> RM_ERR_VERIFY */
 } rm_options;
 
 void rm_options_default(rm_options *o);
@@ -145,10 +164,31 @@ typedef struct rm_memory_info {
 } rm_memory_info;
 void rm_memory(const rm_session *s, rm_memory_info *m);
 
+/* The cost of the plan: FLOPs per training step of the first forward, the
+ * recomputations and the backward; the predicted overhead against storing
+ * everything (recompute / (forward + backward) FLOPs); and the measured
+ * milliseconds of each kind of instruction in the last rm_step. */
+typedef struct rm_plan_info {
+    const char *strategy;
+    int n_stages;
+    double flops_forward, flops_recompute, flops_backward;
+    double predicted_overhead;
+    double ms_forward, ms_recompute, ms_backward;
+    double measured_overhead; /* ms_recompute / (ms_forward + ms_backward) */
+} rm_plan_info;
+void rm_plan(const rm_session *s, rm_plan_info *p);
+/* Notes about user marks that overrode the strategy ("" if none). */
+const char *rm_plan_notes(const rm_session *s);
+/* Lists, per stage, the values kept for the backward pass and the values
+ * recomputed, with their bytes (like JAX's print_saved_residuals). */
+void rm_print_plan(const rm_session *s, FILE *f);
+
 /* Parameters, in the order they were created. */
 int rm_param_count(const rm_graph *g);
 rm_val rm_param_at(const rm_graph *g, int i);
 int rm_param_decay(const rm_graph *g, rm_val v);
+/* 1 for trainable parameters, 0 for state (rm_state). */
+int rm_param_trainable(const rm_graph *g, rm_val v);
 
 /* ---- models ------------------------------------------------------------- */
 
@@ -176,6 +216,7 @@ typedef struct rm_mlp_config {
     int n_widths;
     int widths[RM_MLP_MAX_LAYERS]; /* hidden widths */
     float dropout;                 /* after every hidden ReLU */
+    int batchnorm;                 /* BatchNorm between each hidden Linear and its ReLU */
     int keep_logits;
 } rm_mlp_config;
 rm_status rm_mlp_build(rm_graph *g, const rm_mlp_config *c, rm_model_io *io);

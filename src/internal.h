@@ -7,7 +7,7 @@
 #include <stdarg.h>
 #include <stdbool.h>
 
-#define RM_MAX_IN 4   /* inputs of one node */
+#define RM_MAX_IN 6   /* inputs of one node */
 #define RM_MAX_OUT 3  /* outputs of one node: [0] main, others auxiliary */
 #define RM_NAME_LEN 96
 #define RM_ALIGN 64   /* arena offsets are multiples of this */
@@ -37,6 +37,7 @@ typedef struct rm_value {
     rm_init init;
     float init_std;
     int decay;
+    int trainable;     /* PARAM: 0 for state such as running statistics */
     size_t param_off;
     size_t input_off; /* INPUT: byte offset into the input buffer */
     int32_t *const_data; /* INPUT made by rm_constant_i32: its contents */
@@ -54,6 +55,8 @@ typedef enum rm_op_kind {
     RM_OP_DROPOUT,
     RM_OP_ATTENTION,
     RM_OP_SOFTMAX_CE,
+    RM_OP_BATCHNORM,
+    RM_OP_CUSTOM,
     RM_OP_COUNT
 } rm_op_kind;
 
@@ -65,6 +68,9 @@ typedef struct rm_node {
     int stage;
     int iarg[2];          /* op-specific integer arguments (e.g. heads) */
     float farg[2];        /* op-specific float arguments (e.g. dropout p) */
+    rm_custom_forward custom_forward; /* RM_OP_CUSTOM callbacks */
+    rm_custom_backward custom_backward;
+    void *custom_user;
     int needs_grad;       /* some input needs a gradient */
     int user_recompute;   /* recorded inside rm_recompute_begin/end */
 } rm_node;
@@ -87,6 +93,7 @@ typedef struct rm_kernel_ctx {
     uint64_t seed, step;              /* dropout keys */
     int node_id;
     int train;                        /* 0 in rm_forward: dropout is identity */
+    int recompute;                    /* 1 when rebuilding values: skip side effects */
 } rm_kernel_ctx;
 
 typedef struct rm_op_def {
@@ -100,6 +107,9 @@ typedef struct rm_op_def {
     double (*flops)(const rm_node *n, const rm_value *vals, int backward);
     /* Scratch bytes needed during forward (0) or backward (1); may be NULL. */
     size_t (*workspace)(const rm_node *n, const rm_value *vals, int backward, int threads);
+    /* The forward has a side effect (e.g. running statistics) that it skips
+     * when c->recompute is set, so recomputation never repeats it. */
+    int side_effect;
 } rm_op_def;
 
 #define RM_READS_IN(i) (1u << (i))
@@ -232,7 +242,7 @@ rm_status rm_schedule_backward(const rm_graph *g, int lo, int hi, rm_schedule *o
 /* plan/revolve.c: Griewank-Walther binomial checkpointing. */
 /* Fewest stage re-advances to reverse l stages with s slots (x0 counts as one). */
 long rm_revolve_cost(int l, int s);
-/* The closed form p(l,s) = (t+1) l - C(s+t+1, t), for tests. */
+/* The closed form p(l,s) = t l - C(s+t, s+1), for tests. */
 long rm_revolve_closed_form(int l, int s);
 rm_status rm_schedule_revolve(const rm_graph *g, const rm_chain *c, int slots, rm_schedule *out,
                               char *err, size_t errlen);
@@ -260,6 +270,10 @@ struct rm_session {
     int poison;         /* fill freed buffers with NaN (tests: catches use after free) */
     size_t measured_peak;
     char notes[512];    /* user marks that overrode the strategy */
+    uint64_t *hashes;   /* verify_recompute: per value, hash of its first computation */
+    /* timing of the last training step, by instruction kind, in ms */
+    double ms_forward, ms_recompute, ms_backward;
+    double *stage_fwd_ms, *stage_bwd_ms; /* per graph stage, first forward and backward */
     char errmsg[256];
 };
 

@@ -5,6 +5,48 @@
 #include "internal.h"
 #include <math.h>
 #include <string.h>
+#include <time.h>
+
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+/* A 64-bit hash of a buffer's bytes (multiply-xorshift over words): equal
+ * values give equal hashes, and a recomputation that differs in any bit is
+ * caught with overwhelming probability. */
+static uint64_t hash_bytes(const void *p, size_t n) {
+    const unsigned char *b = p;
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, b + i, 8);
+        h = (h ^ w) * 0xBF58476D1CE4E5B9ull;
+        h ^= h >> 31;
+    }
+    for (; i < n; i++) h = (h ^ b[i]) * 0x94D049BB133111EBull;
+    return h ^ (h >> 29);
+}
+
+/* verify_recompute: remember first computations, compare recomputations. */
+static rm_status verify(rm_session *s, const rm_instr *ins, const rm_kernel_ctx *c) {
+    const rm_graph *g = s->g;
+    const rm_node *nd = &g->nodes[ins->node];
+    for (int j = 0; j < nd->n_out; j++) {
+        if (!c->out[j]) continue;
+        const rm_value *v = &g->vals[nd->out[j]];
+        uint64_t h = hash_bytes(c->out[j], (size_t)v->numel * rm_dtype_size(v->dtype));
+        if (ins->kind == RM_INSTR_FORWARD) s->hashes[nd->out[j]] = h;
+        else if (s->hashes[nd->out[j]] != h)
+            return rm_session_fail(s, RM_ERR_VERIFY,
+                                   "recomputing node %d (%s) in stage '%s' gave different values for '%s' than its "
+                                   "first computation: the op is not deterministic",
+                                   ins->node, rm_op_get(nd->op)->name, g->stages[nd->stage].name, v->name);
+    }
+    return RM_OK;
+}
 
 static void *value_ptr(rm_session *s, const rm_program *p, int v, int buf) {
     const rm_value *val = &s->g->vals[v];
@@ -19,7 +61,11 @@ rm_status rm_execute(rm_session *s, const rm_program *p, uint64_t step, int trai
     const rm_graph *g = s->g;
     size_t live = 0, peak = 0;
     int next_buf = 0; /* buffers are numbered in order of definition */
-    if (train) memset(s->grads, 0, g->param_floats * sizeof(float));
+    if (train) {
+        memset(s->grads, 0, g->param_floats * sizeof(float));
+        s->ms_forward = s->ms_recompute = s->ms_backward = 0;
+        for (int st = 0; st < g->n_stages; st++) s->stage_fwd_ms[st] = s->stage_bwd_ms[st] = 0;
+    }
     rm_set_threads(s->threads);
     for (int i = 0; i < p->n_instrs; i++) {
         const rm_instr *ins = &p->instrs[i];
@@ -33,6 +79,7 @@ rm_status rm_execute(rm_session *s, const rm_program *p, uint64_t step, int trai
         c.seed = s->opt.seed;
         c.step = step;
         c.train = train;
+        c.recompute = ins->kind == RM_INSTR_RECOMPUTE;
         int backward = ins->kind == RM_INSTR_BACKWARD;
         for (int k = 0; k < nd->n_in; k++) {
             int v = nd->in[k];
@@ -55,8 +102,19 @@ rm_status rm_execute(rm_session *s, const rm_program *p, uint64_t step, int trai
         while (next_buf < p->n_bufs && p->bufs[next_buf].first == i) live += p->bufs[next_buf++].bytes;
         if (live > peak) peak = live;
 
+        double t0 = now_ms();
         if (backward) op->backward(&c);
         else op->forward(&c);
+        if (train) {
+            double dt = now_ms() - t0;
+            if (ins->kind == RM_INSTR_FORWARD) s->ms_forward += dt, s->stage_fwd_ms[nd->stage] += dt;
+            else if (ins->kind == RM_INSTR_RECOMPUTE) s->ms_recompute += dt;
+            else s->ms_backward += dt, s->stage_bwd_ms[nd->stage] += dt;
+        }
+        if (s->hashes && !backward) {
+            rm_status rc = verify(s, ins, &c);
+            if (rc != RM_OK) return rc;
+        }
 
         for (int f = 0; f < ins->n_free; f++) {
             const rm_buffer *b = &p->bufs[p->frees[ins->free_at + f]];

@@ -90,7 +90,11 @@ rm_status rm_compile(rm_graph *g, const rm_options *o, rm_session **out) {
     s->params = alloc_aligned(g->param_floats * sizeof(float));
     s->grads = alloc_aligned(g->param_floats * sizeof(float));
     s->inputs = alloc_aligned(g->input_bytes);
-    if (!s->arena || !s->params || !s->grads || !s->inputs) {
+    s->stage_fwd_ms = calloc((size_t)g->n_stages + 1, sizeof(double));
+    s->stage_bwd_ms = calloc((size_t)g->n_stages + 1, sizeof(double));
+    if (s->opt.verify_recompute) s->hashes = calloc((size_t)g->n_vals, sizeof *s->hashes);
+    if (!s->arena || !s->params || !s->grads || !s->inputs || !s->stage_fwd_ms || !s->stage_bwd_ms ||
+        (s->opt.verify_recompute && !s->hashes)) {
         size_t total = s->arena_bytes + 2 * g->param_floats * sizeof(float);
         rm_session_free(s);
         return rm_graph_fail(g, RM_ERR_NOMEM, "cannot allocate %.1f MiB for activations and parameters",
@@ -115,6 +119,9 @@ void rm_session_free(rm_session *s) {
     free(s->params);
     free(s->grads);
     free(s->inputs);
+    free(s->hashes);
+    free(s->stage_fwd_ms);
+    free(s->stage_bwd_ms);
     free(s);
 }
 

@@ -22,7 +22,7 @@ rm_status rm_autodiff(rm_graph *g) {
         free(to_loss);
         return rm_graph_fail(g, RM_ERR_NOMEM, "autodiff: out of memory");
     }
-    for (int i = 0; i < g->n_params; i++) from_param[g->params[i]] = 1;
+    for (int i = 0; i < g->n_params; i++) from_param[g->params[i]] = (char)g->vals[g->params[i]].trainable;
     /* nodes are recorded in topological order: one forward sweep suffices */
     for (int n = 0; n < g->n_nodes; n++) {
         const rm_node *nd = &g->nodes[n];

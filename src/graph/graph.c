@@ -154,6 +154,7 @@ rm_val rm_param(rm_graph *g, const char *name, int ndim, const int64_t *shape, r
     p->init = init;
     p->init_std = std;
     p->decay = decay;
+    p->trainable = 1;
     /* keep every parameter 64-byte aligned inside the one flat buffer */
     p->param_off = g->param_floats;
     g->param_floats += ((size_t)p->numel + 15) / 16 * 16;
@@ -241,6 +242,12 @@ const char *rm_name(const rm_graph *g, rm_val v) {
     return (g && v >= 0 && v < g->n_vals) ? g->vals[v].name : "";
 }
 
+rm_val rm_state(rm_graph *g, const char *name, int ndim, const int64_t *shape, rm_init init) {
+    rm_val v = rm_param(g, name, ndim, shape, init, 0.0f, 0);
+    if (v >= 0) g->vals[v].trainable = 0;
+    return v;
+}
+
 int rm_param_count(const rm_graph *g) { return g ? g->n_params : 0; }
 rm_val rm_param_at(const rm_graph *g, int i) {
     return (g && i >= 0 && i < g->n_params) ? g->params[i] : -1;
@@ -274,4 +281,8 @@ rm_status rm_set_policy(rm_graph *g, rm_val v, rm_policy p) {
         return rm_graph_fail(g, RM_ERR_ARG, "rm_set_policy: unknown policy %d", (int)p);
     g->vals[v].policy = p;
     return RM_OK;
+}
+
+int rm_param_trainable(const rm_graph *g, rm_val v) {
+    return (g && v >= 0 && v < g->n_vals && g->vals[v].kind == RM_VALUE_PARAM) ? g->vals[v].trainable : 0;
 }

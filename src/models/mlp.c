@@ -33,6 +33,16 @@ rm_status rm_mlp_build(rm_graph *g, const rm_mlp_config *c, rm_model_io *io) {
         rm_val wv = rm_param(g, w, 2, ws, RM_INIT_NORMAL, sqrtf(2.0f / (float)in_w), 1);
         rm_val bv = rm_param(g, b, 1, bs, RM_INIT_ZEROS, 0.0f, 0);
         x = rm_linear(g, x, wv, bv); // (B,out_w)
+        if (!last && c->batchnorm) {
+            char bw[96], bb[96], rmn[96], rv[96];
+            snprintf(bw, sizeof bw, "layers.%d.bn.weight", i);
+            snprintf(bb, sizeof bb, "layers.%d.bn.bias", i);
+            snprintf(rmn, sizeof rmn, "layers.%d.bn.running_mean", i);
+            snprintf(rv, sizeof rv, "layers.%d.bn.running_var", i);
+            x = rm_batchnorm(g, x, rm_param(g, bw, 1, bs, RM_INIT_ONES, 0.0f, 0),
+                             rm_param(g, bb, 1, bs, RM_INIT_ZEROS, 0.0f, 0), rm_state(g, rmn, 1, bs, RM_INIT_ZEROS),
+                             rm_state(g, rv, 1, bs, RM_INIT_ONES));
+        }
         if (!last) {
             x = rm_relu(g, x);
             if (c->dropout > 0.0f) x = rm_dropout(g, x, c->dropout);

@@ -3,7 +3,7 @@
 #include "internal.h"
 
 extern const rm_op_def rm_op_embedding, rm_op_linear, rm_op_add, rm_op_layernorm, rm_op_gelu,
-    rm_op_relu, rm_op_dropout, rm_op_attention, rm_op_softmax_ce;
+    rm_op_relu, rm_op_dropout, rm_op_attention, rm_op_softmax_ce, rm_op_batchnorm, rm_op_custom;
 
 static const rm_op_def *const op_table[RM_OP_COUNT] = {
     [RM_OP_EMBEDDING] = &rm_op_embedding,
@@ -15,6 +15,8 @@ static const rm_op_def *const op_table[RM_OP_COUNT] = {
     [RM_OP_DROPOUT] = &rm_op_dropout,
     [RM_OP_ATTENTION] = &rm_op_attention,
     [RM_OP_SOFTMAX_CE] = &rm_op_softmax_ce,
+    [RM_OP_BATCHNORM] = &rm_op_batchnorm,
+    [RM_OP_CUSTOM] = &rm_op_custom,
 };
 
 /* NULL for a kind out of range: callers index with kinds they created. */

@@ -11,7 +11,7 @@
  * insides kept, right before its backward ("taped"), except the last one,
  * whose first forward serves. So the extra stage forwards over a plain
  * forward pass are exactly F(l, s), which equals the closed form
- *   p(l, s) = (t+1) l - C(s+t+1, t),  t such that C(s+t-1, s) < l <= C(s+t, s).
+ *   p(l, s) = t l - C(s+t, s+1),  t such that C(s+t-1, s) < l <= C(s+t, s).
  * The published example: l = 10, s = 3 gives 15.
  *
  * Snapshots are not managed here: a stored x_j is simply a value that a
@@ -31,7 +31,7 @@ long rm_revolve_closed_form(int l, int s) {
     if (l <= 1) return 0;
     int t = 0;
     while (binom(s + t, s) < l) t++;
-    return (long)((t + 1) * (double)l - binom(s + t + 1, t));
+    return (long)(t * (double)l - binom(s + t, s + 1));
 }
 
 typedef struct revolve {

@@ -89,6 +89,7 @@ rm_status rm_optim_step(rm_optim *o, float lr, float *norm_out) {
     const float bc1 = 1.0f - powf(b1, (float)o->t), bc2 = 1.0f - powf(b2, (float)o->t);
     for (int pi = 0; pi < g->n_params; pi++) {
         const rm_value *v = &g->vals[g->params[pi]];
+        if (!v->trainable) continue; /* state such as running statistics */
         float *w = s->params + v->param_off, *gr = s->grads + v->param_off;
         int64_t n = v->numel;
         if (o->c.kind == RM_OPTIM_SGD) {

@@ -1,0 +1,90 @@
+/* report.c: what a plan keeps, what it recomputes, and what that costs. */
+#include "internal.h"
+#include <stdlib.h>
+#include <string.h>
+
+void rm_plan(const rm_session *s, rm_plan_info *p) {
+    memset(p, 0, sizeof *p);
+    if (!s) return;
+    const rm_graph *g = s->g;
+    const rm_program *pr = s->train.n_instrs ? &s->train : &s->infer;
+    p->strategy = s->opt.checkpoint;
+    p->n_stages = g->n_stages;
+    for (int i = 0; i < pr->n_instrs; i++) {
+        const rm_instr *ins = &pr->instrs[i];
+        const rm_node *nd = &g->nodes[ins->node];
+        const rm_op_def *op = rm_op_get(nd->op);
+        double f = op->flops ? op->flops(nd, g->vals, ins->kind == RM_INSTR_BACKWARD) : 0;
+        if (ins->kind == RM_INSTR_FORWARD) p->flops_forward += f;
+        else if (ins->kind == RM_INSTR_RECOMPUTE) p->flops_recompute += f;
+        else p->flops_backward += f;
+    }
+    double base = p->flops_forward + p->flops_backward;
+    p->predicted_overhead = base > 0 ? p->flops_recompute / base : 0;
+    p->ms_forward = s->ms_forward;
+    p->ms_recompute = s->ms_recompute;
+    p->ms_backward = s->ms_backward;
+    double mbase = s->ms_forward + s->ms_backward;
+    p->measured_overhead = mbase > 0 ? s->ms_recompute / mbase : 0;
+}
+
+const char *rm_plan_notes(const rm_session *s) { return s ? s->notes : ""; }
+
+static double mib(size_t b) { return (double)b / (1024.0 * 1024.0); }
+
+void rm_print_plan(const rm_session *s, FILE *f) {
+    if (!s) return;
+    const rm_graph *g = s->g;
+    const rm_program *p = s->train.n_instrs ? &s->train : &s->infer;
+    int first_bwd = p->n_instrs;
+    for (int i = 0; i < p->n_instrs; i++)
+        if (p->instrs[i].kind == RM_INSTR_BACKWARD) {
+            first_bwd = i;
+            break;
+        }
+    /* per value: kept (its first buffer outlives the forward pass) and recompute count */
+    char *kept = calloc((size_t)g->n_vals, 1);
+    int *recomputed = calloc((size_t)g->n_vals, sizeof *recomputed);
+    if (!kept || !recomputed) {
+        free(kept);
+        free(recomputed);
+        return;
+    }
+    for (int b = 0; b < p->n_bufs; b++) {
+        const rm_buffer *bf = &p->bufs[b];
+        if (bf->value < 0 || g->vals[bf->value].kind != RM_VALUE_ACT) continue;
+        rm_instr_kind k = p->instrs[bf->first].kind;
+        if (k == RM_INSTR_FORWARD && bf->last >= first_bwd) kept[bf->value] = 1;
+        if (k == RM_INSTR_RECOMPUTE) recomputed[bf->value]++;
+    }
+    fprintf(f, "plan: strategy %s, %d stages, activations %.2f MiB planned (arena %.2f MiB)\n", s->opt.checkpoint,
+            g->n_stages, mib(p->peak_live_bytes), mib(p->arena_bytes));
+    fprintf(f, "%-12s %8s %12s %8s %12s\n", "stage", "kept", "kept MiB", "recomp", "recomp MiB");
+    for (int st = 0; st < g->n_stages; st++) {
+        int nk = 0, nr = 0;
+        size_t bk = 0, br = 0;
+        for (int v = 0; v < g->n_vals; v++) {
+            if (g->vals[v].kind != RM_VALUE_ACT || g->vals[v].stage != st) continue;
+            size_t bytes = (size_t)g->vals[v].numel * rm_dtype_size(g->vals[v].dtype);
+            if (kept[v]) nk++, bk += bytes;
+            if (recomputed[v]) nr++, br += bytes * (size_t)recomputed[v];
+        }
+        fprintf(f, "%-12s %8d %12.2f %8d %12.2f\n", g->stages[st].name, nk, mib(bk), nr, mib(br));
+        for (int v = 0; v < g->n_vals; v++) {
+            const rm_value *val = &g->vals[v];
+            if (val->kind != RM_VALUE_ACT || val->stage != st || (!kept[v] && !recomputed[v])) continue;
+            char shape[64] = "(";
+            for (int d = 0; d < val->ndim; d++) {
+                size_t len = strlen(shape);
+                snprintf(shape + len, sizeof shape - len, "%s%lld", d ? "," : "", (long long)val->shape[d]);
+            }
+            strncat(shape, ")", sizeof shape - strlen(shape) - 1);
+            if (kept[v]) fprintf(f, "    keep       %-36s %-18s %8.2f MiB\n", val->name, shape, mib((size_t)val->numel * rm_dtype_size(val->dtype)));
+            if (recomputed[v])
+                fprintf(f, "    recompute  %-36s %-18s %8.2f MiB  x%d\n", val->name, shape,
+                        mib((size_t)val->numel * rm_dtype_size(val->dtype)), recomputed[v]);
+        }
+    }
+    free(kept);
+    free(recomputed);
+}
