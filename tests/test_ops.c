@@ -407,6 +407,37 @@ static void test_attention(void) {
     fx_end(&f);
 }
 
+static void test_batchnorm(void) {
+    fx f;
+    fx_begin(&f);
+    rm_val x = fx_input(&f, RM_DTYPE_F32, 2, (int64_t[]){6, 5});
+    rm_val w = fx_param(&f, "w", 1, (int64_t[]){5}), b = fx_param(&f, "b", 1, (int64_t[]){5});
+    rm_val rm = fx_param(&f, "rm", 1, (int64_t[]){5}), rv = fx_param(&f, "rv", 1, (int64_t[]){5});
+    if (!fx_finish(&f, rm_batchnorm(f.g, x, w, b, rm, rv), "batchnorm")) { fx_end(&f); return; }
+    for (int i = 0; i < 5; i++) fx_f(&f, rv)[i] = 1.0f;
+    /* running statistics get no gradient: inputs 3 and 4 are skipped */
+    gradcheck(&f, "batchnorm", (1u << 3) | (1u << 4));
+    fx_end(&f);
+}
+
+static void cube_fwd(const float *x, float *y, int64_t n, void *u) {
+    (void)u;
+    for (int64_t i = 0; i < n; i++) y[i] = x[i] * x[i] * x[i];
+}
+static void cube_bwd(const float *x, const float *dy, float *dx, int64_t n, void *u) {
+    (void)u;
+    for (int64_t i = 0; i < n; i++) dx[i] += 3.0f * x[i] * x[i] * dy[i];
+}
+
+static void test_custom(void) {
+    fx f;
+    fx_begin(&f);
+    rm_val x = fx_input(&f, RM_DTYPE_F32, 2, (int64_t[]){3, 4});
+    if (!fx_finish(&f, rm_custom(f.g, "cube", x, cube_fwd, cube_bwd, NULL), "custom")) { fx_end(&f); return; }
+    gradcheck(&f, "custom", 0);
+    fx_end(&f);
+}
+
 static void test_dropout(void) {
     const float p = 0.3f;
     fx f;
@@ -643,7 +674,8 @@ static void test_builders(void) {
 
 static void test_registry(void) {
     const char *names[RM_OP_COUNT] = {"embedding", "linear",    "add",       "layernorm", "gelu",
-                                      "relu",      "dropout",   "attention", "softmax_ce"};
+                                      "relu",      "dropout",   "attention", "softmax_ce",
+                                      "batchnorm", "custom"};
     for (int k = 0; k < RM_OP_COUNT; k++) {
         const rm_op_def *d = rm_op_get((rm_op_kind)k);
         CHECK(d && d->forward && d->backward && d->flops && strcmp(d->name, names[k]) == 0,
@@ -720,6 +752,8 @@ int main(void) {
     test_linear(1);
     test_linear(0);
     test_attention();
+    test_batchnorm();
+    test_custom();
     printf("  worst err/tol over all ops: %.3f\n", worst_ratio_all);
     test_threads();
     return check_done("test_ops");

@@ -90,8 +90,8 @@ static void batchnorm_backward(const rm_kernel_ctx *c) {
             sg += d * w[j];
             sgx += d * w[j] * xh;
         }
-        if (dw) dw[j] += (float)sdyx;
-        if (db) db[j] += (float)sdy;
+        if (dw) dw[j] = c->acc[1] ? dw[j] + (float)sdyx : (float)sdyx;
+        if (db) db[j] = c->acc[2] ? db[j] + (float)sdy : (float)sdy;
         if (!dx) continue;
         float mg = (float)(sg / N), mgx = (float)(sgx / N);
         for (int i = 0; i < N; i++) {
