@@ -126,6 +126,7 @@ typedef struct rm_options {
     const char *checkpoint; /* recompute strategy; NULL or "none" stores all */
     int forward_only;       /* plan no backward pass (inference, sampling) */
     int verify_recompute;   /* hash values when computed and recomputed; differ -> RM_ERR_VERIFY */
+    const char *memory_budget; /* "64MiB", "1.5GiB", "500MB" or "50%": plan to fit (strategy auto) */
 } rm_options;
 
 void rm_options_default(rm_options *o);
@@ -246,6 +247,26 @@ rm_status rm_save_params(rm_session *s, const char *path, int n_meta,
 /* Loads parameters by name; every parameter of the graph must be present
  * with the same shape and dtype F32. */
 rm_status rm_load_params(rm_session *s, const char *path, char *err, size_t errlen);
+
+/* Checkpoint files: the whole training state, to resume exactly
+ * (docs/CHECKPOINT_FILES.md). rm_save_params also writes the checksum
+ * (metadata "remat_checksum", a SHA-256 of tensors and metadata), and
+ * rm_load_params refuses a file whose checksum does not hold. */
+/* The optimizer's state: the AdamW moments (its own buffers, laid out as the
+ * parameters; NULL for SGD) and the number of updates applied (AdamW's bias
+ * correction). Write into m and v, and set t, to restore a saved state. */
+rm_status rm_optim_state(rm_optim *o, float **m, float **v, uint64_t *t);
+rm_status rm_optim_set_updates(rm_optim *o, uint64_t t);
+/* Writes the parameters and, with o, the AdamW moments of the trainable ones
+ * as "optimizer.m.<name>" and "optimizer.v.<name>" and the update count as
+ * the metadata "optimizer_updates", then the caller's metadata and the
+ * checksum. Atomic, as rm_save_params. */
+rm_status rm_save_state(rm_session *s, rm_optim *o, const char *path, int n_meta,
+                        const char *const *keys, const char *const *values,
+                        char *err, size_t errlen);
+/* Loads what rm_save_state wrote into s and o (NULL: parameters only). The
+ * checksum must be present and hold. On any error nothing is changed. */
+rm_status rm_load_state(rm_session *s, rm_optim *o, const char *path, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

@@ -246,6 +246,11 @@ long rm_revolve_cost(int l, int s);
 long rm_revolve_closed_form(int l, int s);
 rm_status rm_schedule_revolve(const rm_graph *g, const rm_chain *c, int slots, rm_schedule *out,
                               char *err, size_t errlen);
+
+/* plan/lower.c: schedule items from stage operations (plan/rotor.h). */
+struct rm_rotor_op;
+rm_status rm_schedule_lower(const rm_graph *g, const rm_chain *c, const struct rm_rotor_op *ops, int n_ops,
+                            rm_schedule *out, char *err, size_t errlen);
 /* plan/program.c: instructions + buffers from a schedule (liveness). */
 rm_status rm_program_build(const rm_graph *g, const rm_schedule *s, int threads,
                            rm_program *p, char *err, size_t errlen);

@@ -14,10 +14,10 @@
  *   p(l, s) = t l - C(s+t, s+1),  t such that C(s+t-1, s) < l <= C(s+t, s).
  * The published example: l = 10, s = 3 gives 15.
  *
- * Snapshots are not managed here: a stored x_j is simply a value that a
- * later recompute reads, so the step program's liveness keeps it exactly as
- * long as revolve needs it. */
+ * The result is a sequence of stage operations (Fck/Fn to advance, Fall + B
+ * to tape and reverse, L for the last stage), lowered like a Rotor plan. */
 #include "internal.h"
+#include "plan/rotor.h"
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -38,27 +38,29 @@ typedef struct revolve {
     int n, s;
     long *cost; /* (n+1) x (s+1) */
     int *split;
+    rm_rotor_op *ops;
+    int n_ops, cap;
 } revolve;
+
+#define IDX(r, l, k) ((size_t)(l) * (size_t)((r)->s + 1) + (size_t)(k))
 
 static int dp(revolve *r, int n, int s) {
     r->n = n, r->s = s;
     r->cost = malloc(sizeof *r->cost * (size_t)(n + 1) * (size_t)(s + 1));
     r->split = malloc(sizeof *r->split * (size_t)(n + 1) * (size_t)(s + 1));
     if (!r->cost || !r->split) return 0;
-#define COST(l, k) r->cost[(size_t)(l) * (size_t)(s + 1) + (size_t)(k)]
-#define SPLIT(l, k) r->split[(size_t)(l) * (size_t)(s + 1) + (size_t)(k)]
     for (int l = 1; l <= n; l++)
         for (int k = 1; k <= s; k++) {
-            SPLIT(l, k) = 0;
-            if (l == 1) COST(l, k) = 0;
-            else if (k == 1) COST(l, k) = (long)l * (l - 1) / 2;
+            r->split[IDX(r, l, k)] = 0;
+            if (l == 1) r->cost[IDX(r, l, k)] = 0;
+            else if (k == 1) r->cost[IDX(r, l, k)] = (long)l * (l - 1) / 2;
             else {
                 long best = -1;
                 for (int m = 1; m < l; m++) {
-                    long c = m + COST(l - m, k - 1) + COST(m, k);
-                    if (best < 0 || c < best) best = c, SPLIT(l, k) = m;
+                    long c = m + r->cost[IDX(r, l - m, k - 1)] + r->cost[IDX(r, m, k)];
+                    if (best < 0 || c < best) best = c, r->split[IDX(r, l, k)] = m;
                 }
-                COST(l, k) = best;
+                r->cost[IDX(r, l, k)] = best;
             }
         }
     return 1;
@@ -67,81 +69,60 @@ static int dp(revolve *r, int n, int s) {
 long rm_revolve_cost(int l, int s) {
     if (l < 1 || s < 1) return -1;
     revolve r = {0};
-    long c = dp(&r, l, s) ? r.cost[(size_t)l * (size_t)(s + 1) + (size_t)s] : -1;
+    long c = dp(&r, l, s) ? r.cost[IDX(&r, l, s)] : -1;
     free(r.cost);
     free(r.split);
     return c;
 }
 
-typedef struct emitter {
-    const rm_graph *g;
-    const rm_chain *c;
-    revolve *r;
-    char *forwarded; /* stage has run its first forward */
-    char *all;       /* want-mask with every node set */
-    rm_schedule *out;
-} emitter;
-
-static rm_status forward_stage(emitter *e, int st) {
-    for (int n = e->c->first[st]; n <= e->c->last[st]; n++)
-        if (rm_schedule_push(e->out, RM_INSTR_FORWARD, n) != RM_OK) return RM_ERR_NOMEM;
-    e->forwarded[st] = 1;
-    return RM_OK;
-}
-
-/* Advance through stages [from, to): rebuild each stage's output. */
-static rm_status advance(emitter *e, int from, int to) {
-    for (int st = from; st < to; st++) {
-        rm_status rc = e->forwarded[st] ? rm_schedule_recompute(e->g, e->c->first[st], e->c->last[st], e->all,
-                                                                e->c->input[st + 1], 0, e->out)
-                                        : forward_stage(e, st);
-        if (rc != RM_OK) return rc;
+static int emit(revolve *r, rm_rotor_op_kind k, int stage) {
+    if (r->n_ops == r->cap) {
+        int nc = r->cap ? r->cap * 2 : 64;
+        void *p = realloc(r->ops, sizeof *r->ops * (size_t)nc);
+        if (!p) return 0;
+        r->ops = p, r->cap = nc;
     }
-    return RM_OK;
+    r->ops[r->n_ops].kind = k, r->ops[r->n_ops].stage = stage;
+    r->n_ops++;
+    return 1;
 }
 
-/* Run stage st with its insides kept, then its backward. */
-static rm_status tape(emitter *e, int st) {
-    rm_status rc = e->forwarded[st]
-                       ? rm_schedule_recompute(e->g, e->c->first[st], e->c->last[st], e->all, -1, 1, e->out)
-                       : forward_stage(e, st);
-    if (rc != RM_OK) return rc;
-    return rm_schedule_backward(e->g, e->c->first[st], e->c->last[st], e->out);
+/* advance through stages [from, to), keeping x_from */
+static int advance(revolve *r, int from, int to) {
+    for (int st = from; st < to; st++)
+        if (!emit(r, st == from ? RM_ROTOR_FCK : RM_ROTOR_FN, st)) return 0;
+    return 1;
 }
 
-static rm_status reverse(emitter *e, int lo, int l, int s) {
-    rm_status rc = RM_OK;
-    if (l == 1) return tape(e, lo);
+static int tape(revolve *r, int st) {
+    if (st == r->n - 1) return emit(r, RM_ROTOR_L, st);
+    return emit(r, RM_ROTOR_FALL, st) && emit(r, RM_ROTOR_B, st);
+}
+
+static int reverse(revolve *r, int lo, int l, int s) {
+    if (l == 1) return tape(r, lo);
     if (s == 1) {
-        for (int i = lo + l - 1; i >= lo && rc == RM_OK; i--) {
-            rc = advance(e, lo, i);
-            if (rc == RM_OK) rc = tape(e, i);
-        }
-        return rc;
+        for (int i = lo + l - 1; i >= lo; i--)
+            if (!advance(r, lo, i) || !tape(r, i)) return 0;
+        return 1;
     }
-    int m = e->r->split[(size_t)l * (size_t)(e->r->s + 1) + (size_t)s];
-    rc = advance(e, lo, lo + m);
-    if (rc == RM_OK) rc = reverse(e, lo + m, l - m, s - 1);
-    if (rc == RM_OK) rc = reverse(e, lo, m, s);
-    return rc;
+    int m = r->split[IDX(r, l, s)];
+    return advance(r, lo, lo + m) && reverse(r, lo + m, l - m, s - 1) && reverse(r, lo, m, s);
 }
 
 rm_status rm_schedule_revolve(const rm_graph *g, const rm_chain *c, int slots, rm_schedule *out, char *err,
                               size_t errlen) {
     revolve r = {0};
-    emitter e = {g, c, &r, calloc((size_t)c->n, 1), malloc((size_t)g->n_nodes), out};
-    rm_status rc = RM_OK;
     if (slots > c->n) slots = c->n; /* more slots than stages buys nothing */
-    if (!e.forwarded || !e.all || !dp(&r, c->n, slots)) {
+    rm_status rc = RM_OK;
+    if (!dp(&r, c->n, slots) || !reverse(&r, 0, c->n, slots)) {
         snprintf(err, errlen, "out of memory planning revolve");
         rc = RM_ERR_NOMEM;
     } else {
-        for (int n = 0; n < g->n_nodes; n++) e.all[n] = 1;
-        rc = reverse(&e, 0, c->n, slots);
+        rc = rm_schedule_lower(g, c, r.ops, r.n_ops, out, err, errlen);
     }
-    free(e.forwarded);
-    free(e.all);
     free(r.cost);
     free(r.split);
+    free(r.ops);
     return rc;
 }

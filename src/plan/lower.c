@@ -1,0 +1,64 @@
+/* lower.c: from a sequence of stage operations (Fn, Fck, Fall, B, L; what
+ * revolve and the Rotor planner produce) to the engine's schedule items.
+ *   Fn s, Fck s   run stage s to rebuild its output (its insides are freed)
+ *   Fall s        run stage s keeping what its backward reads
+ *   B s           run the backward of stage s
+ *   L s           the loss stage: Fall s then B s
+ * The first run of each node is a FORWARD item, later ones RECOMPUTE. The
+ * difference between Fn and Fck (whether x_s stays) needs no code: x_s stays
+ * exactly as long as a later item reads it. */
+#include "internal.h"
+#include "plan/rotor.h"
+#include <stdio.h>
+#include <stdlib.h>
+
+typedef struct lowering {
+    const rm_graph *g;
+    const rm_chain *c;
+    char *forwarded; /* stage has run its first forward */
+    char *all;       /* want-mask with every node set */
+    rm_schedule *out;
+} lowering;
+
+static rm_status forward_stage(lowering *l, int st) {
+    for (int n = l->c->first[st]; n <= l->c->last[st]; n++)
+        if (rm_schedule_push(l->out, RM_INSTR_FORWARD, n) != RM_OK) return RM_ERR_NOMEM;
+    l->forwarded[st] = 1;
+    return RM_OK;
+}
+
+static rm_status run_stage(lowering *l, int st, int keep_all) {
+    if (!l->forwarded[st]) return forward_stage(l, st);
+    rm_val out = st + 1 < l->c->n ? l->c->input[st + 1] : -1;
+    return rm_schedule_recompute(l->g, l->c->first[st], l->c->last[st], l->all, keep_all ? -1 : out, keep_all,
+                                 l->out);
+}
+
+rm_status rm_schedule_lower(const rm_graph *g, const rm_chain *c, const rm_rotor_op *ops, int n_ops,
+                            rm_schedule *out, char *err, size_t errlen) {
+    lowering l = {g, c, calloc((size_t)c->n + 1, 1), malloc((size_t)g->n_nodes + 1), out};
+    rm_status rc = (l.forwarded && l.all) ? RM_OK : RM_ERR_NOMEM;
+    for (int n = 0; n < g->n_nodes && rc == RM_OK; n++) l.all[n] = 1;
+    for (int k = 0; k < n_ops && rc == RM_OK; k++) {
+        int st = ops[k].stage;
+        if (st < 0 || st >= c->n) {
+            snprintf(err, errlen, "internal: stage %d out of range in a plan", st);
+            rc = RM_ERR_STATE;
+            break;
+        }
+        switch (ops[k].kind) {
+        case RM_ROTOR_FN:
+        case RM_ROTOR_FCK: rc = run_stage(&l, st, 0); break;
+        case RM_ROTOR_FALL: rc = run_stage(&l, st, 1); break;
+        case RM_ROTOR_B: rc = rm_schedule_backward(g, c->first[st], c->last[st], out); break;
+        case RM_ROTOR_L:
+            rc = run_stage(&l, st, 1);
+            if (rc == RM_OK) rc = rm_schedule_backward(g, c->first[st], c->last[st], out);
+            break;
+        }
+    }
+    if (rc == RM_ERR_NOMEM) snprintf(err, errlen, "out of memory lowering a plan");
+    free(l.forwarded);
+    free(l.all);
+    return rc;
+}

@@ -1,0 +1,307 @@
+/* rotor.c: the dynamic program of Rotor (see rotor.h) over (memory, s, t).
+ *
+ * C(m, s, t) is the least time to backpropagate stages s..t when x_s is
+ * resident (outside m) and the gradient d_{t+1} is held (inside m):
+ *   C(m,s,s) = uf[s] + ub[s]              if m >= a[s+1] + ab[s] + max(ft[s], bt[s])
+ *   s < t: infinite                        if m < a[t+1] + max(a[s+1] + ft[s],
+ *                                                max_{s<j<t} a[j] + a[j+1] + ft[j])
+ *   C_ck  = min_{s<j<=t, m>=a[j]} sum_{k=s}^{j-1} uf[k] + C(m - a[j], j, t) + C(m, s, j-1)
+ *           (run forward to x_j keeping x_s, store x_j, solve the right part,
+ *            then the left part)
+ *   C_all = uf[s] + ub[s] + C(m - ab[s], s+1, t)
+ *           if m >= a[t+1] + ab[s] + ft[s] and m >= a[s+1] + ab[s] + bt[s]
+ *           (run stage s keeping all it needs, solve the rest, backward s; the
+ *            paper writes C(m,s,s) for the first term, whose max(ft, bt) check
+ *            assumes d_{s+1} is held during the forward too, which it is not:
+ *            brute force found cheaper schedules it missed, so we check the
+ *            forward and the backward each against what is held at the time)
+ *   C = min(C_ck, C_all).
+ * Sizes are discretised: divided by their greatest common divisor, and when
+ * the budget is then above `slots`, rounded up to slots of budget/slots, so a
+ * plan in slots never exceeds the budget in bytes. */
+#include "rotor.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+rm_status rm_chain_model_alloc(rm_chain_model *c, int n) {
+    memset(c, 0, sizeof *c);
+    c->n = n;
+    c->uf = calloc((size_t)n + 1, sizeof *c->uf);
+    c->ub = calloc((size_t)n + 1, sizeof *c->ub);
+    c->a = calloc((size_t)n + 2, sizeof *c->a);
+    c->ab = calloc((size_t)n + 1, sizeof *c->ab);
+    c->ft = calloc((size_t)n + 1, sizeof *c->ft);
+    c->bt = calloc((size_t)n + 1, sizeof *c->bt);
+    if (!c->uf || !c->ub || !c->a || !c->ab || !c->ft || !c->bt) {
+        rm_chain_model_free(c);
+        return RM_ERR_NOMEM;
+    }
+    return RM_OK;
+}
+
+void rm_chain_model_free(rm_chain_model *c) {
+    free(c->uf), free(c->ub), free(c->a), free(c->ab), free(c->ft), free(c->bt);
+    memset(c, 0, sizeof *c);
+}
+
+const char *rm_rotor_op_name(rm_rotor_op_kind k) {
+    static const char *names[] = {"Fn", "Fck", "Fall", "B", "L"};
+    return (unsigned)k < 5 ? names[k] : "?";
+}
+
+void rm_rotor_plan_free(rm_rotor_plan *p) {
+    free(p->ops);
+    memset(p, 0, sizeof *p);
+}
+
+static int64_t gcd64(int64_t x, int64_t y) {
+    while (y) {
+        int64_t r = x % y;
+        x = y, y = r;
+    }
+    return x;
+}
+
+typedef struct dp {
+    int n, M;       /* stages, memory slots 0..M */
+    int *a, *ab, *ft, *bt;
+    const double *uf, *ub;
+    double *cost;   /* (M+1) x n x n, INFINITY = infeasible */
+    int *choice;    /* -1: Fall first; j > s: checkpoint at x_j */
+} dp;
+
+#define AT(d, m, s, t) ((size_t)(m) * (size_t)(d)->n * (size_t)(d)->n + (size_t)(s) * (size_t)(d)->n + (size_t)(t))
+
+static void fill(dp *d) {
+    int n = d->n;
+    for (int m = 0; m <= d->M; m++)
+        for (int len = 0; len < n; len++)
+            for (int s = 0; s + len < n; s++) {
+                int t = s + len;
+                size_t at = AT(d, m, s, t);
+                d->cost[at] = INFINITY;
+                d->choice[at] = -1;
+                int ws = d->ft[s] > d->bt[s] ? d->ft[s] : d->bt[s];
+                if (s == t) {
+                    if (m >= d->a[s + 1] + d->ab[s] + ws) d->cost[at] = d->uf[s] + d->ub[s];
+                    continue;
+                }
+                int need = d->a[s + 1] + d->ft[s];
+                for (int j = s + 1; j < t; j++)
+                    if (d->a[j] + d->a[j + 1] + d->ft[j] > need) need = d->a[j] + d->a[j + 1] + d->ft[j];
+                if (m < d->a[t + 1] + need) continue;
+                double best = INFINITY;
+                int arg = -1;
+                double fsum = 0;
+                for (int j = s + 1; j <= t; j++) {
+                    fsum += d->uf[j - 1];
+                    if (m < d->a[j]) continue;
+                    double c = fsum + d->cost[AT(d, m - d->a[j], j, t)] + d->cost[AT(d, m, s, j - 1)];
+                    if (c < best) best = c, arg = j;
+                }
+                /* Fall s runs while d_{t+1} is held, B s while d_{s+1} is: checking each
+                 * at its own time is exact where C(m,s,s)'s max(ft,bt) is not */
+                if (m >= d->ab[s] && m >= d->a[t + 1] + d->ab[s] + d->ft[s] && m >= d->a[s + 1] + d->ab[s] + d->bt[s]) {
+                    double c = d->uf[s] + d->ub[s] + d->cost[AT(d, m - d->ab[s], s + 1, t)];
+                    if (c <= best) best = c, arg = -1; /* ties: keeping all recomputes nothing */
+                }
+                d->cost[at] = best;
+                d->choice[at] = arg;
+            }
+}
+
+typedef struct seq {
+    rm_rotor_op *ops;
+    int n, cap;
+} seq;
+
+static int push(seq *q, rm_rotor_op_kind k, int stage) {
+    if (q->n == q->cap) {
+        int nc = q->cap ? q->cap * 2 : 64;
+        void *p = realloc(q->ops, sizeof *q->ops * (size_t)nc);
+        if (!p) return 0;
+        q->ops = p, q->cap = nc;
+    }
+    q->ops[q->n].kind = k, q->ops[q->n].stage = stage;
+    q->n++;
+    return 1;
+}
+
+static int rebuild(const dp *d, seq *q, int m, int s, int t) {
+    if (s == t) {
+        if (s == d->n - 1) return push(q, RM_ROTOR_L, s);
+        return push(q, RM_ROTOR_FALL, s) && push(q, RM_ROTOR_B, s);
+    }
+    int j = d->choice[AT(d, m, s, t)];
+    if (j < 0)
+        return push(q, RM_ROTOR_FALL, s) && rebuild(d, q, m - d->ab[s], s + 1, t) && push(q, RM_ROTOR_B, s);
+    if (!push(q, RM_ROTOR_FCK, s)) return 0;
+    for (int k = s + 1; k < j; k++)
+        if (!push(q, RM_ROTOR_FN, k)) return 0;
+    return rebuild(d, q, m - d->a[j], j, t) && rebuild(d, q, m, s, j - 1);
+}
+
+/* Sizes in slots: exact after dividing by the gcd when that fits, else
+ * rounded up to units of budget/slots (never below the truth). */
+static int discretise(const rm_chain_model *c, int64_t budget, int slots, dp *d) {
+    int n = c->n;
+    int64_t g = budget;
+    for (int i = 0; i <= n; i++) g = gcd64(g, c->a[i]);
+    for (int i = 0; i < n; i++) g = gcd64(gcd64(gcd64(g, c->ab[i]), c->ft[i]), c->bt[i]);
+    if (g <= 0) g = 1;
+    int64_t unit = g;
+    if (budget / g > slots) unit = (budget + slots - 1) / slots;
+    d->n = n;
+    d->M = (int)(budget / unit);
+    d->a = malloc(sizeof(int) * (size_t)(n + 2));
+    d->ab = malloc(sizeof(int) * (size_t)n);
+    d->ft = malloc(sizeof(int) * (size_t)n);
+    d->bt = malloc(sizeof(int) * (size_t)n);
+    if (!d->a || !d->ab || !d->ft || !d->bt) return 0;
+#define UP(x) ((int)(((x) + unit - 1) / unit > d->M + 1 ? d->M + 1 : ((x) + unit - 1) / unit))
+    for (int i = 0; i <= n; i++) d->a[i] = UP(c->a[i]);
+    d->a[n + 1] = 0;
+    for (int i = 0; i < n; i++) d->ab[i] = UP(c->ab[i]), d->ft[i] = UP(c->ft[i]), d->bt[i] = UP(c->bt[i]);
+#undef UP
+    d->uf = c->uf, d->ub = c->ub;
+    return 1;
+}
+
+static void dp_free(dp *d) {
+    free(d->a), free(d->ab), free(d->ft), free(d->bt), free(d->cost), free(d->choice);
+}
+
+rm_status rm_rotor_solve(const rm_chain_model *c, int64_t budget, int slots, rm_rotor_plan *plan) {
+    memset(plan, 0, sizeof *plan);
+    if (c->n < 1 || budget < 0 || slots < 1) return RM_ERR_ARG;
+    dp d;
+    memset(&d, 0, sizeof d);
+    rm_status rc = RM_OK;
+    if (!discretise(c, budget, slots, &d)) rc = RM_ERR_NOMEM;
+    int m0 = d.M - d.a[0]; /* the chain input is resident and counts */
+    if (rc == RM_OK && m0 >= 0) {
+        size_t cells = (size_t)(d.M + 1) * (size_t)d.n * (size_t)d.n;
+        d.cost = malloc(sizeof *d.cost * cells);
+        d.choice = malloc(sizeof *d.choice * cells);
+        if (!d.cost || !d.choice) rc = RM_ERR_NOMEM;
+        else {
+            fill(&d);
+            double t = d.cost[AT(&d, m0, 0, d.n - 1)];
+            if (isfinite(t)) {
+                seq q = {0};
+                if (!rebuild(&d, &q, m0, 0, d.n - 1)) {
+                    free(q.ops);
+                    rc = RM_ERR_NOMEM;
+                } else {
+                    plan->feasible = 1;
+                    plan->ops = q.ops, plan->n_ops = q.n;
+                    rm_rotor_simulate(c, q.ops, q.n, &plan->time, &plan->peak_bytes);
+                }
+            }
+        }
+    }
+    dp_free(&d);
+    return rc;
+}
+
+/* Memory in the persistent model: x_i (1: transient, 2: a checkpoint kept by
+ * Fck, freed only by its backward), the x̄_i kept by Fall, gradients d_i; a
+ * gradient takes the place of its activation. */
+int rm_rotor_sim_init(const rm_chain_model *c, rm_rotor_sim *st) {
+    int n = c->n;
+    memset(st, 0, sizeof *st);
+    st->x = calloc((size_t)n + 2, 1), st->xbar = calloc((size_t)n + 1, 1), st->dgrad = calloc((size_t)n + 2, 1);
+    if (!st->x || !st->xbar || !st->dgrad) {
+        rm_rotor_sim_free(st);
+        return 0;
+    }
+    st->x[0] = 2, st->dgrad[n] = 1; /* the chain input, and the loss output's gradient (a[n] bytes) */
+    st->mem = st->peak = c->a[0] + c->a[n];
+    return 1;
+}
+
+void rm_rotor_sim_free(rm_rotor_sim *st) {
+    free(st->x), free(st->xbar), free(st->dgrad);
+    memset(st, 0, sizeof *st);
+}
+
+static void high(rm_rotor_sim *st, int64_t m) {
+    if (m > st->peak) st->peak = m;
+}
+
+int rm_rotor_apply(const rm_chain_model *c, rm_rotor_sim *st, rm_rotor_op op) {
+    int n = c->n, s = op.stage;
+    if (s < 0 || s >= n) return 0;
+    int have_in = st->x[s] || (s > 0 && st->xbar[s - 1]);
+    int64_t ws = c->ft[s] > c->bt[s] ? c->ft[s] : c->bt[s];
+    switch (op.kind) {
+    case RM_ROTOR_FN:
+    case RM_ROTOR_FCK:
+        if (!have_in || s == n - 1) return 0;
+        high(st, st->mem + c->a[s + 1] + c->ft[s]);
+        if (!st->x[s + 1]) st->x[s + 1] = 1, st->mem += c->a[s + 1];
+        /* persistent model: a checkpoint (x kept by Fck) lives until its backward */
+        if (op.kind == RM_ROTOR_FCK) st->x[s] = 2;
+        if (op.kind == RM_ROTOR_FN && st->x[s] == 1 && s > 0) st->x[s] = 0, st->mem -= c->a[s];
+        st->time += c->uf[s];
+        return 1;
+    case RM_ROTOR_FALL:
+        if (!have_in || st->xbar[s] || s == n - 1) return 0;
+        high(st, st->mem + c->ab[s] + c->ft[s]);
+        st->xbar[s] = 1, st->mem += c->ab[s];
+        st->time += c->uf[s];
+        return 1;
+    case RM_ROTOR_B:
+        if (!st->xbar[s] || !st->dgrad[s + 1]) return 0;
+        high(st, st->mem + c->bt[s]);
+        st->xbar[s] = 0, st->mem -= c->ab[s];
+        st->dgrad[s + 1] = 0, st->mem -= c->a[s + 1];
+        if (st->x[s]) st->x[s] = 0, st->mem -= c->a[s]; /* d_s takes x_s's place */
+        st->dgrad[s] = 1, st->mem += c->a[s];
+        st->time += c->ub[s];
+        return 1;
+    case RM_ROTOR_L:
+        if (s != n - 1 || !have_in || !st->dgrad[s + 1]) return 0;
+        high(st, st->mem + c->ab[s] + ws);
+        st->dgrad[s + 1] = 0, st->mem -= c->a[s + 1];
+        if (st->x[s]) st->x[s] = 0, st->mem -= c->a[s];
+        st->dgrad[s] = 1, st->mem += c->a[s];
+        st->time += c->uf[s] + c->ub[s];
+        return 1;
+    }
+    return 0;
+}
+
+int rm_rotor_simulate(const rm_chain_model *c, const rm_rotor_op *ops, int n_ops, double *time, int64_t *peak) {
+    rm_rotor_sim st;
+    if (!rm_rotor_sim_init(c, &st)) return 0;
+    int ok = 1;
+    for (int k = 0; k < n_ops && ok; k++) ok = rm_rotor_apply(c, &st, ops[k]);
+    ok = ok && st.dgrad[0];
+    if (time) *time = st.time;
+    if (peak) *peak = st.peak;
+    rm_rotor_sim_free(&st);
+    return ok;
+}
+
+int64_t rm_rotor_min_budget(const rm_chain_model *c, int slots) {
+    int64_t hi = c->a[0];
+    for (int i = 0; i < c->n; i++) hi += c->ab[i] + c->a[i + 1] + c->ft[i] + c->bt[i];
+    hi = hi * 2 + 1;
+    rm_rotor_plan p;
+    if (rm_rotor_solve(c, hi, slots, &p) != RM_OK || !p.feasible) {
+        rm_rotor_plan_free(&p);
+        return -1;
+    }
+    rm_rotor_plan_free(&p);
+    int64_t lo = 0; /* infeasible below lo+1 ... */
+    while (hi - lo > 1) {
+        int64_t mid = lo + (hi - lo) / 2;
+        int ok = rm_rotor_solve(c, mid, slots, &p) == RM_OK && p.feasible;
+        rm_rotor_plan_free(&p);
+        if (ok) hi = mid;
+        else lo = mid;
+    }
+    return hi;
+}

@@ -1,0 +1,67 @@
+/* rotor.h: optimal recompute schedules for heterogeneous chains under a
+ * memory budget (Beaumont, Eyraud-Dubois, Herrmann, Joly, Shilova: "Optimal
+ * checkpointing for heterogeneous chains: how to train deep neural networks
+ * with limited memory", 2019), in its persistent-memory model. */
+#ifndef REMAT_ROTOR_H
+#define REMAT_ROTOR_H
+#include "remat.h"
+
+/* A chain of n stages; the last one is the loss. a has n+1 entries:
+ * a[i] is the size of stage i's input x_i (a[n]: the loss output). */
+typedef struct rm_chain_model {
+    int n;
+    double *uf, *ub;            /* forward and backward time */
+    int64_t *a, *ab, *ft, *bt;  /* bytes: input, kept-by-Fall, fwd/bwd workspace */
+} rm_chain_model;
+
+rm_status rm_chain_model_alloc(rm_chain_model *c, int n);
+void rm_chain_model_free(rm_chain_model *c);
+
+/* The operations of a schedule. */
+typedef enum rm_rotor_op_kind {
+    RM_ROTOR_FN = 0, /* forward, input not kept (unless stored elsewhere) */
+    RM_ROTOR_FCK,    /* forward, input kept as a checkpoint */
+    RM_ROTOR_FALL,   /* forward keeping everything the backward needs */
+    RM_ROTOR_B,      /* backward */
+    RM_ROTOR_L       /* the loss stage: forward and backward */
+} rm_rotor_op_kind;
+typedef struct rm_rotor_op {
+    rm_rotor_op_kind kind;
+    int stage;
+} rm_rotor_op;
+
+typedef struct rm_rotor_plan {
+    int feasible;
+    double time;           /* predicted time of the whole sequence */
+    int64_t peak_bytes;    /* predicted peak, from the simulator */
+    rm_rotor_op *ops;
+    int n_ops;
+} rm_rotor_plan;
+
+const char *rm_rotor_op_name(rm_rotor_op_kind k);
+
+/* The fastest sequence whose memory (the chain input a[0] included) fits in
+ * `budget` bytes; `slots` is the discretisation (e.g. 500). Infeasible
+ * budgets give plan->feasible = 0 and RM_OK. */
+rm_status rm_rotor_solve(const rm_chain_model *c, int64_t budget, int slots, rm_rotor_plan *plan);
+void rm_rotor_plan_free(rm_rotor_plan *p);
+
+/* The simulator's state: which x_i, x̄_i and d_i are held, memory, time. */
+typedef struct rm_rotor_sim {
+    char *x, *xbar, *dgrad;
+    int64_t mem, peak;
+    double time;
+} rm_rotor_sim;
+int rm_rotor_sim_init(const rm_chain_model *c, rm_rotor_sim *st);
+void rm_rotor_sim_free(rm_rotor_sim *st);
+/* Applies one operation; 0 if it is not valid in this state. */
+int rm_rotor_apply(const rm_chain_model *c, rm_rotor_sim *st, rm_rotor_op op);
+
+/* Replays a sequence: its time and peak memory, and whether every operation
+ * found what it needs. Returns 0 for an invalid sequence. */
+int rm_rotor_simulate(const rm_chain_model *c, const rm_rotor_op *ops, int n_ops, double *time, int64_t *peak);
+
+/* The smallest budget (bytes) for which a schedule exists, by bisection
+ * over rm_rotor_solve. */
+int64_t rm_rotor_min_budget(const rm_chain_model *c, int slots);
+#endif
