@@ -176,6 +176,8 @@ typedef struct rm_plan_info {
     double predicted_overhead;
     double ms_forward, ms_recompute, ms_backward;
     double measured_overhead; /* ms_recompute / (ms_forward + ms_backward) */
+    /* with memory_budget: the budget, store-all's arena, the least feasible budget */
+    size_t budget_bytes, store_all_bytes, min_budget_bytes;
 } rm_plan_info;
 void rm_plan(const rm_session *s, rm_plan_info *p);
 /* Notes about user marks that overrode the strategy ("" if none). */

@@ -247,6 +247,29 @@ long rm_revolve_closed_form(int l, int s);
 rm_status rm_schedule_revolve(const rm_graph *g, const rm_chain *c, int slots, rm_schedule *out,
                               char *err, size_t errlen);
 
+/* plan/planner.c: the fastest schedule that fits `budget` arena bytes.
+ * fwd_ms/bwd_ms: a per-graph-stage profile, or NULL for FLOP estimates. */
+struct rm_chain_model;
+struct rm_rotor_op;
+typedef struct rm_auto_info {
+    int64_t min_budget;        /* smallest budget a plan fits in (-1: none) */
+    double predicted_time;     /* of the plan, in the model's units */
+    double base_time;          /* store-all: sum of uf + ub */
+    struct rm_rotor_op *stage_ops; /* the plan, owned by the caller (free) */
+    int n_ops, n_stages;
+    int *graph_stage;          /* chain stage -> graph stage (free) */
+} rm_auto_info;
+rm_status rm_schedule_auto(const rm_graph *g, int64_t budget, int slots, int threads, const double *fwd_ms,
+                           const double *bwd_ms, const rm_program *none, rm_schedule *out, rm_auto_info *info,
+                           char *err, size_t errlen);
+rm_status rm_chain_model_from_graph(const rm_graph *g, const rm_chain *c, const double *fwd_ms,
+                                    const double *bwd_ms, int threads, const rm_program *store_all,
+                                    struct rm_chain_model *m);
+int64_t rm_planner_min_budget(const rm_graph *g, const rm_chain *c, const struct rm_chain_model *m, int slots,
+                              int threads, int64_t store_all);
+/* "64MiB", "1.5GiB", "500MB", "123456" -> bytes; "50%" -> 50 with *percent = 1. */
+rm_status rm_parse_bytes(const char *s, double *bytes, int *percent);
+
 /* plan/lower.c: schedule items from stage operations (plan/rotor.h). */
 struct rm_rotor_op;
 rm_status rm_schedule_lower(const rm_graph *g, const rm_chain *c, const struct rm_rotor_op *ops, int n_ops,
@@ -276,6 +299,9 @@ struct rm_session {
     size_t measured_peak;
     char notes[512];    /* user marks that overrode the strategy */
     uint64_t *hashes;   /* verify_recompute: per value, hash of its first computation */
+    /* memory_budget (strategy auto): the figures of the plan */
+    int64_t budget_bytes, store_all_bytes;
+    rm_auto_info autoplan;
     /* timing of the last training step, by instruction kind, in ms */
     double ms_forward, ms_recompute, ms_backward;
     double *stage_fwd_ms, *stage_bwd_ms; /* per graph stage, first forward and backward */
@@ -283,6 +309,9 @@ struct rm_session {
 };
 
 rm_status rm_session_fail(rm_session *s, rm_status st, const char *fmt, ...);
+/* plan/budget.c: strategy auto for a session (memory_budget set). */
+rm_status rm_budget_program(rm_session *s, const double *fwd_ms, const double *bwd_ms, rm_program *out);
+rm_status rm_budget_profile(rm_session *s);
 rm_status rm_execute(rm_session *s, const rm_program *p, uint64_t step, int train);
 
 /* ---- utilities --------------------------------------------------------------- */

@@ -78,7 +78,12 @@ rm_status rm_compile(rm_graph *g, const rm_options *o, rm_session **out) {
     rm_status rc = RM_OK;
     if (g->loss >= 0 && !s->opt.forward_only) {
         rc = rm_autodiff(g);
-        if (rc == RM_OK) rc = build_program(s, 1, &s->train);
+        if (rc == RM_OK && s->opt.memory_budget) {
+            s->opt.checkpoint = "auto";
+            rc = rm_budget_program(s, NULL, NULL, &s->train);
+        } else if (rc == RM_OK) {
+            rc = build_program(s, 1, &s->train);
+        }
     }
     if (rc == RM_OK) rc = build_program(s, 0, &s->infer);
     if (rc != RM_OK) {
@@ -107,6 +112,10 @@ rm_status rm_compile(rm_graph *g, const rm_options *o, rm_session **out) {
                    (size_t)g->vals[v].numel * sizeof(int32_t));
     memset(s->arena, 0, s->arena_bytes); /* touch it once, before any step */
     init_params(s);
+    if (s->opt.memory_budget && s->train.n_instrs && (rc = rm_budget_profile(s)) != RM_OK) {
+        rm_session_free(s);
+        return rc;
+    }
     *out = s;
     return RM_OK;
 }
@@ -120,6 +129,8 @@ void rm_session_free(rm_session *s) {
     free(s->grads);
     free(s->inputs);
     free(s->hashes);
+    free(s->autoplan.stage_ops);
+    free(s->autoplan.graph_stage);
     free(s->stage_fwd_ms);
     free(s->stage_bwd_ms);
     free(s);

@@ -21,6 +21,11 @@ void rm_plan(const rm_session *s, rm_plan_info *p) {
     }
     double base = p->flops_forward + p->flops_backward;
     p->predicted_overhead = base > 0 ? p->flops_recompute / base : 0;
+    if (s->autoplan.base_time > 0) /* the planner's own prediction, from the measured profile */
+        p->predicted_overhead = s->autoplan.predicted_time / s->autoplan.base_time - 1.0;
+    p->budget_bytes = (size_t)s->budget_bytes;
+    p->store_all_bytes = (size_t)s->store_all_bytes;
+    p->min_budget_bytes = s->autoplan.min_budget > 0 ? (size_t)s->autoplan.min_budget : 0;
     p->ms_forward = s->ms_forward;
     p->ms_recompute = s->ms_recompute;
     p->ms_backward = s->ms_backward;

@@ -111,3 +111,21 @@ rm_status rm_optim_step(rm_optim *o, float lr, float *norm_out) {
     }
     return RM_OK;
 }
+
+/* For checkpoint files: the moments are the optimizer's own buffers, laid
+ * out as the parameter buffer, so a loader restores them in place. */
+rm_status rm_optim_state(rm_optim *o, float **m, float **v, uint64_t *t) {
+    if (!o) return RM_ERR_ARG;
+    if (m) *m = o->m;
+    if (v) *v = o->v;
+    if (t) *t = o->t;
+    return RM_OK;
+}
+
+rm_status rm_optim_set_updates(rm_optim *o, uint64_t t) {
+    if (!o) return RM_ERR_ARG;
+    o->t = t;
+    return RM_OK;
+}
+
+rm_session *rm_optim_session(const rm_optim *o) { return o ? o->s : NULL; }

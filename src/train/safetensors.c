@@ -3,8 +3,9 @@
  *
  * The reader takes nothing in the file on trust: every size and offset is
  * checked in uint64 arithmetic before it is used, because these files come
- * from elsewhere (and the reader is fuzzed). rm_save_params and
- * rm_load_params, on top of this, are in params.c. */
+ * from elsewhere (and the reader is fuzzed, fuzz/). The writer is in
+ * st_write.c; rm_save_params, rm_load_params and the training-state files,
+ * on top of both, are in params.c. */
 #include "train/safetensors.h"
 #include "internal.h"
 
@@ -24,7 +25,6 @@
 #error "safetensors.c assumes a little-endian host"
 #endif
 
-#define ST_MAX_NDIM 64
 #define ST_MAX_EXACT 9007199254740992.0 /* 2^53: cJSON numbers are doubles */
 
 typedef struct st_entry {
@@ -46,7 +46,7 @@ struct rm_st_file {
     int n_meta;
 };
 
-static void seterr(char *err, size_t errlen, const char *fmt, ...) {
+void rm_st_seterr(char *err, size_t errlen, const char *fmt, ...) {
     if (!err || errlen == 0) return;
     va_list ap;
     va_start(ap, fmt);
@@ -83,8 +83,7 @@ size_t rm_st_dtype_size(const char *dt) {
     return 0;
 }
 
-/* numel of a shape; 0 on overflow past 2^64 with *ovf set. */
-static uint64_t shape_numel(int ndim, const int64_t *shape, int *ovf) {
+uint64_t rm_st_shape_numel(int ndim, const int64_t *shape, int *ovf) {
     uint64_t n = 1;
     *ovf = 0;
     for (int i = 0; i < ndim; i++)
@@ -102,7 +101,7 @@ static uint64_t shape_numel(int ndim, const int64_t *shape, int *ovf) {
 
 uint64_t rm_st_numel(const rm_st_tensor *t) {
     int ovf;
-    return shape_numel(t->ndim, t->shape, &ovf);
+    return rm_st_shape_numel(t->ndim, t->shape, &ovf);
 }
 
 void rm_st_format_shape(int ndim, const int64_t *shape, char *out, size_t cap) {
@@ -150,43 +149,43 @@ static rm_status parse_tensor(const cJSON *it, st_entry *e, int64_t *dims, uint6
     char nm[80];
     const char *name = clean(it->string, nm, sizeof nm);
     if (!cJSON_IsObject(it)) {
-        seterr(err, errlen, "'%s': entry '%s' is not an object", fname, name);
+        rm_st_seterr(err, errlen, "'%s': entry '%s' is not an object", fname, name);
         return RM_ERR_FORMAT;
     }
     const cJSON *dt = cJSON_GetObjectItemCaseSensitive(it, "dtype");
     const cJSON *sh = cJSON_GetObjectItemCaseSensitive(it, "shape");
     const cJSON *off = cJSON_GetObjectItemCaseSensitive(it, "data_offsets");
     if (!dt || !sh || !off) {
-        seterr(err, errlen, "'%s': tensor '%s' has no \"%s\"", fname, name,
+        rm_st_seterr(err, errlen, "'%s': tensor '%s' has no \"%s\"", fname, name,
                !dt ? "dtype" : !sh ? "shape" : "data_offsets");
         return RM_ERR_FORMAT;
     }
     if (!cJSON_IsString(dt) || !dt->valuestring) {
-        seterr(err, errlen, "'%s': tensor '%s': dtype is not a string", fname, name);
+        rm_st_seterr(err, errlen, "'%s': tensor '%s': dtype is not a string", fname, name);
         return RM_ERR_FORMAT;
     }
     size_t esize = rm_st_dtype_size(dt->valuestring);
     if (esize == 0) {
         char d[80];
-        seterr(err, errlen, "'%s': tensor '%s' has unknown dtype '%s'", fname, name,
+        rm_st_seterr(err, errlen, "'%s': tensor '%s' has unknown dtype '%s'", fname, name,
                clean(dt->valuestring, d, sizeof d));
         return RM_ERR_FORMAT;
     }
     if (!cJSON_IsArray(sh)) {
-        seterr(err, errlen, "'%s': tensor '%s': shape is not an array", fname, name);
+        rm_st_seterr(err, errlen, "'%s': tensor '%s': shape is not an array", fname, name);
         return RM_ERR_FORMAT;
     }
     int ndim = cJSON_GetArraySize(sh);
-    if (ndim > ST_MAX_NDIM) {
-        seterr(err, errlen, "'%s': tensor '%s' has %d dimensions (at most %d)", fname, name,
-               ndim, ST_MAX_NDIM);
+    if (ndim > RM_ST_MAX_NDIM) {
+        rm_st_seterr(err, errlen, "'%s': tensor '%s' has %d dimensions (at most %d)", fname, name,
+               ndim, RM_ST_MAX_NDIM);
         return RM_ERR_FORMAT;
     }
     int k = 0;
     for (const cJSON *d = sh->child; d; d = d->next, k++) {
         uint64_t v;
         if (!json_uint(d, &v)) {
-            seterr(err, errlen, "'%s': tensor '%s': shape entry %d is not a non-negative integer",
+            rm_st_seterr(err, errlen, "'%s': tensor '%s': shape entry %d is not a non-negative integer",
                    fname, name, k);
             return RM_ERR_FORMAT;
         }
@@ -195,29 +194,29 @@ static rm_status parse_tensor(const cJSON *it, st_entry *e, int64_t *dims, uint6
     uint64_t b, en;
     if (!cJSON_IsArray(off) || cJSON_GetArraySize(off) != 2 || !json_uint(off->child, &b) ||
         !json_uint(off->child->next, &en)) {
-        seterr(err, errlen, "'%s': tensor '%s': data_offsets is not [begin, end] "
+        rm_st_seterr(err, errlen, "'%s': tensor '%s': data_offsets is not [begin, end] "
                "with non-negative integers", fname, name);
         return RM_ERR_FORMAT;
     }
     if (b > en) {
-        seterr(err, errlen, "'%s': tensor '%s' has data_offsets [%llu, %llu] with begin > end",
+        rm_st_seterr(err, errlen, "'%s': tensor '%s' has data_offsets [%llu, %llu] with begin > end",
                fname, name, (unsigned long long)b, (unsigned long long)en);
         return RM_ERR_FORMAT;
     }
     if (en > data_len) {
-        seterr(err, errlen, "'%s': tensor '%s' ends at byte %llu of a %llu-byte data section",
+        rm_st_seterr(err, errlen, "'%s': tensor '%s' ends at byte %llu of a %llu-byte data section",
                fname, name, (unsigned long long)en, (unsigned long long)data_len);
         return RM_ERR_FORMAT;
     }
     int ovf;
-    uint64_t numel = shape_numel(ndim, dims, &ovf);
+    uint64_t numel = rm_st_shape_numel(ndim, dims, &ovf);
     char shs[256];
     if (ovf || (numel && esize > UINT64_MAX / numel) || numel * esize != en - b) {
         rm_st_format_shape(ndim, dims, shs, sizeof shs);
         if (ovf || (numel && esize > UINT64_MAX / numel))
-            seterr(err, errlen, "'%s': tensor '%s': shape %s is too large", fname, name, shs);
+            rm_st_seterr(err, errlen, "'%s': tensor '%s': shape %s is too large", fname, name, shs);
         else
-            seterr(err, errlen, "'%s': tensor '%s' has %llu data bytes but dtype %s and shape %s "
+            rm_st_seterr(err, errlen, "'%s': tensor '%s' has %llu data bytes but dtype %s and shape %s "
                    "need %llu", fname, name, (unsigned long long)(en - b), dt->valuestring, shs,
                    (unsigned long long)(numel * esize));
         return RM_ERR_FORMAT;
@@ -235,26 +234,26 @@ static rm_status parse_tensor(const cJSON *it, st_entry *e, int64_t *dims, uint6
 static rm_status parse_metadata(rm_st_file *f, const cJSON *it, const char *fname, char *err,
                                 size_t errlen) {
     if (!cJSON_IsObject(it)) {
-        seterr(err, errlen, "'%s': __metadata__ is not an object", fname);
+        rm_st_seterr(err, errlen, "'%s': __metadata__ is not an object", fname);
         return RM_ERR_FORMAT;
     }
     int n = cJSON_GetArraySize(it);
     f->meta_k = calloc((size_t)n + 1, sizeof *f->meta_k);
     f->meta_v = calloc((size_t)n + 1, sizeof *f->meta_v);
     if (!f->meta_k || !f->meta_v) {
-        seterr(err, errlen, "'%s': out of memory", fname);
+        rm_st_seterr(err, errlen, "'%s': out of memory", fname);
         return RM_ERR_NOMEM;
     }
     for (const cJSON *m = it->child; m; m = m->next) {
         char k[80];
         if (!cJSON_IsString(m) || !m->valuestring) {
-            seterr(err, errlen, "'%s': metadata '%s' is not a string", fname,
+            rm_st_seterr(err, errlen, "'%s': metadata '%s' is not a string", fname,
                    clean(m->string, k, sizeof k));
             return RM_ERR_FORMAT;
         }
         for (int i = 0; i < f->n_meta; i++)
             if (strcmp(f->meta_k[i], m->string) == 0) {
-                seterr(err, errlen, "'%s': metadata key '%s' appears twice", fname,
+                rm_st_seterr(err, errlen, "'%s': metadata key '%s' appears twice", fname,
                        clean(m->string, k, sizeof k));
                 return RM_ERR_FORMAT;
             }
@@ -268,22 +267,22 @@ static rm_status parse_metadata(rm_st_file *f, const cJSON *it, const char *fnam
 static rm_status parse_file(rm_st_file *f, const unsigned char *buf, size_t len,
                             const char *fname, char *err, size_t errlen) {
     if (len < 8) {
-        seterr(err, errlen, "'%s': file has %zu bytes, too short for a safetensors header",
+        rm_st_seterr(err, errlen, "'%s': file has %zu bytes, too short for a safetensors header",
                fname, len);
         return RM_ERR_FORMAT;
     }
     uint64_t hlen = le64(buf);
     if (hlen == 0) {
-        seterr(err, errlen, "'%s': header length is 0", fname);
+        rm_st_seterr(err, errlen, "'%s': header length is 0", fname);
         return RM_ERR_FORMAT;
     }
     if (hlen > RM_ST_MAX_HEADER) {
-        seterr(err, errlen, "'%s': header length %llu exceeds the limit of %u bytes", fname,
+        rm_st_seterr(err, errlen, "'%s': header length %llu exceeds the limit of %u bytes", fname,
                (unsigned long long)hlen, RM_ST_MAX_HEADER);
         return RM_ERR_FORMAT;
     }
     if (hlen > len - 8) {
-        seterr(err, errlen, "'%s': header length %llu goes past the end of the file (%zu bytes)",
+        rm_st_seterr(err, errlen, "'%s': header length %llu goes past the end of the file (%zu bytes)",
                fname, (unsigned long long)hlen, len);
         return RM_ERR_FORMAT;
     }
@@ -291,24 +290,24 @@ static rm_status parse_file(rm_st_file *f, const unsigned char *buf, size_t len,
     f->data = buf + 8 + hlen;
     f->data_len = len - 8 - hlen;
     if (hdr[0] != '{') {
-        seterr(err, errlen, "'%s': header is not a JSON object", fname);
+        rm_st_seterr(err, errlen, "'%s': header is not a JSON object", fname);
         return RM_ERR_FORMAT;
     }
     const char *end = NULL;
     f->root = cJSON_ParseWithLengthOpts(hdr, (size_t)hlen, &end, 0);
     if (!f->root) {
         size_t at = (end && end >= hdr && end <= hdr + hlen) ? (size_t)(end - hdr) : 0;
-        seterr(err, errlen, "'%s': header is not valid JSON (near byte %zu)", fname, at);
+        rm_st_seterr(err, errlen, "'%s': header is not valid JSON (near byte %zu)", fname, at);
         return RM_ERR_FORMAT;
     }
     /* Only whitespace (the spec's space padding) may follow the object. */
     for (const char *p = end ? end : hdr + hlen; p < hdr + hlen; p++)
         if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r') {
-            seterr(err, errlen, "'%s': header has bytes after the JSON object", fname);
+            rm_st_seterr(err, errlen, "'%s': header has bytes after the JSON object", fname);
             return RM_ERR_FORMAT;
         }
     if (!cJSON_IsObject(f->root)) {
-        seterr(err, errlen, "'%s': header is not a JSON object", fname);
+        rm_st_seterr(err, errlen, "'%s': header is not a JSON object", fname);
         return RM_ERR_FORMAT;
     }
     size_t total_dims = 0;
@@ -316,7 +315,7 @@ static rm_status parse_file(rm_st_file *f, const unsigned char *buf, size_t len,
     for (const cJSON *it = f->root->child; it; it = it->next) {
         if (strcmp(it->string, "__metadata__") == 0) {
             if (have_meta++) {
-                seterr(err, errlen, "'%s': __metadata__ appears twice", fname);
+                rm_st_seterr(err, errlen, "'%s': __metadata__ appears twice", fname);
                 return RM_ERR_FORMAT;
             }
             continue;
@@ -325,7 +324,7 @@ static rm_status parse_file(rm_st_file *f, const unsigned char *buf, size_t len,
         const cJSON *sh = cJSON_GetObjectItemCaseSensitive(it, "shape");
         if (cJSON_IsArray(sh)) {
             int k = cJSON_GetArraySize(sh);
-            total_dims += (size_t)(k < ST_MAX_NDIM ? k : ST_MAX_NDIM);
+            total_dims += (size_t)(k < RM_ST_MAX_NDIM ? k : RM_ST_MAX_NDIM);
         }
     }
     f->ent = calloc((size_t)n_tensors + 1, sizeof *f->ent);
@@ -334,7 +333,7 @@ static rm_status parse_file(rm_st_file *f, const unsigned char *buf, size_t len,
     name_idx *names = calloc((size_t)n_tensors + 1, sizeof *names);
     rm_status st = RM_OK;
     if (!f->ent || !f->by_name || !f->dims || !names) {
-        seterr(err, errlen, "'%s': out of memory", fname);
+        rm_st_seterr(err, errlen, "'%s': out of memory", fname);
         free(names);
         return RM_ERR_NOMEM;
     }
@@ -363,11 +362,11 @@ static rm_status parse_file(rm_st_file *f, const unsigned char *buf, size_t len,
         char a[80], b[80];
         st_entry *e = &f->ent[i];
         if (e->begin < pos) {
-            seterr(err, errlen, "'%s': tensors '%s' and '%s' overlap", fname,
+            rm_st_seterr(err, errlen, "'%s': tensors '%s' and '%s' overlap", fname,
                    clean(f->ent[i - 1].t.name, a, sizeof a), clean(e->t.name, b, sizeof b));
             st = RM_ERR_FORMAT;
         } else if (e->begin > pos) {
-            seterr(err, errlen, "'%s': %llu unused bytes before tensor '%s'", fname,
+            rm_st_seterr(err, errlen, "'%s': %llu unused bytes before tensor '%s'", fname,
                    (unsigned long long)(e->begin - pos), clean(e->t.name, b, sizeof b));
             st = RM_ERR_FORMAT;
         }
@@ -375,7 +374,7 @@ static rm_status parse_file(rm_st_file *f, const unsigned char *buf, size_t len,
         e->t.data = f->data + e->begin;
     }
     if (st == RM_OK && pos != f->data_len) {
-        seterr(err, errlen, "'%s': data section has %llu bytes but the tensors cover %llu",
+        rm_st_seterr(err, errlen, "'%s': data section has %llu bytes but the tensors cover %llu",
                fname, (unsigned long long)f->data_len, (unsigned long long)pos);
         st = RM_ERR_FORMAT;
     }
@@ -388,7 +387,7 @@ static rm_status parse_file(rm_st_file *f, const unsigned char *buf, size_t len,
         f->by_name[i] = names[i].idx;
         if (i > 0 && strcmp(names[i].name, names[i - 1].name) == 0) {
             char a[80];
-            seterr(err, errlen, "'%s': tensor '%s' appears twice", fname,
+            rm_st_seterr(err, errlen, "'%s': tensor '%s' appears twice", fname,
                    clean(names[i].name, a, sizeof a));
             st = RM_ERR_FORMAT;
         }
@@ -437,7 +436,7 @@ static rm_status finish_open(rm_st_file *f, const unsigned char *buf, size_t len
 rm_status rm_st_parse(const void *buf, size_t len, const char *name, rm_st_file **out,
                       char *err, size_t errlen) {
     if (!out || (!buf && len)) {
-        seterr(err, errlen, "rm_st_parse: bad arguments");
+        rm_st_seterr(err, errlen, "rm_st_parse: bad arguments");
         return RM_ERR_ARG;
     }
     *out = NULL;
@@ -448,7 +447,7 @@ rm_status rm_st_parse(const void *buf, size_t len, const char *name, rm_st_file 
     unsigned char *dst = f ? alloc_file(first8, len, &f->mem) : NULL;
     if (!dst) {
         free(f);
-        seterr(err, errlen, "'%s': out of memory", name);
+        rm_st_seterr(err, errlen, "'%s': out of memory", name);
         return RM_ERR_NOMEM;
     }
     if (len) memcpy(dst, buf, len);
@@ -472,36 +471,36 @@ static int read_all(int fd, unsigned char *p, size_t n) {
 
 rm_status rm_st_open(const char *path, rm_st_file **out, char *err, size_t errlen) {
     if (!path || !out) {
-        seterr(err, errlen, "rm_st_open: bad arguments");
+        rm_st_seterr(err, errlen, "rm_st_open: bad arguments");
         return RM_ERR_ARG;
     }
     *out = NULL;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        seterr(err, errlen, "cannot open '%s': %s", path, strerror(errno));
+        rm_st_seterr(err, errlen, "cannot open '%s': %s", path, strerror(errno));
         return RM_ERR_IO;
     }
     struct stat sb;
     if (fstat(fd, &sb) != 0) {
-        seterr(err, errlen, "cannot read '%s': %s", path, strerror(errno));
+        rm_st_seterr(err, errlen, "cannot read '%s': %s", path, strerror(errno));
         close(fd);
         return RM_ERR_IO;
     }
     if (!S_ISREG(sb.st_mode)) {
-        seterr(err, errlen, "cannot read '%s': %s", path,
+        rm_st_seterr(err, errlen, "cannot read '%s': %s", path,
                S_ISDIR(sb.st_mode) ? "it is a directory" : "not a regular file");
         close(fd);
         return RM_ERR_IO;
     }
     if ((uint64_t)sb.st_size > (uint64_t)(SIZE_MAX / 2)) {
-        seterr(err, errlen, "cannot read '%s': file too large", path);
+        rm_st_seterr(err, errlen, "cannot read '%s': file too large", path);
         close(fd);
         return RM_ERR_IO;
     }
     size_t len = (size_t)sb.st_size;
     unsigned char first8[8] = {0};
     if (len >= 8 && read_all(fd, first8, 8) != 0) {
-        seterr(err, errlen, "cannot read '%s': %s", path, strerror(errno));
+        rm_st_seterr(err, errlen, "cannot read '%s': %s", path, strerror(errno));
         close(fd);
         return RM_ERR_IO;
     }
@@ -510,13 +509,13 @@ rm_status rm_st_open(const char *path, rm_st_file **out, char *err, size_t errle
     if (!dst) {
         free(f);
         close(fd);
-        seterr(err, errlen, "cannot read '%s': out of memory (%zu bytes)", path, len);
+        rm_st_seterr(err, errlen, "cannot read '%s': out of memory (%zu bytes)", path, len);
         return RM_ERR_NOMEM;
     }
     size_t have = len >= 8 ? 8 : 0;
     memcpy(dst, first8, have);
     if (read_all(fd, dst + have, len - have) != 0) {
-        seterr(err, errlen, "cannot read '%s': %s", path, strerror(errno));
+        rm_st_seterr(err, errlen, "cannot read '%s': %s", path, strerror(errno));
         close(fd);
         rm_st_close(f);
         return RM_ERR_IO;
@@ -558,234 +557,4 @@ const char *rm_st_meta_key(const rm_st_file *f, int i) {
 }
 const char *rm_st_meta_value(const rm_st_file *f, int i) {
     return (f && i >= 0 && i < f->n_meta) ? f->meta_v[i] : NULL;
-}
-
-/* ---- writing ------------------------------------------------------------- */
-
-typedef struct strbuf { char *p; size_t len, cap; int oom; } strbuf;
-
-static void sb_put(strbuf *b, const char *s, size_t n) {
-    if (b->oom) return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1) cap *= 2;
-        char *q = realloc(b->p, cap);
-        if (!q) {
-            b->oom = 1;
-            return;
-        }
-        b->p = q;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = 0;
-}
-
-static void sb_str(strbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
-
-static void sb_u64(strbuf *b, uint64_t v) {
-    char t[32];
-    int n = snprintf(t, sizeof t, "%llu", (unsigned long long)v);
-    sb_put(b, t, (size_t)n);
-}
-
-/* A JSON string literal; bytes >= 0x80 pass through (UTF-8). */
-static void sb_json(strbuf *b, const char *s) {
-    sb_put(b, "\"", 1);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') {
-            char e[2] = {'\\', (char)c};
-            sb_put(b, e, 2);
-        } else if (c < 0x20) {
-            char e[8];
-            snprintf(e, sizeof e, "\\u%04x", c);
-            sb_put(b, e, 6);
-        } else {
-            sb_put(b, (const char *)&c, 1);
-        }
-    }
-    sb_put(b, "\"", 1);
-}
-
-static int cmp_str(const void *a, const void *b) {
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-/* Checks the writer's arguments; names must be unique. */
-static rm_status check_write_args(const char *path, int n, const rm_st_tensor *t, int n_meta,
-                                  const char *const *keys, const char *const *values,
-                                  char *err, size_t errlen) {
-    if (n < 0 || (n > 0 && !t) || n_meta < 0 || (n_meta > 0 && (!keys || !values))) {
-        seterr(err, errlen, "cannot write '%s': bad arguments", path);
-        return RM_ERR_ARG;
-    }
-    for (int i = 0; i < n; i++) {
-        const char *nm = t[i].name ? t[i].name : "(null)";
-        size_t es = rm_st_dtype_size(t[i].dtype);
-        if (!t[i].name || !*t[i].name || strcmp(t[i].name, "__metadata__") == 0 || es == 0 ||
-            t[i].ndim < 0 || t[i].ndim > ST_MAX_NDIM || (t[i].ndim > 0 && !t[i].shape)) {
-            seterr(err, errlen, "cannot write '%s': tensor '%s' has a bad name, dtype or shape",
-                   path, nm);
-            return RM_ERR_ARG;
-        }
-        for (int d = 0; d < t[i].ndim; d++)
-            if (t[i].shape[d] < 0) {
-                seterr(err, errlen, "cannot write '%s': tensor '%s' has a negative dimension",
-                       path, nm);
-                return RM_ERR_ARG;
-            }
-        int ovf;
-        uint64_t numel = shape_numel(t[i].ndim, t[i].shape, &ovf);
-        if (ovf || (numel && es > UINT64_MAX / numel) || numel * es != t[i].bytes ||
-            (t[i].bytes && !t[i].data)) {
-            seterr(err, errlen, "cannot write '%s': tensor '%s' has %llu bytes, its shape and "
-                   "dtype need another size", path, nm, (unsigned long long)t[i].bytes);
-            return RM_ERR_ARG;
-        }
-    }
-    for (int i = 0; i < n_meta; i++)
-        if (!keys[i] || !values[i]) {
-            seterr(err, errlen, "cannot write '%s': metadata entry %d is NULL", path, i);
-            return RM_ERR_ARG;
-        }
-    /* Duplicates, in O(n log n): a model can have thousands of tensors. */
-    int m = n > n_meta ? n : n_meta;
-    const char **s = calloc((size_t)m + 1, sizeof *s);
-    if (!s) {
-        seterr(err, errlen, "cannot write '%s': out of memory", path);
-        return RM_ERR_NOMEM;
-    }
-    rm_status st = RM_OK;
-    for (int pass = 0; pass < 2 && st == RM_OK; pass++) {
-        int k = pass ? n_meta : n;
-        for (int i = 0; i < k; i++) s[i] = pass ? keys[i] : t[i].name;
-        qsort(s, (size_t)k, sizeof *s, cmp_str);
-        for (int i = 1; i < k; i++)
-            if (strcmp(s[i], s[i - 1]) == 0) {
-                seterr(err, errlen, "cannot write '%s': %s '%s' appears twice", path,
-                       pass ? "metadata key" : "tensor", s[i]);
-                st = RM_ERR_ARG;
-                break;
-            }
-    }
-    free(s);
-    return st;
-}
-
-static int write_all(int fd, const void *buf, uint64_t n) {
-    const unsigned char *p = buf;
-    while (n > 0) {
-        size_t chunk = n > (1u << 30) ? (1u << 30) : (size_t)n;
-        ssize_t w = write(fd, p, chunk);
-        if (w < 0 && errno == EINTR) continue;
-        if (w < 0) return -1;
-        if (w == 0) {
-            errno = EIO;
-            return -1;
-        }
-        p += w;
-        n -= (uint64_t)w;
-    }
-    return 0;
-}
-
-rm_status rm_st_write(const char *path, int n, const rm_st_tensor *t, int n_meta,
-                      const char *const *keys, const char *const *values, char *err,
-                      size_t errlen) {
-    if (!path || !*path) {
-        seterr(err, errlen, "cannot write a safetensors file: no path");
-        return RM_ERR_ARG;
-    }
-    rm_status st = check_write_args(path, n, t, n_meta, keys, values, err, errlen);
-    if (st != RM_OK) return st;
-
-    strbuf h = {0};
-    sb_str(&h, "{");
-    if (n_meta > 0) {
-        sb_str(&h, "\"__metadata__\":{");
-        for (int i = 0; i < n_meta; i++) {
-            if (i) sb_str(&h, ",");
-            sb_json(&h, keys[i]);
-            sb_str(&h, ":");
-            sb_json(&h, values[i]);
-        }
-        sb_str(&h, "}");
-    }
-    uint64_t off = 0;
-    for (int i = 0; i < n; i++) {
-        if (i || n_meta > 0) sb_str(&h, ",");
-        sb_json(&h, t[i].name);
-        sb_str(&h, ":{\"dtype\":");
-        sb_json(&h, t[i].dtype);
-        sb_str(&h, ",\"shape\":[");
-        for (int d = 0; d < t[i].ndim; d++) {
-            if (d) sb_str(&h, ",");
-            sb_u64(&h, (uint64_t)t[i].shape[d]);
-        }
-        sb_str(&h, "],\"data_offsets\":[");
-        sb_u64(&h, off);
-        sb_str(&h, ",");
-        sb_u64(&h, off + t[i].bytes);
-        sb_str(&h, "]}");
-        off += t[i].bytes;
-    }
-    sb_str(&h, "}");
-    while (!h.oom && h.len % 8) sb_str(&h, " "); /* data section 8-aligned */
-    if (h.oom) {
-        free(h.p);
-        seterr(err, errlen, "cannot write '%s': out of memory", path);
-        return RM_ERR_NOMEM;
-    }
-
-    /* The temp file lives in the target's directory so rename is atomic. */
-    const char *slash = strrchr(path, '/');
-    size_t dlen = slash ? (size_t)(slash - path) + 1 : 0;
-    if (!path[dlen]) {
-        free(h.p);
-        seterr(err, errlen, "cannot write '%s': not a file name", path);
-        return RM_ERR_ARG;
-    }
-    size_t tcap = strlen(path) + 64;
-    char *tmp = malloc(tcap), *dir = malloc(dlen + 2);
-    if (!tmp || !dir) {
-        free(h.p);
-        free(tmp);
-        free(dir);
-        seterr(err, errlen, "cannot write '%s': out of memory", path);
-        return RM_ERR_NOMEM;
-    }
-    snprintf(tmp, tcap, "%.*s.%s.tmp.%ld", (int)dlen, path, path + dlen, (long)getpid());
-    if (dlen) snprintf(dir, dlen + 2, "%.*s", (int)dlen, path);
-    else snprintf(dir, 2, ".");
-
-    unsigned char len8[8];
-    for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)h.len >> (8 * i));
-    int e = 0; /* errno of the first failure; later calls may change errno */
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-    if (fd < 0) e = errno;
-    if (!e && (write_all(fd, len8, 8) || write_all(fd, h.p, h.len))) e = errno;
-    for (int i = 0; i < n && !e; i++)
-        if (t[i].bytes && write_all(fd, t[i].data, t[i].bytes)) e = errno;
-    if (!e && fsync(fd) != 0) e = errno;
-    if (fd >= 0 && close(fd) != 0 && !e) e = errno;
-    if (!e && rename(tmp, path) != 0) e = errno;
-    if (e) {
-        if (fd >= 0) unlink(tmp);
-        seterr(err, errlen, "cannot write '%s': %s", path, strerror(e));
-        st = RM_ERR_IO;
-    } else {
-        /* Make the rename itself durable. Some file systems cannot sync a
-         * directory; the file is complete either way, so this is best effort. */
-        int dfd = open(dir, O_RDONLY | O_CLOEXEC);
-        if (dfd >= 0) {
-            (void)fsync(dfd);
-            close(dfd);
-        }
-    }
-    free(h.p);
-    free(tmp);
-    free(dir);
-    return st;
 }

@@ -18,6 +18,12 @@
 #include <stdint.h>
 
 #define RM_ST_MAX_HEADER 100000000u /* as the reference implementation */
+#define RM_ST_MAX_NDIM 64
+
+/* The metadata key of remat's checksum and the size of its value:
+ * "sha256:" and 64 hex digits (see checksum.c for what it covers). */
+#define RM_ST_CHECKSUM_KEY "remat_checksum"
+#define RM_ST_CHECKSUM_LEN 72
 
 /* One tensor: the input of the writer, and the view the reader returns.
  * The reader's data pointer is not necessarily aligned for the dtype
@@ -46,6 +52,12 @@ rm_status rm_st_write(const char *path, int n, const rm_st_tensor *tensors,
                       int n_meta, const char *const *keys, const char *const *values,
                       char *err, size_t errlen);
 
+/* rm_st_write, and with add_checksum the metadata gains RM_ST_CHECKSUM_KEY,
+ * the digest of the tensors and the other metadata (rm_st_digest). */
+rm_status rm_st_write_ex(const char *path, int n, const rm_st_tensor *tensors,
+                         int n_meta, const char *const *keys, const char *const *values,
+                         int add_checksum, char *err, size_t errlen);
+
 /* Reads and validates a whole file. RM_ERR_IO if it cannot be read,
  * RM_ERR_FORMAT (message naming the file and the problem) if malformed,
  * RM_ERR_NOMEM. On success *out must be freed with rm_st_close. */
@@ -69,7 +81,36 @@ const char *rm_st_meta_value(const rm_st_file *f, int i);
 
 /* The element count of a view (shape product; 1 for a scalar). */
 uint64_t rm_st_numel(const rm_st_tensor *t);
+/* The same for a shape; 0 with *overflow set if it passes 2^64. */
+uint64_t rm_st_shape_numel(int ndim, const int64_t *shape, int *overflow);
 /* Writes a shape as "[2, 3]" ("[]" for a scalar) for messages. */
 void rm_st_format_shape(int ndim, const int64_t *shape, char *out, size_t cap);
+
+/* vsnprintf into err (if any): the one-line messages of train/. */
+void rm_st_seterr(char *err, size_t errlen, const char *fmt, ...);
+
+/* ---- checksum.c ------------------------------------------------------------ */
+
+/* "sha256:<hex>" of the canonical encoding of n tensors (any order) and the
+ * metadata other than RM_ST_CHECKSUM_KEY (any order). RM_ERR_NOMEM only. */
+rm_status rm_st_digest(int n, const rm_st_tensor *const *tensors, int n_meta,
+                       const char *const *keys, const char *const *values,
+                       char out[RM_ST_CHECKSUM_LEN]);
+/* Checks a file's checksum. RM_OK when it holds (*present = 1) or the file
+ * has none (*present = 0); RM_ERR_FORMAT, with a message naming fname, when
+ * it does not hold or is not "sha256:<64 hex>"; RM_ERR_NOMEM. computed, if
+ * not NULL, receives the digest of the contents. */
+rm_status rm_st_verify(const rm_st_file *f, const char *fname, int *present,
+                       char computed[RM_ST_CHECKSUM_LEN], char *err, size_t errlen);
+
+/* ---- params.c ---------------------------------------------------------------- */
+
+/* rm_load_params (need_state 0: the checksum is verified if the file has
+ * one) or rm_load_state (need_state 1) on a file already open, so a caller
+ * that read its metadata first does not read it twice. */
+rm_status rm_load_from(rm_session *s, rm_optim *o, const rm_st_file *f, const char *fname,
+                       int need_state, char *err, size_t errlen);
+/* optim.c: the session an optimizer updates. */
+rm_session *rm_optim_session(const rm_optim *o);
 
 #endif

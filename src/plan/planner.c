@@ -1,0 +1,260 @@
+/* planner.c: the fastest schedule whose activation arena fits a budget.
+ *
+ * 1. Chain model: per stage, forward/backward time (measured per stage when
+ *    the caller has a profile, else FLOPs) and the bytes Rotor needs, taken
+ *    from the graph the engine plans: a[i] the stage input, ab[i] what the
+ *    stage's backward reads plus its output, ft[i]/bt[i] the rest of its
+ *    values and of its gradients, plus its largest workspace.
+ * 2. Rotor's DP (rotor.c) picks the operation sequence.
+ * 3. Exact guarantee: the sequence is lowered to the engine's program and its
+ *    arena laid out; if that exceeds the budget (the model is not the
+ *    engine), the DP budget is tightened by the excess and we plan again. */
+#include "internal.h"
+#include "plan/rotor.h"
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int64_t aligned(const rm_value *v) {
+    size_t b = (size_t)v->numel * rm_dtype_size(v->dtype);
+    return (int64_t)((b + RM_ALIGN - 1) / RM_ALIGN * RM_ALIGN);
+}
+
+/* Bytes from the store-all program itself: for each stage, what its forward
+ * adds and keeps (ab), its forward's transient peak above that (ft), and its
+ * backward's transient peak above what is live when it starts (bt). These
+ * are the engine's own figures, workspaces and alignment included. */
+static void measure(const rm_graph *g, const rm_chain *c, const rm_program *p, rm_chain_model *m) {
+    int n = p->n_instrs;
+    int64_t *live = calloc((size_t)n + 1, sizeof *live), *after = calloc((size_t)n + 1, sizeof *after);
+    if (!live || !after) {
+        free(live), free(after);
+        return;
+    }
+    for (int b = 0; b < p->n_bufs; b++) {
+        live[p->bufs[b].first] += (int64_t)p->bufs[b].bytes;
+        after[p->bufs[b].last] -= (int64_t)p->bufs[b].bytes;
+    }
+    int64_t cur = 0;
+    for (int i = 0; i < n; i++) { /* live[i]: during i; after[i]: once i's frees are done */
+        cur += live[i];
+        live[i] = cur;
+        cur += after[i];
+        after[i] = cur;
+    }
+    for (int s = 0; s < c->n; s++) {
+        int gs = c->graph_stage[s], fs = -1, fe = -1, bs = -1, be = -1;
+        for (int i = 0; i < n; i++) {
+            if (g->nodes[p->instrs[i].node].stage != gs) continue;
+            if (p->instrs[i].kind == RM_INSTR_FORWARD) fe = i, fs = fs < 0 ? i : fs;
+            if (p->instrs[i].kind == RM_INSTR_BACKWARD) be = i, bs = bs < 0 ? i : bs;
+        }
+        if (fs < 0) continue;
+        int64_t before = fs > 0 ? after[fs - 1] : 0, peak = 0;
+        for (int i = fs; i <= fe; i++) peak = live[i] > peak ? live[i] : peak;
+        int64_t ab = after[fe] - before;
+        if (s < c->n - 1) { /* the loss stage's forward and backward are one step (L) */
+            m->ab[s] = ab > m->a[s + 1] ? ab : m->a[s + 1];
+            m->ft[s] = peak - after[fe] > 0 ? peak - after[fe] : 0;
+        }
+        if (bs < 0) continue;
+        int64_t b0 = bs > 0 ? after[bs - 1] : 0, bpeak = 0;
+        for (int i = bs; i <= be; i++) bpeak = live[i] > bpeak ? live[i] : bpeak;
+        if (s == c->n - 1) { /* L: all of the loss stage's memory is transient */
+            m->ab[s] = 0;
+            m->ft[s] = peak - before > 0 ? peak - before : 0;
+            m->bt[s] = bpeak - before > 0 ? bpeak - before : 0;
+        } else {
+            m->bt[s] = bpeak - b0 > 0 ? bpeak - b0 : 0;
+        }
+    }
+    free(live), free(after);
+}
+
+rm_status rm_chain_model_from_graph(const rm_graph *g, const rm_chain *c, const double *fwd_ms, const double *bwd_ms,
+                                    int threads, const rm_program *store_all, rm_chain_model *m) {
+    if (rm_chain_model_alloc(m, c->n) != RM_OK) return RM_ERR_NOMEM;
+    char *read_by_bwd = calloc((size_t)g->n_vals, 1);
+    if (!read_by_bwd) {
+        rm_chain_model_free(m);
+        return RM_ERR_NOMEM;
+    }
+    for (int n = 0; n < g->n_nodes; n++) {
+        const rm_node *nd = &g->nodes[n];
+        if (!nd->needs_grad) continue;
+        unsigned r = rm_op_get(nd->op)->bwd_reads;
+        for (int i = 0; i < nd->n_in; i++)
+            if ((r & RM_READS_IN(i)) && nd->in[i] >= 0) read_by_bwd[nd->in[i]] = 1;
+        for (int j = 0; j < nd->n_out; j++)
+            if (r & RM_READS_OUT(j)) read_by_bwd[nd->out[j]] = 1;
+    }
+    for (int s = 0; s < c->n; s++) {
+        m->a[s] = c->input[s] >= 0 ? aligned(&g->vals[c->input[s]]) : 0;
+        int out = s + 1 < c->n ? c->input[s + 1] : -1;
+        int64_t ws_f = 0, ws_b = 0;
+        for (int n = c->first[s]; n <= c->last[s]; n++) {
+            const rm_node *nd = &g->nodes[n];
+            const rm_op_def *op = rm_op_get(nd->op);
+            m->uf[s] += op->flops ? op->flops(nd, g->vals, 0) : 0;
+            if (nd->needs_grad) m->ub[s] += op->flops ? op->flops(nd, g->vals, 1) : 0;
+            if (op->workspace) {
+                int64_t wf = (int64_t)op->workspace(nd, g->vals, 0, threads);
+                int64_t wb = (int64_t)op->workspace(nd, g->vals, 1, threads);
+                ws_f = wf > ws_f ? wf : ws_f;
+                ws_b = wb > ws_b ? wb : ws_b;
+            }
+            for (int j = 0; j < nd->n_out; j++) {
+                const rm_value *v = &g->vals[nd->out[j]];
+                if (read_by_bwd[nd->out[j]] || nd->out[j] == out) m->ab[s] += aligned(v);
+                else m->ft[s] += aligned(v);
+                if (v->grad >= 0 && nd->out[j] != out) m->bt[s] += aligned(&g->vals[v->grad]);
+            }
+        }
+        m->ft[s] += ws_f;
+        m->bt[s] += ws_b;
+        if (fwd_ms && bwd_ms && fwd_ms[c->graph_stage[s]] > 0 && bwd_ms[c->graph_stage[s]] > 0) {
+            /* a measured profile replaces the FLOP estimate */
+            m->uf[s] = fwd_ms[c->graph_stage[s]];
+            m->ub[s] = bwd_ms[c->graph_stage[s]];
+        }
+    }
+    m->a[c->n] = 0; /* the loss is a scalar; its gradient is the session's seed */
+    if (store_all) measure(g, c, store_all, m);
+    free(read_by_bwd);
+    return RM_OK;
+}
+
+rm_status rm_parse_bytes(const char *s, double *bytes, int *percent) {
+    char *end;
+    *percent = 0;
+    if (!s) return RM_ERR_ARG;
+    double v = strtod(s, &end);
+    if (end == s || !(v > 0) || !isfinite(v)) return RM_ERR_ARG;
+    while (isspace((unsigned char)*end)) end++;
+    static const struct { const char *unit; double mult; } units[] = {
+        {"", 1}, {"B", 1}, {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"KB", 1e3},
+        {"MB", 1e6}, {"GB", 1e9}, {"K", 1024.0}, {"M", 1048576.0}, {"G", 1073741824.0}};
+    if (strcmp(end, "%") == 0) {
+        if (v > 100) return RM_ERR_ARG;
+        *percent = 1;
+        *bytes = v;
+        return RM_OK;
+    }
+    for (size_t i = 0; i < sizeof units / sizeof *units; i++)
+        if (strcmp(end, units[i].unit) == 0) {
+            *bytes = v * units[i].mult;
+            return RM_OK;
+        }
+    return RM_ERR_ARG;
+}
+
+/* Lowers a plan and lays out its arena; returns the arena bytes or -1. */
+static int64_t arena_of(const rm_graph *g, const rm_chain *c, const rm_rotor_plan *p, int threads,
+                        rm_schedule *sch, char *err, size_t errlen) {
+    memset(sch, 0, sizeof *sch);
+    if (rm_schedule_lower(g, c, p->ops, p->n_ops, sch, err, errlen) != RM_OK) return -1;
+    rm_program prog;
+    if (rm_program_build(g, sch, threads, &prog, err, errlen) != RM_OK) {
+        rm_schedule_free(sch);
+        return -1;
+    }
+    rm_memplan(&prog);
+    int64_t bytes = (int64_t)prog.arena_bytes;
+    rm_program_free(&prog);
+    return bytes;
+}
+
+/* Plans under `budget`: on success *out holds the schedule and the arena is
+ * at most `budget`. Returns RM_ERR_BUDGET when no plan fits. */
+static rm_status fit(const rm_graph *g, const rm_chain *c, const rm_chain_model *m, int64_t budget, int slots,
+                     int threads, rm_schedule *out, rm_rotor_plan *plan, char *err, size_t errlen) {
+    int64_t target = budget;
+    for (int attempt = 0; attempt < 16 && target > 0; attempt++) {
+        rm_rotor_plan p;
+        if (rm_rotor_solve(m, target, slots, &p) != RM_OK) {
+            snprintf(err, errlen, "out of memory planning");
+            return RM_ERR_NOMEM;
+        }
+        if (!p.feasible) {
+            rm_rotor_plan_free(&p);
+            break;
+        }
+        rm_schedule sch;
+        int64_t arena = arena_of(g, c, &p, threads, &sch, err, errlen);
+        if (arena < 0) {
+            rm_rotor_plan_free(&p);
+            return RM_ERR_STATE;
+        }
+        if (arena <= budget) {
+            *out = sch;
+            if (plan) *plan = p;
+            else rm_rotor_plan_free(&p);
+            return RM_OK;
+        }
+        rm_schedule_free(&sch);
+        rm_rotor_plan_free(&p);
+        int64_t excess = arena - budget;
+        target -= excess > target / 100 ? excess : target / 100 + 1;
+    }
+    return RM_ERR_BUDGET;
+}
+
+int64_t rm_planner_min_budget(const rm_graph *g, const rm_chain *c, const rm_chain_model *m, int slots,
+                              int threads, int64_t store_all) {
+    int64_t lo = 0, hi = store_all;
+    char err[256];
+    rm_schedule sch;
+    if (fit(g, c, m, hi, slots, threads, &sch, NULL, err, sizeof err) != RM_OK) return -1;
+    rm_schedule_free(&sch);
+    while (hi - lo > hi / 200 + RM_ALIGN) { /* to half a percent */
+        int64_t mid = lo + (hi - lo) / 2;
+        if (fit(g, c, m, mid, slots, threads, &sch, NULL, err, sizeof err) == RM_OK) {
+            rm_schedule_free(&sch);
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    return hi;
+}
+
+rm_status rm_schedule_auto(const rm_graph *g, int64_t budget, int slots, int threads, const double *fwd_ms,
+                           const double *bwd_ms, const rm_program *none, rm_schedule *out, rm_auto_info *info,
+                           char *err, size_t errlen) {
+    int64_t store_all = (int64_t)none->arena_bytes;
+    memset(info, 0, sizeof *info);
+    rm_chain c;
+    rm_status rc = rm_chain_build(g, &c, err, errlen);
+    if (rc != RM_OK) return rc;
+    rm_chain_model m;
+    if (rm_chain_model_from_graph(g, &c, fwd_ms, bwd_ms, threads, none, &m) != RM_OK) {
+        rm_chain_free(&c);
+        snprintf(err, errlen, "out of memory planning");
+        return RM_ERR_NOMEM;
+    }
+    for (int i = 0; i < m.n; i++) info->base_time += m.uf[i] + m.ub[i];
+    info->min_budget = rm_planner_min_budget(g, &c, &m, slots, threads, store_all);
+    rm_rotor_plan plan;
+    rc = fit(g, &c, &m, budget, slots, threads, out, &plan, err, errlen);
+    if (rc == RM_OK) {
+        info->predicted_time = plan.time;
+        info->n_stages = c.n;
+        info->stage_ops = plan.ops; /* handed over to the caller */
+        info->n_ops = plan.n_ops;
+        info->graph_stage = c.graph_stage;
+        c.graph_stage = NULL;
+    } else if (rc == RM_ERR_BUDGET) {
+        if (info->min_budget > 0)
+            snprintf(err, errlen, "memory budget %.2f MiB is below the minimum feasible %.2f MiB for this model "
+                     "(store-all needs %.2f MiB); raise --memory-budget to at least %.2fMiB",
+                     budget / 1048576.0, info->min_budget / 1048576.0, store_all / 1048576.0,
+                     info->min_budget / 1048576.0 + 0.01);
+        else
+            snprintf(err, errlen, "memory budget %.2f MiB cannot be met by any schedule", budget / 1048576.0);
+    }
+    rm_chain_model_free(&m);
+    rm_chain_free(&c);
+    return rc;
+}
