@@ -127,6 +127,7 @@ typedef struct rm_options {
     int forward_only;       /* plan no backward pass (inference, sampling) */
     int verify_recompute;   /* hash values when computed and recomputed; differ -> RM_ERR_VERIFY */
     const char *memory_budget; /* "64MiB", "1.5GiB", "500MB" or "50%": plan to fit (strategy auto) */
+    int dry_run;            /* plan only: allocate no arena, run no profiling step */
 } rm_options;
 
 void rm_options_default(rm_options *o);
@@ -185,6 +186,16 @@ const char *rm_plan_notes(const rm_session *s);
 /* Lists, per stage, the values kept for the backward pass and the values
  * recomputed, with their bytes (like JAX's print_saved_residuals). */
 void rm_print_plan(const rm_session *s, FILE *f);
+
+/* Planning for a chain profiled elsewhere (any framework). chain_json is
+ * {"stages": [{"uf":..,"ub":..,"a":..,"ab":..,"ft":..,"bt":..}, ...]} with the
+ * loss last; *result_json (free() it) is {"feasible", "time", "peak_bytes",
+ * "min_budget_bytes", "sequence": ["Fck 0", "Fn 1", ..., "L 6", "B 5", ...]}.
+ * An infeasible budget returns RM_ERR_BUDGET with the JSON still filled. */
+rm_status rm_plan_chain(const char *chain_json, int64_t budget, char **result_json, char *err, size_t errlen);
+/* The trade-off table (budget -> time, overhead, peak) as CSV, `points`
+ * budgets from the minimum feasible to store-all. */
+rm_status rm_plan_chain_sweep(const char *chain_json, int points, FILE *csv, char *err, size_t errlen);
 
 /* Parameters, in the order they were created. */
 int rm_param_count(const rm_graph *g);

@@ -91,6 +91,10 @@ rm_status rm_compile(rm_graph *g, const rm_options *o, rm_session **out) {
         return rc;
     }
     s->arena_bytes = s->train.arena_bytes > s->infer.arena_bytes ? s->train.arena_bytes : s->infer.arena_bytes;
+    if (s->opt.dry_run) { /* a plan to look at: nothing to run */
+        *out = s;
+        return RM_OK;
+    }
     s->arena = alloc_aligned(s->arena_bytes);
     s->params = alloc_aligned(g->param_floats * sizeof(float));
     s->grads = alloc_aligned(g->param_floats * sizeof(float));
@@ -158,6 +162,7 @@ static float read_loss(rm_session *s) {
 
 rm_status rm_step(rm_session *s, uint64_t step, float *loss) {
     if (!s) return RM_ERR_ARG;
+    if (s->opt.dry_run) return rm_session_fail(s, RM_ERR_STATE, "rm_step: the session was compiled with dry_run");
     if (s->g->loss < 0 || s->opt.forward_only)
         return rm_session_fail(s, RM_ERR_STATE, "rm_step: the session is forward-only (no loss, or forward_only set)");
     rm_status rc = rm_execute(s, &s->train, step, 1);
@@ -167,6 +172,7 @@ rm_status rm_step(rm_session *s, uint64_t step, float *loss) {
 
 rm_status rm_forward(rm_session *s, float *loss) {
     if (!s) return RM_ERR_ARG;
+    if (s->opt.dry_run) return rm_session_fail(s, RM_ERR_STATE, "rm_forward: the session was compiled with dry_run");
     rm_status rc = rm_execute(s, &s->infer, 0, 0);
     if (rc == RM_OK && loss) *loss = s->g->loss >= 0 ? read_loss(s) : NAN;
     return rc;

@@ -1,0 +1,177 @@
+/* plan.c: `remat plan`: show the recompute plan for a memory budget without
+ * training: for a model given by the usual flags, or for a chain profiled
+ * elsewhere (--chain FILE.json). --sweep prints the whole trade-off table. */
+#include "args.h"
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct plan_flags {
+    const char *chain, *csv;
+    int json, sweep;
+} plan_flags;
+
+/* Takes plan's own flags out of argv; the rest are the usual ones. */
+static int split_flags(int argc, char **argv, plan_flags *pf, char **rest, int *n_rest) {
+    memset(pf, 0, sizeof *pf);
+    *n_rest = 0;
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--json")) pf->json = 1;
+        else if (!strcmp(argv[i], "--sweep")) pf->sweep = 1;
+        else if (!strcmp(argv[i], "--chain") || !strcmp(argv[i], "--csv")) {
+            if (i + 1 >= argc) return cli_fail(2, "%s needs a value", argv[i]), 0;
+            if (!strcmp(argv[i], "--chain")) pf->chain = argv[++i];
+            else pf->csv = argv[++i];
+        } else rest[(*n_rest)++] = argv[i];
+    }
+    return 1;
+}
+
+static char *read_text(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    size_t got;
+    while (buf && (got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+        n += got;
+        if (n + 1 == cap) {
+            char *nb = cap < (64u << 20) ? realloc(buf, cap * 2) : NULL;
+            if (!nb) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = nb, cap *= 2;
+        }
+    }
+    fclose(f);
+    if (buf) buf[n] = 0;
+    return buf;
+}
+
+static int plan_chain(const plan_flags *pf, const cli_args *a) {
+    char *text = read_text(pf->chain), err[512];
+    if (!text) return cli_fail(1, "cannot read chain file '%s'", pf->chain);
+    int rc = 0;
+    if (pf->sweep) {
+        FILE *out = pf->csv ? fopen(pf->csv, "w") : stdout;
+        if (!out) rc = cli_fail(1, "cannot write '%s'", pf->csv);
+        else if (rm_plan_chain_sweep(text, 20, out, err, sizeof err) != RM_OK) rc = cli_fail(1, "'%s': %s", pf->chain, err);
+        if (out && out != stdout) fclose(out);
+        free(text);
+        return rc;
+    }
+    double bytes;
+    char *end;
+    if (!a->memory_budget || (bytes = strtod(a->memory_budget, &end), *end || bytes < 0)) {
+        free(text);
+        return cli_fail(2, "plan --chain needs --memory-budget BYTES (a number of bytes, in the chain's units)");
+    }
+    char *result = NULL;
+    rm_status st = rm_plan_chain(text, (int64_t)bytes, &result, err, sizeof err);
+    free(text);
+    if (!result) return cli_fail(1, "'%s': %s", pf->chain, err);
+    if (pf->json) {
+        printf("%s\n", result);
+    } else {
+        cJSON *r = cJSON_Parse(result);
+        const cJSON *seq = cJSON_GetObjectItemCaseSensitive(r, "sequence"), *op;
+#define NUM(k) cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(r, k))
+        printf("feasible: %s\ntime: %g\npeak_bytes: %.0f (budget %.0f, minimum feasible %.0f)\nsequence:",
+               cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "feasible")) ? "yes" : "no", NUM("time"),
+               NUM("peak_bytes"), NUM("budget_bytes"), NUM("min_budget_bytes"));
+#undef NUM
+        cJSON_ArrayForEach(op, seq) printf(" %s", op->valuestring);
+        printf("\n");
+        cJSON_Delete(r);
+    }
+    free(result);
+    if (st == RM_ERR_BUDGET) {
+        if (!pf->json) fprintf(stderr, "remat: %s\n", err);
+        return 1;
+    }
+    return st == RM_OK ? 0 : cli_fail(1, "%s", err);
+}
+
+static int compile_dry(const cli_args *a, const char *budget, rm_graph **g, rm_session **s) {
+    rm_model_io io;
+    *g = rm_graph_new();
+    *s = NULL;
+    rm_status st = cli_build_model(a, *g, &io, 0);
+    if (st != RM_OK) return cli_fail(st == RM_ERR_ARG ? 2 : 1, "%s", rm_graph_errmsg(*g));
+    rm_options o;
+    rm_options_default(&o);
+    o.threads = a->threads;
+    o.checkpoint = a->checkpoint;
+    o.memory_budget = budget;
+    o.dry_run = 1;
+    st = rm_compile(*g, &o, s);
+    if (st != RM_OK) return cli_fail(st == RM_ERR_ARG ? 2 : 1, "%s", rm_graph_errmsg(*g));
+    return 0;
+}
+
+static int plan_model(const plan_flags *pf, const cli_args *a) {
+    rm_graph *g;
+    rm_session *s;
+    const char *budget = a->memory_budget ? a->memory_budget : "50%";
+    int rc = compile_dry(a, budget, &g, &s);
+    if (rc) {
+        rm_graph_free(g);
+        return rc;
+    }
+    rm_plan_info p;
+    rm_plan(s, &p);
+    rm_memory_info m;
+    rm_memory(s, &m);
+    if (!pf->sweep) {
+        rm_print_plan(s, stdout);
+        printf("budget %.2f MiB (store-all %.2f MiB, minimum feasible %.2f MiB): activations %.2f MiB planned, "
+               "predicted overhead %.1f%% (FLOP model)\n",
+               p.budget_bytes / 1048576.0, p.store_all_bytes / 1048576.0, p.min_budget_bytes / 1048576.0,
+               m.activation_arena_bytes / 1048576.0, 100 * p.predicted_overhead);
+    } else {
+        size_t lo = p.min_budget_bytes, hi = p.store_all_bytes;
+        FILE *out = pf->csv ? fopen(pf->csv, "w") : stdout;
+        if (!out) rc = cli_fail(1, "cannot write '%s'", pf->csv);
+        if (out) fprintf(out, "budget_bytes,budget_percent,activation_bytes_planned,predicted_overhead\n");
+        for (int k = 0; out && k <= 10; k++) {
+            char b[64];
+            snprintf(b, sizeof b, "%zu", lo + (hi - lo) * (size_t)k / 10);
+            rm_graph *g2;
+            rm_session *s2;
+            if (compile_dry(a, b, &g2, &s2) == 0) {
+                rm_plan_info p2;
+                rm_memory_info m2;
+                rm_plan(s2, &p2);
+                rm_memory(s2, &m2);
+                fprintf(out, "%s,%.1f,%zu,%.4f\n", b, 100.0 * (double)strtoull(b, NULL, 10) / (double)hi,
+                        m2.activation_arena_bytes, p2.predicted_overhead);
+            }
+            rm_session_free(s2);
+            rm_graph_free(g2);
+        }
+        if (out && out != stdout) fclose(out);
+    }
+    rm_session_free(s);
+    rm_graph_free(g);
+    return rc;
+}
+
+int cli_plan(int argc, char **argv) {
+    plan_flags pf;
+    char **rest = malloc(sizeof *rest * (size_t)(argc + 1));
+    int n_rest = 0;
+    if (!rest) return cli_fail(1, "out of memory");
+    if (!split_flags(argc, argv, &pf, rest, &n_rest)) {
+        free(rest);
+        return 2;
+    }
+    cli_args a;
+    cli_args_default(&a);
+    int ok = cli_args_parse(&a, n_rest, rest, 0);
+    free(rest);
+    if (!ok) return 2;
+    return pf.chain ? plan_chain(&pf, &a) : plan_model(&pf, &a);
+}

@@ -1,0 +1,122 @@
+/* chainfile.c: the planner for chains described by someone else, e.g. a
+ * PyTorch model they profiled: {"stages": [{"uf":..,"ub":..,"a":..,"ab":..,
+ * "ft":..,"bt":..}, ...]}, the last stage being the loss, `a` a stage's input
+ * bytes; ft and bt may be omitted. The answer is JSON too. */
+#include "internal.h"
+#include "plan/rotor.h"
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int get_num(const cJSON *o, const char *key, int required, double *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!v) {
+        *out = 0;
+        return !required;
+    }
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0) || !isfinite(v->valuedouble)) return 0;
+    *out = v->valuedouble;
+    return 1;
+}
+
+static rm_status parse_chain(const char *text, rm_chain_model *m, char *err, size_t errlen) {
+    cJSON *root = cJSON_Parse(text);
+    const cJSON *stages = root ? cJSON_GetObjectItemCaseSensitive(root, "stages") : NULL;
+    int n = cJSON_IsArray(stages) ? cJSON_GetArraySize(stages) : 0;
+    if (!root || n < 1 || n > 100000) {
+        snprintf(err, errlen, "%s", !root ? "invalid JSON" : "expected {\"stages\": [ {...}, ... ]} with at least one stage");
+        cJSON_Delete(root);
+        return RM_ERR_FORMAT;
+    }
+    if (rm_chain_model_alloc(m, n) != RM_OK) {
+        cJSON_Delete(root);
+        snprintf(err, errlen, "out of memory");
+        return RM_ERR_NOMEM;
+    }
+    for (int i = 0; i < n; i++) {
+        const cJSON *st = cJSON_GetArrayItem(stages, i);
+        double a, ab, ft, bt;
+        if (!cJSON_IsObject(st) || !get_num(st, "uf", 1, &m->uf[i]) || !get_num(st, "ub", 1, &m->ub[i]) ||
+            !get_num(st, "a", 1, &a) || !get_num(st, "ab", 1, &ab) || !get_num(st, "ft", 0, &ft) ||
+            !get_num(st, "bt", 0, &bt) || a > 9e18 || ab > 9e18 || ft > 9e18 || bt > 9e18) {
+            snprintf(err, errlen, "stage %d: needs non-negative numbers uf, ub, a, ab (ft, bt optional)", i);
+            rm_chain_model_free(m);
+            cJSON_Delete(root);
+            return RM_ERR_FORMAT;
+        }
+        m->a[i] = (int64_t)ceil(a), m->ab[i] = (int64_t)ceil(ab), m->ft[i] = (int64_t)ceil(ft);
+        m->bt[i] = (int64_t)ceil(bt);
+    }
+    m->a[n] = 0;
+    cJSON_Delete(root);
+    return RM_OK;
+}
+
+/* an upper bound on what storing everything needs */
+static int64_t store_all(const rm_chain_model *m) {
+    int64_t hi = m->a[0];
+    for (int i = 0; i < m->n; i++) hi += m->ab[i] + m->a[i + 1] + m->ft[i] + m->bt[i];
+    return hi;
+}
+
+rm_status rm_plan_chain(const char *chain_json, int64_t budget, char **result_json, char *err, size_t errlen) {
+    *result_json = NULL;
+    rm_chain_model m;
+    rm_status rc = parse_chain(chain_json, &m, err, errlen);
+    if (rc != RM_OK) return rc;
+    rm_rotor_plan p;
+    rc = rm_rotor_solve(&m, budget, 500, &p);
+    int64_t min = rm_rotor_min_budget(&m, 500);
+    cJSON *out = cJSON_CreateObject(), *seq = cJSON_CreateArray();
+    if (rc == RM_OK && out && seq) {
+        cJSON_AddBoolToObject(out, "feasible", p.feasible);
+        cJSON_AddNumberToObject(out, "time", p.feasible ? p.time : -1);
+        cJSON_AddNumberToObject(out, "peak_bytes", p.feasible ? (double)p.peak_bytes : -1);
+        cJSON_AddNumberToObject(out, "min_budget_bytes", (double)min);
+        cJSON_AddNumberToObject(out, "budget_bytes", (double)budget);
+        for (int k = 0; k < p.n_ops; k++) {
+            char op[32];
+            snprintf(op, sizeof op, "%s %d", rm_rotor_op_name(p.ops[k].kind), p.ops[k].stage);
+            cJSON_AddItemToArray(seq, cJSON_CreateString(op));
+        }
+        cJSON_AddItemToObject(out, "sequence", seq);
+        seq = NULL;
+        *result_json = cJSON_PrintUnformatted(out);
+        if (!*result_json) rc = RM_ERR_NOMEM;
+        else if (!p.feasible) {
+            snprintf(err, errlen, "no schedule fits in %lld bytes; the minimum is %lld", (long long)budget,
+                     (long long)min);
+            rc = RM_ERR_BUDGET;
+        }
+    } else if (rc == RM_OK) {
+        rc = RM_ERR_NOMEM;
+    }
+    cJSON_Delete(seq);
+    cJSON_Delete(out);
+    rm_rotor_plan_free(&p);
+    rm_chain_model_free(&m);
+    return rc;
+}
+
+rm_status rm_plan_chain_sweep(const char *chain_json, int points, FILE *csv, char *err, size_t errlen) {
+    rm_chain_model m;
+    rm_status rc = parse_chain(chain_json, &m, err, errlen);
+    if (rc != RM_OK) return rc;
+    int64_t lo = rm_rotor_min_budget(&m, 500), hi = store_all(&m);
+    double base = 0;
+    for (int i = 0; i < m.n; i++) base += m.uf[i] + m.ub[i];
+    fprintf(csv, "budget_bytes,time,overhead,peak_bytes\n");
+    if (points < 2) points = 2;
+    for (int k = 0; k < points && lo > 0; k++) {
+        int64_t b = lo + (hi - lo) * k / (points - 1);
+        rm_rotor_plan p;
+        if (rm_rotor_solve(&m, b, 500, &p) == RM_OK && p.feasible)
+            fprintf(csv, "%lld,%.6g,%.4f,%lld\n", (long long)b, p.time, base > 0 ? p.time / base - 1 : 0,
+                    (long long)p.peak_bytes);
+        rm_rotor_plan_free(&p);
+    }
+    rm_chain_model_free(&m);
+    return RM_OK;
+}
