@@ -302,6 +302,7 @@ struct rm_session {
     /* memory_budget (strategy auto): the figures of the plan */
     int64_t budget_bytes, store_all_bytes;
     rm_auto_info autoplan;
+    double *prof_fwd, *prof_bwd; /* per graph stage, ms of the profiling step (NULL: none) */
     /* timing of the last training step, by instruction kind, in ms */
     double ms_forward, ms_recompute, ms_backward;
     double *stage_fwd_ms, *stage_bwd_ms; /* per graph stage, first forward and backward */

@@ -135,6 +135,8 @@ void rm_session_free(rm_session *s) {
     free(s->hashes);
     free(s->autoplan.stage_ops);
     free(s->autoplan.graph_stage);
+    free(s->prof_fwd);
+    free(s->prof_bwd);
     free(s->stage_fwd_ms);
     free(s->stage_bwd_ms);
     free(s);

@@ -47,7 +47,7 @@ rm_status rm_budget_program(rm_session *s, const double *fwd_ms, const double *b
     return RM_OK;
 }
 
-/* One step on the inputs as they are (zeros at compile time) to time each
+/* Steps on the inputs as they are (zeros at compile time) to time each
  * stage, then plan again with those times. Parameters and state (running
  * statistics) are restored, so the profile leaves no trace. */
 rm_status rm_budget_profile(rm_session *s) {
@@ -56,12 +56,19 @@ rm_status rm_budget_profile(rm_session *s) {
     float *saved = malloc(bytes ? bytes : 1);
     if (!saved) return rm_graph_fail(g, RM_ERR_NOMEM, "out of memory profiling");
     memcpy(saved, s->params, bytes);
+    /* twice: the first step also pays for first-touch page faults and thread start-up */
     rm_status rc = rm_execute(s, &s->train, 0, 1);
+    if (rc == RM_OK) rc = rm_execute(s, &s->train, 0, 1);
     memcpy(s->params, saved, bytes);
     free(saved);
     if (rc != RM_OK) return rm_graph_fail(g, rc, "profiling step: %s", s->errmsg);
-    /* the first forward of a stage may be partial under recompute; add what
-     * its recomputations cost only when no first forward was timed */
+    free(s->prof_fwd);
+    free(s->prof_bwd);
+    s->prof_fwd = malloc(sizeof(double) * (size_t)(g->n_stages + 1));
+    s->prof_bwd = malloc(sizeof(double) * (size_t)(g->n_stages + 1));
+    if (!s->prof_fwd || !s->prof_bwd) return rm_graph_fail(g, RM_ERR_NOMEM, "out of memory profiling");
+    memcpy(s->prof_fwd, s->stage_fwd_ms, sizeof(double) * (size_t)g->n_stages);
+    memcpy(s->prof_bwd, s->stage_bwd_ms, sizeof(double) * (size_t)g->n_stages);
     rm_program p;
     rc = rm_budget_program(s, s->stage_fwd_ms, s->stage_bwd_ms, &p);
     if (rc != RM_OK) return rc;
