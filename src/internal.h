@@ -238,6 +238,8 @@ rm_status rm_schedule_build(const rm_graph *g, const char *strategy, int backwar
 rm_status rm_schedule_recompute(const rm_graph *g, int lo, int hi, const char *want, rm_val also,
                                 int for_backward, rm_schedule *out);
 rm_status rm_schedule_backward(const rm_graph *g, int lo, int hi, rm_schedule *out);
+/* The nodes the selective policy recomputes: layernorm, GELU, dropout, attention. */
+void rm_selective_mask(const rm_graph *g, char *want);
 
 /* plan/revolve.c: Griewank-Walther binomial checkpointing. */
 /* Fewest stage re-advances to reverse l stages with s slots (x0 counts as one). */

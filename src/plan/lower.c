@@ -3,6 +3,8 @@
  *   Fn s, Fck s   run stage s to rebuild its output (its insides are freed)
  *   Fall s        run stage s keeping what its backward reads
  *   B s           run the backward of stage s
+ *   Fsel s        like Fall, but the selective policy's cheap values are
+ *                 freed and rebuilt right before B s
  *   L s           the loss stage: Fall s then B s
  * The first run of each node is a FORWARD item, later ones RECOMPUTE. The
  * difference between Fn and Fck (whether x_s stays) needs no code: x_s stays
@@ -18,6 +20,8 @@ typedef struct lowering {
     char *forwarded; /* stage has run its first forward */
     char *all;       /* want-mask with every node set */
     rm_schedule *out;
+    char *cheap;     /* the selective policy's nodes */
+    char *sel;       /* stage was last kept by Fsel */
 } lowering;
 
 static rm_status forward_stage(lowering *l, int st) {
@@ -36,9 +40,11 @@ static rm_status run_stage(lowering *l, int st, int keep_all) {
 
 rm_status rm_schedule_lower(const rm_graph *g, const rm_chain *c, const rm_rotor_op *ops, int n_ops,
                             rm_schedule *out, char *err, size_t errlen) {
-    lowering l = {g, c, calloc((size_t)c->n + 1, 1), malloc((size_t)g->n_nodes + 1), out};
-    rm_status rc = (l.forwarded && l.all) ? RM_OK : RM_ERR_NOMEM;
+    lowering l = {g, c, calloc((size_t)c->n + 1, 1), malloc((size_t)g->n_nodes + 1), out,
+                  malloc((size_t)g->n_nodes + 1), calloc((size_t)c->n + 1, 1)};
+    rm_status rc = (l.forwarded && l.all && l.cheap && l.sel) ? RM_OK : RM_ERR_NOMEM;
     for (int n = 0; n < g->n_nodes && rc == RM_OK; n++) l.all[n] = 1;
+    if (rc == RM_OK) rm_selective_mask(g, l.cheap);
     for (int k = 0; k < n_ops && rc == RM_OK; k++) {
         int st = ops[k].stage;
         if (st < 0 || st >= c->n) {
@@ -49,8 +55,16 @@ rm_status rm_schedule_lower(const rm_graph *g, const rm_chain *c, const rm_rotor
         switch (ops[k].kind) {
         case RM_ROTOR_FN:
         case RM_ROTOR_FCK: rc = run_stage(&l, st, 0); break;
-        case RM_ROTOR_FALL: rc = run_stage(&l, st, 1); break;
-        case RM_ROTOR_B: rc = rm_schedule_backward(g, c->first[st], c->last[st], out); break;
+        case RM_ROTOR_FALL:
+        case RM_ROTOR_FSEL:
+            rc = run_stage(&l, st, 1);
+            l.sel[st] = ops[k].kind == RM_ROTOR_FSEL;
+            break;
+        case RM_ROTOR_B:
+            if (l.sel[st]) rc = rm_schedule_recompute(g, c->first[st], c->last[st], l.cheap, -1, 1, out);
+            if (rc == RM_OK) rc = rm_schedule_backward(g, c->first[st], c->last[st], out);
+            l.sel[st] = 0;
+            break;
         case RM_ROTOR_L:
             rc = run_stage(&l, st, 1);
             if (rc == RM_OK) rc = rm_schedule_backward(g, c->first[st], c->last[st], out);
@@ -60,5 +74,7 @@ rm_status rm_schedule_lower(const rm_graph *g, const rm_chain *c, const rm_rotor
     if (rc == RM_ERR_NOMEM) snprintf(err, errlen, "out of memory lowering a plan");
     free(l.forwarded);
     free(l.all);
+    free(l.cheap);
+    free(l.sel);
     return rc;
 }

@@ -49,7 +49,7 @@ static void measure(const rm_graph *g, const rm_chain *c, const rm_program *p, r
         for (int i = 0; i < n; i++) {
             if (g->nodes[p->instrs[i].node].stage != gs) continue;
             if (p->instrs[i].kind == RM_INSTR_FORWARD) fe = i, fs = fs < 0 ? i : fs;
-            if (p->instrs[i].kind == RM_INSTR_BACKWARD) be = i, bs = bs < 0 ? i : bs;
+            if (p->instrs[i].kind != RM_INSTR_FORWARD) be = i, bs = bs < 0 ? i : bs; /* recompute + backward */
         }
         if (fs < 0) continue;
         int64_t before = fs > 0 ? after[fs - 1] : 0, peak = 0;
@@ -220,6 +220,44 @@ int64_t rm_planner_min_budget(const rm_graph *g, const rm_chain *c, const rm_cha
     return hi;
 }
 
+/* The second way to keep each stage: the selective policy, measured on the
+ * engine's own selective program; its backward also pays for rebuilding the
+ * cheap values (their share of the stage's forward FLOPs, times uf). */
+static rm_status add_selective_option(const rm_graph *g, const rm_chain *c, int threads, rm_chain_model *m) {
+    rm_schedule sch;
+    rm_program p;
+    char err[256], notes[8] = "";
+    if (rm_schedule_build(g, "selective", 1, &sch, notes, sizeof notes, err, sizeof err) != RM_OK) return RM_ERR_NOMEM;
+    rm_status rc = rm_program_build(g, &sch, threads, &p, err, sizeof err);
+    rm_schedule_free(&sch);
+    if (rc != RM_OK) return rc;
+    rm_memplan(&p);
+    rm_chain_model sel;
+    rc = rm_chain_model_alloc(&sel, c->n);
+    if (rc == RM_OK) rc = rm_chain_model_alloc_selective(m);
+    if (rc == RM_OK) {
+        memcpy(sel.a, m->a, sizeof(int64_t) * (size_t)(c->n + 1));
+        measure(g, c, &p, &sel);
+        for (int s = 0; s < c->n; s++) {
+            double fwd = 0, rec = 0;
+            int gs = c->graph_stage[s];
+            for (int i = 0; i < p.n_instrs; i++) {
+                const rm_node *nd = &g->nodes[p.instrs[i].node];
+                if (nd->stage != gs) continue;
+                double f = rm_op_get(nd->op)->flops(nd, g->vals, 0);
+                if (p.instrs[i].kind == RM_INSTR_FORWARD) fwd += f;
+                if (p.instrs[i].kind == RM_INSTR_RECOMPUTE) rec += f;
+            }
+            m->ab2[s] = sel.ab[s];
+            m->bt2[s] = sel.bt[s];
+            m->ub2[s] = m->ub[s] + (fwd > 0 ? m->uf[s] * rec / fwd : 0);
+        }
+    }
+    rm_chain_model_free(&sel);
+    rm_program_free(&p);
+    return rc;
+}
+
 rm_status rm_schedule_auto(const rm_graph *g, int64_t budget, int slots, int threads, const double *fwd_ms,
                            const double *bwd_ms, const rm_program *none, rm_schedule *out, rm_auto_info *info,
                            char *err, size_t errlen) {
@@ -233,6 +271,10 @@ rm_status rm_schedule_auto(const rm_graph *g, int64_t budget, int slots, int thr
         rm_chain_free(&c);
         snprintf(err, errlen, "out of memory planning");
         return RM_ERR_NOMEM;
+    }
+    if (add_selective_option(g, &c, threads, &m) != RM_OK) { /* planning still works without it */
+        free(m.ub2), free(m.ab2), free(m.bt2);
+        m.ub2 = NULL, m.ab2 = NULL, m.bt2 = NULL;
     }
     for (int i = 0; i < m.n; i++) info->base_time += m.uf[i] + m.ub[i];
     info->min_budget = rm_planner_min_budget(g, &c, &m, slots, threads, store_all);

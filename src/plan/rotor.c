@@ -40,14 +40,22 @@ rm_status rm_chain_model_alloc(rm_chain_model *c, int n) {
     return RM_OK;
 }
 
+rm_status rm_chain_model_alloc_selective(rm_chain_model *c) {
+    c->ub2 = calloc((size_t)c->n + 1, sizeof *c->ub2);
+    c->ab2 = calloc((size_t)c->n + 1, sizeof *c->ab2);
+    c->bt2 = calloc((size_t)c->n + 1, sizeof *c->bt2);
+    return c->ub2 && c->ab2 && c->bt2 ? RM_OK : RM_ERR_NOMEM;
+}
+
 void rm_chain_model_free(rm_chain_model *c) {
     free(c->uf), free(c->ub), free(c->a), free(c->ab), free(c->ft), free(c->bt);
+    free(c->ub2), free(c->ab2), free(c->bt2);
     memset(c, 0, sizeof *c);
 }
 
 const char *rm_rotor_op_name(rm_rotor_op_kind k) {
-    static const char *names[] = {"Fn", "Fck", "Fall", "B", "L"};
-    return (unsigned)k < 5 ? names[k] : "?";
+    static const char *names[] = {"Fn", "Fck", "Fall", "B", "L", "Fsel"};
+    return (unsigned)k < 6 ? names[k] : "?";
 }
 
 void rm_rotor_plan_free(rm_rotor_plan *p) {
@@ -65,13 +73,19 @@ static int64_t gcd64(int64_t x, int64_t y) {
 
 typedef struct dp {
     int n, M;       /* stages, memory slots 0..M */
-    int *a, *ab, *ft, *bt;
-    const double *uf, *ub;
+    int *a, *ab, *ft, *bt, *ab2, *bt2; /* ab2/bt2 NULL: one option per stage */
+    const double *uf, *ub, *ub2;
     double *cost;   /* (M+1) x n x n, INFINITY = infeasible */
-    int *choice;    /* -1: Fall first; j > s: checkpoint at x_j */
+    int *choice;    /* -1: Fall first, -2: Fsel first; j > s: checkpoint at x_j */
 } dp;
 
 #define AT(d, m, s, t) ((size_t)(m) * (size_t)(d)->n * (size_t)(d)->n + (size_t)(s) * (size_t)(d)->n + (size_t)(t))
+
+/* The two ways to keep stage s (o = 0 full, 1 selective), when present. */
+static int n_options(const dp *d) { return d->ab2 ? 2 : 1; }
+static int opt_ab(const dp *d, int o, int s) { return o ? d->ab2[s] : d->ab[s]; }
+static int opt_bt(const dp *d, int o, int s) { return o ? d->bt2[s] : d->bt[s]; }
+static double opt_ub(const dp *d, int o, int s) { return o ? d->ub2[s] : d->ub[s]; }
 
 static void fill(dp *d) {
     int n = d->n;
@@ -82,9 +96,13 @@ static void fill(dp *d) {
                 size_t at = AT(d, m, s, t);
                 d->cost[at] = INFINITY;
                 d->choice[at] = -1;
-                int ws = d->ft[s] > d->bt[s] ? d->ft[s] : d->bt[s];
                 if (s == t) {
-                    if (m >= d->a[s + 1] + d->ab[s] + ws) d->cost[at] = d->uf[s] + d->ub[s];
+                    for (int o = 0; o < (s == n - 1 ? 1 : n_options(d)); o++) {
+                        int bt = opt_bt(d, o, s), ws = d->ft[s] > bt ? d->ft[s] : bt;
+                        double c = d->uf[s] + opt_ub(d, o, s);
+                        if (m >= d->a[s + 1] + opt_ab(d, o, s) + ws && c < d->cost[at])
+                            d->cost[at] = c, d->choice[at] = -1 - o;
+                    }
                     continue;
                 }
                 int need = d->a[s + 1] + d->ft[s];
@@ -102,9 +120,12 @@ static void fill(dp *d) {
                 }
                 /* Fall s runs while d_{t+1} is held, B s while d_{s+1} is: checking each
                  * at its own time is exact where C(m,s,s)'s max(ft,bt) is not */
-                if (m >= d->ab[s] && m >= d->a[t + 1] + d->ab[s] + d->ft[s] && m >= d->a[s + 1] + d->ab[s] + d->bt[s]) {
-                    double c = d->uf[s] + d->ub[s] + d->cost[AT(d, m - d->ab[s], s + 1, t)];
-                    if (c <= best) best = c, arg = -1; /* ties: keeping all recomputes nothing */
+                for (int o = 0; o < n_options(d); o++) {
+                    int ab = opt_ab(d, o, s);
+                    if (m >= ab && m >= d->a[t + 1] + ab + d->ft[s] && m >= d->a[s + 1] + ab + opt_bt(d, o, s)) {
+                        double c = d->uf[s] + opt_ub(d, o, s) + d->cost[AT(d, m - ab, s + 1, t)];
+                        if (c <= best) best = c, arg = -1 - o; /* ties: keeping all recomputes nothing */
+                    }
                 }
                 d->cost[at] = best;
                 d->choice[at] = arg;
@@ -129,13 +150,14 @@ static int push(seq *q, rm_rotor_op_kind k, int stage) {
 }
 
 static int rebuild(const dp *d, seq *q, int m, int s, int t) {
+    int j = d->choice[AT(d, m, s, t)];
+    rm_rotor_op_kind keep = j == -2 ? RM_ROTOR_FSEL : RM_ROTOR_FALL;
     if (s == t) {
         if (s == d->n - 1) return push(q, RM_ROTOR_L, s);
-        return push(q, RM_ROTOR_FALL, s) && push(q, RM_ROTOR_B, s);
+        return push(q, keep, s) && push(q, RM_ROTOR_B, s);
     }
-    int j = d->choice[AT(d, m, s, t)];
     if (j < 0)
-        return push(q, RM_ROTOR_FALL, s) && rebuild(d, q, m - d->ab[s], s + 1, t) && push(q, RM_ROTOR_B, s);
+        return push(q, keep, s) && rebuild(d, q, m - opt_ab(d, -1 - j, s), s + 1, t) && push(q, RM_ROTOR_B, s);
     if (!push(q, RM_ROTOR_FCK, s)) return 0;
     for (int k = s + 1; k < j; k++)
         if (!push(q, RM_ROTOR_FN, k)) return 0;
@@ -149,6 +171,7 @@ static int discretise(const rm_chain_model *c, int64_t budget, int slots, dp *d)
     int64_t g = budget;
     for (int i = 0; i <= n; i++) g = gcd64(g, c->a[i]);
     for (int i = 0; i < n; i++) g = gcd64(gcd64(gcd64(g, c->ab[i]), c->ft[i]), c->bt[i]);
+    for (int i = 0; c->ab2 && i < n; i++) g = gcd64(gcd64(g, c->ab2[i]), c->bt2[i]);
     if (g <= 0) g = 1;
     int64_t unit = g;
     if (budget / g > slots) unit = (budget + slots - 1) / slots;
@@ -158,18 +181,24 @@ static int discretise(const rm_chain_model *c, int64_t budget, int slots, dp *d)
     d->ab = malloc(sizeof(int) * (size_t)n);
     d->ft = malloc(sizeof(int) * (size_t)n);
     d->bt = malloc(sizeof(int) * (size_t)n);
+    if (c->ab2) {
+        d->ab2 = malloc(sizeof(int) * (size_t)n);
+        d->bt2 = malloc(sizeof(int) * (size_t)n);
+        if (!d->ab2 || !d->bt2) return 0;
+    }
     if (!d->a || !d->ab || !d->ft || !d->bt) return 0;
 #define UP(x) ((int)(((x) + unit - 1) / unit > d->M + 1 ? d->M + 1 : ((x) + unit - 1) / unit))
     for (int i = 0; i <= n; i++) d->a[i] = UP(c->a[i]);
     d->a[n + 1] = 0;
     for (int i = 0; i < n; i++) d->ab[i] = UP(c->ab[i]), d->ft[i] = UP(c->ft[i]), d->bt[i] = UP(c->bt[i]);
+    for (int i = 0; c->ab2 && i < n; i++) d->ab2[i] = UP(c->ab2[i]), d->bt2[i] = UP(c->bt2[i]);
 #undef UP
-    d->uf = c->uf, d->ub = c->ub;
+    d->uf = c->uf, d->ub = c->ub, d->ub2 = c->ub2;
     return 1;
 }
 
 static void dp_free(dp *d) {
-    free(d->a), free(d->ab), free(d->ft), free(d->bt), free(d->cost), free(d->choice);
+    free(d->a), free(d->ab), free(d->ft), free(d->bt), free(d->ab2), free(d->bt2), free(d->cost), free(d->choice);
 }
 
 rm_status rm_rotor_solve(const rm_chain_model *c, int64_t budget, int slots, rm_rotor_plan *plan) {
@@ -247,20 +276,27 @@ int rm_rotor_apply(const rm_chain_model *c, rm_rotor_sim *st, rm_rotor_op op) {
         st->time += c->uf[s];
         return 1;
     case RM_ROTOR_FALL:
-        if (!have_in || st->xbar[s] || s == n - 1) return 0;
-        high(st, st->mem + c->ab[s] + c->ft[s]);
-        st->xbar[s] = 1, st->mem += c->ab[s];
+    case RM_ROTOR_FSEL: {
+        int sel = op.kind == RM_ROTOR_FSEL;
+        if (!have_in || st->xbar[s] || s == n - 1 || (sel && !c->ab2)) return 0;
+        int64_t ab = sel ? c->ab2[s] : c->ab[s];
+        high(st, st->mem + ab + c->ft[s]);
+        st->xbar[s] = (char)(1 + sel), st->mem += ab;
         st->time += c->uf[s];
         return 1;
-    case RM_ROTOR_B:
+    }
+    case RM_ROTOR_B: {
         if (!st->xbar[s] || !st->dgrad[s + 1]) return 0;
-        high(st, st->mem + c->bt[s]);
-        st->xbar[s] = 0, st->mem -= c->ab[s];
+        int sel = st->xbar[s] == 2;
+        high(st, st->mem + (sel ? c->bt2[s] : c->bt[s]));
+        st->mem -= sel ? c->ab2[s] : c->ab[s];
+        st->xbar[s] = 0;
         st->dgrad[s + 1] = 0, st->mem -= c->a[s + 1];
         if (st->x[s]) st->x[s] = 0, st->mem -= c->a[s]; /* d_s takes x_s's place */
         st->dgrad[s] = 1, st->mem += c->a[s];
-        st->time += c->ub[s];
+        st->time += sel ? c->ub2[s] : c->ub[s];
         return 1;
+    }
     case RM_ROTOR_L:
         if (s != n - 1 || !have_in || !st->dgrad[s + 1]) return 0;
         high(st, st->mem + c->ab[s] + ws);

@@ -12,9 +12,16 @@ typedef struct rm_chain_model {
     int n;
     double *uf, *ub;            /* forward and backward time */
     int64_t *a, *ab, *ft, *bt;  /* bytes: input, kept-by-Fall, fwd/bwd workspace */
+    /* optional second way to keep a stage (Rockmate-style): the selective
+     * policy keeps ab2 bytes and its backward takes ub2 (cheap values are
+     * rebuilt inside it) with workspace bt2; NULL when absent */
+    double *ub2;
+    int64_t *ab2, *bt2;
 } rm_chain_model;
 
 rm_status rm_chain_model_alloc(rm_chain_model *c, int n);
+/* Adds the arrays of the second (selective) option. */
+rm_status rm_chain_model_alloc_selective(rm_chain_model *c);
 void rm_chain_model_free(rm_chain_model *c);
 
 /* The operations of a schedule. */
@@ -23,7 +30,8 @@ typedef enum rm_rotor_op_kind {
     RM_ROTOR_FCK,    /* forward, input kept as a checkpoint */
     RM_ROTOR_FALL,   /* forward keeping everything the backward needs */
     RM_ROTOR_B,      /* backward */
-    RM_ROTOR_L       /* the loss stage: forward and backward */
+    RM_ROTOR_L,      /* the loss stage: forward and backward */
+    RM_ROTOR_FSEL    /* forward keeping what the selective policy keeps */
 } rm_rotor_op_kind;
 typedef struct rm_rotor_op {
     rm_rotor_op_kind kind;

@@ -27,6 +27,13 @@ rm_status rm_schedule_backward(const rm_graph *g, int lo, int hi, rm_schedule *o
     return RM_OK;
 }
 
+void rm_selective_mask(const rm_graph *g, char *want) {
+    for (int n = 0; n < g->n_nodes; n++) {
+        rm_op_kind op = g->nodes[n].op;
+        want[n] = op == RM_OP_LAYERNORM || op == RM_OP_GELU || op == RM_OP_DROPOUT || op == RM_OP_ATTENTION;
+    }
+}
+
 /* Marks the producer of v if it lies in [lo, hi] and is wanted. */
 static void need_value(const rm_graph *g, int v, int lo, int hi, const char *want, char *need) {
     if (v < 0 || g->vals[v].kind != RM_VALUE_ACT) return;
@@ -142,10 +149,7 @@ rm_status rm_schedule_build(const rm_graph *g, const char *strategy, int backwar
     } else if (!strcmp(strategy, "blocks")) {
         for (int n = 0; n < g->n_nodes; n++) want[n] = n < c.first[c.n - 1]; /* all but the last stage */
     } else if (!strcmp(strategy, "selective")) {
-        for (int n = 0; n < g->n_nodes; n++) {
-            rm_op_kind op = g->nodes[n].op;
-            want[n] = op == RM_OP_LAYERNORM || op == RM_OP_GELU || op == RM_OP_DROPOUT || op == RM_OP_ATTENTION;
-        }
+        rm_selective_mask(g, want);
     } else if (is_segments || !strcmp(strategy, "sqrt")) {
         if (!is_segments) k = (int)lround(sqrt((double)c.n));
         if (k < 1 || k > c.n) {
