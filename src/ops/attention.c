@@ -8,6 +8,7 @@
  * P is kept as an auxiliary output for the backward pass. Every (b,h) is
  * independent, so they run in parallel and each GEMM runs on one thread. */
 #include "internal.h"
+#include "util/fastmath.h"
 #include <math.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -55,10 +56,8 @@ static void attention_forward(const rm_kernel_ctx *c) {
         for (int i = 0; i < T; i++) {
             float *row = p + (size_t)i * T, mx = -INFINITY, sum = 0.0f;
             for (int j = 0; j <= i; j++) mx = row[j] > mx ? row[j] : mx;
-            for (int j = 0; j <= i; j++) {
-                row[j] = expf(row[j] - mx);
-                sum += row[j];
-            }
+            for (int j = 0; j <= i; j++) row[j] = rm_fast_expf(row[j] - mx); /* vectorises */
+            for (int j = 0; j <= i; j++) sum += row[j];                      /* in order */
             float inv = 1.0f / sum;
             for (int j = 0; j <= i; j++) row[j] *= inv;
             for (int j = i + 1; j < T; j++) row[j] = 0.0f; /* masked: the future */

@@ -14,6 +14,7 @@
  * them; the kernel does not check again.
  */
 #include "internal.h"
+#include "util/fastmath.h"
 #include <math.h>
 
 rm_val rm_softmax_ce(rm_graph *g, rm_val logits, rm_val targets) {
@@ -65,10 +66,8 @@ static void softmax_ce_forward(const rm_kernel_ctx *c) {
             float mx = z[0];
             for (int64_t v = 1; v < V; v++) mx = z[v] > mx ? z[v] : mx;
             float sum = 0.0f;
-            for (int64_t v = 0; v < V; v++) {
-                p[v] = expf(z[v] - mx);
-                sum += p[v];
-            }
+            for (int64_t v = 0; v < V; v++) p[v] = rm_fast_expf(z[v] - mx); /* vectorises */
+            for (int64_t v = 0; v < V; v++) sum += p[v];                    /* in order */
             const float inv = 1.0f / sum;
             for (int64_t v = 0; v < V; v++) p[v] *= inv;
             /* from the log-sum-exp, not log(p_t): p_t may underflow to 0 */

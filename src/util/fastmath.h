@@ -13,7 +13,9 @@
 
 static inline float rm_fast_expf(float x) {
     x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
-    float n = __builtin_roundf(x * 1.44269504088896341f);
+    /* round to nearest by adding and removing 1.5 * 2^23 (no libm call, so
+     * the loop vectorises); |x / ln 2| < 2^22 holds after the clamp */
+    float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
     float r = x - n * 0.693145751953125f;   /* ln 2, high bits: n*hi is exact */
     r = r - n * 1.42860682030941723212e-6f; /* ln 2, the rest */
     float p = 1.0f / 720.0f;
