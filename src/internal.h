@@ -312,6 +312,8 @@ struct rm_session {
 };
 
 rm_status rm_session_fail(rm_session *s, rm_status st, const char *fmt, ...);
+/* exec/session.c: schedule + program + memory layout of a strategy. */
+rm_status rm_session_program(rm_session *s, const char *strategy, int backward, rm_program *p);
 /* plan/budget.c: strategy auto for a session (memory_budget set). */
 rm_status rm_budget_program(rm_session *s, const double *fwd_ms, const double *bwd_ms, rm_program *out);
 rm_status rm_budget_profile(rm_session *s);

@@ -49,11 +49,10 @@ static void *alloc_aligned(size_t bytes) {
     return aligned_alloc(RM_ALIGN, bytes);
 }
 
-static rm_status build_program(rm_session *s, int backward, rm_program *p) {
+rm_status rm_session_program(rm_session *s, const char *strategy, int backward, rm_program *p) {
     rm_schedule sch;
     char err[256];
-    rm_status rc = rm_schedule_build(s->g, s->opt.checkpoint, backward, &sch, s->notes, sizeof s->notes, err,
-                                     sizeof err);
+    rm_status rc = rm_schedule_build(s->g, strategy, backward, &sch, s->notes, sizeof s->notes, err, sizeof err);
     if (rc != RM_OK) return rm_graph_fail(s->g, rc, "%s", err);
     rc = rm_program_build(s->g, &sch, s->threads, p, err, sizeof err);
     rm_schedule_free(&sch);
@@ -82,10 +81,10 @@ rm_status rm_compile(rm_graph *g, const rm_options *o, rm_session **out) {
             s->opt.checkpoint = "auto";
             rc = rm_budget_program(s, NULL, NULL, &s->train);
         } else if (rc == RM_OK) {
-            rc = build_program(s, 1, &s->train);
+            rc = rm_session_program(s, s->opt.checkpoint, 1, &s->train);
         }
     }
-    if (rc == RM_OK) rc = build_program(s, 0, &s->infer);
+    if (rc == RM_OK) rc = rm_session_program(s, s->opt.checkpoint, 0, &s->infer);
     if (rc != RM_OK) {
         rm_session_free(s);
         return rc;

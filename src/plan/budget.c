@@ -6,20 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Store-all's program: the reference for "50%" budgets, for reports, and
- * the source of the planner's per-stage byte figures. */
-static rm_status store_all_program(rm_session *s, rm_program *p) {
-    rm_schedule sch;
-    char err[256], notes[8] = "";
-    rm_status rc = rm_schedule_build(s->g, "none", 1, &sch, notes, sizeof notes, err, sizeof err);
-    if (rc != RM_OK) return rm_graph_fail(s->g, rc, "%s", err);
-    rc = rm_program_build(s->g, &sch, s->threads, p, err, sizeof err);
-    rm_schedule_free(&sch);
-    if (rc != RM_OK) return rm_graph_fail(s->g, rc, "%s", err);
-    rm_memplan(p);
-    return RM_OK;
-}
-
 rm_status rm_budget_program(rm_session *s, const double *fwd_ms, const double *bwd_ms, rm_program *out) {
     rm_graph *g = s->g;
     double v;
@@ -27,8 +13,10 @@ rm_status rm_budget_program(rm_session *s, const double *fwd_ms, const double *b
     if (rm_parse_bytes(s->opt.memory_budget, &v, &percent) != RM_OK)
         return rm_graph_fail(g, RM_ERR_ARG, "memory budget '%s' is not a size: use e.g. 64MiB, 1.5GiB, 500MB, "
                              "123456 (bytes) or 50%% (of store-all)", s->opt.memory_budget);
+    /* store-all's program: the reference for "50%" budgets, for reports, and
+     * the source of the planner's per-stage byte figures */
     rm_program none;
-    rm_status rc = store_all_program(s, &none);
+    rm_status rc = rm_session_program(s, "none", 1, &none);
     if (rc != RM_OK) return rc;
     s->store_all_bytes = (int64_t)none.arena_bytes;
     s->budget_bytes = percent ? (int64_t)((double)s->store_all_bytes * v / 100.0) : (int64_t)v;
