@@ -29,6 +29,9 @@ endif
 # cJSON parses safetensors headers.
 CFLAGS  += $(shell pkg-config --cflags libcjson 2>/dev/null)
 LDLIBS  += $(shell pkg-config --libs libcjson 2>/dev/null || echo -lcjson)
+# Nettle's SHA-256 checksums checkpoint files (src/train/checksum.c).
+CFLAGS  += $(shell pkg-config --cflags nettle 2>/dev/null)
+LDLIBS  += $(shell pkg-config --libs nettle 2>/dev/null || echo -lnettle)
 
 LIB_SRC := $(sort $(wildcard src/*/*.c))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/corpus.o

@@ -49,6 +49,17 @@ int cli_fail(int status, const char *fmt, ...) {
     return status;
 }
 
+int cli_given(const cli_args *a, const char *flag) {
+    for (int i = 0; i < a->n_given; i++)
+        if (strcmp(a->given[i], flag) == 0) return 1;
+    return 0;
+}
+
+static void mark_given(cli_args *a, const char *flag) {
+    if (!cli_given(a, flag) && a->n_given < (int)(sizeof a->given / sizeof a->given[0]))
+        snprintf(a->given[a->n_given++], sizeof a->given[0], "%s", flag);
+}
+
 static int parse_int(const char *flag, const char *s, int lo, int hi, int *out) {
     char *end;
     errno = 0;
@@ -106,6 +117,7 @@ int cli_args_parse(cli_args *a, int argc, char **argv, int first) {
                                                           : NULL;
         if (boolean) {
             *boolean = 1;
+            mark_given(a, f);
             continue;
         }
         const char *eq = strchr(f, '=');
@@ -158,8 +170,12 @@ int cli_args_parse(cli_args *a, int argc, char **argv, int first) {
                 ok = (cli_fail(2, "--lr-schedule is constant or cosine, got '%s'", v), 0);
             a->lr_schedule = v;
         } else if (IS("--checkpoint")) a->checkpoint = v;
+        else if (IS("--memory-budget")) a->memory_budget = v;
         else if (IS("--init")) a->init = v;
         else if (IS("--save")) a->save = v;
+        else if (IS("--resume")) a->resume = v;
+        else if (IS("--save-every")) ok = parse_int(flag, v, 1, 1 << 30, &a->save_every);
+        else if (IS("--keep")) ok = parse_int(flag, v, 0, 1 << 20, &a->keep);
         else if (IS("--report")) a->report = v;
         else if (IS("--load")) a->load = v;
         else if (IS("--prompt")) a->prompt = v;
@@ -169,6 +185,7 @@ int cli_args_parse(cli_args *a, int argc, char **argv, int first) {
         else ok = (cli_fail(2, "unknown flag '%s' (see remat --help)", flag), 0);
 #undef IS
         if (!ok) return 0;
+        mark_given(a, flag);
     }
     return 1;
 }

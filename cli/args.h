@@ -21,15 +21,24 @@ typedef struct cli_args {
     float lr, weight_decay, grad_clip;
     const char *lr_schedule;    /* constant | cosine */
     const char *checkpoint;     /* recompute strategy */
+    const char *memory_budget;  /* "64MiB", "50%": plan to fit (NULL: none) */
     const char *init, *save, *report, *load;
+    const char *resume;         /* checkpoint file to continue from */
+    int save_every, keep;       /* step files every N steps; keep the last K (0: all) */
     int quiet, verify_recompute, print_plan, batchnorm;
     /* sample */
     const char *prompt;
     int tokens, top_k;
     float temperature;
+    /* the flags given on the command line, so a resumed run can tell them
+     * from defaults (the file's values replace defaults, not given flags) */
+    int n_given;
+    char given[64][64];
 } cli_args;
 
 void cli_args_default(cli_args *a);
+/* Whether `flag` ("--lr") was given. */
+int cli_given(const cli_args *a, const char *flag);
 /* Parses argv[first..argc); on a bad flag prints one line and returns 0. */
 int cli_args_parse(cli_args *a, int argc, char **argv, int first);
 /* "error: ..." on stderr; returns the exit status (1 runtime, 2 usage). */

@@ -1,4 +1,4 @@
-/* main.c: the remat command line. Subcommands: train, sample.
+/* main.c: the remat command line. Subcommands: train, sample, inspect.
  * Exit status: 0 success, 1 runtime error, 2 usage error. */
 #include "args.h"
 #include <stdio.h>
@@ -6,6 +6,7 @@
 
 int cli_train(const cli_args *a);
 int cli_sample(const cli_args *a);
+int cli_inspect(int argc, char **argv);
 
 static void usage(FILE *f) {
     fputs("usage: remat COMMAND [flags]\n"
@@ -15,6 +16,7 @@ static void usage(FILE *f) {
           "commands:\n"
           "  train    train a model (GPT by default) and optionally save it\n"
           "  sample   generate text from a saved model (--load FILE)\n"
+          "  inspect  list a .safetensors file's tensors and metadata; check its checksum\n"
           "\n"
           "model flags:\n"
           "  --model gpt|mlp  --layers L --dim C --heads H --context T --vocab V --batch B\n"
@@ -31,6 +33,9 @@ static void usage(FILE *f) {
           "  --print-plan (list kept and recomputed values per stage)\n"
           "  --verify-recompute (check every recomputed value equals its first computation)\n"
           "  --init FILE --save FILE (.safetensors)  --report FILE (.json)  --quiet\n"
+          "checkpoint files (training state; docs/CHECKPOINT_FILES.md):\n"
+          "  --save FILE --save-every N (also FILE.stepNNNNNN) --keep K (last K step files)\n"
+          "  --resume FILE (continue to --steps; model flags come from the file)\n"
           "sample flags:\n"
           "  --load FILE --prompt TEXT --tokens N --temperature X --top-k K --seed S\n",
           f);
@@ -55,9 +60,10 @@ int main(int argc, char **argv) {
         if (!cli_args_parse(&a, argc, argv, 2)) return 2;
         return cli_train(&a);
     }
+    if (!strcmp(argv[1], "inspect")) return cli_inspect(argc - 2, argv + 2);
     if (!strcmp(argv[1], "sample")) {
         if (!cli_args_parse(&a, argc, argv, 2)) return 2;
         return cli_sample(&a);
     }
-    return cli_fail(2, "unknown command '%s' (commands: train, sample; see remat --help)", argv[1]);
+    return cli_fail(2, "unknown command '%s' (commands: train, sample, inspect; see remat --help)", argv[1]);
 }

@@ -1,8 +1,12 @@
-/* train.c: `remat train`. Loads data, builds and compiles the model, runs
- * the steps (no allocation inside the loop), evaluates, reports, saves. */
+/* train.c: `remat train`. Loads data, builds and compiles the model (or
+ * resumes a checkpoint file), runs the steps (no allocation inside the
+ * loop), evaluates, reports, saves checkpoint files. SIGINT and SIGTERM
+ * finish the current step, save and exit 128+signal. */
 #include "args.h"
+#include "ckptfile.h"
 #include "train/data.h"
 #include <math.h>
+#include <signal.h>
 #ifndef M_PI
 #define M_PI 3.14159265358979323846
 #endif
@@ -48,7 +52,9 @@ typedef struct trainer {
     rm_model_io io;
     rm_dataset data;
     rm_sampler sampler;
+    rm_optim *opt;
     int is_mlp;
+    int64_t batch_offset;   /* next batch index - next step (0 unless a file says otherwise) */
     double overhead_median; /* measured recompute overhead, median over steps */
 } trainer;
 
@@ -78,22 +84,6 @@ static int evaluate(trainer *t, float *out) {
     return 1;
 }
 
-/* Model config as safetensors metadata, so `remat sample` can rebuild it. */
-static int model_meta(const cli_args *a, const char **k, const char **v, char buf[8][64]) {
-    int n = 0;
-    k[n] = "format", v[n++] = "pt";
-    k[n] = "remat_version", v[n++] = RM_VERSION;
-    k[n] = "model", v[n++] = a->model;
-#define META(key, val) (snprintf(buf[n], 64, "%d", val), k[n] = key, v[n] = buf[n], n++)
-    META("layers", a->layers);
-    META("dim", a->dim);
-    META("heads", a->heads);
-    META("context", a->context);
-    META("vocab", a->vocab);
-#undef META
-    return n;
-}
-
 static void print_progress(int tty, int step, int steps, float loss, double ms, double tok_s, double act_mib) {
     double eta = (steps - step) * ms / 1000.0;
     if (tty)
@@ -114,11 +104,13 @@ static int write_report(const trainer *t, float final_loss, float val_loss, int 
     getrusage(RUSAGE_SELF, &ru);
     FILE *f = fopen(a->report, "w");
     if (!f) return cli_fail(1, "cannot write report '%s'", a->report);
-    char val[32];
+    char val[32], fin[32]; /* JSON has no NaN: no value is null (e.g. --steps 0) */
     if (have_val) snprintf(val, sizeof val, "%.6f", (double)val_loss);
     else snprintf(val, sizeof val, "null");
+    if (isfinite(final_loss)) snprintf(fin, sizeof fin, "%.6f", (double)final_loss);
+    else snprintf(fin, sizeof fin, "null");
     fprintf(f,
-            "{\n  \"model\": \"%s\",\n  \"checkpoint\": \"%s\",\n  \"steps\": %d,\n  \"final_loss\": %.6f,\n"
+            "{\n  \"model\": \"%s\",\n  \"checkpoint\": \"%s\",\n  \"steps\": %d,\n  \"final_loss\": %s,\n"
             "  \"val_loss\": %s,\n  \"step_ms_median\": %.3f,\n  \"tokens_per_s\": %.1f,\n"
             "  \"activation_bytes_planned\": %zu,\n  \"activation_bytes_measured\": %zu,\n"
             "  \"activation_arena_bytes\": %zu,\n  \"param_bytes\": %zu,\n  \"grad_bytes\": %zu,\n"
@@ -126,7 +118,7 @@ static int write_report(const trainer *t, float final_loss, float val_loss, int 
             "  \"recompute_flops\": %.0f,\n  \"forward_flops\": %.0f,\n  \"backward_flops\": %.0f,\n"
             "  \"predicted_overhead\": %.4f,\n  \"measured_overhead\": %.4f,\n"
             "  \"ms_forward\": %.3f,\n  \"ms_recompute\": %.3f,\n  \"ms_backward\": %.3f\n}\n",
-            a->model, a->checkpoint, a->steps, (double)final_loss, val, median_ms, tok_s, m.activation_bytes_planned, m.activation_bytes_measured,
+            a->model, a->checkpoint, a->steps, fin, val, median_ms, tok_s, m.activation_bytes_planned, m.activation_bytes_measured,
             m.activation_arena_bytes, m.param_bytes, m.grad_bytes,
             strcmp(a->optimizer, "adamw") == 0 ? 2 * m.param_bytes : (size_t)0, ru.ru_maxrss * 1024L,
             a->threads > 0 ? a->threads : rm_default_threads(), rm_gemm_has_blas() ? "true" : "false",
@@ -136,16 +128,70 @@ static int write_report(const trainer *t, float final_loss, float val_loss, int 
     return 0;
 }
 
-int cli_train(const cli_args *a) {
+/* Set by the handler, read by the loop: the only thing the handler does. */
+static volatile sig_atomic_t stop_signal;
+static void on_stop(int sig) { stop_signal = sig; }
+
+/* Writes the training state after `step` steps to path. */
+static int save_state(const trainer *t, const char *path, uint64_t step) {
+    cli_position p = {t->a->data ? t->a->data : "<corpus>", t->data.n, step,
+                      (uint64_t)((int64_t)step + t->batch_offset)};
+    cli_meta m;
+    char err[512];
+    cli_meta_build(t->a, &p, &m);
+    if (rm_save_state(t->s, t->opt, path, m.n, m.k, m.v, err, sizeof err) != RM_OK)
+        return cli_fail(1, "%s", err);
+    return 0;
+}
+
+/* Opens the file of --resume and takes the model and training flags from
+ * it; the state itself is loaded once the session exists. */
+static int open_resume(cli_args *a, rm_st_file **f, cli_resumed *r) {
+    char err[512];
+    int present = 0;
+    if (a->init) return cli_fail(2, "--resume and --init cannot be combined (--resume loads the weights too)");
+    if (rm_st_open(a->resume, f, err, sizeof err) != RM_OK ||
+        rm_st_verify(*f, a->resume, &present, NULL, err, sizeof err) != RM_OK)
+        return cli_fail(1, "%s", err);
+    if (!present)
+        return cli_fail(1, "'%s': no checksum (metadata '%s'): not a checkpoint file of remat train "
+                        "(--init loads the weights of any file)", a->resume, RM_ST_CHECKSUM_KEY);
+    return cli_resume_args(a, *f, a->resume, r);
+}
+
+int cli_train(const cli_args *a0) {
+    cli_args args = *a0, *a = &args; /* a resume fills in flags from the file */
     trainer t;
     memset(&t, 0, sizeof t);
     t.a = a;
-    t.is_mlp = strcmp(a->model, "mlp") == 0;
-    t.sampler = strcmp(a->sampler, "sequential") == 0 ? RM_SAMPLE_SEQUENTIAL : RM_SAMPLE_RANDOM;
     char err[512];
     int rc = 1;
     double *times = NULL, *overheads = NULL;
-    rm_optim *opt = NULL;
+    rm_st_file *rf = NULL;
+    cli_resumed res;
+    memset(&res, 0, sizeof res);
+    struct sigaction old_int, old_term;
+    int handlers = 0;
+
+    if ((a->save_every || cli_given(a, "--keep")) && !a->save) {
+        rc = cli_fail(2, "--save-every and --keep need --save PATH (the step files are named after it)");
+        goto done;
+    }
+    if (cli_given(a, "--keep") && !a->save_every) {
+        rc = cli_fail(2, "--keep counts the step files of --save-every; give --save-every N too");
+        goto done;
+    }
+    if (a->resume && (rc = open_resume(a, &rf, &res)) != 0) goto done;
+    rc = 1;
+    t.is_mlp = strcmp(a->model, "mlp") == 0;
+    t.sampler = strcmp(a->sampler, "sequential") == 0 ? RM_SAMPLE_SEQUENTIAL : RM_SAMPLE_RANDOM;
+    uint64_t start = res.pos.step;
+    t.batch_offset = (int64_t)(res.pos.batch - res.pos.step);
+    if (rf && start > (uint64_t)a->steps) {
+        rc = cli_fail(2, "'%s' is at step %llu, past --steps %d (--steps is the step count to reach, "
+                      "counted from the start of training)", a->resume, (unsigned long long)start, a->steps);
+        goto done;
+    }
 
     rm_status st = a->data ? rm_data_load_file(&t.data, a->data, err, sizeof err)
                            : rm_data_load_corpus(&t.data, err, sizeof err);
@@ -155,6 +201,9 @@ int cli_train(const cli_args *a) {
         rc = cli_fail(1, "%s", err);
         goto done;
     }
+    if (rf && res.data_tokens != t.data.n)
+        fprintf(stderr, "remat: note: '%s' was trained on %zu tokens of '%s'; this run has %zu tokens of '%s'\n",
+                a->resume, res.data_tokens, res.data, t.data.n, t.data.name);
     t.g = rm_graph_new();
     if (!t.g || (st = cli_build_model(a, t.g, &t.io, 0)) != RM_OK) {
         rc = cli_fail(st == RM_ERR_ARG ? 2 : 1, "%s", rm_graph_errmsg(t.g));
@@ -165,6 +214,7 @@ int cli_train(const cli_args *a) {
     o.threads = a->threads;
     o.seed = a->seed;
     o.checkpoint = a->checkpoint;
+    o.memory_budget = a->memory_budget;
     o.verify_recompute = a->verify_recompute;
     if ((st = rm_compile(t.g, &o, &t.s)) != RM_OK) {
         rc = cli_fail(st == RM_ERR_ARG ? 2 : 1, "%s", rm_graph_errmsg(t.g));
@@ -181,12 +231,21 @@ int cli_train(const cli_args *a) {
     oc.kind = strcmp(a->optimizer, "sgd") == 0 ? RM_OPTIM_SGD : RM_OPTIM_ADAMW;
     oc.weight_decay = a->weight_decay;
     oc.grad_clip = a->grad_clip;
-    if (rm_optim_new(t.s, &oc, &opt) != RM_OK) {
+    if (rm_optim_new(t.s, &oc, &t.opt) != RM_OK) {
         rc = cli_fail(1, "%s", rm_session_errmsg(t.s));
         goto done;
     }
-    times = malloc(sizeof *times * (size_t)(a->steps > 0 ? a->steps : 1));
-    overheads = malloc(sizeof *overheads * (size_t)(a->steps > 0 ? a->steps : 1));
+    if (rf) {
+        if (rm_load_from(t.s, t.opt, rf, a->resume, RM_LOAD_STATE | RM_LOAD_VERIFIED, err, sizeof err) != RM_OK) {
+            rc = cli_fail(1, "%s", err);
+            goto done;
+        }
+        rm_st_close(rf); /* it holds the whole file in memory */
+        rf = NULL;
+    }
+    int n_run = a->steps - (int)start;
+    times = malloc(sizeof *times * (size_t)(n_run > 0 ? n_run : 1));
+    overheads = malloc(sizeof *overheads * (size_t)(n_run > 0 ? n_run : 1));
     if (!times || !overheads) {
         rc = cli_fail(1, "out of memory");
         goto done;
@@ -194,54 +253,95 @@ int cli_train(const cli_args *a) {
     rm_memory_info m;
     rm_memory(t.s, &m);
     int tty = isatty(2) && !a->quiet;
-    if (!a->quiet)
+    if (!a->quiet) {
         printf("remat: %s, %lld params (%.1f MiB), activations %.1f MiB planned (arena %.1f MiB), "
                "checkpoint=%s, %d threads, %s\n",
                a->model, count_params(t.g), m.param_bytes / 1048576.0, m.activation_bytes_planned / 1048576.0,
                m.activation_arena_bytes / 1048576.0, a->checkpoint, a->threads > 0 ? a->threads : rm_default_threads(),
                rm_gemm_has_blas() ? "OpenBLAS" : "portable GEMM");
+        if (a->resume) printf("resumed %s at step %llu of %d\n", a->resume, (unsigned long long)start, a->steps);
+    }
+    /* From here an interrupt saves the state instead of killing the run. A
+     * second one kills it (SA_RESETHAND): the last file written stays whole. */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop;
+    sa.sa_flags = SA_RESTART | SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    stop_signal = 0;
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    handlers = 1;
+
     float loss = NAN, val_loss = NAN;
     int have_val = 0;
     double tokens_per_step = (double)a->batch * (t.is_mlp ? 1 : a->context);
     double t_start = now_ms();
-    for (int step = 0; step < a->steps; step++) {
+    int step = (int)start;
+    for (; step < a->steps && !stop_signal; step++) {
         double t0 = now_ms();
-        if (fill_batch(&t, RM_DATA_TRAIN, t.sampler, (uint64_t)step, err, sizeof err) != RM_OK) {
+        int i = step - (int)start;
+        uint64_t batch = (uint64_t)((int64_t)step + t.batch_offset);
+        if (fill_batch(&t, RM_DATA_TRAIN, t.sampler, batch, err, sizeof err) != RM_OK) {
             rc = cli_fail(1, "%s", err);
             goto done;
         }
-        if (rm_step(t.s, (uint64_t)step, &loss) != RM_OK || rm_optim_step(opt, lr_at(a, step), NULL) != RM_OK) {
+        if (rm_step(t.s, (uint64_t)step, &loss) != RM_OK || rm_optim_step(t.opt, lr_at(a, step), NULL) != RM_OK) {
             rc = cli_fail(1, "step %d: %s", step, rm_session_errmsg(t.s));
             goto done;
         }
-        times[step] = now_ms() - t0;
+        times[i] = now_ms() - t0;
         rm_plan_info pi;
         rm_plan(t.s, &pi);
-        overheads[step] = pi.measured_overhead;
+        overheads[i] = pi.measured_overhead;
         if (!a->quiet && (tty || step % 10 == 0 || step == a->steps - 1)) {
-            double avg = (now_ms() - t_start) / (step + 1);
+            double avg = (now_ms() - t_start) / (i + 1);
             rm_memory(t.s, &m);
-            print_progress(tty, step + 1, a->steps, loss, times[step], tokens_per_step * 1000.0 / avg,
+            print_progress(tty, step + 1, a->steps, loss, times[i], tokens_per_step * 1000.0 / avg,
                            m.activation_bytes_measured / 1048576.0);
         }
         if (a->eval_every > 0 && (step + 1) % a->eval_every == 0 && evaluate(&t, &val_loss)) {
             have_val = 1;
             if (!a->quiet) printf("%sstep %d val loss %.4f\n", tty ? "\n" : "", step + 1, val_loss);
         }
+        if (a->save_every > 0 && (step + 1) % a->save_every == 0) {
+            char path[4096];
+            if (!cli_step_path(a->save, (uint64_t)step + 1, path, sizeof path)) {
+                rc = cli_fail(1, "cannot save: the path '%s' is too long", a->save);
+                goto done;
+            }
+            if ((rc = save_state(&t, path, (uint64_t)step + 1)) != 0) goto done;
+            cli_prune_step_files(a->save, a->keep);
+            if (!a->quiet) printf("%ssaved %s\n", tty ? "\n" : "", path);
+        }
     }
     if (tty) fputc('\n', stderr);
+    int n_done = step - (int)start;
+    if (stop_signal && step < a->steps) {
+        /* Interrupted: save where the run stands, skip evaluation and report. */
+        int sig = stop_signal;
+        const char *path = a->save ? a->save : CLI_INTERRUPT_PATH;
+        if ((rc = save_state(&t, path, (uint64_t)step)) != 0) goto done;
+        fprintf(stderr, "remat: %s: stopped after step %d of %d; saved %s (continue with: remat train "
+                "--resume %s --save %s)\n", sig == SIGINT ? "SIGINT" : "SIGTERM", step, a->steps, path, path,
+                path);
+        rc = 128 + sig;
+        goto done;
+    }
     if (evaluate(&t, &val_loss)) have_val = 1;
     double median = 0;
-    if (a->steps > 0) {
-        qsort(times, (size_t)a->steps, sizeof *times, cmp_double);
-        qsort(overheads, (size_t)a->steps, sizeof *overheads, cmp_double);
-        median = times[a->steps / 2];
-        t.overhead_median = overheads[a->steps / 2];
+    if (n_done > 0) {
+        qsort(times, (size_t)n_done, sizeof *times, cmp_double);
+        qsort(overheads, (size_t)n_done, sizeof *overheads, cmp_double);
+        median = times[n_done / 2];
+        t.overhead_median = overheads[n_done / 2];
     }
     double tok_s = median > 0 ? tokens_per_step * 1000.0 / median : 0;
     rm_memory(t.s, &m);
     if (!a->quiet) {
-        printf("done: %d steps, final loss %.4f", a->steps, loss);
+        printf("done: %d steps", a->steps);
+        if (a->resume) printf(" (%d after resuming)", n_done);
+        printf(", final loss %.4f", loss);
         if (have_val) printf(", val loss %.4f", val_loss);
         printf(", %.1f ms/step median, %.0f tok/s\n", median, tok_s);
         printf("memory: activations %.2f MiB planned, %.2f MiB measured, arena %.2f MiB; params %.2f MiB, "
@@ -255,21 +355,21 @@ int cli_train(const cli_args *a) {
                a->checkpoint, p.flops_recompute / 1e9, 100.0 * p.predicted_overhead, 100.0 * t.overhead_median);
     }
     if (a->report && (rc = write_report(&t, loss, val_loss, have_val, median, tok_s)) != 0) goto done;
-    if (a->save) {
-        const char *k[8], *v[8];
-        char buf[8][64];
-        int n = model_meta(a, k, v, buf);
-        if (rm_save_params(t.s, a->save, n, k, v, err, sizeof err) != RM_OK) {
-            rc = cli_fail(1, "%s", err);
-            goto done;
-        }
-        if (!a->quiet) printf("saved %s\n", a->save);
+    if (a->save || stop_signal) {
+        const char *path = a->save ? a->save : CLI_INTERRUPT_PATH;
+        if ((rc = save_state(&t, path, (uint64_t)step)) != 0) goto done;
+        if (!a->quiet) printf("saved %s\n", path);
     }
-    rc = 0;
+    rc = stop_signal ? 128 + stop_signal : 0;
 done:
+    if (handlers) {
+        sigaction(SIGINT, &old_int, NULL);
+        sigaction(SIGTERM, &old_term, NULL);
+    }
+    rm_st_close(rf);
     free(times);
     free(overheads);
-    rm_optim_free(opt);
+    rm_optim_free(t.opt);
     rm_session_free(t.s);
     rm_graph_free(t.g);
     rm_data_free(&t.data);

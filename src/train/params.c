@@ -135,15 +135,17 @@ static rm_status find_like(rm_session *s, const rm_st_file *f, const char *fname
 }
 
 rm_status rm_load_from(rm_session *s, rm_optim *o, const rm_st_file *f, const char *fname,
-                       int need_state, char *err, size_t errlen) {
+                       int flags, char *err, size_t errlen) {
+    const int need_state = flags & RM_LOAD_STATE;
     if (!s || !s->g || !f || !fname || (o && rm_optim_session(o) != s))
         return param_fail(s, RM_ERR_ARG, err, errlen, "cannot load: bad arguments");
     const rm_graph *g = s->g;
     if (g->n_params > 0 && !s->params)
         return param_fail(s, RM_ERR_STATE, err, errlen, "cannot load: session has no parameters");
     char e[512];
-    int present;
-    rm_status st = rm_st_verify(f, fname, &present, NULL, e, sizeof e);
+    int present = rm_st_meta(f, RM_ST_CHECKSUM_KEY) != NULL;
+    rm_status st = RM_OK;
+    if (!(flags & RM_LOAD_VERIFIED)) st = rm_st_verify(f, fname, &present, NULL, e, sizeof e);
     if (st != RM_OK) return param_fail(s, st, err, errlen, "%s", e);
     if (need_state && !present)
         return param_fail(s, RM_ERR_FORMAT, err, errlen, "'%s': no checksum (metadata '%s'): "
@@ -188,7 +190,7 @@ rm_status rm_load_from(rm_session *s, rm_optim *o, const rm_st_file *f, const ch
     return st;
 }
 
-static rm_status load_path(rm_session *s, rm_optim *o, const char *path, int need_state,
+static rm_status load_path(rm_session *s, rm_optim *o, const char *path, int flags,
                            char *err, size_t errlen) {
     if (!s || !s->g || !path)
         return param_fail(s, RM_ERR_ARG, err, errlen, "cannot load: bad arguments");
@@ -196,7 +198,7 @@ static rm_status load_path(rm_session *s, rm_optim *o, const char *path, int nee
     rm_st_file *f = NULL;
     rm_status st = rm_st_open(path, &f, e, sizeof e);
     if (st != RM_OK) return param_fail(s, st, err, errlen, "%s", e);
-    st = rm_load_from(s, o, f, path, need_state, err, errlen);
+    st = rm_load_from(s, o, f, path, flags, err, errlen);
     rm_st_close(f);
     return st;
 }
@@ -206,5 +208,5 @@ rm_status rm_load_params(rm_session *s, const char *path, char *err, size_t errl
 }
 
 rm_status rm_load_state(rm_session *s, rm_optim *o, const char *path, char *err, size_t errlen) {
-    return load_path(s, o, path, 1, err, errlen);
+    return load_path(s, o, path, RM_LOAD_STATE, err, errlen);
 }

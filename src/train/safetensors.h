@@ -105,11 +105,14 @@ rm_status rm_st_verify(const rm_st_file *f, const char *fname, int *present,
 
 /* ---- params.c ---------------------------------------------------------------- */
 
-/* rm_load_params (need_state 0: the checksum is verified if the file has
- * one) or rm_load_state (need_state 1) on a file already open, so a caller
- * that read its metadata first does not read it twice. */
+/* Loads an open file into s (and o). Flags: RM_LOAD_STATE as rm_load_state
+ * (a checksum, and with an AdamW o the moments and "optimizer_updates", are
+ * required), else as rm_load_params (the checksum is verified if present);
+ * RM_LOAD_VERIFIED: the caller has verified the checksum (rm_st_verify), so
+ * it is not computed again. */
+enum { RM_LOAD_STATE = 1, RM_LOAD_VERIFIED = 2 };
 rm_status rm_load_from(rm_session *s, rm_optim *o, const rm_st_file *f, const char *fname,
-                       int need_state, char *err, size_t errlen);
+                       int flags, char *err, size_t errlen);
 /* optim.c: the session an optimizer updates. */
 rm_session *rm_optim_session(const rm_optim *o);
 

@@ -146,19 +146,27 @@ static int write_all(int fd, const void *buf, uint64_t n) {
     return 0;
 }
 
-/* Removes "<dir>/.<base>.tmp.<pid>" files whose writer is gone (killed
- * mid-write). A live writer's file (kill says the process exists, or we
- * may not signal it) is left alone; a reused pid only delays the cleanup. */
+/* Removes the temp files that killed writers left: "<dir>/.<name>.tmp.<pid>"
+ * where <name> is this target or any *.safetensors (the periodic step files
+ * of a run are other targets), and no process <pid> exists. A live writer's
+ * file (kill says the process exists, or that we may not signal it) stays;
+ * a reused pid only delays the cleanup. */
 static void remove_stale_temps(const char *dir, const char *base) {
     DIR *d = opendir(dir);
     if (!d) return;
-    size_t bl = strlen(base);
+    const char *ext = ".safetensors";
+    size_t bl = strlen(base), el = strlen(ext);
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
-        const char *nm = e->d_name;
-        if (nm[0] != '.' || strncmp(nm + 1, base, bl) != 0 || strncmp(nm + 1 + bl, ".tmp.", 5) != 0)
-            continue;
-        const char *digits = nm + 1 + bl + 5;
+        const char *nm = e->d_name, *digits = NULL;
+        if (nm[0] != '.') continue;
+        if (strncmp(nm + 1, base, bl) == 0 && strncmp(nm + 1 + bl, ".tmp.", 5) == 0) {
+            digits = nm + 1 + bl + 5;
+        } else {
+            const char *t = strstr(nm + 1, ".tmp.");
+            if (t && (size_t)(t - (nm + 1)) > el && strncmp(t - el, ext, el) == 0) digits = t + 5;
+        }
+        if (!digits) continue;
         char *end;
         errno = 0;
         long pid = strtol(digits, &end, 10);
