@@ -253,11 +253,14 @@ int cli_train(const cli_args *a0) {
     rm_memory_info m;
     rm_memory(t.s, &m);
     int tty = isatty(2) && !a->quiet;
+    char strategy[128]; /* for messages: a budget plans the strategy itself */
+    if (a->memory_budget) snprintf(strategy, sizeof strategy, "auto (--memory-budget %s)", a->memory_budget);
+    else snprintf(strategy, sizeof strategy, "%s", a->checkpoint);
     if (!a->quiet) {
         printf("remat: %s, %lld params (%.1f MiB), activations %.1f MiB planned (arena %.1f MiB), "
                "checkpoint=%s, %d threads, %s\n",
                a->model, count_params(t.g), m.param_bytes / 1048576.0, m.activation_bytes_planned / 1048576.0,
-               m.activation_arena_bytes / 1048576.0, a->checkpoint, a->threads > 0 ? a->threads : rm_default_threads(),
+               m.activation_arena_bytes / 1048576.0, strategy, a->threads > 0 ? a->threads : rm_default_threads(),
                rm_gemm_has_blas() ? "OpenBLAS" : "portable GEMM");
         if (a->resume) printf("resumed %s at step %llu of %d\n", a->resume, (unsigned long long)start, a->steps);
     }
@@ -352,7 +355,7 @@ int cli_train(const cli_args *a0) {
         rm_plan_info p;
         rm_plan(t.s, &p);
         printf("recompute: strategy %s, %.2f GFLOP recomputed per step, overhead predicted %.1f%%, measured %.1f%%\n",
-               a->checkpoint, p.flops_recompute / 1e9, 100.0 * p.predicted_overhead, 100.0 * t.overhead_median);
+               strategy, p.flops_recompute / 1e9, 100.0 * p.predicted_overhead, 100.0 * t.overhead_median);
     }
     if (a->report && (rc = write_report(&t, loss, val_loss, have_val, median, tok_s)) != 0) goto done;
     if (a->save || stop_signal) {

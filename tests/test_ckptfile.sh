@@ -1,7 +1,8 @@
 #!/bin/sh
 # test_ckptfile.sh: checkpoint files (the training state on disk) end to end:
 #  - exact resume: 2N steps in one go == N steps, save, --resume, N more,
-#    with dropout on, under several recompute strategies, with evaluation
+#    with dropout on, under several recompute strategies and a memory
+#    budget (another one on resuming), with evaluation
 #    in between, for the GPT and the MLP with BatchNorm, AdamW and SGD; the
 #    whole files are compared (SHA-256), so parameters, moments and
 #    metadata are all identical;
@@ -41,8 +42,9 @@ exact_resume() {
 }
 exact_resume gpt_none "$GPT --checkpoint none" "--checkpoint none"
 exact_resume gpt_blocks "$GPT --checkpoint blocks" "--checkpoint blocks"
-# TODO(lead): switch this line to --memory-budget 50% once the planner honours it:
-exact_resume gpt_budget "$GPT --checkpoint revolve:2" "--checkpoint revolve:2"
+exact_resume gpt_revolve "$GPT --checkpoint revolve:2" "--checkpoint revolve:2"
+# a memory budget, and another one on resuming (it is not part of the state)
+exact_resume gpt_budget "$GPT --memory-budget 50%" "--memory-budget 70%"
 exact_resume gpt_sgd_seq "$GPT --optimizer sgd --sampler sequential --lr 0.05 --warmup 3" ""
 exact_resume mlp_bn "$MLP --checkpoint none" "--checkpoint segments:2"
 check '[ "$(meta "$T/gpt_none.res.st" step)" = 8 ] && [ "$(meta "$T/gpt_none.half.st" step)" = 4 ]' "metadata step"
