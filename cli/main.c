@@ -7,6 +7,7 @@
 int cli_train(const cli_args *a);
 int cli_sample(const cli_args *a);
 int cli_inspect(int argc, char **argv);
+int cli_plan(int argc, char **argv);
 
 static void usage(FILE *f) {
     fputs("usage: remat COMMAND [flags]\n"
@@ -17,6 +18,8 @@ static void usage(FILE *f) {
           "  train    train a model (GPT by default) and optionally save it\n"
           "  sample   generate text from a saved model (--load FILE)\n"
           "  inspect  list a .safetensors file's tensors and metadata; check its checksum\n"
+          "  plan     show the recompute plan for --memory-budget (model flags, or --chain FILE.json);\n"
+          "           --sweep prints budget -> overhead (--csv FILE), --json for --chain\n"
           "\n"
           "model flags:\n"
           "  --model gpt|mlp  --layers L --dim C --heads H --context T --vocab V --batch B\n"
@@ -30,6 +33,7 @@ static void usage(FILE *f) {
           "  --eval-every N\n"
           "recompute flags:\n"
           "  --checkpoint none|blocks|segments:K|sqrt|selective|revolve:S (default none)\n"
+          "  --memory-budget SIZE (64MiB, 1.5GiB, 500MB, bytes, or 50% of store-all: plan to fit)\n"
           "  --print-plan (list kept and recomputed values per stage)\n"
           "  --verify-recompute (check every recomputed value equals its first computation)\n"
           "  --init FILE --save FILE (.safetensors)  --report FILE (.json)  --quiet\n"
@@ -61,9 +65,10 @@ int main(int argc, char **argv) {
         return cli_train(&a);
     }
     if (!strcmp(argv[1], "inspect")) return cli_inspect(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "plan")) return cli_plan(argc - 2, argv + 2);
     if (!strcmp(argv[1], "sample")) {
         if (!cli_args_parse(&a, argc, argv, 2)) return 2;
         return cli_sample(&a);
     }
-    return cli_fail(2, "unknown command '%s' (commands: train, sample, inspect; see remat --help)", argv[1]);
+    return cli_fail(2, "unknown command '%s' (commands: train, sample, inspect, plan; see remat --help)", argv[1]);
 }

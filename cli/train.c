@@ -117,13 +117,14 @@ static int write_report(const trainer *t, float final_loss, float val_loss, int 
             "  \"optimizer_bytes\": %zu,\n  \"max_rss_bytes\": %ld,\n  \"threads\": %d,\n  \"blas\": %s,\n"
             "  \"recompute_flops\": %.0f,\n  \"forward_flops\": %.0f,\n  \"backward_flops\": %.0f,\n"
             "  \"predicted_overhead\": %.4f,\n  \"measured_overhead\": %.4f,\n"
-            "  \"ms_forward\": %.3f,\n  \"ms_recompute\": %.3f,\n  \"ms_backward\": %.3f\n}\n",
-            a->model, a->checkpoint, a->steps, fin, val, median_ms, tok_s, m.activation_bytes_planned, m.activation_bytes_measured,
+            "  \"ms_forward\": %.3f,\n  \"ms_recompute\": %.3f,\n  \"ms_backward\": %.3f,\n"
+            "  \"memory_budget_bytes\": %zu,\n  \"store_all_bytes\": %zu,\n  \"min_budget_bytes\": %zu\n}\n",
+            a->model, p.strategy, a->steps, fin, val, median_ms, tok_s, m.activation_bytes_planned, m.activation_bytes_measured,
             m.activation_arena_bytes, m.param_bytes, m.grad_bytes,
             strcmp(a->optimizer, "adamw") == 0 ? 2 * m.param_bytes : (size_t)0, ru.ru_maxrss * 1024L,
             a->threads > 0 ? a->threads : rm_default_threads(), rm_gemm_has_blas() ? "true" : "false",
             p.flops_recompute, p.flops_forward, p.flops_backward, p.predicted_overhead, t->overhead_median,
-            p.ms_forward, p.ms_recompute, p.ms_backward);
+            p.ms_forward, p.ms_recompute, p.ms_backward, p.budget_bytes, p.store_all_bytes, p.min_budget_bytes);
     if (fclose(f) != 0) return cli_fail(1, "cannot write report '%s'", a->report);
     return 0;
 }
@@ -356,6 +357,13 @@ int cli_train(const cli_args *a0) {
         rm_plan(t.s, &p);
         printf("recompute: strategy %s, %.2f GFLOP recomputed per step, overhead predicted %.1f%%, measured %.1f%%\n",
                strategy, p.flops_recompute / 1e9, 100.0 * p.predicted_overhead, 100.0 * t.overhead_median);
+        if (p.budget_bytes)
+            printf("memory budget %.2f MiB: activations %.2f MiB measured against %.2f MiB to store all, "
+                   "%.2f MiB (%.0f%%) saved for %.1f%% more time per step (measured)\n",
+                   p.budget_bytes / 1048576.0, m.activation_bytes_measured / 1048576.0, p.store_all_bytes / 1048576.0,
+                   ((double)p.store_all_bytes - (double)m.activation_bytes_measured) / 1048576.0,
+                   100.0 * (1.0 - (double)m.activation_bytes_measured / (double)p.store_all_bytes),
+                   100.0 * t.overhead_median);
     }
     if (a->report && (rc = write_report(&t, loss, val_loss, have_val, median, tok_s)) != 0) goto done;
     if (a->save || stop_signal) {

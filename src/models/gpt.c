@@ -26,7 +26,11 @@ static rm_val layernorm(rm_graph *g, rm_val x, const char *prefix, int64_t C) {
     char w[128], b[128];
     snprintf(w, sizeof w, "%s.weight", prefix);
     snprintf(b, sizeof b, "%s.bias", prefix);
-    return rm_layernorm(g, x, param1(g, w, C, RM_INIT_ONES), param1(g, b, C, RM_INIT_ZEROS));
+    /* one statement each: argument evaluation order is unspecified in C, and
+     * the order of creation is the order of parameters in files */
+    rm_val wv = param1(g, w, C, RM_INIT_ONES);
+    rm_val bv = param1(g, b, C, RM_INIT_ZEROS);
+    return rm_layernorm(g, x, wv, bv);
 }
 
 static rm_val linear(rm_graph *g, rm_val x, const char *prefix, int64_t out, int64_t in, float std) {

@@ -39,9 +39,12 @@ rm_status rm_mlp_build(rm_graph *g, const rm_mlp_config *c, rm_model_io *io) {
             snprintf(bb, sizeof bb, "layers.%d.bn.bias", i);
             snprintf(rmn, sizeof rmn, "layers.%d.bn.running_mean", i);
             snprintf(rv, sizeof rv, "layers.%d.bn.running_var", i);
-            x = rm_batchnorm(g, x, rm_param(g, bw, 1, bs, RM_INIT_ONES, 0.0f, 0),
-                             rm_param(g, bb, 1, bs, RM_INIT_ZEROS, 0.0f, 0), rm_state(g, rmn, 1, bs, RM_INIT_ZEROS),
-                             rm_state(g, rv, 1, bs, RM_INIT_ONES));
+            /* one statement each: C leaves argument evaluation order unspecified */
+            rm_val gamma = rm_param(g, bw, 1, bs, RM_INIT_ONES, 0.0f, 0);
+            rm_val beta = rm_param(g, bb, 1, bs, RM_INIT_ZEROS, 0.0f, 0);
+            rm_val mean = rm_state(g, rmn, 1, bs, RM_INIT_ZEROS);
+            rm_val var = rm_state(g, rv, 1, bs, RM_INIT_ONES);
+            x = rm_batchnorm(g, x, gamma, beta, mean, var);
         }
         if (!last) {
             x = rm_relu(g, x);

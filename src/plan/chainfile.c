@@ -68,7 +68,8 @@ rm_status rm_plan_chain(const char *chain_json, int64_t budget, char **result_js
     if (rc != RM_OK) return rc;
     rm_rotor_plan p;
     rc = rm_rotor_solve(&m, budget, 500, &p);
-    int64_t min = rm_rotor_min_budget(&m, 500);
+    /* a feasible solve knows the minimum at its resolution; else search */
+    int64_t min = p.feasible ? p.min_budget : rm_rotor_min_budget(&m, 500);
     cJSON *out = cJSON_CreateObject(), *seq = cJSON_CreateArray();
     if (rc == RM_OK && out && seq) {
         cJSON_AddBoolToObject(out, "feasible", p.feasible);

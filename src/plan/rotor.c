@@ -166,7 +166,7 @@ static int rebuild(const dp *d, seq *q, int m, int s, int t) {
 
 /* Sizes in slots: exact after dividing by the gcd when that fits, else
  * rounded up to units of budget/slots (never below the truth). */
-static int discretise(const rm_chain_model *c, int64_t budget, int slots, dp *d) {
+static int discretise(const rm_chain_model *c, int64_t budget, int slots, dp *d, int64_t *unit_out) {
     int n = c->n;
     int64_t g = budget;
     for (int i = 0; i <= n; i++) g = gcd64(g, c->a[i]);
@@ -175,6 +175,7 @@ static int discretise(const rm_chain_model *c, int64_t budget, int slots, dp *d)
     if (g <= 0) g = 1;
     int64_t unit = g;
     if (budget / g > slots) unit = (budget + slots - 1) / slots;
+    *unit_out = unit;
     d->n = n;
     d->M = (int)(budget / unit);
     d->a = malloc(sizeof(int) * (size_t)(n + 2));
@@ -207,7 +208,8 @@ rm_status rm_rotor_solve(const rm_chain_model *c, int64_t budget, int slots, rm_
     dp d;
     memset(&d, 0, sizeof d);
     rm_status rc = RM_OK;
-    if (!discretise(c, budget, slots, &d)) rc = RM_ERR_NOMEM;
+    int64_t unit;
+    if (!discretise(c, budget, slots, &d, &unit)) rc = RM_ERR_NOMEM;
     int m0 = d.M - d.a[0]; /* the chain input is resident and counts */
     if (rc == RM_OK && m0 >= 0) {
         size_t cells = (size_t)(d.M + 1) * (size_t)d.n * (size_t)d.n;
@@ -217,6 +219,12 @@ rm_status rm_rotor_solve(const rm_chain_model *c, int64_t budget, int slots, rm_
         else {
             fill(&d);
             double t = d.cost[AT(&d, m0, 0, d.n - 1)];
+            /* the same table answers for every smaller budget: the least that fits */
+            for (int m = 0; m <= m0; m++)
+                if (isfinite(d.cost[AT(&d, m, 0, d.n - 1)])) {
+                    plan->min_budget = (int64_t)(m + d.a[0]) * unit;
+                    break;
+                }
             if (isfinite(t)) {
                 seq q = {0};
                 if (!rebuild(&d, &q, m0, 0, d.n - 1)) {
@@ -321,23 +329,42 @@ int rm_rotor_simulate(const rm_chain_model *c, const rm_rotor_op *ops, int n_ops
     return ok;
 }
 
+/* The smallest budget: one DP fill at a budget B gives, for every m <= B
+ * (in slots), whether a plan exists; the least feasible m is an upper
+ * bound on the minimum, exact up to one slot. Filling again at that bound
+ * makes the slots finer; three rounds are within a fraction of a percent. */
 int64_t rm_rotor_min_budget(const rm_chain_model *c, int slots) {
-    int64_t hi = c->a[0];
-    for (int i = 0; i < c->n; i++) hi += c->ab[i] + c->a[i + 1] + c->ft[i] + c->bt[i];
-    hi = hi * 2 + 1;
-    rm_rotor_plan p;
-    if (rm_rotor_solve(c, hi, slots, &p) != RM_OK || !p.feasible) {
-        rm_rotor_plan_free(&p);
-        return -1;
+    int64_t budget = c->a[0];
+    for (int i = 0; i < c->n; i++) budget += c->ab[i] + c->a[i + 1] + c->ft[i] + c->bt[i];
+    budget = budget * 2 + 1;
+    int64_t best = -1;
+    for (int round = 0; round < 3; round++) {
+        dp d;
+        memset(&d, 0, sizeof d);
+        int64_t unit = 1;
+        if (!discretise(c, budget, slots, &d, &unit) || d.M < d.a[0]) {
+            dp_free(&d);
+            break;
+        }
+        size_t cells = (size_t)(d.M + 1) * (size_t)d.n * (size_t)d.n;
+        d.cost = malloc(sizeof *d.cost * cells);
+        d.choice = malloc(sizeof *d.choice * cells);
+        if (!d.cost || !d.choice) {
+            dp_free(&d);
+            break;
+        }
+        fill(&d);
+        int found = -1, a0 = d.a[0];
+        for (int m = 0; m + a0 <= d.M; m++)
+            if (isfinite(d.cost[AT(&d, m, 0, d.n - 1)])) {
+                found = m;
+                break;
+            }
+        dp_free(&d);
+        if (found < 0) break;
+        int64_t bytes = (int64_t)(found + a0) * unit;
+        if (best >= 0 && bytes >= best) break;
+        best = budget = bytes;
     }
-    rm_rotor_plan_free(&p);
-    int64_t lo = 0; /* infeasible below lo+1 ... */
-    while (hi - lo > 1) {
-        int64_t mid = lo + (hi - lo) / 2;
-        int ok = rm_rotor_solve(c, mid, slots, &p) == RM_OK && p.feasible;
-        rm_rotor_plan_free(&p);
-        if (ok) hi = mid;
-        else lo = mid;
-    }
-    return hi;
+    return best;
 }

@@ -42,6 +42,7 @@ typedef struct rm_rotor_plan {
     int feasible;
     double time;           /* predicted time of the whole sequence */
     int64_t peak_bytes;    /* predicted peak, from the simulator */
+    int64_t min_budget;    /* least feasible budget at this resolution (feasible plans only) */
     rm_rotor_op *ops;
     int n_ops;
 } rm_rotor_plan;
