@@ -26,6 +26,7 @@ THREADS=${THREADS:-$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)}
 REPS=${REPS:-3}
 STEPS=${STEPS:-6}
 OUT=${OUT:-$(mktemp -d /tmp/remat_recompute.XXXXXX)}
+mkdir -p "$OUT"
 SHAPE="--layers 12 --dim 384 --heads 6 --context 256 --vocab 256 --batch 8"
 REMAT_CONFIGS=${CONFIGS:-"none blocks selective segments:2 segments:3 segments:4 sqrt budget:50% budget:25%"}
 TORCH_CONFIGS=${TORCH_CONFIGS:-"none block sequential"}

@@ -31,6 +31,8 @@ static void init_params(rm_session *s) {
     for (int i = 0; i < g->n_params; i++) {
         const rm_value *v = &g->vals[g->params[i]];
         float *w = s->params + v->param_off;
+        /* each element depends only on (seed, i, e): parallel, same values */
+        #pragma omp parallel for schedule(static)
         for (int64_t e = 0; e < v->numel; e++) {
             switch (v->init) {
             case RM_INIT_ZEROS: w[e] = 0.0f; break;

@@ -279,7 +279,7 @@ int rm_rotor_apply(const rm_chain_model *c, rm_rotor_sim *st, rm_rotor_op op) {
         high(st, st->mem + c->a[s + 1] + c->ft[s]);
         if (!st->x[s + 1]) st->x[s + 1] = 1, st->mem += c->a[s + 1];
         /* persistent model: a checkpoint (x kept by Fck) lives until its backward */
-        if (op.kind == RM_ROTOR_FCK) st->x[s] = 2;
+        if (op.kind == RM_ROTOR_FCK && st->x[s]) st->x[s] = 2; /* an x inside x̄_{s-1} is held there */
         if (op.kind == RM_ROTOR_FN && st->x[s] == 1 && s > 0) st->x[s] = 0, st->mem -= c->a[s];
         st->time += c->uf[s];
         return 1;

@@ -36,8 +36,11 @@ rm_status rm_optim_new(rm_session *s, const rm_optim_config *c, rm_optim **out) 
     o->n_chunks = (n + NORM_CHUNK - 1) / NORM_CHUNK;
     o->partial = calloc(o->n_chunks ? o->n_chunks : 1, sizeof *o->partial);
     if (c->kind == RM_OPTIM_ADAMW) {
-        o->m = calloc(n ? n : 1, sizeof *o->m);
-        o->v = calloc(n ? n : 1, sizeof *o->v);
+        /* touched now, not lazily inside the first timed step */
+        o->m = malloc((n ? n : 1) * sizeof *o->m);
+        o->v = malloc((n ? n : 1) * sizeof *o->v);
+        if (o->m) memset(o->m, 0, (n ? n : 1) * sizeof *o->m);
+        if (o->v) memset(o->v, 0, (n ? n : 1) * sizeof *o->v);
     }
     if (!o->partial || (c->kind == RM_OPTIM_ADAMW && (!o->m || !o->v))) {
         rm_optim_free(o);
