@@ -295,9 +295,7 @@ int cli_train(const cli_args *a0) {
             goto done;
         }
         times[i] = now_ms() - t0;
-        rm_plan_info pi;
-        rm_plan(t.s, &pi);
-        overheads[i] = pi.measured_overhead;
+        overheads[i] = rm_step_overhead(t.s);
         if (!a->quiet && (tty || step % 10 == 0 || step == a->steps - 1)) {
             double avg = (now_ms() - t_start) / (i + 1);
             rm_memory(t.s, &m);

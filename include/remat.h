@@ -181,6 +181,9 @@ typedef struct rm_plan_info {
     size_t budget_bytes, store_all_bytes, min_budget_bytes;
 } rm_plan_info;
 void rm_plan(const rm_session *s, rm_plan_info *p);
+/* The measured overhead of the last rm_step alone (ms_recompute over
+ * ms_forward + ms_backward): cheap enough to call after every step. */
+double rm_step_overhead(const rm_session *s);
 /* Notes about user marks that overrode the strategy ("" if none). */
 const char *rm_plan_notes(const rm_session *s);
 /* Lists, per stage, the values kept for the backward pass and the values

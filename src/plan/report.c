@@ -47,8 +47,12 @@ void rm_plan(const rm_session *s, rm_plan_info *p) {
     p->ms_forward = s->ms_forward;
     p->ms_recompute = s->ms_recompute;
     p->ms_backward = s->ms_backward;
-    double mbase = s->ms_forward + s->ms_backward;
-    p->measured_overhead = mbase > 0 ? s->ms_recompute / mbase : 0;
+    p->measured_overhead = rm_step_overhead(s);
+}
+
+double rm_step_overhead(const rm_session *s) {
+    double base = s ? s->ms_forward + s->ms_backward : 0;
+    return base > 0 ? s->ms_recompute / base : 0;
 }
 
 const char *rm_plan_notes(const rm_session *s) { return s ? s->notes : ""; }

@@ -38,8 +38,7 @@ typedef struct revolve {
     int n, s;
     long *cost; /* (n+1) x (s+1) */
     int *split;
-    rm_rotor_op *ops;
-    int n_ops, cap;
+    rm_rotor_seq seq; /* the operations emitted */
 } revolve;
 
 #define IDX(r, l, k) ((size_t)(l) * (size_t)((r)->s + 1) + (size_t)(k))
@@ -75,28 +74,16 @@ long rm_revolve_cost(int l, int s) {
     return c;
 }
 
-static int emit(revolve *r, rm_rotor_op_kind k, int stage) {
-    if (r->n_ops == r->cap) {
-        int nc = r->cap ? r->cap * 2 : 64;
-        void *p = realloc(r->ops, sizeof *r->ops * (size_t)nc);
-        if (!p) return 0;
-        r->ops = p, r->cap = nc;
-    }
-    r->ops[r->n_ops].kind = k, r->ops[r->n_ops].stage = stage;
-    r->n_ops++;
-    return 1;
-}
-
 /* advance through stages [from, to), keeping x_from */
 static int advance(revolve *r, int from, int to) {
     for (int st = from; st < to; st++)
-        if (!emit(r, st == from ? RM_ROTOR_FCK : RM_ROTOR_FN, st)) return 0;
+        if (!rm_rotor_seq_push(&r->seq, st == from ? RM_ROTOR_FCK : RM_ROTOR_FN, st)) return 0;
     return 1;
 }
 
 static int tape(revolve *r, int st) {
-    if (st == r->n - 1) return emit(r, RM_ROTOR_L, st);
-    return emit(r, RM_ROTOR_FALL, st) && emit(r, RM_ROTOR_B, st);
+    if (st == r->n - 1) return rm_rotor_seq_push(&r->seq, RM_ROTOR_L, st);
+    return rm_rotor_seq_push(&r->seq, RM_ROTOR_FALL, st) && rm_rotor_seq_push(&r->seq, RM_ROTOR_B, st);
 }
 
 static int reverse(revolve *r, int lo, int l, int s) {
@@ -119,10 +106,10 @@ rm_status rm_schedule_revolve(const rm_graph *g, const rm_chain *c, int slots, r
         snprintf(err, errlen, "out of memory planning revolve");
         rc = RM_ERR_NOMEM;
     } else {
-        rc = rm_schedule_lower(g, c, r.ops, r.n_ops, out, err, errlen);
+        rc = rm_schedule_lower(g, c, r.seq.ops, r.seq.n, out, err, errlen);
     }
     free(r.cost);
     free(r.split);
-    free(r.ops);
+    free(r.seq.ops);
     return rc;
 }

@@ -132,12 +132,7 @@ static void fill(dp *d) {
             }
 }
 
-typedef struct seq {
-    rm_rotor_op *ops;
-    int n, cap;
-} seq;
-
-static int push(seq *q, rm_rotor_op_kind k, int stage) {
+int rm_rotor_seq_push(rm_rotor_seq *q, rm_rotor_op_kind k, int stage) {
     if (q->n == q->cap) {
         int nc = q->cap ? q->cap * 2 : 64;
         void *p = realloc(q->ops, sizeof *q->ops * (size_t)nc);
@@ -149,18 +144,18 @@ static int push(seq *q, rm_rotor_op_kind k, int stage) {
     return 1;
 }
 
-static int rebuild(const dp *d, seq *q, int m, int s, int t) {
+static int rebuild(const dp *d, rm_rotor_seq *q, int m, int s, int t) {
     int j = d->choice[AT(d, m, s, t)];
     rm_rotor_op_kind keep = j == -2 ? RM_ROTOR_FSEL : RM_ROTOR_FALL;
     if (s == t) {
-        if (s == d->n - 1) return push(q, RM_ROTOR_L, s);
-        return push(q, keep, s) && push(q, RM_ROTOR_B, s);
+        if (s == d->n - 1) return rm_rotor_seq_push(q, RM_ROTOR_L, s);
+        return rm_rotor_seq_push(q, keep, s) && rm_rotor_seq_push(q, RM_ROTOR_B, s);
     }
     if (j < 0)
-        return push(q, keep, s) && rebuild(d, q, m - opt_ab(d, -1 - j, s), s + 1, t) && push(q, RM_ROTOR_B, s);
-    if (!push(q, RM_ROTOR_FCK, s)) return 0;
+        return rm_rotor_seq_push(q, keep, s) && rebuild(d, q, m - opt_ab(d, -1 - j, s), s + 1, t) && rm_rotor_seq_push(q, RM_ROTOR_B, s);
+    if (!rm_rotor_seq_push(q, RM_ROTOR_FCK, s)) return 0;
     for (int k = s + 1; k < j; k++)
-        if (!push(q, RM_ROTOR_FN, k)) return 0;
+        if (!rm_rotor_seq_push(q, RM_ROTOR_FN, k)) return 0;
     return rebuild(d, q, m - d->a[j], j, t) && rebuild(d, q, m, s, j - 1);
 }
 
@@ -226,7 +221,7 @@ rm_status rm_rotor_solve(const rm_chain_model *c, int64_t budget, int slots, rm_
                     break;
                 }
             if (isfinite(t)) {
-                seq q = {0};
+                rm_rotor_seq q = {0};
                 if (!rebuild(&d, &q, m0, 0, d.n - 1)) {
                     free(q.ops);
                     rc = RM_ERR_NOMEM;

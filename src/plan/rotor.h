@@ -38,6 +38,14 @@ typedef struct rm_rotor_op {
     int stage;
 } rm_rotor_op;
 
+/* A growing list of operations (the DP's and revolve's output). */
+typedef struct rm_rotor_seq {
+    rm_rotor_op *ops;
+    int n, cap;
+} rm_rotor_seq;
+/* Appends one operation; 0 when out of memory. */
+int rm_rotor_seq_push(rm_rotor_seq *q, rm_rotor_op_kind k, int stage);
+
 typedef struct rm_rotor_plan {
     int feasible;
     double time;           /* predicted time of the whole sequence */
