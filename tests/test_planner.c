@@ -1,9 +1,10 @@
 /* test_planner.c: the Rotor dynamic program against the published example
- * and against brute force over all operation sequences. */
+ * and against an exhaustive search over all operation sequences. */
 #include "check.h"
 #include "plan/rotor.h"
 #include <math.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 
 static void homogeneous(rm_chain_model *c) {
@@ -34,13 +35,68 @@ static void test_published(void) {
     rm_chain_model_free(&c);
 }
 
-/* Brute force: depth-first over every valid operation, pruned by time and
- * memory, skipping only operations that rebuild what is already held. */
-typedef struct bf {
-    const rm_chain_model *c;
-    int64_t budget;
-    double best;
-} bf;
+/* Exhaustive search as a shortest path: a state is which x_i (0, 1 or 2),
+ * x̄_i (0, full or selective) and d_i are held; an edge is any operation the
+ * simulator accepts whose peak stays in the budget, weighted by its time.
+ * Memory is a function of the state, so Dijkstra over states gives the least
+ * time over all operation sequences. */
+typedef struct sp_entry {
+    uint64_t key;
+    double time;
+} sp_entry;
+
+typedef struct sp_map { /* open addressing; key 0 is never a state (x_0 is always held) */
+    sp_entry *e;
+    size_t cap, n;
+} sp_map;
+
+static sp_entry *sp_slot(sp_map *m, uint64_t key) {
+    size_t i = (size_t)(key * 0x9E3779B97F4A7C15ull >> 20) & (m->cap - 1);
+    while (m->e[i].key && m->e[i].key != key) i = (i + 1) & (m->cap - 1);
+    return &m->e[i];
+}
+
+static int sp_grow(sp_map *m) {
+    sp_map big = {calloc(m->cap * 2, sizeof(sp_entry)), m->cap * 2, m->n};
+    if (!big.e) return 0;
+    for (size_t i = 0; i < m->cap; i++)
+        if (m->e[i].key) *sp_slot(&big, m->e[i].key) = m->e[i];
+    free(m->e);
+    *m = big;
+    return 1;
+}
+
+typedef struct sp_heap {
+    sp_entry *e;
+    size_t n, cap;
+} sp_heap;
+
+static int sp_push(sp_heap *h, uint64_t key, double time) {
+    if (h->n == h->cap) {
+        size_t nc = h->cap ? h->cap * 2 : 1024;
+        void *p = realloc(h->e, nc * sizeof *h->e);
+        if (!p) return 0;
+        h->e = p, h->cap = nc;
+    }
+    size_t i = h->n++;
+    while (i && h->e[(i - 1) / 2].time > time) h->e[i] = h->e[(i - 1) / 2], i = (i - 1) / 2;
+    h->e[i].key = key, h->e[i].time = time;
+    return 1;
+}
+
+static sp_entry sp_pop(sp_heap *h) {
+    sp_entry top = h->e[0], last = h->e[--h->n];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= h->n) break;
+        if (c + 1 < h->n && h->e[c + 1].time < h->e[c].time) c++;
+        if (h->e[c].time >= last.time) break;
+        h->e[i] = h->e[c], i = c;
+    }
+    if (h->n) h->e[i] = last;
+    return top;
+}
 
 static void copy_state(const rm_chain_model *c, rm_rotor_sim *dst, const rm_rotor_sim *src) {
     memcpy(dst->x, src->x, (size_t)c->n + 2);
@@ -49,76 +105,147 @@ static void copy_state(const rm_chain_model *c, rm_rotor_sim *dst, const rm_roto
     dst->mem = src->mem, dst->peak = src->peak, dst->time = src->time;
 }
 
-static void search(bf *b, const rm_rotor_sim *st) {
-    const rm_chain_model *c = b->c;
-    if (st->time >= b->best || st->peak > b->budget) return;
-    if (st->dgrad[0]) {
-        b->best = st->time;
-        return;
+/* 2 bits per x_i (i <= n) and x̄_i, 1 bit per d_i (i <= n): n <= 12 fits */
+static uint64_t sp_pack(const rm_chain_model *c, const rm_rotor_sim *st) {
+    uint64_t k = 0;
+    for (int i = 0; i <= c->n; i++) k = k << 2 | (uint64_t)st->x[i];
+    for (int i = 0; i < c->n; i++) k = k << 2 | (uint64_t)st->xbar[i];
+    for (int i = 0; i <= c->n; i++) k = k << 1 | (uint64_t)st->dgrad[i];
+    return k;
+}
+
+static void sp_unpack(const rm_chain_model *c, uint64_t k, rm_rotor_sim *st) {
+    int64_t mem = 0;
+    for (int i = c->n; i >= 0; i--) st->dgrad[i] = (char)(k & 1), k >>= 1, mem += st->dgrad[i] ? c->a[i] : 0;
+    for (int i = c->n - 1; i >= 0; i--) {
+        st->xbar[i] = (char)(k & 3), k >>= 2;
+        mem += st->xbar[i] == 1 ? c->ab[i] : st->xbar[i] == 2 ? c->ab2[i] : 0;
     }
-    rm_rotor_sim next;
-    rm_rotor_sim_init(c, &next);
-    for (int s = 0; s < c->n; s++)
-        for (int k = 0; k < 5; k++) {
-            if ((k == RM_ROTOR_FN || k == RM_ROTOR_FCK) && (st->x[s + 1] || st->xbar[s])) continue;
-            if (k == RM_ROTOR_FN && s == 0) continue; /* x_0 is never dropped: Fn 0 == Fck 0 */
-            copy_state(c, &next, st);
-            rm_rotor_op op = {(rm_rotor_op_kind)k, s};
-            if (rm_rotor_apply(c, &next, op)) search(b, &next);
+    for (int i = c->n; i >= 0; i--) st->x[i] = (char)(k & 3), k >>= 2, mem += st->x[i] ? c->a[i] : 0;
+    st->mem = st->peak = mem;
+}
+
+/* The least time within `budget`, INFINITY when nothing fits; -1 when out of memory. */
+static double shortest_schedule(const rm_chain_model *c, int64_t budget) {
+    rm_rotor_sim st, base;
+    if (!rm_rotor_sim_init(c, &st)) return -1;
+    if (!rm_rotor_sim_init(c, &base)) {
+        rm_rotor_sim_free(&st);
+        return -1;
+    }
+    double best = INFINITY;
+    sp_map seen = {calloc(1 << 16, sizeof(sp_entry)), 1 << 16, 0};
+    sp_heap heap = {0};
+    if (!seen.e) goto out;
+    if (st.peak <= budget) {
+        uint64_t k0 = sp_pack(c, &st);
+        sp_entry *e = sp_slot(&seen, k0);
+        e->key = k0, e->time = 0, seen.n++;
+        if (!sp_push(&heap, k0, 0)) goto oom;
+    }
+    int kinds = c->ab2 ? 6 : 5;
+    while (heap.n) {
+        sp_entry top = sp_pop(&heap);
+        if (sp_slot(&seen, top.key)->time < top.time) continue; /* a stale entry */
+        sp_unpack(c, top.key, &base);
+        base.time = top.time;
+        if (base.dgrad[0]) {
+            best = top.time;
+            break;
         }
-    rm_rotor_sim_free(&next);
+        for (int s = 0; s < c->n; s++)
+            for (int k = 0; k < kinds; k++) {
+                copy_state(c, &st, &base);
+                rm_rotor_op op = {(rm_rotor_op_kind)k, s};
+                if (!rm_rotor_apply(c, &st, op) || st.peak > budget) continue;
+                uint64_t key = sp_pack(c, &st);
+                sp_entry *e = sp_slot(&seen, key);
+                if (e->key && e->time <= st.time) continue;
+                if (!e->key) {
+                    e->key = key, seen.n++;
+                }
+                e->time = st.time;
+                if (!sp_push(&heap, key, st.time)) goto oom;
+                if (seen.n * 2 > seen.cap && !sp_grow(&seen)) goto oom;
+            }
+    }
+out:
+    free(seen.e), free(heap.e);
+    rm_rotor_sim_free(&st), rm_rotor_sim_free(&base);
+    return best;
+oom:
+    best = -1;
+    goto out;
+}
+
+/* The search itself, independently of the DP, finds the published times. */
+static void test_published_exhaustive(void) {
+    rm_chain_model c;
+    homogeneous(&c);
+    int64_t budgets[] = {3, 5, 6, 7, 9, 14};
+    double times[] = {INFINITY, 33, 26, 23, 21, 18};
+    for (int i = 0; i < 6; i++) {
+        double t = shortest_schedule(&c, budgets[i]);
+        CHECK(t == times[i], "exhaustive search, budget %lld: %g, published %g", (long long)budgets[i], t, times[i]);
+    }
+    rm_chain_model_free(&c);
+}
+
+/* A random chain of `stages` stages and the loss, sizes and times small
+ * integers; with `selective`, every stage also gets a cheaper-to-keep option
+ * whose backward is slower (ab2 <= ab, ub2 >= ub). */
+static void random_chain(rm_chain_model *c, int stages, int selective) {
+    rm_chain_model_alloc(c, stages + 1);
+    if (selective) rm_chain_model_alloc_selective(c);
+    for (int i = 0; i < stages; i++) c->a[i] = 1 + rand() % 3;
+    c->a[stages] = 1 + rand() % 2, c->a[stages + 1] = 0;
+    for (int i = 0; i < stages; i++) {
+        /* x̄_i holds the output x_{i+1} (see rotor.h) */
+        c->uf[i] = 1 + rand() % 3, c->ub[i] = 1 + rand() % 4;
+        c->ab[i] = c->a[i + 1] + rand() % 4;
+        c->ft[i] = rand() % 2, c->bt[i] = rand() % 3;
+        if (selective) {
+            c->ab2[i] = c->ab[i] - rand() % (c->ab[i] - c->a[i + 1] + 1);
+            c->ub2[i] = c->ub[i] + rand() % 3, c->bt2[i] = c->bt[i] + rand() % 2;
+        }
+    }
 }
 
 static void test_brute_force(void) {
     srand(12345);
-    int bad = 0, cases = 0;
-    for (int trial = 0; trial < 36; trial++) {
-        /* 2..4 stages then the loss: chains of up to 5. Chains of 6 take this
-         * search minutes each, too long for the suite (see the closing note) */
-        int stages = 2 + trial % 3;
+    int bad = 0, cases = 0, feasible = 0, selective_used = 0;
+    for (int trial = 0; trial < 50; trial++) {
+        /* 2..6 stages, then the loss: chains of up to 7 */
+        int stages = 2 + trial % 5, sel = trial % 2;
         rm_chain_model c;
-        rm_chain_model_alloc(&c, stages + 1);
-        int64_t total = 0;
-        for (int i = 0; i < stages; i++) {
-            c.uf[i] = 1 + rand() % 3, c.ub[i] = 1 + rand() % 4;
-            c.a[i] = 1 + rand() % 3, c.ab[i] = c.a[i] + rand() % 4;
-            c.ft[i] = rand() % 2, c.bt[i] = rand() % 3;
-            total += c.ab[i] + c.a[i];
-        }
-        c.a[stages] = 1 + rand() % 2, c.a[stages + 1] = 0;
-        for (int64_t budget = 2; budget <= total + 4; budget += 1 + total / 6) {
+        random_chain(&c, stages, sel);
+        int64_t total = c.a[0] + c.a[stages];
+        for (int i = 0; i < stages; i++) total += c.ab[i] + c.ft[i] + c.bt[i];
+        for (int64_t budget = 2; budget <= total; budget += 1 + total / 8) {
             rm_rotor_plan p;
             rm_rotor_solve(&c, budget, 500, &p);
-            bf b = {&c, budget, INFINITY};
-            rm_rotor_sim st;
-            rm_rotor_sim_init(&c, &st);
-            /* the DP's own time bounds the search; without a plan, the time of the
-             * slowest sensible schedule (every stage re-run from x_0 each time) */
-            double slow = 1;
-            for (int i = 0; i < c.n; i++) slow += (c.n + 1) * c.uf[i] + c.ub[i];
-            b.best = p.feasible ? p.time + 1e-9 : slow;
             double dp_time = p.feasible ? p.time : INFINITY;
-            search(&b, &st);
-            rm_rotor_sim_free(&st);
-            double brute = b.best >= slow ? INFINITY : b.best;
-            if (p.feasible && b.best == p.time + 1e-9) brute = p.time; /* nothing better found */
+            double brute = shortest_schedule(&c, budget);
             cases++;
-            if (brute != dp_time) {
-                if (bad++ < 5)
-                    fprintf(stderr, "  trial %d budget %lld: dp %g brute %g\n", trial, (long long)budget, dp_time,
-                            brute);
-            }
+            if (brute != dp_time && bad++ < 5)
+                fprintf(stderr, "  trial %d (%d stages) budget %lld: dp %g, exhaustive %g\n", trial, stages,
+                        (long long)budget, dp_time, brute);
             if (p.feasible) {
                 double t;
                 int64_t peak;
                 int valid = rm_rotor_simulate(&c, p.ops, p.n_ops, &t, &peak);
                 if (!valid || t != p.time || peak > budget) bad++;
+                feasible++;
+                for (int k = 0; k < p.n_ops; k++) selective_used += p.ops[k].kind == RM_ROTOR_FSEL;
             }
             rm_rotor_plan_free(&p);
         }
         rm_chain_model_free(&c);
     }
     CHECK(bad == 0, "%d of %d random chains: the DP is not optimal, or its plan does not replay", bad, cases);
+    /* the sweep must exercise both sides, and the selective option */
+    CHECK(feasible > 0 && feasible < cases, "%d of %d budgets feasible", feasible, cases);
+    CHECK(selective_used > 0, "no plan used the selective option");
 }
 
 static void test_monotone(void) {
@@ -154,6 +281,7 @@ static void test_monotone(void) {
 
 int main(void) {
     test_published();
+    test_published_exhaustive();
     test_brute_force();
     test_monotone();
     return check_done("test_planner");

@@ -50,6 +50,10 @@ static rm_status parse_chain(const char *text, rm_chain_model *m, char *err, siz
         m->bt[i] = (int64_t)ceil(bt);
     }
     m->a[n] = 0;
+    /* Fall keeps x̄_i, which holds the stage's output x_{i+1}: a smaller ab
+     * (a profile that left the output out) is read as a[i+1] */
+    for (int i = 0; i + 1 < n; i++)
+        if (m->ab[i] < m->a[i + 1]) m->ab[i] = m->a[i + 1];
     cJSON_Delete(root);
     return RM_OK;
 }

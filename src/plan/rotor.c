@@ -285,11 +285,15 @@ int rm_rotor_apply(const rm_chain_model *c, rm_rotor_sim *st, rm_rotor_op op) {
         int64_t ab = sel ? c->ab2[s] : c->ab[s];
         high(st, st->mem + ab + c->ft[s]);
         st->xbar[s] = (char)(1 + sel), st->mem += ab;
+        /* persistent model: B s reads x_s, so x_s now stays until then */
+        if (st->x[s]) st->x[s] = 2;
         st->time += c->uf[s];
         return 1;
     }
     case RM_ROTOR_B: {
-        if (!st->xbar[s] || !st->dgrad[s + 1]) return 0;
+        /* the backward reads its stage's input too (ab counts only what the
+         * forward made), so x_s must still be there, alone or inside x̄_{s-1} */
+        if (!st->xbar[s] || !st->dgrad[s + 1] || !have_in) return 0;
         int sel = st->xbar[s] == 2;
         high(st, st->mem + (sel ? c->bt2[s] : c->bt[s]));
         st->mem -= sel ? c->ab2[s] : c->ab[s];

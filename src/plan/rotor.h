@@ -7,7 +7,9 @@
 #include "remat.h"
 
 /* A chain of n stages; the last one is the loss. a has n+1 entries:
- * a[i] is the size of stage i's input x_i (a[n]: the loss output). */
+ * a[i] is the size of stage i's input x_i (a[n]: the loss output).
+ * ab[i] (and ab2[i]) include the stage's output x_{i+1}, so ab[i] >= a[i+1]
+ * for every stage but the loss; B i reads x_i as well as x̄_i. */
 typedef struct rm_chain_model {
     int n;
     double *uf, *ub;            /* forward and backward time */
