@@ -249,8 +249,18 @@ long rm_revolve_closed_form(int l, int s);
 rm_status rm_schedule_revolve(const rm_graph *g, const rm_chain *c, int slots, rm_schedule *out,
                               char *err, size_t errlen);
 
+/* A measured training step, in ms: per graph stage (forward, backward) and
+ * per node (its first forward, so recomputations can be priced). */
+typedef struct rm_profile {
+    double *stage_fwd, *stage_bwd, *node_fwd;
+} rm_profile;
+/* exec/session.c: zeroed arrays for g (0: out of memory, nothing held); a copy. */
+int rm_profile_alloc(rm_profile *p, const rm_graph *g);
+int rm_profile_copy(rm_profile *dst, const rm_profile *src, const rm_graph *g);
+void rm_profile_free(rm_profile *p);
+
 /* plan/planner.c: the fastest schedule that fits `budget` arena bytes.
- * fwd_ms/bwd_ms: a per-graph-stage profile, or NULL for FLOP estimates. */
+ * prof: a measured step, or NULL for FLOP estimates. */
 struct rm_chain_model;
 struct rm_rotor_op;
 typedef struct rm_auto_info {
@@ -261,12 +271,10 @@ typedef struct rm_auto_info {
     int n_ops, n_stages;
     int *graph_stage;          /* chain stage -> graph stage (free) */
 } rm_auto_info;
-rm_status rm_schedule_auto(const rm_graph *g, int64_t budget, int slots, int threads, const double *fwd_ms,
-                           const double *bwd_ms, const rm_program *none, rm_schedule *out, rm_auto_info *info,
-                           char *err, size_t errlen);
-rm_status rm_chain_model_from_graph(const rm_graph *g, const rm_chain *c, const double *fwd_ms,
-                                    const double *bwd_ms, int threads, const rm_program *store_all,
-                                    struct rm_chain_model *m);
+rm_status rm_schedule_auto(const rm_graph *g, int64_t budget, int slots, int threads, const rm_profile *prof,
+                           const rm_program *none, rm_schedule *out, rm_auto_info *info, char *err, size_t errlen);
+rm_status rm_chain_model_from_graph(const rm_graph *g, const rm_chain *c, const rm_profile *prof, int threads,
+                                    const rm_program *store_all, struct rm_chain_model *m);
 int64_t rm_planner_min_budget(const rm_graph *g, const rm_chain *c, const struct rm_chain_model *m, int slots,
                               int threads, int64_t store_all);
 /* "64MiB", "1.5GiB", "500MB", "123456" -> bytes; "50%" -> 50 with *percent = 1. */
@@ -304,10 +312,10 @@ struct rm_session {
     /* memory_budget (strategy auto): the figures of the plan */
     int64_t budget_bytes, store_all_bytes;
     rm_auto_info autoplan;
-    double *prof_fwd, *prof_bwd; /* per graph stage, ms of the profiling step (NULL: none) */
+    rm_profile prof;    /* the profiling step's timing (NULL arrays: none) */
     /* timing of the last training step, by instruction kind, in ms */
     double ms_forward, ms_recompute, ms_backward;
-    double *stage_fwd_ms, *stage_bwd_ms; /* per graph stage, first forward and backward */
+    rm_profile timing;  /* and per stage and node */
     char errmsg[256];
 };
 
@@ -315,7 +323,7 @@ rm_status rm_session_fail(rm_session *s, rm_status st, const char *fmt, ...);
 /* exec/session.c: schedule + program + memory layout of a strategy. */
 rm_status rm_session_program(rm_session *s, const char *strategy, int backward, rm_program *p);
 /* plan/budget.c: strategy auto for a session (memory_budget set). */
-rm_status rm_budget_program(rm_session *s, const double *fwd_ms, const double *bwd_ms, rm_program *out);
+rm_status rm_budget_program(rm_session *s, const rm_profile *prof, rm_program *out);
 rm_status rm_budget_profile(rm_session *s);
 rm_status rm_execute(rm_session *s, const rm_program *p, uint64_t step, int train);
 

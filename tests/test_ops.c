@@ -407,6 +407,45 @@ static void test_attention(void) {
     fx_end(&f);
 }
 
+/* T = 150: causal blocks of 64, 64 and 22 rows. The forward against a
+ * plain double-precision attention that computes the whole square and
+ * masks it; the gradient by finite differences. */
+static void test_attention_blocks(void) {
+    enum { T = 150, C = 8, H = 2, HD = C / H };
+    fx f;
+    fx_begin(&f);
+    rm_val qkv = fx_input(&f, RM_DTYPE_F32, 3, (int64_t[]){1, T, 3 * C});
+    rm_val out = rm_attention(f.g, qkv, H);
+    if (!fx_finish(&f, out, "attention")) { fx_end(&f); return; }
+    float *x = fx_f(&f, qkv);
+    for (int64_t i = 0; i < fx_numel(&f, qkv); i++) x[i] = rndu(-1.5f, 1.5f);
+    fx_forward(&f);
+    const float *o = fx_f(&f, out), *p = fx_f(&f, fx_node(&f)->out[1]);
+    double worst = 0, masked = 0;
+    for (int h = 0; h < H; h++)
+        for (int i = 0; i < T; i++) {
+            double s[T], mx = -INFINITY, sum = 0;
+            for (int j = 0; j < T; j++) {
+                s[j] = 0;
+                for (int d = 0; d < HD; d++) s[j] += (double)x[i * 3 * C + h * HD + d] * x[j * 3 * C + C + h * HD + d];
+                s[j] = j <= i ? s[j] / sqrt(HD) : -INFINITY;
+                mx = s[j] > mx ? s[j] : mx;
+            }
+            for (int j = 0; j < T; j++) s[j] = exp(s[j] - mx), sum += s[j];
+            for (int j = i + 1; j < T; j++) masked += fabs(p[((size_t)h * T + i) * T + j]);
+            for (int d = 0; d < HD; d++) {
+                double ref = 0;
+                for (int j = 0; j < T; j++) ref += s[j] / sum * x[j * 3 * C + 2 * C + h * HD + d];
+                double err = fabs(ref - o[i * C + h * HD + d]);
+                worst = err > worst ? err : worst;
+            }
+        }
+    CHECK(worst < 1e-5, "attention, T=%d in blocks: off the double reference by %g", T, worst);
+    CHECK(masked == 0, "attention: the masked part of P is not zero");
+    gradcheck(&f, "attention (T=150, in blocks)", 0);
+    fx_end(&f);
+}
+
 static void test_batchnorm(void) {
     fx f;
     fx_begin(&f);
@@ -752,6 +791,7 @@ int main(void) {
     test_linear(1);
     test_linear(0);
     test_attention();
+    test_attention_blocks();
     test_batchnorm();
     test_custom();
     printf("  worst err/tol over all ops: %.3f\n", worst_ratio_all);

@@ -64,7 +64,8 @@ rm_status rm_execute(rm_session *s, const rm_program *p, uint64_t step, int trai
     if (train) {
         memset(s->grads, 0, g->param_floats * sizeof(float));
         s->ms_forward = s->ms_recompute = s->ms_backward = 0;
-        for (int st = 0; st < g->n_stages; st++) s->stage_fwd_ms[st] = s->stage_bwd_ms[st] = 0;
+        for (int st = 0; st < g->n_stages; st++) s->timing.stage_fwd[st] = s->timing.stage_bwd[st] = 0;
+        for (int n = 0; n < g->n_nodes; n++) s->timing.node_fwd[n] = 0;
     }
     rm_set_threads(s->threads);
     for (int i = 0; i < p->n_instrs; i++) {
@@ -107,9 +108,14 @@ rm_status rm_execute(rm_session *s, const rm_program *p, uint64_t step, int trai
         else op->forward(&c);
         if (train) {
             double dt = now_ms() - t0;
-            if (ins->kind == RM_INSTR_FORWARD) s->ms_forward += dt, s->stage_fwd_ms[nd->stage] += dt;
-            else if (ins->kind == RM_INSTR_RECOMPUTE) s->ms_recompute += dt;
-            else s->ms_backward += dt, s->stage_bwd_ms[nd->stage] += dt;
+            if (ins->kind == RM_INSTR_FORWARD) {
+                s->ms_forward += dt, s->timing.stage_fwd[nd->stage] += dt;
+                s->timing.node_fwd[ins->node] += dt;
+            } else if (ins->kind == RM_INSTR_RECOMPUTE) {
+                s->ms_recompute += dt;
+            } else {
+                s->ms_backward += dt, s->timing.stage_bwd[nd->stage] += dt;
+            }
         }
         if (s->hashes && !backward) {
             rm_status rc = verify(s, ins, &c);

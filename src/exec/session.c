@@ -81,7 +81,7 @@ rm_status rm_compile(rm_graph *g, const rm_options *o, rm_session **out) {
         rc = rm_autodiff(g);
         if (rc == RM_OK && s->opt.memory_budget) {
             s->opt.checkpoint = "auto";
-            rc = rm_budget_program(s, NULL, NULL, &s->train);
+            rc = rm_budget_program(s, NULL, &s->train);
         } else if (rc == RM_OK) {
             rc = rm_session_program(s, s->opt.checkpoint, 1, &s->train);
         }
@@ -100,10 +100,9 @@ rm_status rm_compile(rm_graph *g, const rm_options *o, rm_session **out) {
     s->params = alloc_aligned(g->param_floats * sizeof(float));
     s->grads = alloc_aligned(g->param_floats * sizeof(float));
     s->inputs = alloc_aligned(g->input_bytes);
-    s->stage_fwd_ms = calloc((size_t)g->n_stages + 1, sizeof(double));
-    s->stage_bwd_ms = calloc((size_t)g->n_stages + 1, sizeof(double));
+    if (!rm_profile_alloc(&s->timing, g)) s->timing.node_fwd = NULL;
     if (s->opt.verify_recompute) s->hashes = calloc((size_t)g->n_vals, sizeof *s->hashes);
-    if (!s->arena || !s->params || !s->grads || !s->inputs || !s->stage_fwd_ms || !s->stage_bwd_ms ||
+    if (!s->arena || !s->params || !s->grads || !s->inputs || !s->timing.node_fwd ||
         (s->opt.verify_recompute && !s->hashes)) {
         size_t total = s->arena_bytes + 2 * g->param_floats * sizeof(float);
         rm_session_free(s);
@@ -125,6 +124,29 @@ rm_status rm_compile(rm_graph *g, const rm_options *o, rm_session **out) {
     return RM_OK;
 }
 
+int rm_profile_alloc(rm_profile *p, const rm_graph *g) {
+    p->stage_fwd = calloc((size_t)g->n_stages + 1, sizeof(double));
+    p->stage_bwd = calloc((size_t)g->n_stages + 1, sizeof(double));
+    p->node_fwd = calloc((size_t)g->n_nodes + 1, sizeof(double));
+    if (p->stage_fwd && p->stage_bwd && p->node_fwd) return 1;
+    rm_profile_free(p);
+    return 0;
+}
+
+int rm_profile_copy(rm_profile *dst, const rm_profile *src, const rm_graph *g) {
+    rm_profile_free(dst);
+    if (!rm_profile_alloc(dst, g)) return 0;
+    memcpy(dst->stage_fwd, src->stage_fwd, sizeof(double) * (size_t)g->n_stages);
+    memcpy(dst->stage_bwd, src->stage_bwd, sizeof(double) * (size_t)g->n_stages);
+    memcpy(dst->node_fwd, src->node_fwd, sizeof(double) * (size_t)g->n_nodes);
+    return 1;
+}
+
+void rm_profile_free(rm_profile *p) {
+    free(p->stage_fwd), free(p->stage_bwd), free(p->node_fwd);
+    memset(p, 0, sizeof *p);
+}
+
 void rm_session_free(rm_session *s) {
     if (!s) return;
     rm_program_free(&s->train);
@@ -136,10 +158,8 @@ void rm_session_free(rm_session *s) {
     free(s->hashes);
     free(s->autoplan.stage_ops);
     free(s->autoplan.graph_stage);
-    free(s->prof_fwd);
-    free(s->prof_bwd);
-    free(s->stage_fwd_ms);
-    free(s->stage_bwd_ms);
+    rm_profile_free(&s->prof);
+    rm_profile_free(&s->timing);
     free(s);
 }
 

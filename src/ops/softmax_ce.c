@@ -63,11 +63,9 @@ static void softmax_ce_forward(const rm_kernel_ctx *c) {
         for (int64_t n = n0; n < n1; n++) {
             const float *z = logits + n * V;
             float *p = probs + n * V;
-            float mx = z[0];
-            for (int64_t v = 1; v < V; v++) mx = z[v] > mx ? z[v] : mx;
-            float sum = 0.0f;
-            for (int64_t v = 0; v < V; v++) p[v] = rm_fast_expf(z[v] - mx); /* vectorises */
-            for (int64_t v = 0; v < V; v++) sum += p[v];                    /* in order */
+            const float mx = rm_maxf(z, V);
+            for (int64_t v = 0; v < V; v++) p[v] = rm_fast_expf(z[v] - mx);
+            const float sum = rm_sumf(p, V);
             const float inv = 1.0f / sum;
             for (int64_t v = 0; v < V; v++) p[v] *= inv;
             /* from the log-sum-exp, not log(p_t): p_t may underflow to 0 */

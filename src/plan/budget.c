@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-rm_status rm_budget_program(rm_session *s, const double *fwd_ms, const double *bwd_ms, rm_program *out) {
+rm_status rm_budget_program(rm_session *s, const rm_profile *prof, rm_program *out) {
     rm_graph *g = s->g;
     double v;
     int percent;
@@ -24,8 +24,7 @@ rm_status rm_budget_program(rm_session *s, const double *fwd_ms, const double *b
     free(s->autoplan.graph_stage);
     rm_schedule sch;
     char err[512];
-    rc = rm_schedule_auto(g, s->budget_bytes, 500, s->threads, fwd_ms, bwd_ms, &none, &sch, &s->autoplan, err,
-                          sizeof err);
+    rc = rm_schedule_auto(g, s->budget_bytes, 500, s->threads, prof, &none, &sch, &s->autoplan, err, sizeof err);
     rm_program_free(&none);
     if (rc != RM_OK) return rm_graph_fail(g, rc, "%s", err);
     rc = rm_program_build(g, &sch, s->threads, out, err, sizeof err);
@@ -50,15 +49,9 @@ rm_status rm_budget_profile(rm_session *s) {
     memcpy(s->params, saved, bytes);
     free(saved);
     if (rc != RM_OK) return rm_graph_fail(g, rc, "profiling step: %s", s->errmsg);
-    free(s->prof_fwd);
-    free(s->prof_bwd);
-    s->prof_fwd = malloc(sizeof(double) * (size_t)(g->n_stages + 1));
-    s->prof_bwd = malloc(sizeof(double) * (size_t)(g->n_stages + 1));
-    if (!s->prof_fwd || !s->prof_bwd) return rm_graph_fail(g, RM_ERR_NOMEM, "out of memory profiling");
-    memcpy(s->prof_fwd, s->stage_fwd_ms, sizeof(double) * (size_t)g->n_stages);
-    memcpy(s->prof_bwd, s->stage_bwd_ms, sizeof(double) * (size_t)g->n_stages);
+    if (!rm_profile_copy(&s->prof, &s->timing, g)) return rm_graph_fail(g, RM_ERR_NOMEM, "out of memory profiling");
     rm_program p;
-    rc = rm_budget_program(s, s->stage_fwd_ms, s->stage_bwd_ms, &p);
+    rc = rm_budget_program(s, &s->prof, &p);
     if (rc != RM_OK) return rc;
     if (p.arena_bytes > s->arena_bytes) { /* grow once, before any real step */
         unsigned char *a = aligned_alloc(RM_ALIGN, (p.arena_bytes + RM_ALIGN - 1) / RM_ALIGN * RM_ALIGN);

@@ -73,8 +73,8 @@ static void measure(const rm_graph *g, const rm_chain *c, const rm_program *p, r
     free(live), free(after);
 }
 
-rm_status rm_chain_model_from_graph(const rm_graph *g, const rm_chain *c, const double *fwd_ms, const double *bwd_ms,
-                                    int threads, const rm_program *store_all, rm_chain_model *m) {
+rm_status rm_chain_model_from_graph(const rm_graph *g, const rm_chain *c, const rm_profile *prof, int threads,
+                                    const rm_program *store_all, rm_chain_model *m) {
     if (rm_chain_model_alloc(m, c->n) != RM_OK) return RM_ERR_NOMEM;
     char *read_by_bwd = calloc((size_t)g->n_vals, 1);
     if (!read_by_bwd) {
@@ -114,10 +114,10 @@ rm_status rm_chain_model_from_graph(const rm_graph *g, const rm_chain *c, const 
         }
         m->ft[s] += ws_f;
         m->bt[s] += ws_b;
-        if (fwd_ms && bwd_ms && fwd_ms[c->graph_stage[s]] > 0 && bwd_ms[c->graph_stage[s]] > 0) {
+        if (prof && prof->stage_fwd[c->graph_stage[s]] > 0 && prof->stage_bwd[c->graph_stage[s]] > 0) {
             /* a measured profile replaces the FLOP estimate */
-            m->uf[s] = fwd_ms[c->graph_stage[s]];
-            m->ub[s] = bwd_ms[c->graph_stage[s]];
+            m->uf[s] = prof->stage_fwd[c->graph_stage[s]];
+            m->ub[s] = prof->stage_bwd[c->graph_stage[s]];
         }
     }
     m->a[c->n] = 0; /* the loss is a scalar; its gradient is the session's seed */
@@ -222,8 +222,10 @@ int64_t rm_planner_min_budget(const rm_graph *g, const rm_chain *c, const rm_cha
 
 /* The second way to keep each stage: the selective policy, measured on the
  * engine's own selective program; its backward also pays for rebuilding the
- * cheap values (their share of the stage's forward FLOPs, times uf). */
-static rm_status add_selective_option(const rm_graph *g, const rm_chain *c, int threads, rm_chain_model *m) {
+ * cheap values: their measured forward times, or without a profile their
+ * share of the stage's forward FLOPs times uf. */
+static rm_status add_selective_option(const rm_graph *g, const rm_chain *c, int threads, const rm_profile *prof,
+                                      rm_chain_model *m) {
     rm_schedule sch;
     rm_program p;
     char err[256], notes[8] = "";
@@ -239,18 +241,18 @@ static rm_status add_selective_option(const rm_graph *g, const rm_chain *c, int 
         memcpy(sel.a, m->a, sizeof(int64_t) * (size_t)(c->n + 1));
         measure(g, c, &p, &sel);
         for (int s = 0; s < c->n; s++) {
-            double fwd = 0, rec = 0;
+            double fwd = 0, rec = 0, rec_ms = 0;
             int gs = c->graph_stage[s];
             for (int i = 0; i < p.n_instrs; i++) {
                 const rm_node *nd = &g->nodes[p.instrs[i].node];
                 if (nd->stage != gs) continue;
                 double f = rm_op_get(nd->op)->flops(nd, g->vals, 0);
                 if (p.instrs[i].kind == RM_INSTR_FORWARD) fwd += f;
-                if (p.instrs[i].kind == RM_INSTR_RECOMPUTE) rec += f;
+                if (p.instrs[i].kind == RM_INSTR_RECOMPUTE) rec += f, rec_ms += prof ? prof->node_fwd[p.instrs[i].node] : 0;
             }
             m->ab2[s] = sel.ab[s];
             m->bt2[s] = sel.bt[s];
-            m->ub2[s] = m->ub[s] + (fwd > 0 ? m->uf[s] * rec / fwd : 0);
+            m->ub2[s] = m->ub[s] + (prof ? rec_ms : fwd > 0 ? m->uf[s] * rec / fwd : 0);
         }
     }
     rm_chain_model_free(&sel);
@@ -258,21 +260,20 @@ static rm_status add_selective_option(const rm_graph *g, const rm_chain *c, int 
     return rc;
 }
 
-rm_status rm_schedule_auto(const rm_graph *g, int64_t budget, int slots, int threads, const double *fwd_ms,
-                           const double *bwd_ms, const rm_program *none, rm_schedule *out, rm_auto_info *info,
-                           char *err, size_t errlen) {
+rm_status rm_schedule_auto(const rm_graph *g, int64_t budget, int slots, int threads, const rm_profile *prof,
+                           const rm_program *none, rm_schedule *out, rm_auto_info *info, char *err, size_t errlen) {
     int64_t store_all = (int64_t)none->arena_bytes;
     memset(info, 0, sizeof *info);
     rm_chain c;
     rm_status rc = rm_chain_build(g, &c, err, errlen);
     if (rc != RM_OK) return rc;
     rm_chain_model m;
-    if (rm_chain_model_from_graph(g, &c, fwd_ms, bwd_ms, threads, none, &m) != RM_OK) {
+    if (rm_chain_model_from_graph(g, &c, prof, threads, none, &m) != RM_OK) {
         rm_chain_free(&c);
         snprintf(err, errlen, "out of memory planning");
         return RM_ERR_NOMEM;
     }
-    if (add_selective_option(g, &c, threads, &m) != RM_OK) { /* planning still works without it */
+    if (add_selective_option(g, &c, threads, prof, &m) != RM_OK) { /* planning still works without it */
         free(m.ub2), free(m.ab2), free(m.bt2);
         m.ub2 = NULL, m.ab2 = NULL, m.bt2 = NULL;
     }

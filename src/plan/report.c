@@ -21,25 +21,14 @@ void rm_plan(const rm_session *s, rm_plan_info *p) {
     }
     double base = p->flops_forward + p->flops_backward;
     p->predicted_overhead = base > 0 ? p->flops_recompute / base : 0;
-    if (s->prof_fwd && s->prof_bwd) {
-        /* with a measured profile: each recomputed node costs its stage's measured
-         * forward time in proportion to its FLOPs */
-        double *stage_flops = calloc((size_t)g->n_stages + 1, sizeof *stage_flops), rec = 0, tot = 0;
-        if (stage_flops) {
-            for (int n = 0; n < g->n_nodes; n++) {
-                const rm_op_def *op = rm_op_get(g->nodes[n].op);
-                stage_flops[g->nodes[n].stage] += op->flops ? op->flops(&g->nodes[n], g->vals, 0) : 0;
-            }
-            for (int i = 0; i < pr->n_instrs; i++) {
-                const rm_node *nd = &g->nodes[pr->instrs[i].node];
-                const rm_op_def *op = rm_op_get(nd->op);
-                if (pr->instrs[i].kind == RM_INSTR_RECOMPUTE && stage_flops[nd->stage] > 0)
-                    rec += s->prof_fwd[nd->stage] * (op->flops ? op->flops(nd, g->vals, 0) : 0) / stage_flops[nd->stage];
-            }
-            for (int st = 0; st < g->n_stages; st++) tot += s->prof_fwd[st] + s->prof_bwd[st];
-            if (tot > 0) p->predicted_overhead = rec / tot;
-            free(stage_flops);
-        }
+    if (s->prof.node_fwd) {
+        /* with a measured profile: each recomputation costs what its node's
+         * first forward took */
+        double rec = 0, tot = 0;
+        for (int i = 0; i < pr->n_instrs; i++)
+            if (pr->instrs[i].kind == RM_INSTR_RECOMPUTE) rec += s->prof.node_fwd[pr->instrs[i].node];
+        for (int st = 0; st < g->n_stages; st++) tot += s->prof.stage_fwd[st] + s->prof.stage_bwd[st];
+        if (tot > 0) p->predicted_overhead = rec / tot;
     }
     p->budget_bytes = (size_t)s->budget_bytes;
     p->store_all_bytes = (size_t)s->store_all_bytes;

@@ -31,6 +31,46 @@ static inline float rm_fast_expf(float x) {
     return p * scale;
 }
 
+/* Reductions in 16 fixed lanes (element i goes to lane i % 16, lanes are
+ * combined in one fixed order): the compiler vectorises them, and the result
+ * depends only on the data, never on threads, so recomputation reproduces it. */
+#define RM_LANES 16
+static inline float rm_lanes_combine(float *acc) {
+    for (int w = RM_LANES / 2; w > 0; w /= 2)
+        for (int l = 0; l < w; l++) acc[l] += acc[l + w];
+    return acc[0];
+}
+
+static inline float rm_sumf(const float *x, int64_t n) {
+    float acc[RM_LANES] = {0};
+    int64_t i = 0;
+    for (; i + RM_LANES <= n; i += RM_LANES)
+        for (int l = 0; l < RM_LANES; l++) acc[l] += x[i + l];
+    for (int l = 0; i + l < n; l++) acc[l] += x[i + l];
+    return rm_lanes_combine(acc);
+}
+
+static inline float rm_dotf(const float *x, const float *y, int64_t n) {
+    float acc[RM_LANES] = {0};
+    int64_t i = 0;
+    for (; i + RM_LANES <= n; i += RM_LANES)
+        for (int l = 0; l < RM_LANES; l++) acc[l] += x[i + l] * y[i + l];
+    for (int l = 0; i + l < n; l++) acc[l] += x[i + l] * y[i + l];
+    return rm_lanes_combine(acc);
+}
+
+/* max is exact in any order */
+static inline float rm_maxf(const float *x, int64_t n) {
+    float acc[RM_LANES];
+    for (int l = 0; l < RM_LANES; l++) acc[l] = -3.402823466e38f;
+    int64_t i = 0;
+    for (; i + RM_LANES <= n; i += RM_LANES)
+        for (int l = 0; l < RM_LANES; l++) acc[l] = x[i + l] > acc[l] ? x[i + l] : acc[l];
+    for (int l = 0; i + l < n; l++) acc[l] = x[i + l] > acc[l] ? x[i + l] : acc[l];
+    for (int l = 1; l < RM_LANES; l++) acc[0] = acc[l] > acc[0] ? acc[l] : acc[0];
+    return acc[0];
+}
+
 static inline float rm_fast_tanhf(float x) {
     float ax = x < 0.0f ? -x : x;
     float e = rm_fast_expf(-2.0f * ax);
