@@ -250,10 +250,17 @@ rm_status rm_schedule_revolve(const rm_graph *g, const rm_chain *c, int slots, r
                               char *err, size_t errlen);
 
 /* A measured training step, in ms: per graph stage (forward, backward) and
- * per node (its first forward, so recomputations can be priced). */
+ * per node (its first forward, and its last recomputation if it had one), so
+ * recomputations can be priced. */
 typedef struct rm_profile {
-    double *stage_fwd, *stage_bwd, *node_fwd;
+    double *stage_fwd, *stage_bwd, *node_fwd, *node_rec;
 } rm_profile;
+/* What recomputing a node costs: as measured when the profiled plan
+ * recomputed it (inputs are colder in the backward pass than in the
+ * forward), else its first forward. */
+static inline double rm_profile_recompute_ms(const rm_profile *p, int node) {
+    return p->node_rec[node] > 0 ? p->node_rec[node] : p->node_fwd[node];
+}
 /* exec/session.c: zeroed arrays for g (0: out of memory, nothing held); a copy. */
 int rm_profile_alloc(rm_profile *p, const rm_graph *g);
 int rm_profile_copy(rm_profile *dst, const rm_profile *src, const rm_graph *g);

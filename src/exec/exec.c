@@ -65,7 +65,7 @@ rm_status rm_execute(rm_session *s, const rm_program *p, uint64_t step, int trai
         memset(s->grads, 0, g->param_floats * sizeof(float));
         s->ms_forward = s->ms_recompute = s->ms_backward = 0;
         for (int st = 0; st < g->n_stages; st++) s->timing.stage_fwd[st] = s->timing.stage_bwd[st] = 0;
-        for (int n = 0; n < g->n_nodes; n++) s->timing.node_fwd[n] = 0;
+        for (int n = 0; n < g->n_nodes; n++) s->timing.node_fwd[n] = s->timing.node_rec[n] = 0;
     }
     rm_set_threads(s->threads);
     for (int i = 0; i < p->n_instrs; i++) {
@@ -112,7 +112,7 @@ rm_status rm_execute(rm_session *s, const rm_program *p, uint64_t step, int trai
                 s->ms_forward += dt, s->timing.stage_fwd[nd->stage] += dt;
                 s->timing.node_fwd[ins->node] += dt;
             } else if (ins->kind == RM_INSTR_RECOMPUTE) {
-                s->ms_recompute += dt;
+                s->ms_recompute += dt, s->timing.node_rec[ins->node] = dt;
             } else {
                 s->ms_backward += dt, s->timing.stage_bwd[nd->stage] += dt;
             }

@@ -100,7 +100,7 @@ rm_status rm_compile(rm_graph *g, const rm_options *o, rm_session **out) {
     s->params = alloc_aligned(g->param_floats * sizeof(float));
     s->grads = alloc_aligned(g->param_floats * sizeof(float));
     s->inputs = alloc_aligned(g->input_bytes);
-    if (!rm_profile_alloc(&s->timing, g)) s->timing.node_fwd = NULL;
+    rm_profile_alloc(&s->timing, g); /* all NULL when out of memory */
     if (s->opt.verify_recompute) s->hashes = calloc((size_t)g->n_vals, sizeof *s->hashes);
     if (!s->arena || !s->params || !s->grads || !s->inputs || !s->timing.node_fwd ||
         (s->opt.verify_recompute && !s->hashes)) {
@@ -128,7 +128,8 @@ int rm_profile_alloc(rm_profile *p, const rm_graph *g) {
     p->stage_fwd = calloc((size_t)g->n_stages + 1, sizeof(double));
     p->stage_bwd = calloc((size_t)g->n_stages + 1, sizeof(double));
     p->node_fwd = calloc((size_t)g->n_nodes + 1, sizeof(double));
-    if (p->stage_fwd && p->stage_bwd && p->node_fwd) return 1;
+    p->node_rec = calloc((size_t)g->n_nodes + 1, sizeof(double));
+    if (p->stage_fwd && p->stage_bwd && p->node_fwd && p->node_rec) return 1;
     rm_profile_free(p);
     return 0;
 }
@@ -139,11 +140,12 @@ int rm_profile_copy(rm_profile *dst, const rm_profile *src, const rm_graph *g) {
     memcpy(dst->stage_fwd, src->stage_fwd, sizeof(double) * (size_t)g->n_stages);
     memcpy(dst->stage_bwd, src->stage_bwd, sizeof(double) * (size_t)g->n_stages);
     memcpy(dst->node_fwd, src->node_fwd, sizeof(double) * (size_t)g->n_nodes);
+    memcpy(dst->node_rec, src->node_rec, sizeof(double) * (size_t)g->n_nodes);
     return 1;
 }
 
 void rm_profile_free(rm_profile *p) {
-    free(p->stage_fwd), free(p->stage_bwd), free(p->node_fwd);
+    free(p->stage_fwd), free(p->stage_bwd), free(p->node_fwd), free(p->node_rec);
     memset(p, 0, sizeof *p);
 }
 

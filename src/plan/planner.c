@@ -248,7 +248,7 @@ static rm_status add_selective_option(const rm_graph *g, const rm_chain *c, int 
                 if (nd->stage != gs) continue;
                 double f = rm_op_get(nd->op)->flops(nd, g->vals, 0);
                 if (p.instrs[i].kind == RM_INSTR_FORWARD) fwd += f;
-                if (p.instrs[i].kind == RM_INSTR_RECOMPUTE) rec += f, rec_ms += prof ? prof->node_fwd[p.instrs[i].node] : 0;
+                if (p.instrs[i].kind == RM_INSTR_RECOMPUTE) rec += f, rec_ms += prof ? rm_profile_recompute_ms(prof, p.instrs[i].node) : 0;
             }
             m->ab2[s] = sel.ab[s];
             m->bt2[s] = sel.bt[s];

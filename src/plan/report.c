@@ -22,11 +22,11 @@ void rm_plan(const rm_session *s, rm_plan_info *p) {
     double base = p->flops_forward + p->flops_backward;
     p->predicted_overhead = base > 0 ? p->flops_recompute / base : 0;
     if (s->prof.node_fwd) {
-        /* with a measured profile: each recomputation costs what its node's
-         * first forward took */
+        /* with a measured profile: each recomputation costs what the profile
+         * measured for that node */
         double rec = 0, tot = 0;
         for (int i = 0; i < pr->n_instrs; i++)
-            if (pr->instrs[i].kind == RM_INSTR_RECOMPUTE) rec += s->prof.node_fwd[pr->instrs[i].node];
+            if (pr->instrs[i].kind == RM_INSTR_RECOMPUTE) rec += rm_profile_recompute_ms(&s->prof, pr->instrs[i].node);
         for (int st = 0; st < g->n_stages; st++) tot += s->prof.stage_fwd[st] + s->prof.stage_bwd[st];
         if (tot > 0) p->predicted_overhead = rec / tot;
     }
