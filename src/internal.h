@@ -254,12 +254,13 @@ rm_status rm_schedule_revolve(const rm_graph *g, const rm_chain *c, int slots, r
  * recomputations can be priced. */
 typedef struct rm_profile {
     double *stage_fwd, *stage_bwd, *node_fwd, *node_rec;
+    double cold; /* recomputations over first forwards, where both were measured (0: none) */
 } rm_profile;
 /* What recomputing a node costs: as measured when the profiled plan
  * recomputed it (inputs are colder in the backward pass than in the
- * forward), else its first forward. */
+ * forward), else its first forward scaled by the profile's `cold` ratio. */
 static inline double rm_profile_recompute_ms(const rm_profile *p, int node) {
-    return p->node_rec[node] > 0 ? p->node_rec[node] : p->node_fwd[node];
+    return p->node_rec[node] > 0 ? p->node_rec[node] : p->node_fwd[node] * (p->cold > 0 ? p->cold : 1.0);
 }
 /* exec/session.c: zeroed arrays for g (0: out of memory, nothing held); a copy. */
 int rm_profile_alloc(rm_profile *p, const rm_graph *g);
@@ -272,11 +273,7 @@ struct rm_chain_model;
 struct rm_rotor_op;
 typedef struct rm_auto_info {
     int64_t min_budget;        /* smallest budget a plan fits in (-1: none) */
-    double predicted_time;     /* of the plan, in the model's units */
-    double base_time;          /* store-all: sum of uf + ub */
-    struct rm_rotor_op *stage_ops; /* the plan, owned by the caller (free) */
-    int n_ops, n_stages;
-    int *graph_stage;          /* chain stage -> graph stage (free) */
+    char chosen[32];           /* "rotor", or the uniform strategy that beat it */
 } rm_auto_info;
 rm_status rm_schedule_auto(const rm_graph *g, int64_t budget, int slots, int threads, const rm_profile *prof,
                            const rm_program *none, rm_schedule *out, rm_auto_info *info, char *err, size_t errlen);

@@ -45,7 +45,7 @@ typedef struct sp_entry {
     double time;
 } sp_entry;
 
-typedef struct sp_map { /* open addressing; key 0 is never a state (x_0 is always held) */
+typedef struct sp_map { /* open addressing; key 0 is no state (x_0 or d_0 is always held) */
     sp_entry *e;
     size_t cap, n;
 } sp_map;

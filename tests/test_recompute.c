@@ -299,6 +299,55 @@ static void test_not_a_chain(void) {
     rm_graph_free(g);
 }
 
+/* A plan (dry run) of the heterogeneous MLP of docs/PERFORMANCE.md: its
+ * arena bytes and recomputed FLOPs. */
+static int plan_mlp(const char *strategy, const char *budget, size_t *arena, double *flops) {
+    rm_graph *g = rm_graph_new();
+    rm_mlp_config c;
+    memset(&c, 0, sizeof c);
+    c.context = 256, c.vocab = 256, c.batch = 128;
+    int widths[] = {512, 4096, 512, 4096, 256, 2048, 128, 8192, 128};
+    c.n_widths = 9;
+    memcpy(c.widths, widths, sizeof widths);
+    rm_model_io io;
+    rm_mlp_build(g, &c, &io);
+    rm_options o;
+    rm_options_default(&o);
+    o.checkpoint = strategy, o.memory_budget = budget, o.dry_run = 1, o.threads = 2;
+    rm_session *s;
+    int ok = rm_compile(g, &o, &s) == RM_OK;
+    if (ok) {
+        rm_memory_info m;
+        rm_plan_info p;
+        rm_memory(s, &m);
+        rm_plan(s, &p);
+        *arena = m.activation_arena_bytes, *flops = p.flops_recompute;
+        rm_session_free(s);
+    }
+    rm_graph_free(g);
+    return ok;
+}
+
+/* At exactly the memory of each uniform schedule, the budget planner
+ * recomputes no more (priced in FLOPs without a profile) and fits. */
+static void test_budget_beats_uniform(void) {
+    const char *uniform[] = {"segments:2", "segments:3", "segments:4", "blocks"};
+    for (int i = 0; i < 4; i++) {
+        size_t arena, auto_arena;
+        double flops, auto_flops;
+        if (!plan_mlp(uniform[i], NULL, &arena, &flops)) {
+            CHECK(0, "%s: plan failed", uniform[i]);
+            continue;
+        }
+        char budget[32];
+        snprintf(budget, sizeof budget, "%zu", arena);
+        int ok = plan_mlp("none", budget, &auto_arena, &auto_flops);
+        CHECK(ok && auto_arena <= arena && auto_flops <= flops,
+              "budget %s (the memory of %s): arena %zu, recompute %.3g FLOPs against %.3g", budget, uniform[i],
+              auto_arena, auto_flops, flops);
+    }
+}
+
 int main(void) {
     test_revolve_closed_form();
     test_revolve_schedule();
@@ -307,5 +356,6 @@ int main(void) {
     test_verify_recompute();
     test_manual_regions();
     test_not_a_chain();
+    test_budget_beats_uniform();
     return check_done("test_recompute");
 }

@@ -141,6 +141,10 @@ int rm_profile_copy(rm_profile *dst, const rm_profile *src, const rm_graph *g) {
     memcpy(dst->stage_bwd, src->stage_bwd, sizeof(double) * (size_t)g->n_stages);
     memcpy(dst->node_fwd, src->node_fwd, sizeof(double) * (size_t)g->n_nodes);
     memcpy(dst->node_rec, src->node_rec, sizeof(double) * (size_t)g->n_nodes);
+    double rec = 0, fwd = 0;
+    for (int n = 0; n < g->n_nodes; n++)
+        if (src->node_rec[n] > 0) rec += src->node_rec[n], fwd += src->node_fwd[n];
+    dst->cold = fwd > 0 ? rec / fwd : 0;
     return 1;
 }
 
@@ -158,8 +162,6 @@ void rm_session_free(rm_session *s) {
     free(s->grads);
     free(s->inputs);
     free(s->hashes);
-    free(s->autoplan.stage_ops);
-    free(s->autoplan.graph_stage);
     rm_profile_free(&s->prof);
     rm_profile_free(&s->timing);
     free(s);

@@ -20,8 +20,6 @@ rm_status rm_budget_program(rm_session *s, const rm_profile *prof, rm_program *o
     if (rc != RM_OK) return rc;
     s->store_all_bytes = (int64_t)none.arena_bytes;
     s->budget_bytes = percent ? (int64_t)((double)s->store_all_bytes * v / 100.0) : (int64_t)v;
-    free(s->autoplan.stage_ops);
-    free(s->autoplan.graph_stage);
     rm_schedule sch;
     char err[512];
     rc = rm_schedule_auto(g, s->budget_bytes, 500, s->threads, prof, &none, &sch, &s->autoplan, err, sizeof err);

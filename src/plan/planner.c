@@ -260,6 +260,57 @@ static rm_status add_selective_option(const rm_graph *g, const rm_chain *c, int 
     return rc;
 }
 
+/* What a program's recomputations cost: profiled per node, else FLOPs (the
+ * candidates of one plan are all priced the same way). Returns the arena
+ * bytes in *arena. */
+static rm_status price(const rm_graph *g, const rm_schedule *sch, int threads, const rm_profile *prof,
+                       double *cost, int64_t *arena) {
+    rm_program p;
+    char err[256];
+    rm_status rc = rm_program_build(g, sch, threads, &p, err, sizeof err);
+    if (rc != RM_OK) return rc;
+    rm_memplan(&p);
+    *arena = (int64_t)p.arena_bytes;
+    *cost = 0;
+    for (int i = 0; i < p.n_instrs; i++) {
+        if (p.instrs[i].kind != RM_INSTR_RECOMPUTE) continue;
+        const rm_node *nd = &g->nodes[p.instrs[i].node];
+        const rm_op_def *op = rm_op_get(nd->op);
+        *cost += prof ? rm_profile_recompute_ms(prof, p.instrs[i].node) : op->flops ? op->flops(nd, g->vals, 0) : 0;
+    }
+    rm_program_free(&p);
+    return RM_OK;
+}
+
+/* The dynamic program is optimal for its model of the chain, but sizes are
+ * rounded up to slots and its stage model is coarser than the engine's
+ * liveness: at exactly the memory of a uniform schedule it can miss that
+ * schedule. So the uniform schedules (segments:2..n, blocks) that fit the
+ * budget are priced alongside, and the cheapest wins. `have`: *out holds the
+ * dynamic program's schedule. RM_ERR_BUDGET when nothing fits. */
+static rm_status try_uniform(const rm_graph *g, int stages, int64_t budget, int threads, const rm_profile *prof,
+                             int have, rm_schedule *out, rm_auto_info *info) {
+    double best = INFINITY;
+    int64_t arena;
+    if (have && price(g, out, threads, prof, &best, &arena) != RM_OK) return RM_ERR_NOMEM;
+    for (int k = 2; k <= stages + 1; k++) {
+        char name[32], notes[8], err[256];
+        if (k <= stages) snprintf(name, sizeof name, "segments:%d", k);
+        else snprintf(name, sizeof name, "blocks");
+        rm_schedule sch;
+        double cost;
+        if (rm_schedule_build(g, name, 1, &sch, notes, sizeof notes, err, sizeof err) != RM_OK) continue;
+        if (price(g, &sch, threads, prof, &cost, &arena) == RM_OK && arena <= budget && cost < best * (1 - 1e-9)) {
+            if (have) rm_schedule_free(out);
+            *out = sch, have = 1, best = cost;
+            snprintf(info->chosen, sizeof info->chosen, "%s", name);
+        } else {
+            rm_schedule_free(&sch);
+        }
+    }
+    return have ? RM_OK : RM_ERR_BUDGET;
+}
+
 rm_status rm_schedule_auto(const rm_graph *g, int64_t budget, int slots, int threads, const rm_profile *prof,
                            const rm_program *none, rm_schedule *out, rm_auto_info *info, char *err, size_t errlen) {
     int64_t store_all = (int64_t)none->arena_bytes;
@@ -277,17 +328,15 @@ rm_status rm_schedule_auto(const rm_graph *g, int64_t budget, int slots, int thr
         free(m.ub2), free(m.ab2), free(m.bt2);
         m.ub2 = NULL, m.ab2 = NULL, m.bt2 = NULL;
     }
-    for (int i = 0; i < m.n; i++) info->base_time += m.uf[i] + m.ub[i];
     info->min_budget = rm_planner_min_budget(g, &c, &m, slots, threads, store_all);
-    rm_rotor_plan plan;
-    rc = fit(g, &c, &m, budget, slots, threads, out, &plan, err, errlen);
+    rc = fit(g, &c, &m, budget, slots, threads, out, NULL, err, errlen);
+    if (rc == RM_OK || rc == RM_ERR_BUDGET) {
+        rm_status u = try_uniform(g, c.n, budget, threads, prof, rc == RM_OK, out, info);
+        if (u == RM_OK) rc = RM_OK;
+        else if (u != RM_ERR_BUDGET) rc = u, snprintf(err, errlen, "out of memory planning");
+    }
     if (rc == RM_OK) {
-        info->predicted_time = plan.time;
-        info->n_stages = c.n;
-        info->stage_ops = plan.ops; /* handed over to the caller */
-        info->n_ops = plan.n_ops;
-        info->graph_stage = c.graph_stage;
-        c.graph_stage = NULL;
+        if (!info->chosen[0]) snprintf(info->chosen, sizeof info->chosen, "rotor");
     } else if (rc == RM_ERR_BUDGET) {
         if (info->min_budget > 0)
             snprintf(err, errlen, "memory budget %.2f MiB is below the minimum feasible %.2f MiB for this model "

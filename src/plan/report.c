@@ -73,7 +73,8 @@ void rm_print_plan(const rm_session *s, FILE *f) {
         if (k == RM_INSTR_FORWARD && bf->last >= first_bwd) kept[bf->value] = 1;
         if (k == RM_INSTR_RECOMPUTE) recomputed[bf->value]++;
     }
-    fprintf(f, "plan: strategy %s, %d stages, activations %.2f MiB planned (arena %.2f MiB)\n", s->opt.checkpoint,
+    fprintf(f, "plan: strategy %s%s%s%s, %d stages, activations %.2f MiB planned (arena %.2f MiB)\n",
+            s->opt.checkpoint, s->autoplan.chosen[0] ? " (" : "", s->autoplan.chosen, s->autoplan.chosen[0] ? ")" : "",
             g->n_stages, mib(p->peak_live_bytes), mib(p->arena_bytes));
     fprintf(f, "%-12s %8s %12s %8s %12s\n", "stage", "kept", "kept MiB", "recomp", "recomp MiB");
     for (int st = 0; st < g->n_stages; st++) {
