@@ -15,20 +15,10 @@
 #include "internal.h"
 #include "train/safetensors.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* session.c is not linked (it pulls in the whole engine): its error setter. */
-rm_status rm_session_fail(rm_session *s, rm_status st, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(s->errmsg, sizeof s->errmsg, fmt, ap);
-    va_end(ap);
-    return st;
-}
-const char *rm_session_errmsg(const rm_session *s) { return s->errmsg; }
 
 static const struct { const char *name; int ndim; int64_t d0, d1; int trainable; } PARAMS[] = {
     {"layers.0.weight", 2, 3, 2, 1},         {"layers.0.bias", 1, 3, 0, 1},

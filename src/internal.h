@@ -267,6 +267,10 @@ int rm_profile_alloc(rm_profile *p, const rm_graph *g);
 int rm_profile_copy(rm_profile *dst, const rm_profile *src, const rm_graph *g);
 void rm_profile_free(rm_profile *p);
 
+/* plan/report.c: what a program's recomputations cost: ms from the
+ * profile (rm_profile_recompute_ms), or FLOPs when prof is NULL. */
+double rm_recompute_cost(const rm_graph *g, const rm_program *p, const rm_profile *prof);
+
 /* plan/planner.c: the fastest schedule that fits `budget` arena bytes.
  * prof: a measured step, or NULL for FLOP estimates. */
 struct rm_chain_model;

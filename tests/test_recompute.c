@@ -3,6 +3,7 @@
  * side effects single, order its planned memory as theory says, and
  * revolve must match Griewank-Walther's closed form. */
 #include "check.h"
+#include "batch.h"
 #include "internal.h"
 #include <math.h>
 #include <stdlib.h>
@@ -18,21 +19,6 @@ typedef struct run {
     rm_plan_info plan;
     float loss;
 } run;
-
-static void fill(rm_session *s, const rm_model_io *io, int B, int T, int V, int step) {
-    if (io->tokens >= 0) {
-        int32_t *tok = rm_value_data(s, io->tokens), *tgt = rm_value_data(s, io->targets);
-        for (int i = 0; i < B * T; i++) {
-            tok[i] = (i * 7 + step * 3) % V;
-            tgt[i] = (i * 5 + step + 1) % V;
-        }
-    } else {
-        float *x = rm_value_data(s, io->features);
-        int32_t *y = rm_value_data(s, io->targets);
-        for (int i = 0; i < B * T; i++) x[i] = (float)((i * 7 + step * 3) % V) / (float)(V - 1);
-        for (int b = 0; b < B; b++) y[b] = (b * 5 + step) % V;
-    }
-}
 
 /* Trains `steps` AdamW steps of the model under `strategy`. */
 static int train(const char *strategy, int mlp, run *r) {

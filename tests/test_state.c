@@ -3,6 +3,7 @@
  * load that resumes a GPT (dropout on) and an MLP with BatchNorm bit for bit,
  * all-or-nothing loads, and the writer's removal of a dead writer's temp. */
 #include "check.h"
+#include "batch.h"
 #include "internal.h"
 #include "train/safetensors.h"
 
@@ -61,21 +62,6 @@ static void test_digest(void) {
     CHECK(st == RM_ERR_FORMAT && strstr(err, "checksum mismatch") && strstr(err, path),
           "flipped: %d '%s'", st, err);
     rm_st_close(f);
-}
-
-static void fill(rm_session *s, const rm_model_io *io, int B, int T, int V, int step) {
-    if (io->tokens >= 0) {
-        int32_t *tok = rm_value_data(s, io->tokens), *tgt = rm_value_data(s, io->targets);
-        for (int i = 0; i < B * T; i++) {
-            tok[i] = (i * 7 + step * 3) % V;
-            tgt[i] = (i * 5 + step + 1) % V;
-        }
-        return;
-    }
-    float *x = rm_value_data(s, io->features);
-    int32_t *y = rm_value_data(s, io->targets);
-    for (int i = 0; i < B * T; i++) x[i] = (float)((i * 7 + step * 3) % V) / (float)(V - 1);
-    for (int b = 0; b < B; b++) y[b] = (b * 5 + step) % V;
 }
 
 typedef struct run {

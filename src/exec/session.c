@@ -13,15 +13,6 @@ void rm_options_default(rm_options *o) {
     o->checkpoint = "none";
 }
 
-rm_status rm_session_fail(rm_session *s, rm_status st, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(s->errmsg, sizeof s->errmsg, fmt, ap);
-    va_end(ap);
-    return st;
-}
-
-const char *rm_session_errmsg(const rm_session *s) { return s ? s->errmsg : "no session"; }
 
 /* Parameters start from N(0, std) drawn from Philox keyed by (seed, param
  * index): a pure function of the seed, independent of thread count. */

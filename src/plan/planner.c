@@ -260,9 +260,8 @@ static rm_status add_selective_option(const rm_graph *g, const rm_chain *c, int 
     return rc;
 }
 
-/* What a program's recomputations cost: profiled per node, else FLOPs (the
- * candidates of one plan are all priced the same way). Returns the arena
- * bytes in *arena. */
+/* A schedule's arena bytes and recompute cost (all candidates of one plan
+ * are priced the same way: profiled ms, or FLOPs without a profile). */
 static rm_status price(const rm_graph *g, const rm_schedule *sch, int threads, const rm_profile *prof,
                        double *cost, int64_t *arena) {
     rm_program p;
@@ -271,13 +270,7 @@ static rm_status price(const rm_graph *g, const rm_schedule *sch, int threads, c
     if (rc != RM_OK) return rc;
     rm_memplan(&p);
     *arena = (int64_t)p.arena_bytes;
-    *cost = 0;
-    for (int i = 0; i < p.n_instrs; i++) {
-        if (p.instrs[i].kind != RM_INSTR_RECOMPUTE) continue;
-        const rm_node *nd = &g->nodes[p.instrs[i].node];
-        const rm_op_def *op = rm_op_get(nd->op);
-        *cost += prof ? rm_profile_recompute_ms(prof, p.instrs[i].node) : op->flops ? op->flops(nd, g->vals, 0) : 0;
-    }
+    *cost = rm_recompute_cost(g, &p, prof);
     rm_program_free(&p);
     return RM_OK;
 }

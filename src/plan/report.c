@@ -3,6 +3,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+double rm_recompute_cost(const rm_graph *g, const rm_program *p, const rm_profile *prof) {
+    double cost = 0;
+    for (int i = 0; i < p->n_instrs; i++) {
+        if (p->instrs[i].kind != RM_INSTR_RECOMPUTE) continue;
+        const rm_node *nd = &g->nodes[p->instrs[i].node];
+        const rm_op_def *op = rm_op_get(nd->op);
+        cost += prof ? rm_profile_recompute_ms(prof, p->instrs[i].node) : op->flops ? op->flops(nd, g->vals, 0) : 0;
+    }
+    return cost;
+}
+
 void rm_plan(const rm_session *s, rm_plan_info *p) {
     memset(p, 0, sizeof *p);
     if (!s) return;
@@ -24,9 +35,7 @@ void rm_plan(const rm_session *s, rm_plan_info *p) {
     if (s->prof.node_fwd) {
         /* with a measured profile: each recomputation costs what the profile
          * measured for that node */
-        double rec = 0, tot = 0;
-        for (int i = 0; i < pr->n_instrs; i++)
-            if (pr->instrs[i].kind == RM_INSTR_RECOMPUTE) rec += rm_profile_recompute_ms(&s->prof, pr->instrs[i].node);
+        double rec = rm_recompute_cost(g, pr, &s->prof), tot = 0;
         for (int st = 0; st < g->n_stages; st++) tot += s->prof.stage_fwd[st] + s->prof.stage_bwd[st];
         if (tot > 0) p->predicted_overhead = rec / tot;
     }
