@@ -5,11 +5,7 @@
 # `remat plan` answers for models and for chains from other frameworks.
 BUILD=${BUILD:-build}
 R=$BUILD/remat
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-pass=0; fail=0
-check() { if eval "$1"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $2"; fi; }
-field() { sed -n "s/.*\"$2\": \([0-9.]*\).*/\1/p" "$1"; }
+. "$(dirname "$0")/lib.sh"
 
 GPT="--layers 4 --dim 32 --heads 4 --context 16 --batch 4 --steps 5 --dropout 0.1 --seed 9 --quiet"
 MLP="--model mlp --widths 64,128,32,256,64,128 --context 16 --batch 8 --steps 5 --dropout 0.1 --batchnorm --seed 4 --quiet"

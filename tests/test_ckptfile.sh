@@ -14,12 +14,7 @@
 #  - remat inspect and remat sample on a checkpoint file.
 BUILD=${BUILD:-build}
 R=$(cd "$(dirname "$BUILD/remat")" && pwd)/remat
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-pass=0; fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
-check() { if eval "$1"; then ok; else bad "$2"; fi; }
+. "$(dirname "$0")/lib.sh"
 sha() { sha256sum "$1" | cut -d' ' -f1; }
 meta() { "$R" inspect "$1" | sed -n "s/^  $2 = //p"; }
 json() { sed -n "s/.*\"$2\": \([^,]*\),*/\1/p" "$1"; }

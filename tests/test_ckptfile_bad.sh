@@ -8,12 +8,8 @@ BUILD=${BUILD:-build}
 R=$BUILD/remat
 PY=${PYTHON:-/usr/bin/python3}
 [ -x "$PY" ] || PY=$(command -v python3 || true)
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-pass=0; fail=0; skipped=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
-check() { if eval "$1"; then ok; else bad "$2"; fi; }
+. "$(dirname "$0")/lib.sh"
+skipped=0
 
 MODEL="--layers 1 --dim 32 --heads 4 --context 16 --batch 2 --threads 1"
 "$R" train $MODEL --steps 1 --quiet --save "$T/good.st" || bad "making the good file exited $?"

@@ -4,12 +4,7 @@
 # carry the memory figures, and bad usage gives the documented exit codes.
 BUILD=${BUILD:-build}
 R=$BUILD/remat
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-pass=0; fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
-check() { if eval "$1"; then ok; else bad "$2"; fi; }
+. "$(dirname "$0")/lib.sh"
 weights_sha() { sha256sum "$1" | cut -d' ' -f1; }
 
 GPT="--layers 3 --dim 32 --heads 4 --context 16 --batch 4 --steps 6 --dropout 0.1 --seed 5 --quiet"
