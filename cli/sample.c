@@ -2,7 +2,7 @@
  * metadata, load its weights and generate tokens one at a time. */
 #include "args.h"
 #include "train/safetensors.h"
-#include "internal.h"
+#include "exec/exec.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -12,7 +12,7 @@
  * checks behind it. Only src/train/ is linked: the fuzzer builds in seconds.
  * Built and run by tests/test_fuzz.sh; by hand:
  *   build/fuzz/fuzz_load -dict=fuzz/safetensors.dict fuzz/corpus */
-#include "internal.h"
+#include "exec/exec.h"
 #include "train/safetensors.h"
 
 #include <stdio.h>

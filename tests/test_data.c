@@ -1,7 +1,7 @@
 /* test_data.c: token data loading (llm.c format, bytes, the embedded
  * corpus), vocab checks, the train/validation split and the samplers. */
 #include "check.h"
-#include "internal.h"
+#include "exec/exec.h"
 #include "train/data.h"
 
 #include <math.h>

@@ -2,7 +2,7 @@
  * built, the arena is planned, training lowers the loss, gradients of whole
  * models match finite differences, and no freed buffer is read. */
 #include "check.h"
-#include "internal.h"
+#include "exec/exec.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

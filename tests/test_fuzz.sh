@@ -27,7 +27,7 @@ printf '#include <stdint.h>\n#include <stddef.h>\nint LLVMFuzzerTestOneInput(con
     skip "$CLANG cannot link -fsanitize=fuzzer (install libclang-rt-dev: clang only recommends it)"
 
 srcs="fuzz/fuzz_load.c src/train/safetensors.c src/train/st_write.c src/train/checksum.c src/train/params.c src/train/optim.c src/util/util.c"
-if ! [ -x "$bin" ] || [ -n "$(find $srcs src/train/*.h src/internal.h include/remat.h -newer "$bin" 2>/dev/null)" ]; then
+if ! [ -x "$bin" ] || [ -n "$(find $srcs src/*/*.h include/remat.h -newer "$bin" 2>/dev/null)" ]; then
     # shellcheck disable=SC2046
     if ! "$CLANG" -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -std=c11 \
         -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Wno-unknown-pragmas -Iinclude -Isrc \

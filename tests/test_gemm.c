@@ -5,7 +5,7 @@
  * accumulation error is ~K * 6e-8 relative to the sum of |terms| (<= K),
  * so 1e-5 * K absolute is a safe bound for K <= 300. */
 #include "check.h"
-#include "internal.h"
+#include "exec/exec.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -3,7 +3,7 @@
  * every kind of malformed file, atomic writes, and random corruptions
  * (which must give an error, never a crash). */
 #include "check.h"
-#include "internal.h"
+#include "exec/exec.h"
 #include "train/safetensors.h"
 
 #include <dirent.h>

@@ -7,7 +7,7 @@
  * node arguments are what a real model gets); the test then owns one buffer
  * per value and calls the kernels through rm_op_get directly.
  */
-#include "internal.h"
+#include "exec/exec.h"
 #include "check.h"
 #include <math.h>
 #include <stdlib.h>

@@ -4,7 +4,7 @@
  * revolve must match Griewank-Walther's closed form. */
 #include "check.h"
 #include "batch.h"
-#include "internal.h"
+#include "exec/exec.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -4,7 +4,7 @@
  * all-or-nothing loads, and the writer's removal of a dead writer's temp. */
 #include "check.h"
 #include "batch.h"
-#include "internal.h"
+#include "exec/exec.h"
 #include "train/safetensors.h"
 
 #include <dirent.h>

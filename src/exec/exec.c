@@ -2,7 +2,7 @@
  * offset, parameter storage, or input storage: nothing is allocated here.
  * The executor also keeps the books: the bytes of live buffers, whose
  * high-water mark is reported as activation_bytes_measured. */
-#include "internal.h"
+#include "exec/exec.h"
 #include <math.h>
 #include <string.h>
 #include <time.h>

@@ -1,6 +1,6 @@
 /* session.c: compiling a graph into a session (autodiff, schedule, program,
  * memory layout, one allocation per group of tensors) and running steps. */
-#include "internal.h"
+#include "exec/exec.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

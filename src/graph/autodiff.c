@@ -8,7 +8,7 @@
  *     reachability) and the loss depends on it (backward reachability);
  *   - such an activation gets a GRAD value of its shape, living in the arena;
  *     parameter gradients live in the flat gradient buffer instead. */
-#include "internal.h"
+#include "graph/graph.h"
 #include <stdio.h>
 #include <stdlib.h>
 

@@ -1,6 +1,7 @@
 /* graph.c: recording a static graph. Nothing is computed here: builders only
  * append values and nodes (as in ggml); rm_compile later plans and runs them. */
-#include "internal.h"
+#include "graph/graph.h"
+#include "ops/ops.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -3,7 +3,7 @@
  *   "h.0".."h.L-1" one pre-norm transformer block each
  *   "head"       final layernorm, logits tied to wte, cross-entropy
  * Parameter names and layouts are nanoGPT's, so files interoperate. */
-#include "internal.h"
+#include "graph/graph.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -2,7 +2,7 @@
  * one stage per layer: a heterogeneous chain for the recompute planner.
  * Input: a window of T tokens as floats in [0,1]; output: V logits for the
  * token that follows the window. Names: layers.{i}.{weight,bias}. */
-#include "internal.h"
+#include "graph/graph.h"
 #include <math.h>
 #include <stdio.h>
 

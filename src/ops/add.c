@@ -1,7 +1,7 @@
 /* add.c: elementwise sum of two same-shaped tensors (the residual stream).
  * out = a + b, so dL/da = dL/db = dL/dout: the backward reads no forward
  * tensor, which lets the planner free both inputs right away. */
-#include "internal.h"
+#include "ops/ops.h"
 #include <string.h>
 
 rm_val rm_add(rm_graph *g, rm_val a, rm_val b) {

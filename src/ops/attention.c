@@ -10,7 +10,7 @@
  * The products are split into blocks of ATT_BLOCK rows: row block [r0,r1)
  * only meets columns [0,r1), so the masked upper triangle is skipped (about
  * 40% of the work at T=256) rather than computed and thrown away. */
-#include "internal.h"
+#include "ops/ops.h"
 #include "util/fastmath.h"
 #include <math.h>
 #ifdef _OPENMP

@@ -6,7 +6,7 @@
  *   the unbiased variance var * N/(N-1)   (PyTorch's BatchNorm1d, m = 0.1).
  * The side effect is skipped when the forward is a recomputation, so running
  * statistics are the same under every recompute strategy. */
-#include "internal.h"
+#include "ops/ops.h"
 #include <math.h>
 #include <string.h>
 

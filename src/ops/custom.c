@@ -1,7 +1,7 @@
 /* custom.c: a user-defined elementwise op, y = f(x), with the user's
  * forward and backward callbacks. The engine treats it like any other node:
  * it can be kept, freed and recomputed. */
-#include "internal.h"
+#include "ops/ops.h"
 #include <string.h>
 
 rm_val rm_custom(rm_graph *g, const char *name, rm_val x, rm_custom_forward forward, rm_custom_backward backward,

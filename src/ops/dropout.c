@@ -10,7 +10,7 @@
  * backward both regenerate exactly the mask the first forward used, and
  * the backward reads no forward tensor at all (bwd_reads = 0).
  */
-#include "internal.h"
+#include "ops/ops.h"
 #include <string.h>
 
 rm_val rm_dropout(rm_graph *g, rm_val x, float p) {

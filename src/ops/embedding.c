@@ -5,7 +5,7 @@
  * clamp would silently train on the wrong row, which is worse than failing
  * loudly where the data comes in).
  */
-#include "internal.h"
+#include "ops/ops.h"
 #include <string.h>
 
 rm_val rm_embedding(rm_graph *g, rm_val ids, rm_val table) {

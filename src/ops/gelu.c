@@ -5,7 +5,7 @@
  *   gelu'(x) = 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) sqrt(2/pi) (1 + 3*0.044715 x^2)
  * The backward needs x (not the output: gelu is not invertible cheaply).
  */
-#include "internal.h"
+#include "ops/ops.h"
 #include "util/fastmath.h"
 #include <math.h>
 #include <string.h>

@@ -11,7 +11,7 @@
  * with them and x, the backward rebuilds xhat without storing it, and the
  * normalised output itself is never needed again.
  */
-#include "internal.h"
+#include "ops/ops.h"
 #include <math.h>
 #include <string.h>
 

@@ -1,6 +1,6 @@
 /* linear.c: y = x W^T + b, the fully connected layer (PyTorch's nn.Linear
  * layout: W is (OUT, IN), so a file's weights load unchanged). */
-#include "internal.h"
+#include "ops/ops.h"
 
 rm_val rm_linear(rm_graph *g, rm_val x, rm_val w, rm_val b) {
     if (!rm_val_ok(g, x, "linear") || !rm_val_ok(g, w, "linear")) return -1;

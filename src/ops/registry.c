@@ -1,6 +1,6 @@
 /* registry.c: the table from op kind to op definition. Each op lives in its
  * own file of ops/ and exports one rm_op_def. */
-#include "internal.h"
+#include "ops/ops.h"
 
 extern const rm_op_def rm_op_embedding, rm_op_linear, rm_op_add, rm_op_layernorm, rm_op_gelu,
     rm_op_relu, rm_op_dropout, rm_op_attention, rm_op_softmax_ce, rm_op_batchnorm, rm_op_custom;

@@ -1,7 +1,7 @@
 /* relu.c: out = max(x, 0). The derivative is 1 where x > 0 and 0 elsewhere
  * (0 at the kink, by convention), and x > 0 exactly when out > 0: so the
  * backward reads the output and the input can be freed after the forward. */
-#include "internal.h"
+#include "ops/ops.h"
 #include <string.h>
 
 rm_val rm_relu(rm_graph *g, rm_val x) {

@@ -13,7 +13,7 @@
  * Precondition: every target lies in [0, V). The data loader validates
  * them; the kernel does not check again.
  */
-#include "internal.h"
+#include "ops/ops.h"
 #include "util/fastmath.h"
 #include <math.h>
 

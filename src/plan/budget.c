@@ -1,6 +1,6 @@
 /* budget.c: strategy "auto": a session's training program planned to fit
  * rm_options.memory_budget, then re-planned once from a measured profile. */
-#include "internal.h"
+#include "exec/exec.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

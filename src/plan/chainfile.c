@@ -2,7 +2,7 @@
  * PyTorch model they profiled: {"stages": [{"uf":..,"ub":..,"a":..,"ab":..,
  * "ft":..,"bt":..}, ...]}, the last stage being the loss, `a` a stage's input
  * bytes; ft and bt may be omitted. The answer is JSON too. */
-#include "internal.h"
+#include "plan/plan.h"
 #include "plan/rotor.h"
 #include <cjson/cJSON.h>
 #include <math.h>

@@ -9,7 +9,7 @@
  * The first run of each node is a FORWARD item, later ones RECOMPUTE. The
  * difference between Fn and Fck (whether x_s stays) needs no code: x_s stays
  * exactly as long as a later item reads it. */
-#include "internal.h"
+#include "plan/plan.h"
 #include "plan/rotor.h"
 #include <stdio.h>
 #include <stdlib.h>

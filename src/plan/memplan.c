@@ -7,7 +7,7 @@
  * overlaps). Lifetimes are intervals of instruction indices, so "alive at
  * the same time" is interval overlap. The result is never below the peak
  * of live bytes (program.c) and is usually within a few percent of it. */
-#include "internal.h"
+#include "plan/plan.h"
 #include <stdlib.h>
 
 /* Sort keys carry what the comparison needs, so qsort needs no context. */

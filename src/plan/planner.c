@@ -9,7 +9,7 @@
  * 3. Exact guarantee: the sequence is lowered to the engine's program and its
  *    arena laid out; if that exceeds the budget (the model is not the
  *    engine), the DP budget is tightened by the excess and we plan again. */
-#include "internal.h"
+#include "plan/plan.h"
 #include "plan/rotor.h"
 #include <ctype.h>
 #include <math.h>

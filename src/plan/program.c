@@ -8,7 +8,7 @@
  * recompute. A buffer lives from the instruction that defines it to its
  * last reader, and is freed right after that. This is all the liveness
  * analysis there is: the strategy only chooses the order of items. */
-#include "internal.h"
+#include "plan/plan.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

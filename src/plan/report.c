@@ -1,5 +1,5 @@
 /* report.c: what a plan keeps, what it recomputes, and what that costs. */
-#include "internal.h"
+#include "exec/exec.h"
 #include <stdlib.h>
 #include <string.h>
 

@@ -16,7 +16,7 @@
  *
  * The result is a sequence of stage operations (Fck/Fn to advance, Fall + B
  * to tape and reverse, L for the last stage), lowered like a Rotor plan. */
-#include "internal.h"
+#include "plan/plan.h"
 #include "plan/rotor.h"
 #include <stdio.h>
 #include <stdlib.h>

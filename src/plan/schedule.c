@@ -15,7 +15,7 @@
  *                 layernorm, GELU, dropout outputs and attention probabilities
  *   revolve:S     Griewank-Walther binomial checkpointing, S slots (revolve.c)
  * User marks (rm_recompute_begin/end, rm_set_policy) are applied on top. */
-#include "internal.h"
+#include "plan/plan.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /* data.c: loading token data, the train/validation split and the batch
  * samplers (see data.h). No global state: everything lives in rm_dataset. */
 #include "train/data.h"
-#include "internal.h"
+#include "util/util.h"
 
 #include <errno.h>
 #include <stdarg.h>

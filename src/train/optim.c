@@ -1,6 +1,6 @@
 /* optim.c: AdamW and SGD over the session's flat parameter buffer, with
  * gradient clipping by global norm. All state is allocated once here. */
-#include "internal.h"
+#include "exec/exec.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -6,7 +6,7 @@
  * AdamW moments of each trainable parameter as "optimizer.m.<name>" and
  * "optimizer.v.<name>", and the update count as the metadata
  * "optimizer_updates". Both kinds carry the checksum of checksum.c. */
-#include "internal.h"
+#include "exec/exec.h"
 #include "train/safetensors.h"
 
 #include <errno.h>

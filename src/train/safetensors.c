@@ -7,7 +7,7 @@
  * st_write.c; rm_save_params, rm_load_params and the training-state files,
  * on top of both, are in params.c. */
 #include "train/safetensors.h"
-#include "internal.h"
+#include "util/util.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

@@ -5,7 +5,7 @@
  * whole new file, even if the process is killed. Temp files that a killed
  * writer left behind are removed by the next write to the same target. */
 #include "train/safetensors.h"
-#include "internal.h"
+#include "util/util.h"
 
 #include <dirent.h>
 #include <errno.h>

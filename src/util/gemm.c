@@ -3,7 +3,7 @@
  * rm_sgemm is row-major C = alpha*op(A)*op(B) + beta*C with op(X) = X or X^T
  * (op(A) is MxK, op(B) is KxN). With OpenBLAS it calls cblas_sgemm; without
  * it, a portable blocked kernel that needs nothing but a C compiler. */
-#include "internal.h"
+#include "util/util.h"
 #include <string.h>
 #ifdef _OPENMP
 #include <omp.h>

@@ -7,7 +7,7 @@
  * backward pass (or by a recompute of the forward) is bit-identical to the
  * first one, whatever the thread count or the order the elements are visited.
  */
-#include "internal.h"
+#include "util/util.h"
 #include <math.h>
 
 #define PHILOX_M0 0xD2511F53u /* round multipliers */

@@ -1,5 +1,5 @@
 /* util.c: small helpers shared by every part of the library. */
-#include "internal.h"
+#include "exec/exec.h"
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>

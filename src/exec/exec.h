@@ -1,0 +1,47 @@
+/* exec/exec.h: what the exec/ folder offers: the session (parameters,
+ * arena, programs) and the interpreter that runs a program. */
+#ifndef REMAT_EXEC_H
+#define REMAT_EXEC_H
+
+#include "graph/graph.h"
+#include "ops/ops.h"
+#include "plan/plan.h"
+
+/* ---- the session ----------------------------------------------------------- */
+
+struct rm_session {
+    rm_graph *g;
+    rm_options opt;
+    int threads;
+    rm_program train;   /* forward + backward */
+    rm_program infer;   /* forward only */
+    unsigned char *arena;
+    size_t arena_bytes;
+    float *params;      /* one allocation for all parameters */
+    float *grads;       /* and one for their gradients */
+    unsigned char *inputs;
+    const rm_program *last; /* the program run last (for rm_data of outputs) */
+    float loss_seed;    /* d(loss)/d(loss) = 1 */
+    int poison;         /* fill freed buffers with NaN (tests: catches use after free) */
+    size_t measured_peak;
+    char notes[512];    /* user marks that overrode the strategy */
+    uint64_t *hashes;   /* verify_recompute: per value, hash of its first computation */
+    /* memory_budget (strategy auto): the figures of the plan */
+    int64_t budget_bytes, store_all_bytes;
+    rm_auto_info autoplan;
+    rm_profile prof;    /* the profiling step's timing (NULL arrays: none) */
+    /* timing of the last training step, by instruction kind, in ms */
+    double ms_forward, ms_recompute, ms_backward;
+    rm_profile timing;  /* and per stage and node */
+    char errmsg[256];
+};
+
+rm_status rm_session_fail(rm_session *s, rm_status st, const char *fmt, ...);
+/* exec/session.c: schedule + program + memory layout of a strategy. */
+rm_status rm_session_program(rm_session *s, const char *strategy, int backward, rm_program *p);
+/* plan/budget.c: strategy auto for a session (memory_budget set). */
+rm_status rm_budget_program(rm_session *s, const rm_profile *prof, rm_program *out);
+rm_status rm_budget_profile(rm_session *s);
+rm_status rm_execute(rm_session *s, const rm_program *p, uint64_t step, int train);
+
+#endif

@@ -1,0 +1,121 @@
+/* graph/graph.h: what the graph/ folder offers: values, nodes, the graph
+ * being recorded, and autodiff. Op builders (ops/) record nodes through
+ * rm_node_new and rm_node_output. */
+#ifndef REMAT_GRAPH_H
+#define REMAT_GRAPH_H
+
+#include "remat.h"
+#include "util/util.h"
+#include <stdarg.h>
+#include <stdbool.h>
+
+#define RM_MAX_IN 6   /* inputs of one node */
+#define RM_MAX_OUT 3  /* outputs of one node: [0] main, others auxiliary */
+#define RM_NAME_LEN 96
+#define RM_ALIGN 64   /* arena offsets are multiples of this */
+
+/* ---- values ------------------------------------------------------------- */
+
+typedef enum rm_value_kind {
+    RM_VALUE_ACT = 0,  /* produced by a node; lives in the activation arena */
+    RM_VALUE_INPUT,    /* fed by the caller; fixed storage */
+    RM_VALUE_PARAM,    /* trainable; fixed storage, gradient in the grad buffer */
+    RM_VALUE_GRAD      /* gradient of an activation; lives in the arena */
+} rm_value_kind;
+
+typedef struct rm_value {
+    rm_value_kind kind;
+    rm_dtype dtype;
+    int ndim;
+    int64_t shape[RM_MAX_DIMS];
+    int64_t numel;
+    char name[RM_NAME_LEN];
+    int node;     /* producing node (ACT), or the forward value (GRAD: of) */
+    int grad;     /* value id of this value's gradient, -1 if none */
+    int stage;    /* stage of the producing node, -1 for inputs/params */
+    int is_output;
+    rm_policy policy;  /* the user's keep/recompute tag (rm_set_policy) */
+    /* PARAM: init and offset into the flat parameter buffer (in floats) */
+    rm_init init;
+    float init_std;
+    int decay;
+    int trainable;     /* PARAM: 0 for state such as running statistics */
+    size_t param_off;
+    size_t input_off; /* INPUT: byte offset into the input buffer */
+    int32_t *const_data; /* INPUT made by rm_constant_i32: its contents */
+} rm_value;
+
+/* ---- nodes -------------------------------------------------------------- */
+
+typedef enum rm_op_kind {
+    RM_OP_EMBEDDING = 0,
+    RM_OP_LINEAR,
+    RM_OP_ADD,
+    RM_OP_LAYERNORM,
+    RM_OP_GELU,
+    RM_OP_RELU,
+    RM_OP_DROPOUT,
+    RM_OP_ATTENTION,
+    RM_OP_SOFTMAX_CE,
+    RM_OP_BATCHNORM,
+    RM_OP_CUSTOM,
+    RM_OP_COUNT
+} rm_op_kind;
+
+typedef struct rm_node {
+    rm_op_kind op;
+    int n_in, n_out;
+    int in[RM_MAX_IN];    /* value ids; -1 for an absent optional input */
+    int out[RM_MAX_OUT];
+    int stage;
+    int iarg[2];          /* op-specific integer arguments (e.g. heads) */
+    float farg[2];        /* op-specific float arguments (e.g. dropout p) */
+    rm_custom_forward custom_forward; /* RM_OP_CUSTOM callbacks */
+    rm_custom_backward custom_backward;
+    void *custom_user;
+    int needs_grad;       /* some input needs a gradient */
+    int user_recompute;   /* recorded inside rm_recompute_begin/end */
+} rm_node;
+
+/* ---- the graph ------------------------------------------------------------ */
+
+typedef struct rm_stage_info {
+    char name[RM_NAME_LEN];
+} rm_stage_info;
+
+struct rm_graph {
+    rm_value *vals;
+    int n_vals, cap_vals;
+    rm_node *nodes;
+    int n_nodes, cap_nodes;
+    rm_stage_info *stages;
+    int n_stages, cap_stages;
+    int *params; /* value ids of parameters, in creation order */
+    int n_params, cap_params;
+    int loss;    /* value id or -1 */
+    int diffed;  /* rm_autodiff has run */
+    int region_depth; /* open rm_recompute_begin regions */
+    size_t param_floats; /* total size of the flat parameter buffer */
+    size_t input_bytes;  /* total size of the input buffer */
+    rm_status status;
+    char errmsg[256];
+};
+
+/* Sets the graph's sticky error and returns the status. */
+rm_status rm_graph_fail(rm_graph *g, rm_status s, const char *fmt, ...);
+/* For op builders (the files of ops/): is v a valid value id of g (and no error yet)? */
+int rm_val_ok(rm_graph *g, rm_val v, const char *op);
+/* Records a node of the current stage; returns its id or -1 (error set). */
+int rm_node_new(rm_graph *g, rm_op_kind op, const int *in, int n_in);
+/* Adds an output value to node `node` (named after the op and node id);
+ * returns the value id or -1. */
+rm_val rm_node_output(rm_graph *g, int node, rm_dtype dt, int ndim, const int64_t *shape);
+/* Rows of a value seen as (N, last dim): the product of leading dims. */
+static inline int64_t rm_rows(const rm_value *v) { return v->numel / v->shape[v->ndim - 1]; }
+static inline int64_t rm_cols(const rm_value *v) { return v->shape[v->ndim - 1]; }
+
+/* graph/autodiff.c: marks the nodes whose backward must run and creates a
+ * GRAD value for every activation the loss depends on through a parameter. */
+rm_status rm_autodiff(rm_graph *g);
+
+#endif

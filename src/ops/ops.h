@@ -1,0 +1,50 @@
+/* ops/ops.h: what the ops/ folder offers: the definition of each op
+ * (forward, backward, cost) and the context its kernels see. */
+#ifndef REMAT_OPS_H
+#define REMAT_OPS_H
+
+#include "graph/graph.h"
+
+/* ---- ops: each op file defines one rm_op_def ------------------------------ */
+
+/* Everything a kernel sees. Pointers are NULL where a tensor is absent:
+ * e.g. din[i] is NULL when input i needs no gradient. */
+typedef struct rm_kernel_ctx {
+    const rm_node *node;
+    const rm_value *vin[RM_MAX_IN];   /* shapes of the inputs */
+    const rm_value *vout[RM_MAX_OUT]; /* shapes of the outputs */
+    void *in[RM_MAX_IN];
+    void *out[RM_MAX_OUT];
+    float *dout[RM_MAX_OUT];          /* gradients of the outputs (backward) */
+    float *din[RM_MAX_IN];            /* gradients of the inputs (backward) */
+    int acc[RM_MAX_IN];               /* 1: add into din[i]; 0: overwrite it */
+    void *work;                       /* workspace of workspace() bytes */
+    int threads;
+    uint64_t seed, step;              /* dropout keys */
+    int node_id;
+    int train;                        /* 0 in rm_forward: dropout is identity */
+    int recompute;                    /* 1 when rebuilding values: skip side effects */
+} rm_kernel_ctx;
+
+typedef struct rm_op_def {
+    const char *name;
+    /* Which forward tensors the backward reads: bit i = input i,
+     * bit (RM_MAX_IN + j) = output j. Everything else may be freed. */
+    unsigned bwd_reads;
+    void (*forward)(const rm_kernel_ctx *c);
+    void (*backward)(const rm_kernel_ctx *c);
+    /* Floating-point operations of forward and backward (for cost models). */
+    double (*flops)(const rm_node *n, const rm_value *vals, int backward);
+    /* Scratch bytes needed during forward (0) or backward (1); may be NULL. */
+    size_t (*workspace)(const rm_node *n, const rm_value *vals, int backward, int threads);
+    /* The forward has a side effect (e.g. running statistics) that it skips
+     * when c->recompute is set, so recomputation never repeats it. */
+    int side_effect;
+} rm_op_def;
+
+#define RM_READS_IN(i) (1u << (i))
+#define RM_READS_OUT(j) (1u << (RM_MAX_IN + (j)))
+
+const rm_op_def *rm_op_get(rm_op_kind k);
+
+#endif

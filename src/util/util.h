@@ -1,0 +1,32 @@
+/* util/util.h: what the util/ folder offers every layer above it: GEMM,
+ * counter-based random numbers, and small helpers. Depends on nothing but
+ * the public header. */
+#ifndef REMAT_UTIL_H
+#define REMAT_UTIL_H
+
+#include "remat.h"
+#include <stddef.h>
+#include <stdint.h>
+
+/* Row-major single-precision GEMM: C = alpha*op(A)*op(B) + beta*C. Uses
+ * cblas_sgemm when built with BLAS, else a portable blocked kernel. */
+void rm_sgemm(int transA, int transB, int M, int N, int K, float alpha,
+              const float *A, int lda, const float *B, int ldb, float beta,
+              float *C, int ldc);
+void rm_gemm_fallback(int transA, int transB, int M, int N, int K, float alpha,
+                      const float *A, int lda, const float *B, int ldb, float beta,
+                      float *C, int ldc);
+void rm_set_threads(int n);  /* sets OpenMP and BLAS threads */
+
+/* Counter-based random numbers (Philox4x32-10): the same key and counter
+ * always give the same four 32-bit words, so masks recompute exactly. */
+void rm_philox4x32(const uint32_t key[2], const uint32_t ctr[4], uint32_t out[4]);
+/* Uniform float in [0,1) for element `i` of the stream keyed by (seed, a, b). */
+float rm_philox_uniform(uint64_t seed, uint32_t a, uint32_t b, uint64_t i);
+/* Standard normal for element i of the stream (Box-Muller on Philox). */
+float rm_philox_normal(uint64_t seed, uint32_t a, uint32_t b, uint64_t i);
+
+size_t rm_dtype_size(rm_dtype d);
+void rm_strlcpy(char *dst, const char *src, size_t n);
+
+#endif
