@@ -26,7 +26,7 @@ printf '#include <stdint.h>\n#include <stddef.h>\nint LLVMFuzzerTestOneInput(con
 "$CLANG" -fsanitize=fuzzer,address,undefined "$probe.c" -o "$probe" >/dev/null 2>&1 ||
     skip "$CLANG cannot link -fsanitize=fuzzer (install libclang-rt-dev: clang only recommends it)"
 
-srcs="fuzz/fuzz_load.c src/train/safetensors.c src/train/st_write.c src/train/checksum.c src/train/params.c src/train/optim.c src/util/util.c"
+srcs="fuzz/fuzz_load.c src/train/safetensors.c src/train/st_write.c src/train/checksum.c src/train/params.c src/train/optim.c src/util/util.c src/exec/errors.c"
 if ! [ -x "$bin" ] || [ -n "$(find $srcs src/*/*.h include/remat.h -newer "$bin" 2>/dev/null)" ]; then
     # shellcheck disable=SC2046
     if ! "$CLANG" -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -std=c11 \

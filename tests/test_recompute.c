@@ -133,10 +133,10 @@ static void test_revolve_schedule(void) {
         rm_mlp_build(g, &c, &io);
         rm_autodiff(g);
         for (int slots = 1; slots <= 4; slots++) {
-            char name[32], err[256], notes[256] = "";
+            char name[32], err[256];
             snprintf(name, sizeof name, "revolve:%d", slots);
             rm_schedule sch;
-            CHECK(rm_schedule_build(g, name, 1, &sch, notes, sizeof notes, err, sizeof err) == RM_OK, "%s", err);
+            CHECK(rm_schedule_build(g, name, 1, NULL, &sch, err, sizeof err) == RM_OK, "%s", err);
             int got = count_stage_recomputes(g, &sch);
             long want = rm_revolve_closed_form(stages, slots < stages ? slots : stages);
             CHECK(got == want, "%d stages, %d slots: %d stage recomputes, closed form %ld", stages, slots, got, want);

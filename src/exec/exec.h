@@ -24,7 +24,7 @@ struct rm_session {
     float loss_seed;    /* d(loss)/d(loss) = 1 */
     int poison;         /* fill freed buffers with NaN (tests: catches use after free) */
     size_t measured_peak;
-    char notes[512];    /* user marks that overrode the strategy */
+    char notes[512];    /* what the user's marks changed, worded by the session */
     uint64_t *hashes;   /* verify_recompute: per value, hash of its first computation */
     /* memory_budget (strategy auto): the figures of the plan */
     int64_t budget_bytes, store_all_bytes;
@@ -37,11 +37,20 @@ struct rm_session {
 };
 
 rm_status rm_session_fail(rm_session *s, rm_status st, const char *fmt, ...);
-/* exec/session.c: schedule + program + memory layout of a strategy. */
+/* exec/session.c: schedule + program + memory layout of a named strategy;
+ * with backward, the notes about the user's marks are worded here. */
 rm_status rm_session_program(rm_session *s, const char *strategy, int backward, rm_program *p);
-/* plan/budget.c: strategy auto for a session (memory_budget set). */
-rm_status rm_budget_program(rm_session *s, const rm_profile *prof, rm_program *out);
-rm_status rm_budget_profile(rm_session *s);
+/* exec/profile.c: a profile's zeroed arrays for g (0: out of memory,
+ * nothing held); a copy (with its `cold` ratio); freeing one. */
+int rm_profile_alloc(rm_profile *p, const rm_graph *g);
+int rm_profile_copy(rm_profile *dst, const rm_profile *src, const rm_graph *g);
+void rm_profile_free(rm_profile *p);
+/* exec/budget.c: memory_budget set: the planner's schedule as the train
+ * program (prof: NULL for FLOP estimates), and the profiling step that
+ * plans again from measured times and grows the arena to fit. */
+rm_status rm_session_budget_program(rm_session *s, const rm_profile *prof, rm_program *out);
+rm_status rm_session_profile(rm_session *s);
+/* exec/exec.c: runs one program (train: a training step). */
 rm_status rm_execute(rm_session *s, const rm_program *p, uint64_t step, int train);
 
 #endif

@@ -42,11 +42,29 @@ static void *alloc_aligned(size_t bytes) {
     return aligned_alloc(RM_ALIGN, bytes);
 }
 
+/* The notes about what the user's marks changed under `strategy`. */
+static void word_notes(rm_session *s, const char *strategy, const rm_marks *m) {
+    char *out = s->notes;
+    size_t cap = sizeof s->notes, len = 0;
+    out[0] = 0;
+    if (m->forced)
+        len += (size_t)snprintf(out + len, cap - len, "note: %d node(s) marked for recompute by the user are "
+                                "recomputed, although strategy '%s' would keep them\n", m->forced, strategy);
+    if (m->kept && len < cap)
+        len += (size_t)snprintf(out + len, cap - len, "note: %d node(s) whose values the user marked must-save "
+                                "are kept, although strategy '%s' would recompute them\n", m->kept, strategy);
+    if (m->ignored && len < cap)
+        snprintf(out + len, cap - len, "note: revolve schedules whole stages; per-node user marks are not "
+                 "applied under it\n");
+}
+
 rm_status rm_session_program(rm_session *s, const char *strategy, int backward, rm_program *p) {
     rm_schedule sch;
+    rm_marks marks;
     char err[256];
-    rm_status rc = rm_schedule_build(s->g, strategy, backward, &sch, s->notes, sizeof s->notes, err, sizeof err);
+    rm_status rc = rm_schedule_build(s->g, strategy, backward, &marks, &sch, err, sizeof err);
     if (rc != RM_OK) return rm_graph_fail(s->g, rc, "%s", err);
+    if (backward) word_notes(s, strategy && *strategy ? strategy : "none", &marks);
     rc = rm_program_build(s->g, &sch, s->threads, p, err, sizeof err);
     rm_schedule_free(&sch);
     if (rc != RM_OK) return rm_graph_fail(s->g, rc, "%s", err);
@@ -72,7 +90,7 @@ rm_status rm_compile(rm_graph *g, const rm_options *o, rm_session **out) {
         rc = rm_autodiff(g);
         if (rc == RM_OK && s->opt.memory_budget) {
             s->opt.checkpoint = "auto";
-            rc = rm_budget_program(s, NULL, &s->train);
+            rc = rm_session_budget_program(s, NULL, &s->train);
         } else if (rc == RM_OK) {
             rc = rm_session_program(s, s->opt.checkpoint, 1, &s->train);
         }
@@ -107,41 +125,12 @@ rm_status rm_compile(rm_graph *g, const rm_options *o, rm_session **out) {
                    (size_t)g->vals[v].numel * sizeof(int32_t));
     memset(s->arena, 0, s->arena_bytes); /* touch it once, before any step */
     init_params(s);
-    if (s->opt.memory_budget && s->train.n_instrs && (rc = rm_budget_profile(s)) != RM_OK) {
+    if (s->opt.memory_budget && s->train.n_instrs && (rc = rm_session_profile(s)) != RM_OK) {
         rm_session_free(s);
         return rc;
     }
     *out = s;
     return RM_OK;
-}
-
-int rm_profile_alloc(rm_profile *p, const rm_graph *g) {
-    p->stage_fwd = calloc((size_t)g->n_stages + 1, sizeof(double));
-    p->stage_bwd = calloc((size_t)g->n_stages + 1, sizeof(double));
-    p->node_fwd = calloc((size_t)g->n_nodes + 1, sizeof(double));
-    p->node_rec = calloc((size_t)g->n_nodes + 1, sizeof(double));
-    if (p->stage_fwd && p->stage_bwd && p->node_fwd && p->node_rec) return 1;
-    rm_profile_free(p);
-    return 0;
-}
-
-int rm_profile_copy(rm_profile *dst, const rm_profile *src, const rm_graph *g) {
-    rm_profile_free(dst);
-    if (!rm_profile_alloc(dst, g)) return 0;
-    memcpy(dst->stage_fwd, src->stage_fwd, sizeof(double) * (size_t)g->n_stages);
-    memcpy(dst->stage_bwd, src->stage_bwd, sizeof(double) * (size_t)g->n_stages);
-    memcpy(dst->node_fwd, src->node_fwd, sizeof(double) * (size_t)g->n_nodes);
-    memcpy(dst->node_rec, src->node_rec, sizeof(double) * (size_t)g->n_nodes);
-    double rec = 0, fwd = 0;
-    for (int n = 0; n < g->n_nodes; n++)
-        if (src->node_rec[n] > 0) rec += src->node_rec[n], fwd += src->node_fwd[n];
-    dst->cold = fwd > 0 ? rec / fwd : 0;
-    return 1;
-}
-
-void rm_profile_free(rm_profile *p) {
-    free(p->stage_fwd), free(p->stage_bwd), free(p->node_fwd), free(p->node_rec);
-    memset(p, 0, sizeof *p);
 }
 
 void rm_session_free(rm_session *s) {

@@ -1,7 +1,6 @@
 /* graph.c: recording a static graph. Nothing is computed here: builders only
  * append values and nodes (as in ggml); rm_compile later plans and runs them. */
 #include "graph/graph.h"
-#include "ops/ops.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -173,20 +172,21 @@ rm_status rm_stage_begin(rm_graph *g, const char *name) {
     return RM_OK;
 }
 
-int rm_node_new(rm_graph *g, rm_op_kind op, const int *in, int n_in) {
+int rm_node_new(rm_graph *g, rm_op_kind op, const char *opname, const int *in, int n_in) {
     if (!g || g->status != RM_OK) return -1;
     if (n_in > RM_MAX_IN) {
-        rm_graph_fail(g, RM_ERR_ARG, "%s: too many inputs", rm_op_get(op)->name);
+        rm_graph_fail(g, RM_ERR_ARG, "%s: too many inputs", opname);
         return -1;
     }
     if (g->n_stages == 0 && rm_stage_begin(g, "main") != RM_OK) return -1;
     if (!grow((void **)&g->nodes, &g->cap_nodes, g->n_nodes + 1, sizeof *g->nodes)) {
-        rm_graph_fail(g, RM_ERR_NOMEM, "out of memory recording a %s node", rm_op_get(op)->name);
+        rm_graph_fail(g, RM_ERR_NOMEM, "out of memory recording a %s node", opname);
         return -1;
     }
     rm_node *n = &g->nodes[g->n_nodes];
     memset(n, 0, sizeof *n);
     n->op = op;
+    n->opname = opname;
     n->n_in = n_in;
     for (int i = 0; i < RM_MAX_IN; i++) n->in[i] = i < n_in ? in[i] : -1;
     for (int j = 0; j < RM_MAX_OUT; j++) n->out[j] = -1;
@@ -203,7 +203,7 @@ rm_val rm_node_output(rm_graph *g, int node, rm_dtype dt, int ndim, const int64_
         return -1;
     }
     char name[RM_NAME_LEN * 2]; /* new_value truncates to RM_NAME_LEN */
-    snprintf(name, sizeof name, "%s.%s.%d%s", g->stages[n->stage].name, rm_op_get(n->op)->name, node,
+    snprintf(name, sizeof name, "%s.%s.%d%s", g->stages[n->stage].name, n->opname, node,
              n->n_out == 0 ? "" : n->n_out == 1 ? ".aux1" : ".aux2");
     rm_val v = new_value(g, RM_VALUE_ACT, name, dt, ndim, shape);
     if (v < 0) return -1;
@@ -286,4 +286,12 @@ rm_status rm_set_policy(rm_graph *g, rm_val v, rm_policy p) {
 
 int rm_param_trainable(const rm_graph *g, rm_val v) {
     return (g && v >= 0 && v < g->n_vals && g->vals[v].kind == RM_VALUE_PARAM) ? g->vals[v].trainable : 0;
+}
+
+int rm_graph_has_marks(const rm_graph *g) {
+    for (int n = 0; n < g->n_nodes; n++)
+        if (g->nodes[n].user_recompute) return 1;
+    for (int v = 0; v < g->n_vals; v++)
+        if (g->vals[v].policy != RM_POLICY_DEFAULT) return 1;
+    return 0;
 }

@@ -64,6 +64,7 @@ typedef enum rm_op_kind {
 
 typedef struct rm_node {
     rm_op_kind op;
+    const char *opname;   /* the op's name (rm_op_def.name), for messages and value names */
     int n_in, n_out;
     int in[RM_MAX_IN];    /* value ids; -1 for an absent optional input */
     int out[RM_MAX_OUT];
@@ -105,8 +106,9 @@ struct rm_graph {
 rm_status rm_graph_fail(rm_graph *g, rm_status s, const char *fmt, ...);
 /* For op builders (the files of ops/): is v a valid value id of g (and no error yet)? */
 int rm_val_ok(rm_graph *g, rm_val v, const char *op);
-/* Records a node of the current stage; returns its id or -1 (error set). */
-int rm_node_new(rm_graph *g, rm_op_kind op, const int *in, int n_in);
+/* Records a node of the current stage; returns its id or -1 (error set).
+ * Op builders call it through rm_op_node (ops/ops.h). */
+int rm_node_new(rm_graph *g, rm_op_kind op, const char *opname, const int *in, int n_in);
 /* Adds an output value to node `node` (named after the op and node id);
  * returns the value id or -1. */
 rm_val rm_node_output(rm_graph *g, int node, rm_dtype dt, int ndim, const int64_t *shape);
@@ -117,5 +119,7 @@ static inline int64_t rm_cols(const rm_value *v) { return v->shape[v->ndim - 1];
 /* graph/autodiff.c: marks the nodes whose backward must run and creates a
  * GRAD value for every activation the loss depends on through a parameter. */
 rm_status rm_autodiff(rm_graph *g);
+/* Does any node or value carry a user mark (rm_recompute_begin/end, rm_set_policy)? */
+int rm_graph_has_marks(const rm_graph *g);
 
 #endif

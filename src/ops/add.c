@@ -5,25 +5,8 @@
 #include <string.h>
 
 rm_val rm_add(rm_graph *g, rm_val a, rm_val b) {
-    if (!rm_val_ok(g, a, "add") || !rm_val_ok(g, b, "add")) return -1;
-    const rm_value *va = &g->vals[a], *vb = &g->vals[b];
-    if (va->dtype != RM_DTYPE_F32 || vb->dtype != RM_DTYPE_F32) {
-        rm_graph_fail(g, RM_ERR_ARG, "add: '%s' and '%s' must both be f32", va->name, vb->name);
-        return -1;
-    }
-    int same = va->ndim == vb->ndim;
-    for (int d = 0; same && d < va->ndim; d++) same = va->shape[d] == vb->shape[d];
-    if (!same) {
-        rm_graph_fail(g, RM_ERR_ARG, "add: '%s' and '%s' have different shapes", va->name, vb->name);
-        return -1;
-    }
-    int64_t shape[RM_MAX_DIMS];
-    int nd = va->ndim;
-    memcpy(shape, va->shape, (size_t)nd * sizeof *shape);
-    int ins[2] = {a, b};
-    int n = rm_node_new(g, RM_OP_ADD, ins, 2);
-    if (n < 0) return -1;
-    return rm_node_output(g, n, RM_DTYPE_F32, nd, shape);
+    const rm_val in[2] = {a, b};
+    return rm_elementwise(g, &rm_op_add, in, 2);
 }
 
 static void add_forward(const rm_kernel_ctx *c) {
@@ -57,6 +40,7 @@ static double add_flops(const rm_node *n, const rm_value *vals, int backward) {
 }
 
 const rm_op_def rm_op_add = {
+    .kind = RM_OP_ADD,
     .name = "add",
     .bwd_reads = 0,
     .forward = add_forward,

@@ -26,7 +26,7 @@ rm_val rm_attention(rm_graph *g, rm_val qkv, int heads) {
         return -1;
     }
     int64_t B = v->shape[0], T = v->shape[1], C = v->shape[2] / 3;
-    int n = rm_node_new(g, RM_OP_ATTENTION, &qkv, 1);
+    int n = rm_op_node(g, &rm_op_attention, &qkv, 1);
     if (n < 0) return -1;
     g->nodes[n].iarg[0] = heads;
     int64_t out_shape[3] = {B, T, C}, att_shape[4] = {B, heads, T, T};
@@ -138,10 +138,12 @@ static size_t attention_workspace(const rm_node *n, const rm_value *vals, int ba
 }
 
 const rm_op_def rm_op_attention = {
+    .kind = RM_OP_ATTENTION,
     .name = "attention",
     .bwd_reads = RM_READS_IN(0) | RM_READS_OUT(1),
     .forward = attention_forward,
     .backward = attention_backward,
     .flops = attention_flops,
     .workspace = attention_workspace,
+    .cheap = 1,
 };

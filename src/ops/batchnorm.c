@@ -30,7 +30,7 @@ rm_val rm_batchnorm(rm_graph *g, rm_val x, rm_val w, rm_val b, rm_val rmean, rm_
         rm_graph_fail(g, RM_ERR_ARG, "batchnorm: '%s' needs at least 2 rows (a batch) to normalise", vx->name);
         return -1;
     }
-    int n = rm_node_new(g, RM_OP_BATCHNORM, ins, 5);
+    int n = rm_op_node(g, &rm_op_batchnorm, ins, 5);
     int64_t cs[1] = {C};
     rm_val y = rm_node_output(g, n, RM_DTYPE_F32, vx->ndim, vx->shape);
     rm_node_output(g, n, RM_DTYPE_F32, 1, cs); /* batch mean (C) */
@@ -109,6 +109,7 @@ static double batchnorm_flops(const rm_node *n, const rm_value *vals, int backwa
 }
 
 const rm_op_def rm_op_batchnorm = {
+    .kind = RM_OP_BATCHNORM,
     .name = "batchnorm",
     .bwd_reads = RM_READS_IN(0) | RM_READS_IN(1) | RM_READS_OUT(1) | RM_READS_OUT(2),
     .forward = batchnorm_forward,

@@ -12,12 +12,13 @@ rm_val rm_custom(rm_graph *g, const char *name, rm_val x, rm_custom_forward forw
                       name ? name : "?");
         return -1;
     }
-    int n = rm_node_new(g, RM_OP_CUSTOM, &x, 1);
-    if (n < 0) return -1;
-    g->nodes[n].custom_forward = forward;
-    g->nodes[n].custom_backward = backward;
-    g->nodes[n].custom_user = user;
-    return rm_node_output(g, n, RM_DTYPE_F32, g->vals[x].ndim, g->vals[x].shape);
+    rm_val y = rm_elementwise(g, &rm_op_custom, &x, 1);
+    if (y < 0) return -1;
+    rm_node *n = &g->nodes[g->vals[y].node];
+    n->custom_forward = forward;
+    n->custom_backward = backward;
+    n->custom_user = user;
+    return y;
 }
 
 /* x is (n), y is (n) */
@@ -37,6 +38,7 @@ static double custom_flops(const rm_node *n, const rm_value *vals, int backward)
 }
 
 const rm_op_def rm_op_custom = {
+    .kind = RM_OP_CUSTOM,
     .name = "custom",
     .bwd_reads = RM_READS_IN(0),
     .forward = custom_forward,

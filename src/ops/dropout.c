@@ -27,7 +27,7 @@ rm_val rm_dropout(rm_graph *g, rm_val x, float p) {
     int64_t shape[RM_MAX_DIMS];
     const int nd = vx->ndim;
     memcpy(shape, vx->shape, (size_t)nd * sizeof *shape);
-    int n = rm_node_new(g, RM_OP_DROPOUT, &x, 1);
+    int n = rm_op_node(g, &rm_op_dropout, &x, 1);
     if (n < 0) return -1;
     g->nodes[n].farg[0] = p;
     return rm_node_output(g, n, RM_DTYPE_F32, nd, shape);
@@ -76,10 +76,12 @@ static double dropout_flops(const rm_node *n, const rm_value *vals, int backward
 }
 
 const rm_op_def rm_op_dropout = {
+    .kind = RM_OP_DROPOUT,
     .name = "dropout",
     .bwd_reads = 0, /* the mask is regenerated, not stored */
     .forward = dropout_forward,
     .backward = dropout_backward,
     .flops = dropout_flops,
     .workspace = NULL,
+    .cheap = 1,
 };

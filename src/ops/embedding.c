@@ -29,7 +29,7 @@ rm_val rm_embedding(rm_graph *g, rm_val ids, rm_val table) {
     memcpy(shape, vi->shape, (size_t)nd * sizeof *shape);
     shape[nd] = vt->shape[1];
     int ins[2] = {ids, table};
-    int n = rm_node_new(g, RM_OP_EMBEDDING, ins, 2);
+    int n = rm_op_node(g, &rm_op_embedding, ins, 2);
     if (n < 0) return -1;
     return rm_node_output(g, n, RM_DTYPE_F32, nd + 1, shape);
 }
@@ -83,6 +83,7 @@ static double embedding_flops(const rm_node *n, const rm_value *vals, int backwa
 }
 
 const rm_op_def rm_op_embedding = {
+    .kind = RM_OP_EMBEDDING,
     .name = "embedding",
     .bwd_reads = RM_READS_IN(0), /* ids say where each gradient row goes */
     .forward = embedding_forward,

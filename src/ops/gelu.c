@@ -8,25 +8,11 @@
 #include "ops/ops.h"
 #include "util/fastmath.h"
 #include <math.h>
-#include <string.h>
 
 #define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
 #define GELU_A 0.044715f
 
-rm_val rm_gelu(rm_graph *g, rm_val x) {
-    if (!rm_val_ok(g, x, "gelu")) return -1;
-    const rm_value *vx = &g->vals[x];
-    if (vx->dtype != RM_DTYPE_F32) {
-        rm_graph_fail(g, RM_ERR_ARG, "gelu: '%s' must be f32", vx->name);
-        return -1;
-    }
-    int64_t shape[RM_MAX_DIMS];
-    const int nd = vx->ndim;
-    memcpy(shape, vx->shape, (size_t)nd * sizeof *shape);
-    int n = rm_node_new(g, RM_OP_GELU, &x, 1);
-    if (n < 0) return -1;
-    return rm_node_output(g, n, RM_DTYPE_F32, nd, shape);
-}
+rm_val rm_gelu(rm_graph *g, rm_val x) { return rm_elementwise(g, &rm_op_gelu, &x, 1); }
 
 static void gelu_forward(const rm_kernel_ctx *c) {
     // x is (N), out is (N), flattened
@@ -65,10 +51,12 @@ static double gelu_flops(const rm_node *n, const rm_value *vals, int backward) {
 }
 
 const rm_op_def rm_op_gelu = {
+    .kind = RM_OP_GELU,
     .name = "gelu",
     .bwd_reads = RM_READS_IN(0),
     .forward = gelu_forward,
     .backward = gelu_backward,
     .flops = gelu_flops,
     .workspace = NULL,
+    .cheap = 1,
 };

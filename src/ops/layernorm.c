@@ -36,7 +36,7 @@ rm_val rm_layernorm(rm_graph *g, rm_val x, rm_val w, rm_val b) {
     memcpy(shape, vx->shape, (size_t)nd * sizeof *shape);
     const int64_t rows[1] = {rm_rows(vx)};
     int ins[3] = {x, w, b};
-    int n = rm_node_new(g, RM_OP_LAYERNORM, ins, 3);
+    int n = rm_op_node(g, &rm_op_layernorm, ins, 3);
     if (n < 0) return -1;
     g->nodes[n].farg[0] = LN_EPS;
     rm_val out = rm_node_output(g, n, RM_DTYPE_F32, nd, shape);
@@ -148,6 +148,7 @@ static double layernorm_flops(const rm_node *n, const rm_value *vals, int backwa
 }
 
 const rm_op_def rm_op_layernorm = {
+    .kind = RM_OP_LAYERNORM,
     .name = "layernorm",
     /* x, w, mean, rstd: not b, and not out (xhat is rebuilt from x) */
     .bwd_reads = RM_READS_IN(0) | RM_READS_IN(1) | RM_READS_OUT(1) | RM_READS_OUT(2),
@@ -155,4 +156,5 @@ const rm_op_def rm_op_layernorm = {
     .backward = layernorm_backward,
     .flops = layernorm_flops,
     .workspace = NULL,
+    .cheap = 1,
 };

@@ -21,7 +21,7 @@ rm_val rm_linear(rm_graph *g, rm_val x, rm_val w, rm_val b) {
     for (int i = 0; i < ndim; i++) shape[i] = vx->shape[i];
     shape[ndim - 1] = vw->shape[0];
     int in[3] = {x, w, b};
-    int n = rm_node_new(g, RM_OP_LINEAR, in, b >= 0 ? 3 : 2);
+    int n = rm_op_node(g, &rm_op_linear, in, b >= 0 ? 3 : 2);
     return rm_node_output(g, n, RM_DTYPE_F32, ndim, shape);
 }
 
@@ -73,6 +73,7 @@ static double linear_flops(const rm_node *n, const rm_value *vals, int backward)
 }
 
 const rm_op_def rm_op_linear = {
+    .kind = RM_OP_LINEAR,
     .name = "linear",
     .bwd_reads = RM_READS_IN(0) | RM_READS_IN(1),
     .forward = linear_forward,

@@ -27,6 +27,7 @@ typedef struct rm_kernel_ctx {
 } rm_kernel_ctx;
 
 typedef struct rm_op_def {
+    rm_op_kind kind;  /* its index in the registry */
     const char *name;
     /* Which forward tensors the backward reads: bit i = input i,
      * bit (RM_MAX_IN + j) = output j. Everything else may be freed. */
@@ -40,11 +41,30 @@ typedef struct rm_op_def {
     /* The forward has a side effect (e.g. running statistics) that it skips
      * when c->recompute is set, so recomputation never repeats it. */
     int side_effect;
+    /* Cheap to recompute next to what keeping its outputs costs (a pass
+     * over memory: normalisations, pointwise maps, dropout's mask, the
+     * attention probabilities): the selective policy recomputes these. */
+    int cheap;
 } rm_op_def;
 
 #define RM_READS_IN(i) (1u << (i))
 #define RM_READS_OUT(j) (1u << (RM_MAX_IN + (j)))
 
+/* ops/registry.c: the definition of an op kind (NULL out of range). */
 const rm_op_def *rm_op_get(rm_op_kind k);
+
+/* The definitions, one per file of ops/. */
+extern const rm_op_def rm_op_embedding, rm_op_linear, rm_op_add, rm_op_layernorm, rm_op_gelu,
+    rm_op_relu, rm_op_dropout, rm_op_attention, rm_op_softmax_ce, rm_op_batchnorm, rm_op_custom;
+
+/* Records a node of op `d` (see rm_node_new). */
+static inline int rm_op_node(rm_graph *g, const rm_op_def *d, const int *in, int n_in) {
+    return rm_node_new(g, d->kind, d->name, in, n_in);
+}
+
+/* ops/elementwise.c: the builder of an elementwise op: n_in f32 inputs of
+ * one shape (checked, errors name the op), one node of op `d`, one f32
+ * output of that shape. Returns the output or -1 (error set on g). */
+rm_val rm_elementwise(rm_graph *g, const rm_op_def *d, const rm_val *in, int n_in);
 
 #endif

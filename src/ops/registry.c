@@ -2,9 +2,6 @@
  * own file of ops/ and exports one rm_op_def. */
 #include "ops/ops.h"
 
-extern const rm_op_def rm_op_embedding, rm_op_linear, rm_op_add, rm_op_layernorm, rm_op_gelu,
-    rm_op_relu, rm_op_dropout, rm_op_attention, rm_op_softmax_ce, rm_op_batchnorm, rm_op_custom;
-
 static const rm_op_def *const op_table[RM_OP_COUNT] = {
     [RM_OP_EMBEDDING] = &rm_op_embedding,
     [RM_OP_LINEAR] = &rm_op_linear,

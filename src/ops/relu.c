@@ -2,22 +2,8 @@
  * (0 at the kink, by convention), and x > 0 exactly when out > 0: so the
  * backward reads the output and the input can be freed after the forward. */
 #include "ops/ops.h"
-#include <string.h>
 
-rm_val rm_relu(rm_graph *g, rm_val x) {
-    if (!rm_val_ok(g, x, "relu")) return -1;
-    const rm_value *vx = &g->vals[x];
-    if (vx->dtype != RM_DTYPE_F32) {
-        rm_graph_fail(g, RM_ERR_ARG, "relu: '%s' must be f32", vx->name);
-        return -1;
-    }
-    int64_t shape[RM_MAX_DIMS];
-    const int nd = vx->ndim;
-    memcpy(shape, vx->shape, (size_t)nd * sizeof *shape);
-    int n = rm_node_new(g, RM_OP_RELU, &x, 1);
-    if (n < 0) return -1;
-    return rm_node_output(g, n, RM_DTYPE_F32, nd, shape);
-}
+rm_val rm_relu(rm_graph *g, rm_val x) { return rm_elementwise(g, &rm_op_relu, &x, 1); }
 
 static void relu_forward(const rm_kernel_ctx *c) {
     // x is (N), out is (N), flattened
@@ -48,6 +34,7 @@ static double relu_flops(const rm_node *n, const rm_value *vals, int backward) {
 }
 
 const rm_op_def rm_op_relu = {
+    .kind = RM_OP_RELU,
     .name = "relu",
     .bwd_reads = RM_READS_OUT(0),
     .forward = relu_forward,

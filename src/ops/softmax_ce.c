@@ -35,7 +35,7 @@ rm_val rm_softmax_ce(rm_graph *g, rm_val logits, rm_val targets) {
         return -1;
     }
     int ins[2] = {logits, targets};
-    int n = rm_node_new(g, RM_OP_SOFTMAX_CE, ins, 2);
+    int n = rm_op_node(g, &rm_op_softmax_ce, ins, 2);
     if (n < 0) return -1;
     const int64_t one[1] = {1};
     const int64_t probs_shape[2] = {rm_rows(vl), rm_cols(vl)};
@@ -106,6 +106,7 @@ static double softmax_ce_flops(const rm_node *n, const rm_value *vals, int backw
 }
 
 const rm_op_def rm_op_softmax_ce = {
+    .kind = RM_OP_SOFTMAX_CE,
     .name = "softmax_ce",
     .bwd_reads = RM_READS_IN(1) | RM_READS_OUT(1), /* targets and probs, not logits */
     .forward = softmax_ce_forward,

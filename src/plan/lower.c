@@ -44,7 +44,7 @@ rm_status rm_schedule_lower(const rm_graph *g, const rm_chain *c, const rm_rotor
                   malloc((size_t)g->n_nodes + 1), calloc((size_t)c->n + 1, 1)};
     rm_status rc = (l.forwarded && l.all && l.cheap && l.sel) ? RM_OK : RM_ERR_NOMEM;
     for (int n = 0; n < g->n_nodes && rc == RM_OK; n++) l.all[n] = 1;
-    if (rc == RM_OK) rm_selective_mask(g, l.cheap);
+    if (rc == RM_OK) rm_cheap_mask(g, l.cheap);
     for (int k = 0; k < n_ops && rc == RM_OK; k++) {
         int st = ops[k].stage;
         if (st < 0 || st >= c->n) {

@@ -64,8 +64,26 @@ typedef struct rm_schedule {
     int n, cap;
 } rm_schedule;
 
+/* plan/schedule.c: the primitives strategies build schedules from (the
+ * leaf of plan/). */
 rm_status rm_schedule_push(rm_schedule *s, rm_instr_kind k, int node);
 void rm_schedule_free(rm_schedule *s);
+/* FORWARD items for nodes lo..hi. */
+rm_status rm_schedule_forward(int lo, int hi, rm_schedule *out);
+/* BACKWARD items for the nodes of [lo, hi] that need one, last first. */
+rm_status rm_schedule_backward(const rm_graph *g, int lo, int hi, rm_schedule *out);
+/* Appends RECOMPUTE items for the nodes among [lo, hi] that `want` marks and
+ * that are needed to rebuild `also` (if >= 0) and, with for_backward, what
+ * the backwards of [lo, hi] read. */
+rm_status rm_schedule_recompute(const rm_graph *g, int lo, int hi, const char *want, rm_val also,
+                                int for_backward, rm_schedule *out);
+/* Forward everything, then for each group of nodes from the last: recompute
+ * what the group's backward needs among the wanted nodes, run its backward. */
+rm_status rm_schedule_grouped(const rm_graph *g, const int *group_first, const int *group_last, int n_groups,
+                              const char *want, rm_schedule *out);
+/* want[n] = 1 for the nodes whose op is cheap to recompute (rm_op_def.cheap):
+ * what the selective policy recomputes. */
+void rm_cheap_mask(const rm_graph *g, char *want);
 
 /* plan/chain.c: the graph as a chain of stages. Empty stages are skipped;
  * chain stage i covers nodes [first[i], last[i]] and receives exactly one
@@ -77,18 +95,20 @@ typedef struct rm_chain {
 rm_status rm_chain_build(const rm_graph *g, rm_chain *c, char *err, size_t errlen);
 void rm_chain_free(rm_chain *c);
 
-/* plan/schedule.c: the schedule of a strategy. Notes about user marks that
- * overrode the strategy are appended to `notes`. */
-rm_status rm_schedule_build(const rm_graph *g, const char *strategy, int backward,
-                            rm_schedule *out, char *notes, size_t notes_len, char *err, size_t errlen);
-/* Appends RECOMPUTE items for the nodes among [lo, hi] that `want` marks and
- * that are needed to rebuild `also` (if >= 0) and, with for_backward, what
- * the backwards of [lo, hi] read. */
-rm_status rm_schedule_recompute(const rm_graph *g, int lo, int hi, const char *want, rm_val also,
-                                int for_backward, rm_schedule *out);
-rm_status rm_schedule_backward(const rm_graph *g, int lo, int hi, rm_schedule *out);
-/* The nodes the selective policy recomputes: layernorm, GELU, dropout, attention. */
-void rm_selective_mask(const rm_graph *g, char *want);
+/* What the user's marks (rm_recompute_begin/end, rm_set_policy) changed in
+ * a schedule. The plan only counts; the session words the notes. */
+typedef struct rm_marks {
+    int forced;  /* nodes recomputed for a mark, that the strategy would keep */
+    int kept;    /* nodes kept for a must-save mark, that the strategy would recompute */
+    int ignored; /* the graph has marks, and the strategy schedules whole stages */
+} rm_marks;
+
+/* plan/strategy.c: the schedule of a named strategy ("none", "blocks",
+ * "segments:K", "sqrt", "selective", "revolve:S"). With `marks` set the
+ * user's marks are applied on top and what they changed is counted there;
+ * with NULL they are not applied. */
+rm_status rm_schedule_build(const rm_graph *g, const char *strategy, int backward, rm_marks *marks,
+                            rm_schedule *out, char *err, size_t errlen);
 
 /* plan/revolve.c: Griewank-Walther binomial checkpointing. */
 /* Fewest stage re-advances to reverse l stages with s slots (x0 counts as one). */
@@ -98,9 +118,21 @@ long rm_revolve_closed_form(int l, int s);
 rm_status rm_schedule_revolve(const rm_graph *g, const rm_chain *c, int slots, rm_schedule *out,
                               char *err, size_t errlen);
 
+/* plan/lower.c: schedule items from stage operations (plan/rotor.h). */
+struct rm_rotor_op;
+rm_status rm_schedule_lower(const rm_graph *g, const rm_chain *c, const struct rm_rotor_op *ops, int n_ops,
+                            rm_schedule *out, char *err, size_t errlen);
+
+/* plan/program.c: instructions + buffers from a schedule (liveness). */
+rm_status rm_program_build(const rm_graph *g, const rm_schedule *s, int threads,
+                           rm_program *p, char *err, size_t errlen);
+/* plan/memplan.c: offsets of the buffers in one arena. */
+void rm_memplan(rm_program *p);
+
 /* A measured training step, in ms: per graph stage (forward, backward) and
  * per node (its first forward, and its last recomputation if it had one), so
- * recomputations can be priced. */
+ * recomputations can be priced. The session measures it (exec/); the
+ * planner only reads it. */
 typedef struct rm_profile {
     double *stage_fwd, *stage_bwd, *node_fwd, *node_rec;
     double cold; /* recomputations over first forwards, where both were measured (0: none) */
@@ -111,23 +143,25 @@ typedef struct rm_profile {
 static inline double rm_profile_recompute_ms(const rm_profile *p, int node) {
     return p->node_rec[node] > 0 ? p->node_rec[node] : p->node_fwd[node] * (p->cold > 0 ? p->cold : 1.0);
 }
-/* exec/session.c: zeroed arrays for g (0: out of memory, nothing held); a copy. */
-int rm_profile_alloc(rm_profile *p, const rm_graph *g);
-int rm_profile_copy(rm_profile *dst, const rm_profile *src, const rm_graph *g);
-void rm_profile_free(rm_profile *p);
 
-/* plan/report.c: what a program's recomputations cost: ms from the
+/* plan/program.c: what a program's recomputations cost: ms from the
  * profile (rm_profile_recompute_ms), or FLOPs when prof is NULL. */
 double rm_recompute_cost(const rm_graph *g, const rm_program *p, const rm_profile *prof);
 
-/* plan/planner.c: the fastest schedule that fits `budget` arena bytes.
- * prof: a measured step, or NULL for FLOP estimates. */
+/* plan/planner.c: the memory-budget planner, a pure function of (graph,
+ * budget, profile) -> schedule. User marks are not applied to any of its
+ * candidates (its guarantee is the budget; a must-save mark could break it). */
 struct rm_chain_model;
-struct rm_rotor_op;
 typedef struct rm_auto_info {
+    int64_t budget;            /* the budget in bytes ("50%" resolved) */
+    int64_t store_all;         /* arena bytes of store-all (strategy none) */
     int64_t min_budget;        /* smallest budget a plan fits in (-1: none) */
     char chosen[32];           /* "rotor", or the uniform strategy that beat it */
 } rm_auto_info;
+/* The fastest schedule whose arena fits `budget` ("64MiB", "1.5GiB", "50%"
+ * of store-all, ...). prof: a measured step, or NULL for FLOP estimates. */
+rm_status rm_schedule_budget(const rm_graph *g, const char *budget, int threads, const rm_profile *prof,
+                             rm_schedule *out, rm_auto_info *info, char *err, size_t errlen);
 rm_status rm_schedule_auto(const rm_graph *g, int64_t budget, int slots, int threads, const rm_profile *prof,
                            const rm_program *none, rm_schedule *out, rm_auto_info *info, char *err, size_t errlen);
 rm_status rm_chain_model_from_graph(const rm_graph *g, const rm_chain *c, const rm_profile *prof, int threads,
@@ -136,15 +170,5 @@ int64_t rm_planner_min_budget(const rm_graph *g, const rm_chain *c, const struct
                               int threads, int64_t store_all);
 /* "64MiB", "1.5GiB", "500MB", "123456" -> bytes; "50%" -> 50 with *percent = 1. */
 rm_status rm_parse_bytes(const char *s, double *bytes, int *percent);
-
-/* plan/lower.c: schedule items from stage operations (plan/rotor.h). */
-struct rm_rotor_op;
-rm_status rm_schedule_lower(const rm_graph *g, const rm_chain *c, const struct rm_rotor_op *ops, int n_ops,
-                            rm_schedule *out, char *err, size_t errlen);
-/* plan/program.c: instructions + buffers from a schedule (liveness). */
-rm_status rm_program_build(const rm_graph *g, const rm_schedule *s, int threads,
-                           rm_program *p, char *err, size_t errlen);
-/* plan/memplan.c: offsets of the buffers in one arena. */
-void rm_memplan(rm_program *p);
 
 #endif

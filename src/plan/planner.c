@@ -228,8 +228,8 @@ static rm_status add_selective_option(const rm_graph *g, const rm_chain *c, int 
                                       rm_chain_model *m) {
     rm_schedule sch;
     rm_program p;
-    char err[256], notes[8] = "";
-    if (rm_schedule_build(g, "selective", 1, &sch, notes, sizeof notes, err, sizeof err) != RM_OK) return RM_ERR_NOMEM;
+    char err[256];
+    if (rm_schedule_build(g, "selective", 1, NULL, &sch, err, sizeof err) != RM_OK) return RM_ERR_NOMEM;
     rm_status rc = rm_program_build(g, &sch, threads, &p, err, sizeof err);
     rm_schedule_free(&sch);
     if (rc != RM_OK) return rc;
@@ -287,12 +287,12 @@ static rm_status try_uniform(const rm_graph *g, int stages, int64_t budget, int 
     int64_t arena;
     if (have && price(g, out, threads, prof, &best, &arena) != RM_OK) return RM_ERR_NOMEM;
     for (int k = 2; k <= stages + 1; k++) {
-        char name[32], notes[8], err[256];
+        char name[32], err[256];
         if (k <= stages) snprintf(name, sizeof name, "segments:%d", k);
         else snprintf(name, sizeof name, "blocks");
         rm_schedule sch;
         double cost;
-        if (rm_schedule_build(g, name, 1, &sch, notes, sizeof notes, err, sizeof err) != RM_OK) continue;
+        if (rm_schedule_build(g, name, 1, NULL, &sch, err, sizeof err) != RM_OK) continue;
         if (price(g, &sch, threads, prof, &cost, &arena) == RM_OK && arena <= budget && cost < best * (1 - 1e-9)) {
             if (have) rm_schedule_free(out);
             *out = sch, have = 1, best = cost;
@@ -307,7 +307,8 @@ static rm_status try_uniform(const rm_graph *g, int stages, int64_t budget, int 
 rm_status rm_schedule_auto(const rm_graph *g, int64_t budget, int slots, int threads, const rm_profile *prof,
                            const rm_program *none, rm_schedule *out, rm_auto_info *info, char *err, size_t errlen) {
     int64_t store_all = (int64_t)none->arena_bytes;
-    memset(info, 0, sizeof *info);
+    info->min_budget = 0;
+    info->chosen[0] = 0;
     rm_chain c;
     rm_status rc = rm_chain_build(g, &c, err, errlen);
     if (rc != RM_OK) return rc;
@@ -341,5 +342,32 @@ rm_status rm_schedule_auto(const rm_graph *g, int64_t budget, int slots, int thr
     }
     rm_chain_model_free(&m);
     rm_chain_free(&c);
+    return rc;
+}
+
+rm_status rm_schedule_budget(const rm_graph *g, const char *budget, int threads, const rm_profile *prof,
+                             rm_schedule *out, rm_auto_info *info, char *err, size_t errlen) {
+    memset(info, 0, sizeof *info);
+    double v;
+    int percent;
+    if (rm_parse_bytes(budget, &v, &percent) != RM_OK) {
+        snprintf(err, errlen, "memory budget '%s' is not a size: use e.g. 64MiB, 1.5GiB, 500MB, "
+                 "123456 (bytes) or 50%% (of store-all)", budget ? budget : "");
+        return RM_ERR_ARG;
+    }
+    /* store-all's program: the reference for "50%" budgets, for reports, and
+     * the source of the planner's per-stage byte figures */
+    rm_schedule sch;
+    rm_program none;
+    rm_status rc = rm_schedule_build(g, "none", 1, NULL, &sch, err, errlen);
+    if (rc != RM_OK) return rc;
+    rc = rm_program_build(g, &sch, threads, &none, err, errlen);
+    rm_schedule_free(&sch);
+    if (rc != RM_OK) return rc;
+    rm_memplan(&none);
+    info->store_all = (int64_t)none.arena_bytes;
+    info->budget = percent ? (int64_t)((double)info->store_all * v / 100.0) : (int64_t)v;
+    rc = rm_schedule_auto(g, info->budget, 500, threads, prof, &none, out, info, err, errlen);
+    rm_program_free(&none);
     return rc;
 }

@@ -13,25 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-rm_status rm_schedule_push(rm_schedule *s, rm_instr_kind k, int node) {
-    if (s->n == s->cap) {
-        int nc = s->cap ? s->cap * 2 : 256;
-        void *p = realloc(s->items, (size_t)nc * sizeof *s->items);
-        if (!p) return RM_ERR_NOMEM;
-        s->items = p;
-        s->cap = nc;
-    }
-    s->items[s->n].kind = k;
-    s->items[s->n].node = node;
-    s->n++;
-    return RM_OK;
-}
-
-void rm_schedule_free(rm_schedule *s) {
-    free(s->items);
-    memset(s, 0, sizeof *s);
-}
-
 void rm_program_free(rm_program *p) {
     free(p->instrs);
     free(p->bufs);
@@ -190,4 +171,15 @@ done:
     free(cur);
     if (rc != RM_OK) rm_program_free(p);
     return rc;
+}
+
+double rm_recompute_cost(const rm_graph *g, const rm_program *p, const rm_profile *prof) {
+    double cost = 0;
+    for (int i = 0; i < p->n_instrs; i++) {
+        if (p->instrs[i].kind != RM_INSTR_RECOMPUTE) continue;
+        const rm_node *nd = &g->nodes[p->instrs[i].node];
+        const rm_op_def *op = rm_op_get(nd->op);
+        cost += prof ? rm_profile_recompute_ms(prof, p->instrs[i].node) : op->flops ? op->flops(nd, g->vals, 0) : 0;
+    }
+    return cost;
 }

@@ -1,20 +1,7 @@
 /* util.c: small helpers shared by every part of the library. */
-#include "exec/exec.h"
-#include <stdarg.h>
+#include "util/util.h"
 #include <stdio.h>
 #include <string.h>
-
-/* A session's error message (here, not in session.c, so that code linked
- * without the engine, such as the fuzz target, shares it). */
-rm_status rm_session_fail(rm_session *s, rm_status st, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(s->errmsg, sizeof s->errmsg, fmt, ap);
-    va_end(ap);
-    return st;
-}
-
-const char *rm_session_errmsg(const rm_session *s) { return s ? s->errmsg : "no session"; }
 
 size_t rm_dtype_size(rm_dtype d) {
     switch (d) {

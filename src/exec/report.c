@@ -1,18 +1,8 @@
-/* report.c: what a plan keeps, what it recomputes, and what that costs. */
+/* report.c: what a session's plan keeps, what it recomputes, and what that
+ * costs (rm_plan, rm_print_plan, rm_plan_notes). */
 #include "exec/exec.h"
 #include <stdlib.h>
 #include <string.h>
-
-double rm_recompute_cost(const rm_graph *g, const rm_program *p, const rm_profile *prof) {
-    double cost = 0;
-    for (int i = 0; i < p->n_instrs; i++) {
-        if (p->instrs[i].kind != RM_INSTR_RECOMPUTE) continue;
-        const rm_node *nd = &g->nodes[p->instrs[i].node];
-        const rm_op_def *op = rm_op_get(nd->op);
-        cost += prof ? rm_profile_recompute_ms(prof, p->instrs[i].node) : op->flops ? op->flops(nd, g->vals, 0) : 0;
-    }
-    return cost;
-}
 
 void rm_plan(const rm_session *s, rm_plan_info *p) {
     memset(p, 0, sizeof *p);

@@ -1,0 +1,69 @@
+/* budget.c: rm_options.memory_budget for a session. The planner
+ * (plan/planner.c) is a pure function of (graph, budget, profile); the
+ * session builds the instruction list and the memory layout of what it
+ * chose, measures a profiling step, plans again with those times, and grows
+ * its arena if the new plan needs more. */
+#include "exec/exec.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+rm_status rm_session_budget_program(rm_session *s, const rm_profile *prof, rm_program *out) {
+    rm_graph *g = s->g;
+    rm_schedule sch;
+    char err[512];
+    rm_status rc = rm_schedule_budget(g, s->opt.memory_budget, s->threads, prof, &sch, &s->autoplan, err, sizeof err);
+    s->budget_bytes = s->autoplan.budget;
+    s->store_all_bytes = s->autoplan.store_all;
+    if (rc != RM_OK) return rm_graph_fail(g, rc, "%s", err);
+    s->notes[0] = 0;
+    if (rm_graph_has_marks(g))
+        snprintf(s->notes, sizeof s->notes, "note: memory_budget schedules whole stages; per-node user marks "
+                 "are not applied under it\n");
+    rc = rm_program_build(g, &sch, s->threads, out, err, sizeof err);
+    rm_schedule_free(&sch);
+    if (rc != RM_OK) return rm_graph_fail(g, rc, "%s", err);
+    rm_memplan(out);
+    return RM_OK;
+}
+
+/* Grows the arena to `bytes`, before any real step (contents: zeros). */
+static rm_status grow_arena(rm_session *s, size_t bytes) {
+    if (bytes <= s->arena_bytes) return RM_OK;
+    unsigned char *a = aligned_alloc(RM_ALIGN, (bytes + RM_ALIGN - 1) / RM_ALIGN * RM_ALIGN);
+    if (!a) return rm_graph_fail(s->g, RM_ERR_NOMEM, "out of memory for the activation arena");
+    memset(a, 0, bytes);
+    free(s->arena);
+    s->arena = a;
+    s->arena_bytes = bytes;
+    return RM_OK;
+}
+
+/* Steps on the inputs as they are (zeros at compile time) to time each
+ * stage, then plan again with those times. Parameters and state (running
+ * statistics) are restored, so the profile leaves no trace. */
+rm_status rm_session_profile(rm_session *s) {
+    rm_graph *g = s->g;
+    size_t bytes = g->param_floats * sizeof(float);
+    float *saved = malloc(bytes ? bytes : 1);
+    if (!saved) return rm_graph_fail(g, RM_ERR_NOMEM, "out of memory profiling");
+    memcpy(saved, s->params, bytes);
+    /* twice: the first step also pays for first-touch page faults and thread start-up */
+    rm_status rc = rm_execute(s, &s->train, 0, 1);
+    if (rc == RM_OK) rc = rm_execute(s, &s->train, 0, 1);
+    memcpy(s->params, saved, bytes);
+    free(saved);
+    if (rc != RM_OK) return rm_graph_fail(g, rc, "profiling step: %s", s->errmsg);
+    if (!rm_profile_copy(&s->prof, &s->timing, g)) return rm_graph_fail(g, RM_ERR_NOMEM, "out of memory profiling");
+    rm_program p;
+    rc = rm_session_budget_program(s, &s->prof, &p);
+    if (rc != RM_OK) return rc;
+    if ((rc = grow_arena(s, p.arena_bytes)) != RM_OK) {
+        rm_program_free(&p);
+        return rc;
+    }
+    rm_program_free(&s->train);
+    s->train = p;
+    s->measured_peak = 0;
+    return RM_OK;
+}
