@@ -6,7 +6,7 @@ OPT     ?= -O2 -g
 # cost model: the rows of a causal softmax, and other loops of variable
 # length, stayed scalar (exp 5x slower). Compilers without the flag skip it.
 VECTORIZE := $(shell $(CC) -fvect-cost-model=dynamic -E -x c /dev/null >/dev/null 2>&1 && echo -fvect-cost-model=dynamic)
-CFLAGS  := $(OPT) $(VECTORIZE) -std=c11 -Wall -Wextra -D_POSIX_C_SOURCE=200809L -Iinclude -Isrc -fopenmp -march=native
+CFLAGS  := $(OPT) $(VECTORIZE) -std=c11 -Wall -Wextra -D_POSIX_C_SOURCE=200809L -Iinclude -fopenmp -march=native
 LDLIBS  += -lm -fopenmp $(SAN)
 CFLAGS  += $(SAN)
 BUILD   ?= build
@@ -52,7 +52,13 @@ CORPUS_FILES := $(sort $(wildcard README.md docs/*.md include/*.h src/*.h src/*/
 .PHONY: all test run clean bench asan
 all: $(BUILD)/remat
 
+# The library sees its internal headers (-Isrc); cli/ is a client of the
+# public API only: it is compiled with -Iinclude alone.
 $(BUILD)/%.o: %.c $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Isrc -c $< -o $@
+
+$(BUILD)/cli/%.o: cli/%.c include/remat.h cli/*.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
@@ -79,7 +85,7 @@ $(BUILD)/remat: $(CLI_OBJ) $(BUILD)/libremat.a
 
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libremat.a $(HDRS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libremat.a $(LDLIBS)
+	$(CC) $(CFLAGS) -Isrc -o $@ $< $(BUILD)/libremat.a $(LDLIBS)
 
 test: $(BUILD)/remat $(TEST_BIN)
 	@BUILD=$(BUILD) sh tests/run_all.sh $(TEST_BIN)

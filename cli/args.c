@@ -37,6 +37,7 @@ void cli_args_default(cli_args *a) {
     a->tokens = 200;
     a->top_k = 0;
     a->temperature = 1.0f;
+    a->command = "";
 }
 
 int cli_fail(int status, const char *fmt, ...) {
@@ -101,12 +102,29 @@ static int parse_widths(cli_args *a, const char *s) {
     return 1;
 }
 
+/* The flags that take a value. */
+static int known_flag(const char *flag) {
+    static const char *const flags[] = {
+        "--model", "--layers", "--dim", "--heads", "--context", "--vocab", "--batch", "--widths",
+        "--dropout", "--data", "--val-fraction", "--sampler", "--steps", "--threads", "--eval-every",
+        "--warmup", "--seed", "--optimizer", "--lr", "--weight-decay", "--grad-clip", "--lr-schedule",
+        "--checkpoint", "--memory-budget", "--init", "--save", "--resume", "--save-every", "--keep",
+        "--report", "--load", "--prompt", "--tokens", "--top-k", "--temperature", NULL};
+    for (int i = 0; flags[i]; i++)
+        if (strcmp(flag, flags[i]) == 0) return 1;
+    return 0;
+}
+
 int cli_args_parse(cli_args *a, int argc, char **argv, int first) {
     for (int i = first; i < argc; i++) {
         const char *f = argv[i], *v = NULL;
         char flag[64];
+        if (!strcmp(f, "--help") || !strcmp(f, "-h")) {
+            a->help = 1;
+            return 1;
+        }
         if (strncmp(f, "--", 2) != 0) {
-            cli_fail(2, "unexpected argument '%s' (flags start with --; see remat --help)", f);
+            cli_fail(2, "unexpected argument '%s' (flags start with --; see remat %s --help)", f, a->command);
             return 0;
         }
         /* the flags that take no value */
@@ -126,6 +144,12 @@ int cli_args_parse(cli_args *a, int argc, char **argv, int first) {
             v = eq + 1;
         } else {
             snprintf(flag, sizeof flag, "%s", f);
+        }
+        if (!known_flag(flag)) {
+            cli_fail(2, "unknown flag '%s' (see remat %s --help)", flag, a->command);
+            return 0;
+        }
+        if (!eq) {
             if (i + 1 >= argc) {
                 cli_fail(2, "%s needs a value (see remat --help)", flag);
                 return 0;
@@ -182,7 +206,7 @@ int cli_args_parse(cli_args *a, int argc, char **argv, int first) {
         else if (IS("--tokens")) ok = parse_int(flag, v, 0, 1 << 20, &a->tokens);
         else if (IS("--top-k")) ok = parse_int(flag, v, 0, 1 << 24, &a->top_k);
         else if (IS("--temperature")) ok = parse_float(flag, v, 0.0f, 100.0f, &a->temperature);
-        else ok = (cli_fail(2, "unknown flag '%s' (see remat --help)", flag), 0);
+        else ok = (cli_fail(2, "unknown flag '%s' (see remat %s --help)", flag, a->command), 0);
 #undef IS
         if (!ok) return 0;
         mark_given(a, flag);
@@ -190,20 +214,34 @@ int cli_args_parse(cli_args *a, int argc, char **argv, int first) {
     return 1;
 }
 
+void cli_run_info(const cli_args *a, const char *data_name, size_t data_tokens, uint64_t step,
+                  uint64_t batch, rm_run_info *r) {
+    rm_run_info_default(r);
+    snprintf(r->model, sizeof r->model, "%s", a->model);
+    r->layers = a->layers, r->dim = a->dim, r->heads = a->heads;
+    r->n_widths = a->n_widths;
+    memcpy(r->widths, a->widths, sizeof r->widths);
+    r->batchnorm = a->batchnorm;
+    r->context = a->context, r->vocab = a->vocab, r->batch = a->batch;
+    r->dropout = a->dropout;
+    snprintf(r->data, sizeof r->data, "%s", data_name);
+    r->data_tokens = data_tokens;
+    r->val_fraction = a->val_fraction;
+    r->sampler = strcmp(a->sampler, "sequential") == 0 ? RM_SAMPLE_SEQUENTIAL : RM_SAMPLE_RANDOM;
+    r->seed = a->seed;
+    r->step = step;
+    r->data_position = batch;
+    r->optim.kind = strcmp(a->optimizer, "sgd") == 0 ? RM_OPTIM_SGD : RM_OPTIM_ADAMW;
+    r->optim.weight_decay = a->weight_decay;
+    r->optim.grad_clip = a->grad_clip;
+    r->lr.kind = strcmp(a->lr_schedule, "cosine") == 0 ? RM_LR_COSINE : RM_LR_CONSTANT;
+    r->lr.lr = a->lr;
+    r->lr.warmup = a->warmup;
+    r->lr.steps = a->steps;
+}
+
 rm_status cli_build_model(const cli_args *a, rm_graph *g, rm_model_io *io, int keep_logits) {
-    if (strcmp(a->model, "mlp") == 0) {
-        rm_mlp_config c;
-        memset(&c, 0, sizeof c);
-        c.context = a->context;
-        c.vocab = a->vocab;
-        c.batch = a->batch;
-        c.dropout = a->dropout;
-        c.batchnorm = a->batchnorm;
-        c.keep_logits = keep_logits;
-        c.n_widths = a->n_widths;
-        memcpy(c.widths, a->widths, sizeof c.widths);
-        return rm_mlp_build(g, &c, io);
-    }
-    rm_gpt_config c = {a->layers, a->dim, a->heads, a->context, a->vocab, a->batch, a->dropout, keep_logits};
-    return rm_gpt_build(g, &c, io);
+    rm_run_info r;
+    cli_run_info(a, "", 0, 0, 0, &r);
+    return rm_run_build(&r, g, io, keep_logits);
 }

@@ -32,6 +32,8 @@ typedef struct cli_args {
     float temperature;
     /* the flags given on the command line, so a resumed run can tell them
      * from defaults (the file's values replace defaults, not given flags) */
+    const char *command;        /* "train", "sample", "plan" (for messages) */
+    int help;                   /* --help was given: print the command's flags */
     int n_given;
     char given[64][64];
 } cli_args;
@@ -39,11 +41,18 @@ typedef struct cli_args {
 void cli_args_default(cli_args *a);
 /* Whether `flag` ("--lr") was given. */
 int cli_given(const cli_args *a, const char *flag);
-/* Parses argv[first..argc); on a bad flag prints one line and returns 0. */
+/* Parses argv[first..argc); on a bad flag prints one line and returns 0.
+ * --help (or -h) stops the parse with a->help set. */
 int cli_args_parse(cli_args *a, int argc, char **argv, int first);
+/* `remat COMMAND --help` (main.c): prints its flags; 0, or 2 if unknown. */
+int cli_help(const char *command);
 /* "error: ..." on stderr; returns the exit status (1 runtime, 2 usage). */
 int cli_fail(int status, const char *fmt, ...);
 
+/* The run the flags describe, standing at `step` with `batch` the next
+ * training batch's index, on data_tokens tokens of data_name. */
+void cli_run_info(const cli_args *a, const char *data_name, size_t data_tokens, uint64_t step,
+                  uint64_t batch, rm_run_info *r);
 /* The graph of the model the flags describe. */
 rm_status cli_build_model(const cli_args *a, rm_graph *g, rm_model_io *io, int keep_logits);
 #endif

@@ -3,7 +3,6 @@
  * the file is sound (with or without a checksum), 1 when it is malformed or
  * its checksum does not hold, 2 on a usage error. */
 #include "args.h"
-#include "train/safetensors.h"
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -14,20 +13,23 @@ static void put_clean(const char *s) {
 }
 
 int cli_inspect(int argc, char **argv) {
+    for (int i = 0; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return cli_help("inspect");
     if (argc != 1 || strncmp(argv[0], "--", 2) == 0)
         return cli_fail(2, "inspect takes one file: remat inspect FILE.safetensors");
     const char *path = argv[0];
-    char err[512], sum[RM_ST_CHECKSUM_LEN];
-    rm_st_file *f = NULL;
-    if (rm_st_open(path, &f, err, sizeof err) != RM_OK) return cli_fail(1, "%s", err);
+    char err[512], sum[RM_CHECKSUM_LEN];
+    rm_file *f = NULL;
+    if (rm_file_open(path, &f, err, sizeof err) != RM_OK) return cli_fail(1, "%s", err);
     int present = 0;
-    rm_status vst = rm_st_verify(f, path, &present, sum, err, sizeof err);
+    rm_status vst = rm_file_verify(f, &present, sum, err, sizeof err);
 
-    int n = rm_st_count(f), nm = rm_st_meta_count(f);
+    int n = rm_file_tensor_count(f), nm = rm_file_meta_count(f);
     unsigned long long data = 0;
     int width = 4;
+    rm_tensor_info ti, *t = &ti;
     for (int i = 0; i < n; i++) {
-        const rm_st_tensor *t = rm_st_at(f, i);
+        rm_file_tensor(f, i, t);
         data += t->bytes;
         int w = (int)strlen(t->name);
         if (w > width) width = w < 60 ? w : 60;
@@ -40,17 +42,17 @@ int cli_inspect(int argc, char **argv) {
     printf("metadata: %d entries\n", nm);
     for (int i = 0; i < nm; i++) {
         printf("  ");
-        put_clean(rm_st_meta_key(f, i));
+        put_clean(rm_file_meta_key(f, i));
         printf(" = ");
-        put_clean(rm_st_meta_value(f, i));
+        put_clean(rm_file_meta_value(f, i));
         putchar('\n');
     }
     printf("tensors: %d (in file order)\n", n);
     printf("  %-*s  %-7s  %-20s  %s\n", width, "name", "dtype", "shape", "bytes");
     for (int i = 0; i < n; i++) {
-        const rm_st_tensor *t = rm_st_at(f, i);
+        rm_file_tensor(f, i, t);
         char shape[256];
-        rm_st_format_shape(t->ndim, t->shape, shape, sizeof shape);
+        rm_format_shape(t->ndim, t->shape, shape, sizeof shape);
         printf("  ");
         put_clean(t->name);
         int pad = width - (int)strlen(t->name);
@@ -62,12 +64,12 @@ int cli_inspect(int argc, char **argv) {
         printf("checksum: ok (%s)\n", sum);
     } else if (vst == RM_OK) {
         printf("checksum: none (no '%s' in the metadata; contents give %s)\n",
-               RM_ST_CHECKSUM_KEY, sum);
+               "remat_checksum", sum);
     } else {
         printf("checksum: FAILED\n");
         rc = cli_fail(1, "%s", err);
     }
     fflush(stdout);
-    rm_st_close(f);
+    rm_file_close(f);
     return rc;
 }

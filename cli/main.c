@@ -1,4 +1,5 @@
-/* main.c: the remat command line. Subcommands: train, sample, inspect.
+/* main.c: the remat command line. Subcommands: train, sample, inspect, plan.
+ * `remat COMMAND --help` prints that command's flags and exits 0.
  * Exit status: 0 success, 1 runtime error, 2 usage error. */
 #include "args.h"
 #include <stdio.h>
@@ -9,8 +10,45 @@ int cli_sample(const cli_args *a);
 int cli_inspect(int argc, char **argv);
 int cli_plan(int argc, char **argv);
 
+static const char MODEL_FLAGS[] =
+    "model flags:\n"
+    "  --model gpt|mlp  --layers L --dim C --heads H --context T --vocab V --batch B\n"
+    "  --widths 256,1024,256 (mlp hidden widths)  --batchnorm (mlp)  --dropout P\n";
+static const char RECOMPUTE_FLAGS[] =
+    "recompute flags:\n"
+    "  --checkpoint none|blocks|segments:K|sqrt|selective|revolve:S (default none)\n"
+    "  --memory-budget SIZE (64MiB, 1.5GiB, 500MB, bytes, or 50% of store-all: plan to fit)\n"
+    "  --print-plan (list kept and recomputed values per stage)\n"
+    "  --verify-recompute (check every recomputed value equals its first computation)\n"
+    "  --threads N (OpenMP and OpenBLAS threads; default all cores)\n";
+static const char TRAIN_FLAGS[] =
+    "data flags:\n"
+    "  --data FILE (text as bytes, or llm.c token file; default: built-in corpus)\n"
+    "  --val-fraction F (0.1)  --sampler random|sequential\n"
+    "training flags:\n"
+    "  --steps N --seed S --optimizer adamw|sgd --lr X --warmup N\n"
+    "  --lr-schedule constant|cosine --weight-decay X --grad-clip X (0 disables)\n"
+    "  --eval-every N  --init FILE (.safetensors)  --report FILE (.json)  --quiet\n"
+    "checkpoint files (training state; docs/CHECKPOINT_FILES.md):\n"
+    "  --save FILE --save-every N (also FILE.stepNNNNNN) --keep K (last K step files)\n"
+    "  --resume FILE (continue to --steps; model flags come from the file)\n";
+static const char SAMPLE_FLAGS[] =
+    "sample flags:\n"
+    "  --load FILE --prompt TEXT --tokens N --temperature X --top-k K --seed S --threads N\n";
+static const char PLAN_FLAGS[] =
+    "plan flags:\n"
+    "  model and recompute flags as for train (default --memory-budget 50%), or\n"
+    "  --chain FILE.json --memory-budget BYTES: plan a chain profiled elsewhere\n"
+    "  --sweep (budget -> overhead table)  --csv FILE (write it there)  --json (with --chain)\n"
+    "chain files: {\"stages\": [{\"uf\",\"ub\",\"a\",\"ab\",\"ft\",\"bt\"}, ...]}, the loss last.\n"
+    "  bt, the bytes a stage's backward needs beyond its kept values, must include the\n"
+    "  gradient of the stage input: remat lets that gradient replace x during the stage's\n"
+    "  backward. Rotor's bwd_tmp leaves it out: for a profile from Rotor use\n"
+    "  bt = bwd_tmp + size of the stage input (x), or its schedules go over budget\n"
+    "  (docs/RECOMPUTE.md).\n";
+
 static void usage(FILE *f) {
-    fputs("usage: remat COMMAND [flags]\n"
+    fputs("usage: remat COMMAND [flags]   (remat COMMAND --help: that command's flags)\n"
           "\n"
           "Trains neural networks under a memory budget by recomputing activations.\n"
           "\n"
@@ -20,29 +58,35 @@ static void usage(FILE *f) {
           "  inspect  list a .safetensors file's tensors and metadata; check its checksum\n"
           "  plan     show the recompute plan for --memory-budget (model flags, or --chain FILE.json);\n"
           "           --sweep prints budget -> overhead (--csv FILE), --json for --chain\n"
-          "\n"
-          "model flags:\n"
-          "  --model gpt|mlp  --layers L --dim C --heads H --context T --vocab V --batch B\n"
-          "  --widths 256,1024,256 (mlp hidden widths)  --batchnorm (mlp)  --dropout P\n"
-          "data flags:\n"
-          "  --data FILE (text as bytes, or llm.c token file; default: built-in corpus)\n"
-          "  --val-fraction F (0.1)  --sampler random|sequential\n"
-          "training flags:\n"
-          "  --steps N --seed S --threads N --optimizer adamw|sgd --lr X --warmup N\n"
-          "  --lr-schedule constant|cosine --weight-decay X --grad-clip X (0 disables)\n"
-          "  --eval-every N\n"
-          "recompute flags:\n"
-          "  --checkpoint none|blocks|segments:K|sqrt|selective|revolve:S (default none)\n"
-          "  --memory-budget SIZE (64MiB, 1.5GiB, 500MB, bytes, or 50% of store-all: plan to fit)\n"
-          "  --print-plan (list kept and recomputed values per stage)\n"
-          "  --verify-recompute (check every recomputed value equals its first computation)\n"
-          "  --init FILE --save FILE (.safetensors)  --report FILE (.json)  --quiet\n"
-          "checkpoint files (training state; docs/CHECKPOINT_FILES.md):\n"
-          "  --save FILE --save-every N (also FILE.stepNNNNNN) --keep K (last K step files)\n"
-          "  --resume FILE (continue to --steps; model flags come from the file)\n"
-          "sample flags:\n"
-          "  --load FILE --prompt TEXT --tokens N --temperature X --top-k K --seed S\n",
+          "\n",
           f);
+    fputs(MODEL_FLAGS, f);
+    fputs(TRAIN_FLAGS, f);
+    fputs(RECOMPUTE_FLAGS, f);
+    fputs(SAMPLE_FLAGS, f);
+}
+
+/* `remat COMMAND --help`: 0, or 2 for an unknown command. */
+int cli_help(const char *command) {
+    FILE *f = stdout;
+    if (!strcmp(command, "train")) {
+        fputs("usage: remat train [flags]: train a model and optionally save it\n\n", f);
+        fputs(MODEL_FLAGS, f);
+        fputs(TRAIN_FLAGS, f);
+        fputs(RECOMPUTE_FLAGS, f);
+    } else if (!strcmp(command, "sample")) {
+        fputs("usage: remat sample --load FILE [flags]: generate text from a model saved by train\n\n", f);
+        fputs(SAMPLE_FLAGS, f);
+    } else if (!strcmp(command, "plan")) {
+        fputs("usage: remat plan [flags]: show the recompute plan for a memory budget, without training\n\n", f);
+        fputs(PLAN_FLAGS, f);
+        fputs(MODEL_FLAGS, f);
+        fputs(RECOMPUTE_FLAGS, f);
+    } else if (!strcmp(command, "inspect")) {
+        fputs("usage: remat inspect FILE.safetensors: list its tensors and metadata and check its\n"
+              "checksum (exit 0: sound, 1: malformed or the checksum does not hold)\n", f);
+    } else return 2;
+    return 0;
 }
 
 int main(int argc, char **argv) {
@@ -55,20 +99,18 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (!strcmp(argv[1], "--version")) {
-        printf("remat %s\n", RM_VERSION);
+        printf("remat %s\n", rm_version());
         return 0;
     }
     cli_args a;
     cli_args_default(&a);
-    if (!strcmp(argv[1], "train")) {
+    a.command = argv[1];
+    if (!strcmp(argv[1], "train") || !strcmp(argv[1], "sample")) {
         if (!cli_args_parse(&a, argc, argv, 2)) return 2;
-        return cli_train(&a);
+        if (a.help) return cli_help(argv[1]);
+        return !strcmp(argv[1], "train") ? cli_train(&a) : cli_sample(&a);
     }
     if (!strcmp(argv[1], "inspect")) return cli_inspect(argc - 2, argv + 2);
     if (!strcmp(argv[1], "plan")) return cli_plan(argc - 2, argv + 2);
-    if (!strcmp(argv[1], "sample")) {
-        if (!cli_args_parse(&a, argc, argv, 2)) return 2;
-        return cli_sample(&a);
-    }
     return cli_fail(2, "unknown command '%s' (commands: train, sample, inspect, plan; see remat --help)", argv[1]);
 }

@@ -9,7 +9,7 @@
 
 typedef struct plan_flags {
     const char *chain, *csv;
-    int json, sweep;
+    int json, sweep, help;
 } plan_flags;
 
 /* Takes plan's own flags out of argv; the rest are the usual ones. */
@@ -17,7 +17,8 @@ static int split_flags(int argc, char **argv, plan_flags *pf, char **rest, int *
     memset(pf, 0, sizeof *pf);
     *n_rest = 0;
     for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "--json")) pf->json = 1;
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) pf->help = 1;
+        else if (!strcmp(argv[i], "--json")) pf->json = 1;
         else if (!strcmp(argv[i], "--sweep")) pf->sweep = 1;
         else if (!strcmp(argv[i], "--chain") || !strcmp(argv[i], "--csv")) {
             if (i + 1 >= argc) return cli_fail(2, "%s needs a value", argv[i]), 0;
@@ -168,8 +169,13 @@ int cli_plan(int argc, char **argv) {
         free(rest);
         return 2;
     }
+    if (pf.help) {
+        free(rest);
+        return cli_help("plan");
+    }
     cli_args a;
     cli_args_default(&a);
+    a.command = "plan";
     int ok = cli_args_parse(&a, n_rest, rest, 0);
     free(rest);
     if (!ok) return 2;

@@ -1,15 +1,13 @@
 /* sample.c: `remat sample --load FILE`: rebuild the model from the file's
  * metadata, load its weights and generate tokens one at a time. */
 #include "args.h"
-#include "train/safetensors.h"
-#include "exec/exec.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int meta_int(const rm_st_file *f, const char *key, int *out) {
-    const char *v = rm_st_meta(f, key);
+static int meta_int(const rm_file *f, const char *key, int *out) {
+    const char *v = rm_file_meta(f, key);
     if (!v) return 0;
     char *end;
     long x = strtol(v, &end, 10);
@@ -54,15 +52,15 @@ int cli_sample(const cli_args *a0) {
     if (!a0->load) return cli_fail(2, "sample needs --load FILE (a .safetensors file saved by remat train --save)");
     cli_args a = *a0;
     char err[512];
-    rm_st_file *f = NULL;
-    if (rm_st_open(a.load, &f, err, sizeof err) != RM_OK) return cli_fail(1, "%s", err);
-    const char *model = rm_st_meta(f, "model");
+    rm_file *f = NULL;
+    if (rm_file_open(a.load, &f, err, sizeof err) != RM_OK) return cli_fail(1, "%s", err);
+    const char *model = rm_file_meta(f, "model");
     if (!model || strcmp(model, "gpt") != 0 || !meta_int(f, "layers", &a.layers) || !meta_int(f, "dim", &a.dim) ||
         !meta_int(f, "heads", &a.heads) || !meta_int(f, "context", &a.context) || !meta_int(f, "vocab", &a.vocab)) {
-        rm_st_close(f);
+        rm_file_close(f);
         return cli_fail(1, "'%s': metadata lacks a gpt model config (model, layers, dim, heads, context, vocab)", a.load);
     }
-    rm_st_close(f);
+    rm_file_close(f);
     a.batch = 1;
     a.dropout = 0.0f;
     int T = a.context, V = a.vocab, rc = 1;

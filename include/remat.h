@@ -30,6 +30,8 @@ extern "C" {
 #endif
 
 #define RM_VERSION "0.1.0"
+/* The version of the library linked at run time (RM_VERSION is the header's). */
+const char *rm_version(void);
 
 typedef enum rm_status {
     RM_OK = 0,
@@ -42,6 +44,7 @@ typedef enum rm_status {
     RM_ERR_VERIFY    /* a recomputed value differs from its first computation */
 } rm_status;
 
+/* "RM_OK", "RM_ERR_ARG", ...: the name of a status, for messages. */
 const char *rm_status_name(rm_status s);
 
 typedef enum rm_dtype { RM_DTYPE_F32 = 0, RM_DTYPE_I32 = 1 } rm_dtype;
@@ -54,8 +57,11 @@ typedef int rm_val;                   /* a value (tensor) of a graph; -1 = none 
 
 /* ---- building a graph --------------------------------------------------- */
 
+/* A new, empty graph (NULL when out of memory); rm_graph_free(NULL) does nothing. */
 rm_graph *rm_graph_new(void);
 void rm_graph_free(rm_graph *g);
+/* The graph's first error: its message ("" if none) and its status (RM_OK if none).
+ * rm_compile failures are reported here too. */
 const char *rm_graph_errmsg(const rm_graph *g);
 rm_status rm_graph_status(const rm_graph *g);
 
@@ -97,6 +103,7 @@ rm_val rm_batchnorm(rm_graph *g, rm_val x, rm_val w, rm_val b, rm_val running_me
  * (rm_options.verify_recompute checks it). */
 typedef void (*rm_custom_forward)(const float *x, float *y, int64_t n, void *user);
 typedef void (*rm_custom_backward)(const float *x, const float *dy, float *dx, int64_t n, void *user);
+/* Records a custom op on x (y has x's shape); user is passed to both. */
 rm_val rm_custom(rm_graph *g, const char *name, rm_val x, rm_custom_forward forward, rm_custom_backward backward,
                  void *user);
 
@@ -111,6 +118,7 @@ rm_status rm_recompute_begin(rm_graph *g);
 rm_status rm_recompute_end(rm_graph *g);
 /* Per-value policy: always keep it, or always recompute it. */
 typedef enum rm_policy { RM_POLICY_DEFAULT = 0, RM_POLICY_SAVE, RM_POLICY_RECOMPUTE } rm_policy;
+/* Sets v's policy (RM_ERR_ARG for a value that is not an activation). */
 rm_status rm_set_policy(rm_graph *g, rm_val v, rm_policy p);
 
 /* The scalar to minimise. Without a loss the graph is forward-only. */
@@ -130,6 +138,7 @@ typedef struct rm_options {
     int dry_run;            /* plan only: allocate no arena, run no profiling step */
 } rm_options;
 
+/* Fills o with the defaults: all cores, seed 1337, store everything. */
 void rm_options_default(rm_options *o);
 
 /* Compile takes ownership of nothing: the graph must outlive the session. */
@@ -164,6 +173,7 @@ typedef struct rm_memory_info {
     size_t param_bytes, grad_bytes;
     int n_instructions;
 } rm_memory_info;
+/* Fills m for session s. */
 void rm_memory(const rm_session *s, rm_memory_info *m);
 
 /* The cost of the plan: FLOPs per training step of the first forward, the
@@ -180,6 +190,7 @@ typedef struct rm_plan_info {
     /* with memory_budget: the budget, store-all's arena, the least feasible budget */
     size_t budget_bytes, store_all_bytes, min_budget_bytes;
 } rm_plan_info;
+/* Fills p for session s. */
 void rm_plan(const rm_session *s, rm_plan_info *p);
 /* The measured overhead of the last rm_step alone (ms_recompute over
  * ms_forward + ms_backward): cheap enough to call after every step. */
@@ -224,6 +235,7 @@ typedef struct rm_gpt_config {
     float dropout;   /* on embeddings and on both residual branches */
     int keep_logits; /* mark logits as an output (sampling) */
 } rm_gpt_config;
+/* Records the GPT into g (stages embed, h.0 .. h.L-1, head) and fills io. */
 rm_status rm_gpt_build(rm_graph *g, const rm_gpt_config *c, rm_model_io *io);
 
 /* A chain of Linear(+ReLU) layers: context -> widths[0] -> ... -> vocab. */
@@ -236,6 +248,7 @@ typedef struct rm_mlp_config {
     int batchnorm;                 /* BatchNorm between each hidden Linear and its ReLU */
     int keep_logits;
 } rm_mlp_config;
+/* Records the MLP into g (one stage per layer) and fills io. */
 rm_status rm_mlp_build(rm_graph *g, const rm_mlp_config *c, rm_model_io *io);
 
 /* ---- optimizer ---------------------------------------------------------- */
@@ -247,7 +260,10 @@ typedef struct rm_optim_config {
     float beta1, beta2, eps, weight_decay; /* AdamW: 0.9, 0.95, 1e-8, 0.1 */
     float grad_clip;                        /* global-norm clip; 0 disables */
 } rm_optim_config;
+/* The defaults above (AdamW, grad_clip 1.0). */
 void rm_optim_config_default(rm_optim_config *c);
+/* An optimizer of s's parameters (its moments allocated now, zeroed);
+ * rm_optim_free(NULL) does nothing. */
 rm_status rm_optim_new(rm_session *s, const rm_optim_config *c, rm_optim **out);
 void rm_optim_free(rm_optim *o);
 /* Applies one update with learning rate lr; returns the pre-clip grad norm. */
@@ -283,6 +299,177 @@ rm_status rm_save_state(rm_session *s, rm_optim *o, const char *path, int n_meta
 /* Loads what rm_save_state wrote into s and o (NULL: parameters only). The
  * checksum must be present and hold. On any error nothing is changed. */
 rm_status rm_load_state(rm_session *s, rm_optim *o, const char *path, char *err, size_t errlen);
+
+/* ---- training data -------------------------------------------------------- */
+
+/* A token sequence, its train/validation split and batch samplers. Sources:
+ * a file in llm.c's token format (a header of 256 int32: magic 20240520,
+ * version 1, token count; then uint16 tokens), any other file read as bytes
+ * (one token per byte, vocab 256), the corpus embedded in the library (its
+ * own docs and sources, as bytes), or tokens in the caller's memory (copied).
+ * Every batch is a pure function of (seed, batch index): a run resumed at
+ * batch k sees the same data as one that never stopped. */
+typedef enum rm_data_format { RM_DATA_BYTES = 0, RM_DATA_LLMC, RM_DATA_TOKENS } rm_data_format;
+typedef enum rm_data_part { RM_DATA_TRAIN = 0, RM_DATA_VAL } rm_data_part;
+/* RANDOM: each row starts at a uniform offset keyed by (seed, batch, row).
+ * SEQUENTIAL: llm.c's loader: batch k is the k-th run of B*T+1 tokens,
+ * advancing by B*T and wrapping around. */
+typedef enum rm_sampler { RM_SAMPLE_RANDOM = 0, RM_SAMPLE_SEQUENTIAL } rm_sampler;
+
+typedef struct rm_dataset {
+    int32_t *tokens;       /* all tokens (owned by the dataset) */
+    size_t n;
+    size_t n_train, n_val; /* train = tokens[0, n_train), val = tokens[n_train, n) */
+    int32_t max_id;        /* the largest token id */
+    rm_data_format format;
+    char name[256];        /* the file (for messages), "<corpus>" or the caller's name */
+} rm_dataset;
+
+/* Loaders fill *d (n_train = n, n_val = 0 until rm_data_split). On error *d
+ * is left empty (safe to rm_data_free). Errors: RM_ERR_IO (cannot read),
+ * RM_ERR_FORMAT (bad llm.c header, fewer than 2 tokens), RM_ERR_NOMEM. */
+rm_status rm_data_load_file(rm_dataset *d, const char *path, char *err, size_t errlen);
+rm_status rm_data_load_corpus(rm_dataset *d, char *err, size_t errlen);
+/* Bytes in memory, one token each (vocab 256); copied. */
+rm_status rm_data_from_bytes(rm_dataset *d, const char *name, const unsigned char *bytes,
+                             size_t n, char *err, size_t errlen);
+/* Token ids in memory, copied; a negative id is RM_ERR_ARG naming its position. */
+rm_status rm_data_from_tokens(rm_dataset *d, const char *name, const int32_t *tokens, size_t n,
+                              char *err, size_t errlen);
+void rm_data_free(rm_dataset *d);
+
+/* RM_ERR_ARG naming the first token id >= vocab and its position. */
+rm_status rm_data_check_vocab(const rm_dataset *d, int vocab, char *err, size_t errlen);
+/* The last val_fraction (in [0, 1); 0 = no validation) of the tokens become
+ * the validation part. Each non-empty part must hold one (B, T) batch, i.e.
+ * B*T+1 tokens, else RM_ERR_ARG saying how many are needed. */
+rm_status rm_data_split(rm_dataset *d, double val_fraction, int B, int T, char *err,
+                        size_t errlen);
+/* Tokens in a part, and batches per pass over it: floor((n - 1) / (B*T)). */
+size_t rm_data_part_len(const rm_dataset *d, rm_data_part part);
+uint64_t rm_data_num_batches(const rm_dataset *d, rm_data_part part, int B, int T);
+/* Offset, within the part, of row r of batch k: the row covers tokens
+ * [start, start + T + 1). Needs a part that passed rm_data_split's check. */
+size_t rm_data_row_start(const rm_dataset *d, rm_data_part part, rm_sampler mode,
+                         uint64_t seed, uint64_t k, int B, int T, int r);
+/* Batch k for a language model: tokens (B,T) and targets (B,T) int32, the
+ * targets shifted by one. RM_ERR_ARG if the part is too small. */
+rm_status rm_data_batch(const rm_dataset *d, rm_data_part part, rm_sampler mode, uint64_t seed,
+                        uint64_t k, int B, int T, int32_t *tokens, int32_t *targets,
+                        char *err, size_t errlen);
+/* Batch k for a window model (the MLP): x (B,T) float, the row's first T
+ * tokens as id / (vocab - 1); y (B) int32, the token after the window. Same
+ * rows as rm_data_batch. RM_ERR_ARG if the part is too small or vocab < 2. */
+rm_status rm_data_batch_mlp(const rm_dataset *d, rm_data_part part, rm_sampler mode,
+                            uint64_t seed, uint64_t k, int B, int T, int vocab, float *x,
+                            int32_t *y, char *err, size_t errlen);
+/* Batch k written straight into a session's inputs: io->tokens and
+ * io->targets (a language model, B and T from the shape of tokens), or
+ * io->features and io->targets (a window model; vocab from io->logits).
+ * Errors are the session's (rm_session_errmsg). */
+rm_status rm_data_fill(rm_session *s, const rm_model_io *io, const rm_dataset *d, rm_data_part part,
+                       rm_sampler mode, uint64_t seed, uint64_t k);
+
+/* Evaluation: the mean loss of rm_forward (no dropout) over the first
+ * max_batches (0: all) sequential batches of the validation part, filled
+ * as rm_data_fill does. RM_ERR_ARG if that part holds no batch. */
+rm_status rm_evaluate(rm_session *s, const rm_model_io *io, const rm_dataset *d,
+                      uint64_t max_batches, float *mean_loss);
+
+/* ---- learning-rate schedules ------------------------------------------------ */
+
+/* Linear warmup over the first `warmup` steps (step i gets lr*(i+1)/warmup),
+ * then CONSTANT lr, or COSINE decay from lr at step `warmup` to lr/10 at
+ * step `steps` (nanoGPT's min_lr). */
+typedef enum rm_lr_kind { RM_LR_CONSTANT = 0, RM_LR_COSINE } rm_lr_kind;
+typedef struct rm_lr_schedule {
+    rm_lr_kind kind;
+    float lr;    /* peak learning rate */
+    int warmup;  /* steps of linear warmup (0: none) */
+    int steps;   /* the run's total steps (the end of the cosine) */
+} rm_lr_schedule;
+/* The learning rate of step `step` (0 for a NULL schedule). */
+float rm_lr_at(const rm_lr_schedule *s, uint64_t step);
+
+/* ---- training-state files ------------------------------------------------------ */
+
+/* What a training run is and where it stands: saved as the metadata of a
+ * training-state file (docs/CHECKPOINT_FILES.md) next to the parameters and
+ * the optimizer state, so that a run resumed from it continues bit for bit. */
+typedef struct rm_run_info {
+    char model[32];        /* "gpt", "mlp", or the caller's name for its own model */
+    int layers, dim, heads;                 /* model "gpt" */
+    int n_widths, widths[RM_MLP_MAX_LAYERS]; /* model "mlp": hidden widths */
+    int batchnorm;                          /* model "mlp" */
+    int context, vocab, batch;
+    float dropout;
+    char data[1024];       /* where the data came from (a path, "<corpus>") */
+    uint64_t data_tokens;  /* and how many tokens it had */
+    float val_fraction;
+    rm_sampler sampler;
+    uint64_t seed;         /* parameter init, dropout, the sampler */
+    uint64_t step;         /* steps done: the next step's index */
+    uint64_t data_position; /* the next training batch's index */
+    rm_optim_config optim;
+    rm_lr_schedule lr;     /* lr.steps: the step count the run goes to */
+} rm_run_info;
+/* Defaults: model "gpt", the CLI's default GPT, AdamW, constant lr 1e-3, seed 1337. */
+void rm_run_info_default(rm_run_info *r);
+/* Builds the model a run describes (model "gpt" or "mlp"); RM_ERR_ARG for
+ * another model name (the caller builds its own). */
+rm_status rm_run_build(const rm_run_info *r, rm_graph *g, rm_model_io *io, int keep_logits);
+
+/* Writes the whole training state of s and o (NULL: parameters only) with r
+ * as metadata, plus n_extra key/value strings of the caller (keys must not
+ * clash with r's), and the checksum. Atomic (temp + rename). */
+rm_status rm_save_run(rm_session *s, rm_optim *o, const char *path, const rm_run_info *r,
+                      int n_extra, const char *const *keys, const char *const *values,
+                      char *err, size_t errlen);
+
+/* A .safetensors file opened for reading: its metadata and tensor list are
+ * available without a session (to rebuild the model it holds), and
+ * rm_file_restore then loads it into one. The file is read and its layout
+ * validated at open; the checksum is checked by rm_file_verify. */
+typedef struct rm_file rm_file;
+#define RM_CHECKSUM_LEN 72 /* "sha256:" + 64 hex digits + NUL */
+/* Opens path (RM_ERR_IO, RM_ERR_FORMAT naming the problem, RM_ERR_NOMEM);
+ * rm_file_close frees it (NULL: nothing). */
+rm_status rm_file_open(const char *path, rm_file **out, char *err, size_t errlen);
+void rm_file_close(rm_file *f);
+/* Checks the checksum: RM_OK when it holds (*present = 1) or the file has
+ * none (*present = 0); RM_ERR_FORMAT when it does not hold. digest (may be
+ * NULL) receives the digest of the contents. */
+rm_status rm_file_verify(rm_file *f, int *present, char digest[RM_CHECKSUM_LEN], char *err, size_t errlen);
+/* Metadata: the value of key (NULL if absent), and iteration in file order. */
+const char *rm_file_meta(const rm_file *f, const char *key);
+int rm_file_meta_count(const rm_file *f);
+const char *rm_file_meta_key(const rm_file *f, int i);
+const char *rm_file_meta_value(const rm_file *f, int i);
+/* Tensors in file order; views valid until rm_file_close. */
+typedef struct rm_tensor_info {
+    const char *name, *dtype; /* dtype: "F32", "I32", "BF16", ... */
+    int ndim;
+    const int64_t *shape;
+    uint64_t bytes;
+} rm_tensor_info;
+/* The number of tensors, and the i-th one (RM_ERR_ARG for a bad i). */
+int rm_file_tensor_count(const rm_file *f);
+/* Writes a shape as "[2, 3]" ("[]" for a scalar), for messages; always terminated. */
+void rm_format_shape(int ndim, const int64_t *shape, char *out, size_t cap);
+rm_status rm_file_tensor(const rm_file *f, int i, rm_tensor_info *out);
+/* The run a training-state file describes (its metadata, validated):
+ * RM_ERR_FORMAT naming the key when one is missing or garbled. */
+rm_status rm_file_run_info(const rm_file *f, rm_run_info *r, char *err, size_t errlen);
+/* Loads the file into s and o as rm_load_state does (the checksum must be
+ * present and hold; the AdamW moments and update count with an AdamW o).
+ * On any error nothing is changed. */
+rm_status rm_file_restore(rm_file *f, rm_session *s, rm_optim *o, char *err, size_t errlen);
+
+/* ---- random numbers ----------------------------------------------------------- */
+
+/* Counter-based (Philox4x32-10): a uniform float in [0,1) for element i of
+ * the stream keyed by (seed, a, b); the same arguments, the same number. */
+float rm_philox_uniform(uint64_t seed, uint32_t a, uint32_t b, uint64_t i);
 
 #ifdef __cplusplus
 }

@@ -147,7 +147,7 @@ EOF
     expect resume "$T/nomoment.st" 1 "missing tensor 'optimizer.v.transformer.ln_f.bias'"
     expect resume "$T/bigdim.st" 1 "tensor 'transformer.wte.weight' has shape [256, 32] but the model expects [256, 64]"
     expect sample "$T/bigdim.st" 1 "tensor 'transformer.wte.weight' has shape [256, 32] but the model expects [256, 64]"
-    expect resume "$T/nostep.st" 1 "metadata 'step' is missing: not a checkpoint file of remat train"
+    expect resume "$T/nostep.st" 1 "metadata 'step' is missing: not a training-state file"
     expect resume "$T/badstep.st" 1 "metadata 'step' has the invalid value '-3'"
     expect resume "$T/nochecksum.st" 1 "no checksum (metadata 'remat_checksum'): not a checkpoint file of remat train"
     for c in init resume sample; do

@@ -59,6 +59,21 @@ check '[ $rc -eq 2 ] && grep -q -- "--load" "$T/err"' "sample without --load: ex
 "$R" bogus 2> "$T/err"; rc=$?
 check '[ $rc -eq 2 ]' "unknown command: exit $rc"
 
+# every subcommand's --help prints its flags on stdout and exits 0
+for c in train sample plan inspect; do
+    "$R" $c --help > "$T/help" 2> "$T/err"; rc=$?
+    check '[ $rc -eq 0 ] && [ ! -s "$T/err" ] && grep -q "usage: remat $c" "$T/help"' "$c --help: exit $rc $(cat "$T/err")"
+done
+"$R" train --help | grep -q -- "--memory-budget" || bad "train --help lists --memory-budget"
+"$R" sample -h | grep -q -- "--temperature" || bad "sample -h lists --temperature"
+"$R" plan --help | grep -q "bwd_tmp" || bad "plan --help explains Rotor's bwd_tmp"
+# an unknown flag says so, even as the last argument (not "needs a value")
+for c in train sample plan; do
+    "$R" $c --bogus 2> "$T/err"; rc=$?
+    check '[ $rc -eq 2 ] && grep -q "unknown flag '"'"'--bogus'"'"'" "$T/err" && [ $(wc -l < "$T/err") -eq 1 ]' "$c --bogus: exit $rc $(cat "$T/err")"
+done
+"$R" --version | grep -q "^remat [0-9]" || bad "--version"
+
 # a text file trains; sampling from the saved model works
 printf 'hello world, hello remat. ' > "$T/a.txt"
 for i in 1 2 3 4 5 6; do cat "$T/a.txt" "$T/a.txt" > "$T/b.txt"; mv "$T/b.txt" "$T/a.txt"; done

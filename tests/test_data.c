@@ -63,9 +63,9 @@ static void test_llmc(void) {
 
     /* token 65535 at position 5 is out of a GPT-2 vocab */
     st = rm_data_check_vocab(&d, 50257, err, sizeof err);
-    char want[600];
-    snprintf(want, sizeof want, "'%s': token 65535 at position 5 is >= vocab 50257; pass "
-             "--vocab 65536 or larger", path);
+    char want[700];
+    snprintf(want, sizeof want, "'%s': token 65535 at position 5 is >= vocab 50257; the "
+             "model needs a vocab of 65536 or larger", path);
     CHECK(st == RM_ERR_ARG && strcmp(err, want) == 0, "vocab: %d '%s'", st, err);
     CHECK(rm_data_check_vocab(&d, 65536, err, sizeof err) == RM_OK, "vocab 65536: %s", err);
     CHECK(rm_data_check_vocab(&d, 0, err, sizeof err) == RM_ERR_ARG, "vocab 0");

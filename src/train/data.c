@@ -50,15 +50,12 @@ static rm_status finish(rm_dataset *d, char *err, size_t errlen) {
     return RM_OK;
 }
 
-rm_status rm_data_from_bytes(rm_dataset *d, const char *name, const unsigned char *bytes,
-                             size_t n, char *err, size_t errlen) {
-    if (!d || (!bytes && n)) {
-        seterr(err, errlen, "rm_data_from_bytes: bad arguments");
-        return RM_ERR_ARG;
-    }
+/* Empties *d, names it and allocates room for n tokens. */
+static rm_status alloc_tokens(rm_dataset *d, const char *name, rm_data_format format, size_t n,
+                              char *err, size_t errlen) {
     memset(d, 0, sizeof *d);
     snprintf(d->name, sizeof d->name, "%s", name ? name : "<memory>");
-    d->format = RM_DATA_BYTES;
+    d->format = format;
     if (n > SIZE_MAX / sizeof(int32_t)) {
         seterr(err, errlen, "'%s': too large", d->name);
         return RM_ERR_NOMEM;
@@ -68,7 +65,38 @@ rm_status rm_data_from_bytes(rm_dataset *d, const char *name, const unsigned cha
         seterr(err, errlen, "'%s': out of memory for %zu tokens", d->name, n);
         return RM_ERR_NOMEM;
     }
+    return RM_OK;
+}
+
+rm_status rm_data_from_bytes(rm_dataset *d, const char *name, const unsigned char *bytes,
+                             size_t n, char *err, size_t errlen) {
+    if (!d || (!bytes && n)) {
+        seterr(err, errlen, "rm_data_from_bytes: bad arguments");
+        return RM_ERR_ARG;
+    }
+    rm_status st = alloc_tokens(d, name, RM_DATA_BYTES, n, err, errlen);
+    if (st != RM_OK) return st;
     for (size_t i = 0; i < n; i++) d->tokens[i] = bytes[i];
+    d->n = n;
+    return finish(d, err, errlen);
+}
+
+rm_status rm_data_from_tokens(rm_dataset *d, const char *name, const int32_t *tokens, size_t n,
+                              char *err, size_t errlen) {
+    if (!d || (!tokens && n)) {
+        seterr(err, errlen, "rm_data_from_tokens: bad arguments");
+        return RM_ERR_ARG;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (tokens[i] < 0) {
+            memset(d, 0, sizeof *d);
+            seterr(err, errlen, "'%s': token %d at position %zu is negative", name ? name : "<memory>",
+                   (int)tokens[i], i);
+            return RM_ERR_ARG;
+        }
+    rm_status st = alloc_tokens(d, name, RM_DATA_TOKENS, n, err, errlen);
+    if (st != RM_OK) return st;
+    if (n) memcpy(d->tokens, tokens, n * sizeof *tokens);
     d->n = n;
     return finish(d, err, errlen);
 }
@@ -186,8 +214,8 @@ rm_status rm_data_check_vocab(const rm_dataset *d, int vocab, char *err, size_t 
     if (d->max_id < vocab) return RM_OK;
     for (size_t i = 0; i < d->n; i++)
         if (d->tokens[i] >= vocab) {
-            seterr(err, errlen, "'%s': token %d at position %zu is >= vocab %d; pass --vocab "
-                   "%lld or larger", d->name, (int)d->tokens[i], i, vocab,
+            seterr(err, errlen, "'%s': token %d at position %zu is >= vocab %d; the model "
+                   "needs a vocab of %lld or larger", d->name, (int)d->tokens[i], i, vocab,
                    (long long)d->max_id + 1);
             return RM_ERR_ARG;
         }

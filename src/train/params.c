@@ -120,8 +120,8 @@ static rm_status find_like(rm_session *s, const rm_st_file *f, const char *fname
     int same = t->ndim == v->ndim;
     for (int d = 0; same && d < v->ndim; d++) same = t->shape[d] == v->shape[d];
     if (!same) {
-        rm_st_format_shape(t->ndim, t->shape, have, sizeof have);
-        rm_st_format_shape(v->ndim, v->shape, want, sizeof want);
+        rm_format_shape(t->ndim, t->shape, have, sizeof have);
+        rm_format_shape(v->ndim, v->shape, want, sizeof want);
         return param_fail(s, RM_ERR_FORMAT, err, errlen,
                           "'%s': tensor '%s' has shape %s but the model expects %s", fname,
                           name, have, want);

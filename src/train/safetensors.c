@@ -104,7 +104,7 @@ uint64_t rm_st_numel(const rm_st_tensor *t) {
     return rm_st_shape_numel(t->ndim, t->shape, &ovf);
 }
 
-void rm_st_format_shape(int ndim, const int64_t *shape, char *out, size_t cap) {
+void rm_format_shape(int ndim, const int64_t *shape, char *out, size_t cap) {
     size_t j = 0;
     j += (size_t)snprintf(out, cap, "[");
     for (int i = 0; i < ndim && j < cap; i++)
@@ -212,7 +212,7 @@ static rm_status parse_tensor(const cJSON *it, st_entry *e, int64_t *dims, uint6
     uint64_t numel = rm_st_shape_numel(ndim, dims, &ovf);
     char shs[256];
     if (ovf || (numel && esize > UINT64_MAX / numel) || numel * esize != en - b) {
-        rm_st_format_shape(ndim, dims, shs, sizeof shs);
+        rm_format_shape(ndim, dims, shs, sizeof shs);
         if (ovf || (numel && esize > UINT64_MAX / numel))
             rm_st_seterr(err, errlen, "'%s': tensor '%s': shape %s is too large", fname, name, shs);
         else

@@ -83,8 +83,7 @@ const char *rm_st_meta_value(const rm_st_file *f, int i);
 uint64_t rm_st_numel(const rm_st_tensor *t);
 /* The same for a shape; 0 with *overflow set if it passes 2^64. */
 uint64_t rm_st_shape_numel(int ndim, const int64_t *shape, int *overflow);
-/* Writes a shape as "[2, 3]" ("[]" for a scalar) for messages. */
-void rm_st_format_shape(int ndim, const int64_t *shape, char *out, size_t cap);
+/* rm_format_shape (remat.h) writes a shape for messages. */
 
 /* vsnprintf into err (if any): the one-line messages of train/. */
 void rm_st_seterr(char *err, size_t errlen, const char *fmt, ...);
@@ -113,6 +112,13 @@ rm_status rm_st_verify(const rm_st_file *f, const char *fname, int *present,
 enum { RM_LOAD_STATE = 1, RM_LOAD_VERIFIED = 2 };
 rm_status rm_load_from(rm_session *s, rm_optim *o, const rm_st_file *f, const char *fname,
                        int flags, char *err, size_t errlen);
+/* state.c: rm_file (remat.h), a file opened for reading. */
+struct rm_file {
+    rm_st_file *st;
+    int verified;   /* rm_file_verify found a checksum that holds */
+    char path[4096];
+};
+
 /* optim.c: the session an optimizer updates. */
 rm_session *rm_optim_session(const rm_optim *o);
 

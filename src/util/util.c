@@ -20,3 +20,5 @@ void rm_strlcpy(char *dst, const char *src, size_t n) {
     if (len) memcpy(dst, src, len);
     dst[len] = '\0';
 }
+
+const char *rm_version(void) { return RM_VERSION; }

@@ -21,8 +21,7 @@ void rm_set_threads(int n);  /* sets OpenMP and BLAS threads */
 /* Counter-based random numbers (Philox4x32-10): the same key and counter
  * always give the same four 32-bit words, so masks recompute exactly. */
 void rm_philox4x32(const uint32_t key[2], const uint32_t ctr[4], uint32_t out[4]);
-/* Uniform float in [0,1) for element `i` of the stream keyed by (seed, a, b). */
-float rm_philox_uniform(uint64_t seed, uint32_t a, uint32_t b, uint64_t i);
+/* rm_philox_uniform (remat.h): a uniform float in [0,1) from the same stream. */
 /* Standard normal for element i of the stream (Box-Muller on Philox). */
 float rm_philox_normal(uint64_t seed, uint32_t a, uint32_t b, uint64_t i);
 

@@ -1,0 +1,86 @@
+/* loop.c: the pieces of a training loop around rm_step: batches written
+ * into a session's inputs, evaluation (the forward-only mean loss over the
+ * validation part) and learning-rate schedules. */
+#include "exec/exec.h"
+
+#include <math.h>
+#include <string.h>
+
+#ifndef M_PI
+#define M_PI 3.14159265358979323846
+#endif
+
+/* The (B, T) of a model's input, and V from its logits' last dimension. */
+static rm_status io_dims(rm_session *s, const rm_model_io *io, int *B, int *T, int *V) {
+    const rm_graph *g = s->g;
+    rm_val in = io->tokens >= 0 ? io->tokens : io->features;
+    int64_t sh[RM_MAX_DIMS], lsh[RM_MAX_DIMS];
+    if (in < 0 || in >= g->n_vals || io->targets < 0 || io->targets >= g->n_vals)
+        return rm_session_fail(s, RM_ERR_ARG, "rm_data_fill: io needs tokens (or features) and targets");
+    if (rm_shape(g, in, sh) != 2 || sh[0] > INT32_MAX || sh[1] > INT32_MAX)
+        return rm_session_fail(s, RM_ERR_ARG, "rm_data_fill: the input '%s' is not (B, T)", rm_name(g, in));
+    *B = (int)sh[0];
+    *T = (int)sh[1];
+    *V = 0;
+    if (io->features >= 0 && io->tokens < 0) {
+        int nd = io->logits >= 0 && io->logits < g->n_vals ? rm_shape(g, io->logits, lsh) : 0;
+        if (nd < 1 || lsh[nd - 1] > INT32_MAX)
+            return rm_session_fail(s, RM_ERR_ARG, "rm_data_fill: a features model needs io->logits (its vocab)");
+        *V = (int)lsh[nd - 1];
+    }
+    return RM_OK;
+}
+
+rm_status rm_data_fill(rm_session *s, const rm_model_io *io, const rm_dataset *d, rm_data_part part,
+                       rm_sampler mode, uint64_t seed, uint64_t k) {
+    if (!s) return RM_ERR_ARG;
+    if (!io || !d) return rm_session_fail(s, RM_ERR_ARG, "rm_data_fill: io and d must not be NULL");
+    int B, T, V;
+    rm_status st = io_dims(s, io, &B, &T, &V);
+    if (st != RM_OK) return st;
+    char err[256];
+    void *x = rm_value_data(s, io->tokens >= 0 ? io->tokens : io->features);
+    int32_t *y = rm_value_data(s, io->targets);
+    if (!x || !y) return rm_session_fail(s, RM_ERR_STATE, "rm_data_fill: the session holds no inputs (dry_run?)");
+    st = io->tokens >= 0 ? rm_data_batch(d, part, mode, seed, k, B, T, x, y, err, sizeof err)
+                         : rm_data_batch_mlp(d, part, mode, seed, k, B, T, V, x, y, err, sizeof err);
+    return st == RM_OK ? RM_OK : rm_session_fail(s, st, "%s", err);
+}
+
+rm_status rm_evaluate(rm_session *s, const rm_model_io *io, const rm_dataset *d, uint64_t max_batches,
+                      float *mean_loss) {
+    if (!s) return RM_ERR_ARG;
+    if (!io || !d || !mean_loss)
+        return rm_session_fail(s, RM_ERR_ARG, "rm_evaluate: io, d and mean_loss must not be NULL");
+    int B, T, V;
+    rm_status st = io_dims(s, io, &B, &T, &V);
+    if (st != RM_OK) return st;
+    uint64_t nb = rm_data_num_batches(d, RM_DATA_VAL, B, T);
+    if (nb == 0)
+        return rm_session_fail(s, RM_ERR_ARG, "rm_evaluate: '%s' has no validation batch (rm_data_split "
+                               "with a val_fraction > 0)", d->name);
+    if (max_batches > 0 && nb > max_batches) nb = max_batches;
+    double sum = 0; /* in order: the mean is reproducible */
+    for (uint64_t k = 0; k < nb; k++) {
+        float l;
+        if ((st = rm_data_fill(s, io, d, RM_DATA_VAL, RM_SAMPLE_SEQUENTIAL, 0, k)) != RM_OK) return st;
+        if ((st = rm_forward(s, &l)) != RM_OK) return st;
+        sum += l;
+    }
+    *mean_loss = (float)(sum / (double)nb);
+    return RM_OK;
+}
+
+/* lr(i) = lr (i+1)/warmup during warmup; then constant, or
+ * lr (0.1 + 0.9 * (1 + cos(pi r)) / 2) with r the fraction of the decay done. */
+float rm_lr_at(const rm_lr_schedule *s, uint64_t step) {
+    if (!s) return 0.0f;
+    if (s->warmup > 0 && step < (uint64_t)s->warmup) return s->lr * (float)(step + 1) / (float)s->warmup;
+    if (s->kind == RM_LR_COSINE && s->steps > s->warmup && s->warmup >= 0) {
+        double r = (double)(step - (uint64_t)s->warmup) / (double)(s->steps - s->warmup);
+        if (r > 1.0) r = 1.0;
+        double coeff = 0.5 * (1.0 + cos(M_PI * r));
+        return (float)(s->lr * (0.1 + 0.9 * coeff));
+    }
+    return s->lr;
+}

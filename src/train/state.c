@@ -1,0 +1,211 @@
+/* state.c: training-state files. The metadata that describes a run (model,
+ * data, optimizer, schedule, position) written next to the parameters and
+ * optimizer state, read back and validated; and rm_file, a .safetensors
+ * file opened for reading without a session. Layout and keys:
+ * docs/CHECKPOINT_FILES.md. */
+#include "exec/exec.h"
+#include "train/safetensors.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The version of the metadata layout below; a resume refuses others. */
+#define STATE_VERSION "1"
+#define META_MAX 40
+
+void rm_run_info_default(rm_run_info *r) {
+    if (!r) return;
+    memset(r, 0, sizeof *r);
+    snprintf(r->model, sizeof r->model, "gpt");
+    r->layers = 4, r->dim = 128, r->heads = 4;
+    r->context = 64, r->vocab = 256, r->batch = 8;
+    static const int widths[] = {256, 1024, 256, 1024, 256};
+    r->n_widths = 5;
+    memcpy(r->widths, widths, sizeof widths);
+    snprintf(r->data, sizeof r->data, "<corpus>");
+    r->val_fraction = 0.1f;
+    r->seed = 1337;
+    rm_optim_config_default(&r->optim);
+    r->lr = (rm_lr_schedule){RM_LR_CONSTANT, 1e-3f, 0, 100};
+}
+
+rm_status rm_run_build(const rm_run_info *r, rm_graph *g, rm_model_io *io, int keep_logits) {
+    if (!r || !g || !io) return g ? rm_graph_fail(g, RM_ERR_ARG, "rm_run_build: r and io must not be NULL") : RM_ERR_ARG;
+    if (strcmp(r->model, "mlp") == 0) {
+        rm_mlp_config c;
+        memset(&c, 0, sizeof c);
+        c.context = r->context, c.vocab = r->vocab, c.batch = r->batch;
+        c.dropout = r->dropout, c.batchnorm = r->batchnorm, c.keep_logits = keep_logits;
+        if (r->n_widths < 0 || r->n_widths > RM_MLP_MAX_LAYERS)
+            return rm_graph_fail(g, RM_ERR_ARG, "rm_run_build: n_widths %d is out of range", r->n_widths);
+        c.n_widths = r->n_widths;
+        memcpy(c.widths, r->widths, sizeof c.widths);
+        return rm_mlp_build(g, &c, io);
+    }
+    if (strcmp(r->model, "gpt") != 0)
+        return rm_graph_fail(g, RM_ERR_ARG, "rm_run_build: model '%.31s' is not gpt or mlp; build it yourself",
+                             r->model);
+    rm_gpt_config c = {r->layers, r->dim, r->heads, r->context, r->vocab, r->batch, r->dropout, keep_logits};
+    return rm_gpt_build(g, &c, io);
+}
+
+/* ---- writing ------------------------------------------------------------------ */
+
+typedef struct meta {
+    int n;
+    const char *k[META_MAX], *v[META_MAX];
+    char buf[META_MAX][48];
+    char widths[RM_MLP_MAX_LAYERS * 8];
+} meta;
+
+/* The shortest decimal that reads back as exactly x ("0.1", not
+ * "0.100000001"): a resumed run must see the same float. */
+static void fmt_float(char *out, size_t cap, float x) {
+    for (int prec = 6; prec <= 9; prec++) {
+        snprintf(out, cap, "%.*g", prec, (double)x);
+        if (strtof(out, NULL) == x) return;
+    }
+}
+
+static const char *sampler_name(rm_sampler s) { return s == RM_SAMPLE_SEQUENTIAL ? "sequential" : "random"; }
+
+static void meta_model(const rm_run_info *r, meta *m) {
+#define STR(key, val) (m->k[m->n] = (key), m->v[m->n] = (val), m->n++)
+#define FMT(key, ...) (snprintf(m->buf[m->n], sizeof m->buf[0], __VA_ARGS__), STR(key, m->buf[m->n]))
+#define FLT(key, x) (fmt_float(m->buf[m->n], sizeof m->buf[0], (x)), STR(key, m->buf[m->n]))
+    STR("model", r->model);
+    if (strcmp(r->model, "mlp") == 0) {
+        size_t j = 0;
+        m->widths[0] = 0;
+        for (int i = 0; i < r->n_widths && i < RM_MLP_MAX_LAYERS && j < sizeof m->widths; i++)
+            j += (size_t)snprintf(m->widths + j, sizeof m->widths - j, "%s%d", i ? "," : "", r->widths[i]);
+        STR("widths", m->widths);
+        FMT("batchnorm", "%d", r->batchnorm ? 1 : 0);
+    } else if (strcmp(r->model, "gpt") == 0) {
+        FMT("layers", "%d", r->layers);
+        FMT("dim", "%d", r->dim);
+        FMT("heads", "%d", r->heads);
+    }
+    FMT("context", "%d", r->context);
+    FMT("vocab", "%d", r->vocab);
+    FMT("batch", "%d", r->batch);
+    FLT("dropout", r->dropout);
+}
+
+static void meta_build(const rm_run_info *r, meta *m) {
+    m->n = 0;
+    STR("format", "pt");
+    STR("remat_version", RM_VERSION);
+    STR("remat_state", STATE_VERSION);
+    meta_model(r, m);
+    STR("data", r->data);
+    FMT("data_tokens", "%llu", (unsigned long long)r->data_tokens);
+    FLT("val_fraction", r->val_fraction);
+    STR("sampler", sampler_name(r->sampler));
+    FMT("seed", "%llu", (unsigned long long)r->seed);
+    FMT("step", "%llu", (unsigned long long)r->step);
+    FMT("data_position", "%llu", (unsigned long long)r->data_position);
+    FMT("steps", "%d", r->lr.steps);
+    STR("optimizer", r->optim.kind == RM_OPTIM_SGD ? "sgd" : "adamw");
+    FLT("lr", r->lr.lr);
+    STR("lr_schedule", r->lr.kind == RM_LR_COSINE ? "cosine" : "constant");
+    FMT("warmup", "%d", r->lr.warmup);
+    FLT("weight_decay", r->optim.weight_decay);
+    FLT("grad_clip", r->optim.grad_clip);
+    FLT("beta1", r->optim.beta1);
+    FLT("beta2", r->optim.beta2);
+    FLT("eps", r->optim.eps);
+#undef FMT
+#undef FLT
+#undef STR
+}
+
+rm_status rm_save_run(rm_session *s, rm_optim *o, const char *path, const rm_run_info *r, int n_extra,
+                      const char *const *keys, const char *const *values, char *err, size_t errlen) {
+    if (!r || n_extra < 0 || n_extra > META_MAX || (n_extra && (!keys || !values))) {
+        rm_st_seterr(err, errlen, "rm_save_run: bad arguments (r NULL, or n_extra not in [0, %d])", META_MAX);
+        if (s) rm_session_fail(s, RM_ERR_ARG, "rm_save_run: bad arguments");
+        return RM_ERR_ARG;
+    }
+    meta m;
+    meta_build(r, &m);
+    const char *k[2 * META_MAX], *v[2 * META_MAX];
+    memcpy(k, m.k, (size_t)m.n * sizeof *k);
+    memcpy(v, m.v, (size_t)m.n * sizeof *v);
+    for (int i = 0; i < n_extra; i++) {
+        for (int j = 0; j < m.n; j++)
+            if (keys[i] && strcmp(keys[i], m.k[j]) == 0) {
+                rm_st_seterr(err, errlen, "rm_save_run: extra key '%.64s' is one of rm_run_info's", keys[i]);
+                if (s) rm_session_fail(s, RM_ERR_ARG, "rm_save_run: extra key '%.64s' is one of rm_run_info's", keys[i]);
+                return RM_ERR_ARG;
+            }
+        k[m.n + i] = keys[i], v[m.n + i] = values[i];
+    }
+    return rm_save_state(s, o, path, m.n + n_extra, k, v, err, errlen);
+}
+
+/* ---- rm_file -------------------------------------------------------------------- */
+
+rm_status rm_file_open(const char *path, rm_file **out, char *err, size_t errlen) {
+    if (!out || !path) {
+        rm_st_seterr(err, errlen, "rm_file_open: path and out must not be NULL");
+        return RM_ERR_ARG;
+    }
+    *out = NULL;
+    rm_file *f = calloc(1, sizeof *f);
+    if (!f) {
+        rm_st_seterr(err, errlen, "cannot open '%s': out of memory", path);
+        return RM_ERR_NOMEM;
+    }
+    rm_strlcpy(f->path, path, sizeof f->path);
+    rm_status st = rm_st_open(path, &f->st, err, errlen);
+    if (st != RM_OK) {
+        free(f);
+        return st;
+    }
+    *out = f;
+    return RM_OK;
+}
+
+void rm_file_close(rm_file *f) {
+    if (!f) return;
+    rm_st_close(f->st);
+    free(f);
+}
+
+rm_status rm_file_verify(rm_file *f, int *present, char digest[RM_CHECKSUM_LEN], char *err, size_t errlen) {
+    int p = 0;
+    if (!f) {
+        rm_st_seterr(err, errlen, "rm_file_verify: f must not be NULL");
+        return RM_ERR_ARG;
+    }
+    rm_status st = rm_st_verify(f->st, f->path, &p, digest, err, errlen);
+    f->verified = st == RM_OK && p;
+    if (present) *present = p;
+    return st;
+}
+
+const char *rm_file_meta(const rm_file *f, const char *key) { return f && key ? rm_st_meta(f->st, key) : NULL; }
+int rm_file_meta_count(const rm_file *f) { return f ? rm_st_meta_count(f->st) : 0; }
+const char *rm_file_meta_key(const rm_file *f, int i) { return f ? rm_st_meta_key(f->st, i) : NULL; }
+const char *rm_file_meta_value(const rm_file *f, int i) { return f ? rm_st_meta_value(f->st, i) : NULL; }
+int rm_file_tensor_count(const rm_file *f) { return f ? rm_st_count(f->st) : 0; }
+
+rm_status rm_file_tensor(const rm_file *f, int i, rm_tensor_info *out) {
+    if (!f || !out || i < 0 || i >= rm_st_count(f->st)) return RM_ERR_ARG;
+    const rm_st_tensor *t = rm_st_at(f->st, i);
+    *out = (rm_tensor_info){t->name, t->dtype, t->ndim, t->shape, t->bytes};
+    return RM_OK;
+}
+
+rm_status rm_file_restore(rm_file *f, rm_session *s, rm_optim *o, char *err, size_t errlen) {
+    if (!f) {
+        rm_st_seterr(err, errlen, "rm_file_restore: f must not be NULL");
+        if (s) rm_session_fail(s, RM_ERR_ARG, "rm_file_restore: f must not be NULL");
+        return RM_ERR_ARG;
+    }
+    return rm_load_from(s, o, f->st, f->path, RM_LOAD_STATE | (f->verified ? RM_LOAD_VERIFIED : 0), err,
+                        errlen);
+}
