@@ -719,6 +719,13 @@ static void test_registry(void) {
         const rm_op_def *d = rm_op_get((rm_op_kind)k);
         CHECK(d && d->forward && d->backward && d->flops && strcmp(d->name, names[k]) == 0,
               "registry: op %d should be '%s'", k, names[k]);
+        /* builders record nodes by d->kind: a definition without it would
+         * record its nodes as op 0 */
+        CHECK(d && d->kind == (rm_op_kind)k, "registry: op '%s' has .kind %d, not its index %d", names[k],
+              d ? (int)d->kind : -1, k);
+        int cheap = k == RM_OP_LAYERNORM || k == RM_OP_GELU || k == RM_OP_DROPOUT || k == RM_OP_ATTENTION;
+        CHECK(d && d->cheap == cheap, "registry: op '%s' cheap = %d, the selective policy expects %d", names[k],
+              d ? d->cheap : -1, cheap);
     }
     CHECK(rm_op_get(RM_OP_COUNT) == NULL, "registry: RM_OP_COUNT must map to NULL");
 }

@@ -334,6 +334,64 @@ static void test_budget_beats_uniform(void) {
     }
 }
 
+/* A small GPT under memory_budget, with (marked) or without user marks;
+ * returns its planned arena, instruction count and recompute FLOPs. */
+static int plan_gpt_marked(int marked, size_t *arena, int *n_instr, double *flops, char *notes, size_t notes_len) {
+    rm_graph *g = rm_graph_new();
+    rm_model_io io;
+    rm_gpt_config c = {4, 32, 4, 16, 32, 4, 0.1f, 0};
+    rm_gpt_build(g, &c, &io);
+    int forced = 0, saved = 0;
+    for (int n = 0; n < g->n_nodes && marked; n++) {
+        if (g->nodes[n].op == RM_OP_LINEAR && !forced) forced = rm_set_policy(g, g->nodes[n].out[0], RM_POLICY_RECOMPUTE) == RM_OK;
+        if (g->nodes[n].op == RM_OP_GELU && !saved) saved = rm_set_policy(g, g->nodes[n].out[0], RM_POLICY_SAVE) == RM_OK;
+    }
+    if (marked) CHECK(forced && saved, "marks set");
+    rm_options o;
+    rm_options_default(&o);
+    o.memory_budget = "50%", o.dry_run = 1, o.threads = 2;
+    rm_session *s;
+    int ok = rm_compile(g, &o, &s) == RM_OK;
+    CHECK(ok, "compile under a budget, marked %d: %s", marked, rm_graph_errmsg(g));
+    if (ok) {
+        rm_memory_info m;
+        rm_plan_info p;
+        rm_memory(s, &m);
+        rm_plan(s, &p);
+        *arena = m.activation_arena_bytes, *n_instr = m.n_instructions, *flops = p.flops_recompute;
+        snprintf(notes, notes_len, "%s", rm_plan_notes(s));
+        rm_session_free(s);
+    }
+    rm_graph_free(g);
+    return ok;
+}
+
+/* Defect 4a: the budget planner built each uniform candidate with an
+ * uninitialised `char notes[8]`, which rm_schedule_build ran strlen on and,
+ * with user marks, wrote past: `make asan` fills uninitialised locals with
+ * a non-zero pattern, and ASan then stops this test at that strlen. Marks
+ * were also applied to the uniform candidates and to store-all but not to
+ * Rotor's plan, and the notes spoke of strategy 'none'. Now the plan takes
+ * no notes buffer, no candidate applies marks, whichever wins, and the
+ * session says so in one note. */
+static void test_budget_marks(void) {
+    size_t arena[2] = {0, 0};
+    int n_instr[2] = {0, 0};
+    double flops[2] = {0, 0};
+    char notes[2][512] = {"", ""};
+    for (int marked = 0; marked < 2; marked++)
+        if (!plan_gpt_marked(marked, &arena[marked], &n_instr[marked], &flops[marked], notes[marked], sizeof notes[0]))
+            return;
+    CHECK(arena[0] == arena[1] && n_instr[0] == n_instr[1] && flops[0] == flops[1],
+          "marks change no budget plan: arena %zu/%zu, %d/%d instructions, %.6g/%.6g FLOPs", arena[0], arena[1],
+          n_instr[0], n_instr[1], flops[0], flops[1]);
+    CHECK(notes[0][0] == 0, "no marks, no note: '%s'", notes[0]);
+    const char *first = strstr(notes[1], "memory_budget");
+    CHECK(first && !strstr(first + 1, "memory_budget"), "one note that memory_budget does not apply marks: '%s'",
+          notes[1]);
+    CHECK(!strstr(notes[1], "strategy 'none'"), "no note about store-all's marks: '%s'", notes[1]);
+}
+
 int main(void) {
     test_revolve_closed_form();
     test_revolve_schedule();
@@ -343,5 +401,6 @@ int main(void) {
     test_manual_regions();
     test_not_a_chain();
     test_budget_beats_uniform();
+    test_budget_marks();
     return check_done("test_recompute");
 }

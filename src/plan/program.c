@@ -9,6 +9,7 @@
  * last reader, and is freed right after that. This is all the liveness
  * analysis there is: the strategy only chooses the order of items. */
 #include "plan/plan.h"
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,108 +40,145 @@ static int new_buf(rm_program *p, int value, size_t bytes, int at) {
     return p->n_bufs++;
 }
 
-#define FAIL(st, ...) do { snprintf(err, errlen, __VA_ARGS__); rc = (st); goto done; } while (0)
+/* The state of one build: the program so far and, per value, the buffer
+ * that holds its latest computation (-1: none yet). */
+typedef struct builder {
+    const rm_graph *g;
+    rm_program *p;
+    int *cur;
+    char *err;
+    size_t errlen;
+} builder;
 
-rm_status rm_program_build(const rm_graph *g, const rm_schedule *s, int threads, rm_program *p,
-                           char *err, size_t errlen) {
-    rm_status rc = RM_OK;
-    memset(p, 0, sizeof *p);
-    int *cur = malloc((size_t)g->n_vals * sizeof *cur); /* value -> current buffer */
-    p->instrs = calloc((size_t)(s->n ? s->n : 1), sizeof *p->instrs);
-    if (!cur || !p->instrs) FAIL(RM_ERR_NOMEM, "out of memory building the step program");
-    p->cap_instrs = s->n;
-    for (int v = 0; v < g->n_vals; v++) cur[v] = -1;
+static rm_status fail(builder *b, rm_status st, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(b->err, b->errlen, fmt, ap);
+    va_end(ap);
+    return st;
+}
 
-    for (int k = 0; k < s->n; k++) {
-        const rm_sched_item *it = &s->items[k];
-        const rm_node *nd = &g->nodes[it->node];
-        const rm_op_def *op = rm_op_get(nd->op);
-        rm_instr *ins = &p->instrs[p->n_instrs];
-        ins->kind = it->kind;
-        ins->node = it->node;
-        ins->work_buf = -1;
-        for (int i = 0; i < RM_MAX_IN; i++) ins->in_buf[i] = ins->din_buf[i] = -1;
-        for (int j = 0; j < RM_MAX_OUT; j++) ins->out_buf[j] = ins->dout_buf[j] = -1;
-        int backward = it->kind == RM_INSTR_BACKWARD;
+/* Instruction `at` reads buffer `buf`: its life extends to here. */
+static int use(builder *b, int buf, int at) {
+    b->p->bufs[buf].last = at;
+    return buf;
+}
 
-        /* reads of forward tensors: all inputs in forward, the declared ones in backward */
-        for (int i = 0; i < nd->n_in; i++) {
-            int v = nd->in[i];
-            if (v < 0 || g->vals[v].kind != RM_VALUE_ACT) continue;
-            if (backward && !(op->bwd_reads & RM_READS_IN(i))) continue;
-            if (cur[v] < 0)
-                FAIL(RM_ERR_STATE, "schedule error: %s of node %d reads '%s', which is not available there",
-                     backward ? "backward" : "forward", it->node, g->vals[v].name);
-            ins->in_buf[i] = cur[v];
-            p->bufs[cur[v]].last = p->n_instrs;
-        }
-        if (backward) {
-            for (int j = 0; j < nd->n_out; j++) {
-                int v = nd->out[j];
-                if (op->bwd_reads & RM_READS_OUT(j)) {
-                    if (cur[v] < 0)
-                        FAIL(RM_ERR_STATE, "schedule error: backward of node %d reads '%s', which is not available there",
-                             it->node, g->vals[v].name);
-                    ins->out_buf[j] = cur[v];
-                    p->bufs[cur[v]].last = p->n_instrs;
-                }
-                int d = g->vals[v].grad;
-                if (v == g->loss) {
-                    ins->dout_buf[j] = -2; /* d(loss)/d(loss) = 1, held by the session */
-                } else if (d >= 0) {
-                    if (cur[d] < 0)
-                        FAIL(RM_ERR_STATE, "schedule error: backward of node %d runs before the gradient of '%s' exists",
-                             it->node, g->vals[v].name);
-                    ins->dout_buf[j] = cur[d];
-                    p->bufs[cur[d]].last = p->n_instrs;
-                }
-            }
-            for (int i = 0; i < nd->n_in; i++) {
-                int v = nd->in[i];
-                if (v < 0) continue;
-                if (g->vals[v].kind == RM_VALUE_PARAM) {
-                    ins->acc[i] = 1; /* into the flat gradient buffer, zeroed per step */
-                    continue;
-                }
-                int d = g->vals[v].grad;
-                if (d < 0) continue;
-                if (cur[d] >= 0) {
-                    ins->din_buf[i] = cur[d];
-                    ins->acc[i] = 1;
-                    p->bufs[cur[d]].last = p->n_instrs;
-                } else {
-                    int b = new_buf(p, d, (size_t)g->vals[d].numel * 4, p->n_instrs);
-                    if (b < 0) FAIL(RM_ERR_NOMEM, "out of memory building the step program");
-                    cur[d] = b;
-                    ins->din_buf[i] = b;
-                    ins->acc[i] = 0;
-                }
-            }
-        } else {
-            for (int j = 0; j < nd->n_out; j++) {
-                int v = nd->out[j];
-                int b = new_buf(p, v, (size_t)g->vals[v].numel * rm_dtype_size(g->vals[v].dtype), p->n_instrs);
-                if (b < 0) FAIL(RM_ERR_NOMEM, "out of memory building the step program");
-                cur[v] = b;
-                ins->out_buf[j] = b;
-            }
-        }
-        size_t ws = op->workspace ? op->workspace(nd, g->vals, backward, threads) : 0;
-        if (ws) {
-            ins->work_buf = new_buf(p, -1, ws, p->n_instrs);
-            if (ins->work_buf < 0) FAIL(RM_ERR_NOMEM, "out of memory building the step program");
-        }
-        p->n_instrs++;
+/* Reads of forward tensors: all activation inputs in a forward, the ones
+ * bwd_reads declares in a backward. */
+static rm_status read_inputs(builder *b, const rm_node *nd, const rm_op_def *op, rm_instr *ins, int backward) {
+    const rm_graph *g = b->g;
+    for (int i = 0; i < nd->n_in; i++) {
+        int v = nd->in[i];
+        if (v < 0 || g->vals[v].kind != RM_VALUE_ACT) continue;
+        if (backward && !(op->bwd_reads & RM_READS_IN(i))) continue;
+        if (b->cur[v] < 0)
+            return fail(b, RM_ERR_STATE, "schedule error: %s of node %d reads '%s', which is not available there",
+                        backward ? "backward" : "forward", ins->node, g->vals[v].name);
+        ins->in_buf[i] = use(b, b->cur[v], b->p->n_instrs);
     }
-    /* outputs (the loss among them) stay readable after the step */
-    for (int v = 0; v < g->n_vals; v++)
-        if (g->vals[v].is_output && cur[v] >= 0) p->bufs[cur[v]].last = p->n_instrs - 1;
+    return RM_OK;
+}
 
-    /* frees: each buffer after its last use; and the planned peak */
+/* A backward reads the outputs bwd_reads declares and their gradients. */
+static rm_status read_outputs_and_grads(builder *b, const rm_node *nd, const rm_op_def *op, rm_instr *ins) {
+    const rm_graph *g = b->g;
+    int at = b->p->n_instrs;
+    for (int j = 0; j < nd->n_out; j++) {
+        int v = nd->out[j];
+        if (op->bwd_reads & RM_READS_OUT(j)) {
+            if (b->cur[v] < 0)
+                return fail(b, RM_ERR_STATE, "schedule error: backward of node %d reads '%s', which is not "
+                            "available there", ins->node, g->vals[v].name);
+            ins->out_buf[j] = use(b, b->cur[v], at);
+        }
+        int d = g->vals[v].grad;
+        if (v == g->loss) {
+            ins->dout_buf[j] = -2; /* d(loss)/d(loss) = 1, held by the session */
+        } else if (d >= 0) {
+            if (b->cur[d] < 0)
+                return fail(b, RM_ERR_STATE, "schedule error: backward of node %d runs before the gradient of "
+                            "'%s' exists", ins->node, g->vals[v].name);
+            ins->dout_buf[j] = use(b, b->cur[d], at);
+        }
+    }
+    return RM_OK;
+}
+
+/* A backward writes the gradients of its inputs: the first writer of a
+ * gradient defines its buffer and overwrites it, later writers add. */
+static rm_status write_input_grads(builder *b, const rm_node *nd, rm_instr *ins) {
+    const rm_graph *g = b->g;
+    int at = b->p->n_instrs;
+    for (int i = 0; i < nd->n_in; i++) {
+        int v = nd->in[i];
+        if (v < 0) continue;
+        if (g->vals[v].kind == RM_VALUE_PARAM) {
+            ins->acc[i] = 1; /* into the flat gradient buffer, zeroed per step */
+            continue;
+        }
+        int d = g->vals[v].grad;
+        if (d < 0) continue;
+        if (b->cur[d] >= 0) {
+            ins->din_buf[i] = use(b, b->cur[d], at);
+            ins->acc[i] = 1;
+        } else {
+            int nb = new_buf(b->p, d, (size_t)g->vals[d].numel * 4, at);
+            if (nb < 0) return fail(b, RM_ERR_NOMEM, "out of memory building the step program");
+            b->cur[d] = nb;
+            ins->din_buf[i] = nb;
+            ins->acc[i] = 0;
+        }
+    }
+    return RM_OK;
+}
+
+/* A forward or recompute defines a new buffer for each output. */
+static rm_status define_outputs(builder *b, const rm_node *nd, rm_instr *ins) {
+    const rm_graph *g = b->g;
+    for (int j = 0; j < nd->n_out; j++) {
+        int v = nd->out[j];
+        int nb = new_buf(b->p, v, (size_t)g->vals[v].numel * rm_dtype_size(g->vals[v].dtype), b->p->n_instrs);
+        if (nb < 0) return fail(b, RM_ERR_NOMEM, "out of memory building the step program");
+        b->cur[v] = nb;
+        ins->out_buf[j] = nb;
+    }
+    return RM_OK;
+}
+
+/* One schedule item -> one instruction with its operand buffers. */
+static rm_status add_instr(builder *b, const rm_sched_item *it, int threads) {
+    const rm_node *nd = &b->g->nodes[it->node];
+    const rm_op_def *op = rm_op_get(nd->op);
+    rm_instr *ins = &b->p->instrs[b->p->n_instrs];
+    ins->kind = it->kind;
+    ins->node = it->node;
+    ins->work_buf = -1;
+    for (int i = 0; i < RM_MAX_IN; i++) ins->in_buf[i] = ins->din_buf[i] = -1;
+    for (int j = 0; j < RM_MAX_OUT; j++) ins->out_buf[j] = ins->dout_buf[j] = -1;
+    int backward = it->kind == RM_INSTR_BACKWARD;
+    rm_status rc = read_inputs(b, nd, op, ins, backward);
+    if (rc == RM_OK && backward) rc = read_outputs_and_grads(b, nd, op, ins);
+    if (rc == RM_OK) rc = backward ? write_input_grads(b, nd, ins) : define_outputs(b, nd, ins);
+    if (rc != RM_OK) return rc;
+    size_t ws = op->workspace ? op->workspace(nd, b->g->vals, backward, threads) : 0;
+    if (ws) {
+        ins->work_buf = new_buf(b->p, -1, ws, b->p->n_instrs);
+        if (ins->work_buf < 0) return fail(b, RM_ERR_NOMEM, "out of memory building the step program");
+    }
+    b->p->n_instrs++;
+    return RM_OK;
+}
+
+/* Frees: each buffer right after its last use, grouped per instruction;
+ * and the planned peak of live bytes. */
+static rm_status place_frees(rm_program *p) {
     p->frees = malloc((size_t)(p->n_bufs ? p->n_bufs : 1) * sizeof *p->frees);
-    if (!p->frees) FAIL(RM_ERR_NOMEM, "out of memory building the step program");
     int *count = calloc((size_t)p->n_instrs + 1, sizeof *count);
-    if (!count) FAIL(RM_ERR_NOMEM, "out of memory building the step program");
+    if (!p->frees || !count) {
+        free(count);
+        return RM_ERR_NOMEM;
+    }
     for (int b = 0; b < p->n_bufs; b++) count[p->bufs[b].last]++;
     int at = 0;
     for (int i = 0; i < p->n_instrs; i++) {
@@ -163,12 +201,29 @@ rm_status rm_program_build(const rm_graph *g, const rm_schedule *s, int threads,
         for (int f = 0; f < ins->n_free; f++) live -= p->bufs[p->frees[ins->free_at + f]].bytes;
     }
     p->peak_live_bytes = peak;
-done:
+    return RM_OK;
+}
+
+rm_status rm_program_build(const rm_graph *g, const rm_schedule *s, int threads, rm_program *p,
+                           char *err, size_t errlen) {
+    memset(p, 0, sizeof *p);
+    builder b = {g, p, malloc((size_t)(g->n_vals ? g->n_vals : 1) * sizeof(int)), err, errlen};
+    p->instrs = calloc((size_t)(s->n ? s->n : 1), sizeof *p->instrs);
+    rm_status rc = b.cur && p->instrs ? RM_OK : fail(&b, RM_ERR_NOMEM, "out of memory building the step program");
+    p->cap_instrs = s->n;
+    for (int v = 0; v < g->n_vals && b.cur; v++) b.cur[v] = -1;
+    for (int k = 0; k < s->n && rc == RM_OK; k++) rc = add_instr(&b, &s->items[k], threads);
     if (rc == RM_OK) {
-        p->final_buf = cur;
-        cur = NULL;
+        /* outputs (the loss among them) stay readable after the step */
+        for (int v = 0; v < g->n_vals; v++)
+            if (g->vals[v].is_output && b.cur[v] >= 0) p->bufs[b.cur[v]].last = p->n_instrs - 1;
+        if (place_frees(p) != RM_OK) rc = fail(&b, RM_ERR_NOMEM, "out of memory building the step program");
     }
-    free(cur);
+    if (rc == RM_OK) {
+        p->final_buf = b.cur;
+        b.cur = NULL;
+    }
+    free(b.cur);
     if (rc != RM_OK) rm_program_free(p);
     return rc;
 }

@@ -143,6 +143,33 @@ static int cmp_name(const void *a, const void *b) {
     return strcmp(((const name_idx *)a)->name, ((const name_idx *)b)->name);
 }
 
+/* A tensor's "shape": at most RM_ST_MAX_NDIM non-negative integers. */
+static rm_status parse_shape(const cJSON *sh, int64_t *dims, int *ndim_out, const char *fname, const char *name,
+                             char *err, size_t errlen) {
+    if (!cJSON_IsArray(sh)) {
+        rm_st_seterr(err, errlen, "'%s': tensor '%s': shape is not an array", fname, name);
+        return RM_ERR_FORMAT;
+    }
+    int ndim = cJSON_GetArraySize(sh);
+    *ndim_out = ndim;
+    if (ndim > RM_ST_MAX_NDIM) {
+        rm_st_seterr(err, errlen, "'%s': tensor '%s' has %d dimensions (at most %d)", fname, name,
+               ndim, RM_ST_MAX_NDIM);
+        return RM_ERR_FORMAT;
+    }
+    int k = 0;
+    for (const cJSON *d = sh->child; d; d = d->next, k++) {
+        uint64_t v;
+        if (!json_uint(d, &v)) {
+            rm_st_seterr(err, errlen, "'%s': tensor '%s': shape entry %d is not a non-negative integer",
+                   fname, name, k);
+            return RM_ERR_FORMAT;
+        }
+        dims[k] = (int64_t)v;
+    }
+    return RM_OK;
+}
+
 /* Parses one tensor entry into e (dims appended at *dims). */
 static rm_status parse_tensor(const cJSON *it, st_entry *e, int64_t *dims, uint64_t data_len,
                               const char *fname, char *err, size_t errlen) {
@@ -171,26 +198,9 @@ static rm_status parse_tensor(const cJSON *it, st_entry *e, int64_t *dims, uint6
                clean(dt->valuestring, d, sizeof d));
         return RM_ERR_FORMAT;
     }
-    if (!cJSON_IsArray(sh)) {
-        rm_st_seterr(err, errlen, "'%s': tensor '%s': shape is not an array", fname, name);
-        return RM_ERR_FORMAT;
-    }
-    int ndim = cJSON_GetArraySize(sh);
-    if (ndim > RM_ST_MAX_NDIM) {
-        rm_st_seterr(err, errlen, "'%s': tensor '%s' has %d dimensions (at most %d)", fname, name,
-               ndim, RM_ST_MAX_NDIM);
-        return RM_ERR_FORMAT;
-    }
-    int k = 0;
-    for (const cJSON *d = sh->child; d; d = d->next, k++) {
-        uint64_t v;
-        if (!json_uint(d, &v)) {
-            rm_st_seterr(err, errlen, "'%s': tensor '%s': shape entry %d is not a non-negative integer",
-                   fname, name, k);
-            return RM_ERR_FORMAT;
-        }
-        dims[k] = (int64_t)v;
-    }
+    int ndim;
+    rm_status st = parse_shape(sh, dims, &ndim, fname, name, err, errlen);
+    if (st != RM_OK) return st;
     uint64_t b, en;
     if (!cJSON_IsArray(off) || cJSON_GetArraySize(off) != 2 || !json_uint(off->child, &b) ||
         !json_uint(off->child->next, &en)) {
@@ -263,9 +273,10 @@ static rm_status parse_metadata(rm_st_file *f, const cJSON *it, const char *fnam
     return RM_OK;
 }
 
-/* Validates the file in f->mem[0..len) and fills f. */
-static rm_status parse_file(rm_st_file *f, const unsigned char *buf, size_t len,
-                            const char *fname, char *err, size_t errlen) {
+/* The 8-byte length, then a JSON object padded with whitespace: parses it
+ * into f->root and sets f->data to what follows. */
+static rm_status parse_header(rm_st_file *f, const unsigned char *buf, size_t len, const char *fname, char *err,
+                              size_t errlen) {
     if (len < 8) {
         rm_st_seterr(err, errlen, "'%s': file has %zu bytes, too short for a safetensors header",
                fname, len);
@@ -310,8 +321,15 @@ static rm_status parse_file(rm_st_file *f, const unsigned char *buf, size_t len,
         rm_st_seterr(err, errlen, "'%s': header is not a JSON object", fname);
         return RM_ERR_FORMAT;
     }
-    size_t total_dims = 0;
-    int n_tensors = 0, have_meta = 0;
+    return RM_OK;
+}
+
+/* Counts the tensors and their dimensions (for one allocation each);
+ * a second __metadata__ is an error. */
+static rm_status count_entries(const rm_st_file *f, int *n_tensors, size_t *total_dims, const char *fname,
+                               char *err, size_t errlen) {
+    int have_meta = 0;
+    *n_tensors = 0, *total_dims = 0;
     for (const cJSON *it = f->root->child; it; it = it->next) {
         if (strcmp(it->string, "__metadata__") == 0) {
             if (have_meta++) {
@@ -320,21 +338,27 @@ static rm_status parse_file(rm_st_file *f, const unsigned char *buf, size_t len,
             }
             continue;
         }
-        n_tensors++;
+        (*n_tensors)++;
         const cJSON *sh = cJSON_GetObjectItemCaseSensitive(it, "shape");
         if (cJSON_IsArray(sh)) {
             int k = cJSON_GetArraySize(sh);
-            total_dims += (size_t)(k < RM_ST_MAX_NDIM ? k : RM_ST_MAX_NDIM);
+            *total_dims += (size_t)(k < RM_ST_MAX_NDIM ? k : RM_ST_MAX_NDIM);
         }
     }
+    return RM_OK;
+}
+
+/* Parses every entry of the header: the tensors into f->ent, the metadata. */
+static rm_status parse_entries(rm_st_file *f, const char *fname, char *err, size_t errlen) {
+    int n_tensors;
+    size_t total_dims;
+    rm_status st = count_entries(f, &n_tensors, &total_dims, fname, err, errlen);
+    if (st != RM_OK) return st;
     f->ent = calloc((size_t)n_tensors + 1, sizeof *f->ent);
     f->by_name = calloc((size_t)n_tensors + 1, sizeof *f->by_name);
     f->dims = calloc(total_dims + 1, sizeof *f->dims);
-    name_idx *names = calloc((size_t)n_tensors + 1, sizeof *names);
-    rm_status st = RM_OK;
-    if (!f->ent || !f->by_name || !f->dims || !names) {
+    if (!f->ent || !f->by_name || !f->dims) {
         rm_st_seterr(err, errlen, "'%s': out of memory", fname);
-        free(names);
         return RM_ERR_NOMEM;
     }
     size_t dpos = 0;
@@ -351,38 +375,50 @@ static rm_status parse_file(rm_st_file *f, const unsigned char *buf, size_t len,
             f->n++;
         }
     }
-    if (st != RM_OK) {
-        free(names);
-        return st;
-    }
+    return st;
+}
+
+/* The tensors must tile the data section: no overlap, no hole. */
+static rm_status check_tiling(rm_st_file *f, const char *fname, char *err, size_t errlen) {
     qsort(f->ent, (size_t)f->n, sizeof *f->ent, cmp_offset);
-    /* The tensors must tile the data section: no overlap, no hole. */
     uint64_t pos = 0;
-    for (int i = 0; i < f->n && st == RM_OK; i++) {
+    for (int i = 0; i < f->n; i++) {
         char a[80], b[80];
         st_entry *e = &f->ent[i];
         if (e->begin < pos) {
             rm_st_seterr(err, errlen, "'%s': tensors '%s' and '%s' overlap", fname,
                    clean(f->ent[i - 1].t.name, a, sizeof a), clean(e->t.name, b, sizeof b));
-            st = RM_ERR_FORMAT;
-        } else if (e->begin > pos) {
+            return RM_ERR_FORMAT;
+        }
+        if (e->begin > pos) {
             rm_st_seterr(err, errlen, "'%s': %llu unused bytes before tensor '%s'", fname,
                    (unsigned long long)(e->begin - pos), clean(e->t.name, b, sizeof b));
-            st = RM_ERR_FORMAT;
+            return RM_ERR_FORMAT;
         }
         pos = e->end;
         e->t.data = f->data + e->begin;
     }
-    if (st == RM_OK && pos != f->data_len) {
+    if (pos != f->data_len) {
         rm_st_seterr(err, errlen, "'%s': data section has %llu bytes but the tensors cover %llu",
                fname, (unsigned long long)f->data_len, (unsigned long long)pos);
-        st = RM_ERR_FORMAT;
+        return RM_ERR_FORMAT;
     }
-    for (int i = 0; i < f->n && st == RM_OK; i++) {
+    return RM_OK;
+}
+
+/* f->by_name: the tensors in name order, for lookups; names are unique. */
+static rm_status index_names(rm_st_file *f, const char *fname, char *err, size_t errlen) {
+    name_idx *names = calloc((size_t)f->n + 1, sizeof *names);
+    if (!names) {
+        rm_st_seterr(err, errlen, "'%s': out of memory", fname);
+        return RM_ERR_NOMEM;
+    }
+    for (int i = 0; i < f->n; i++) {
         names[i].name = f->ent[i].t.name;
         names[i].idx = i;
     }
-    if (st == RM_OK) qsort(names, (size_t)f->n, sizeof *names, cmp_name);
+    qsort(names, (size_t)f->n, sizeof *names, cmp_name);
+    rm_status st = RM_OK;
     for (int i = 0; i < f->n && st == RM_OK; i++) {
         f->by_name[i] = names[i].idx;
         if (i > 0 && strcmp(names[i].name, names[i - 1].name) == 0) {
@@ -393,6 +429,16 @@ static rm_status parse_file(rm_st_file *f, const unsigned char *buf, size_t len,
         }
     }
     free(names);
+    return st;
+}
+
+/* Validates the file in f->mem[0..len) and fills f. */
+static rm_status parse_file(rm_st_file *f, const unsigned char *buf, size_t len,
+                            const char *fname, char *err, size_t errlen) {
+    rm_status st = parse_header(f, buf, len, fname, err, errlen);
+    if (st == RM_OK) st = parse_entries(f, fname, err, errlen);
+    if (st == RM_OK) st = check_tiling(f, fname, err, errlen);
+    if (st == RM_OK) st = index_names(f, fname, err, errlen);
     return st;
 }
 
