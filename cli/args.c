@@ -240,6 +240,19 @@ void cli_run_info(const cli_args *a, const char *data_name, size_t data_tokens, 
     r->lr.steps = a->steps;
 }
 
+int cli_options(const cli_args *a, const char *budget, rm_options *o) {
+    char err[256];
+    rm_options_default(o);
+    o->threads = a->threads;
+    o->seed = a->seed;
+    o->verify_recompute = a->verify_recompute;
+    if (rm_parse_strategy(a->checkpoint, &o->strategy, &o->strategy_param, err, sizeof err) != RM_OK)
+        return cli_fail(2, "--checkpoint: %s", err);
+    if (budget && rm_parse_size(budget, &o->budget_bytes, &o->budget_fraction, err, sizeof err) != RM_OK)
+        return cli_fail(2, "--memory-budget: %s", err);
+    return 0;
+}
+
 rm_status cli_build_model(const cli_args *a, rm_graph *g, rm_model_io *io, int keep_logits) {
     rm_run_info r;
     cli_run_info(a, "", 0, 0, 0, &r);

@@ -53,6 +53,10 @@ int cli_fail(int status, const char *fmt, ...);
  * training batch's index, on data_tokens tokens of data_name. */
 void cli_run_info(const cli_args *a, const char *data_name, size_t data_tokens, uint64_t step,
                   uint64_t batch, rm_run_info *r);
+/* The session options the flags give, with `budget` as the memory budget
+ * (NULL: none). Prints a usage error and returns 2 for a bad strategy or
+ * size, else 0. */
+int cli_options(const cli_args *a, const char *budget, rm_options *o);
 /* The graph of the model the flags describe. */
 rm_status cli_build_model(const cli_args *a, rm_graph *g, rm_model_io *io, int keep_logits);
 #endif

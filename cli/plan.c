@@ -103,10 +103,8 @@ static int compile_dry(const cli_args *a, const char *budget, rm_graph **g, rm_s
     rm_status st = cli_build_model(a, *g, &io, 0);
     if (st != RM_OK) return cli_fail(st == RM_ERR_ARG ? 2 : 1, "%s", rm_graph_errmsg(*g));
     rm_options o;
-    rm_options_default(&o);
-    o.threads = a->threads;
-    o.checkpoint = a->checkpoint;
-    o.memory_budget = budget;
+    int rc = cli_options(a, budget, &o);
+    if (rc) return rc;
     o.dry_run = 1;
     st = rm_compile(*g, &o, s);
     if (st != RM_OK) return cli_fail(st == RM_ERR_ARG ? 2 : 1, "%s", rm_graph_errmsg(*g));

@@ -166,25 +166,22 @@ static int build_session(trainer *t) {
     const cli_args *a = t->a;
     char err[512];
     rm_status st;
+    rm_run_info r;
     t->g = rm_graph_new();
     if (!t->g) return cli_fail(1, "out of memory");
     if ((st = cli_build_model(a, t->g, &t->io, 0)) != RM_OK)
         return cli_fail(st == RM_ERR_ARG ? 2 : 1, "%s", rm_graph_errmsg(t->g));
     rm_options o;
-    rm_options_default(&o);
-    o.threads = a->threads;
-    o.seed = a->seed;
-    o.checkpoint = a->checkpoint;
-    o.memory_budget = a->memory_budget;
-    o.verify_recompute = a->verify_recompute;
+    int rc = cli_options(a, a->memory_budget, &o);
+    if (rc) return rc;
+    cli_run_info(a, "", 0, 0, 0, &r);
+    o.optim = r.optim; /* the session knows its optimizer */
     if ((st = rm_compile(t->g, &o, &t->s)) != RM_OK)
         return cli_fail(st == RM_ERR_ARG ? 2 : 1, "%s", rm_graph_errmsg(t->g));
     if (*rm_plan_notes(t->s)) fputs(rm_plan_notes(t->s), stderr);
     if (a->print_plan) rm_print_plan(t->s, stdout);
     if (a->init && rm_load_params(t->s, a->init, err, sizeof err) != RM_OK) return cli_fail(1, "%s", err);
-    rm_run_info r;
-    cli_run_info(a, "", 0, 0, 0, &r);
-    if (rm_optim_new(t->s, &r.optim, &t->opt) != RM_OK) return cli_fail(1, "%s", rm_session_errmsg(t->s));
+    if (rm_optim_new(t->s, NULL, &t->opt) != RM_OK) return cli_fail(1, "%s", rm_session_errmsg(t->s));
     t->lr = r.lr;
     if (t->resume) {
         if (rm_file_restore(t->resume, t->s, t->opt, err, sizeof err) != RM_OK) return cli_fail(1, "%s", err);

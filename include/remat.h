@@ -17,6 +17,18 @@
  * SQLite does. Graph builders return a value id, or -1 after an error; the
  * first error sticks and later builder calls do nothing, so a model can be
  * built without checking every call and checked once at rm_compile.
+ *
+ * Threads. Per session: rm_options.threads (0: all cores) is the number of
+ * OpenMP threads its kernels use; every rm_step/rm_forward (and the
+ * profiling step of rm_compile with a budget) first sets the thread count
+ * of OpenMP and of OpenBLAS to it. Those two counts are process-wide, so
+ * they belong to the last session that ran. A handle (graph, session,
+ * optimizer, rm_file, dataset) must be used by one thread at a time;
+ * running two sessions at once from two threads is not supported (each
+ * would reset the other's thread counts and oversubscribe the cores). The
+ * library has no other global mutable state: parsers, data samplers,
+ * schedules and files are reentrant. Results are bit-for-bit reproducible
+ * for a given thread count (OpenBLAS may round differently at another).
  */
 #ifndef REMAT_H
 #define REMAT_H
@@ -128,20 +140,69 @@ rm_status rm_mark_output(rm_graph *g, rm_val v);
 
 /* ---- compiling and running ---------------------------------------------- */
 
+/* Recompute strategies (docs/RECOMPUTE.md): which activations the forward
+ * pass keeps; the rest are recomputed before the backward of their stage. */
+typedef enum rm_strategy {
+    RM_STRATEGY_NONE = 0,  /* keep everything */
+    RM_STRATEGY_BLOCKS,    /* keep each stage's input */
+    RM_STRATEGY_SEGMENTS,  /* strategy_param K: keep the input of K near-equal segments */
+    RM_STRATEGY_SQRT,      /* segments of sqrt(stages) */
+    RM_STRATEGY_SELECTIVE, /* recompute only the cheap ops (layernorm, GELU, dropout, attention) */
+    RM_STRATEGY_REVOLVE    /* strategy_param S: Griewank-Walther binomial checkpointing, S slots */
+} rm_strategy;
+
+/* The optimizer (rm_optim_new); known to the session from rm_compile on. */
+typedef enum rm_optim_kind { RM_OPTIM_ADAMW = 0, RM_OPTIM_SGD } rm_optim_kind;
+typedef struct rm_optim rm_optim;
+typedef struct rm_optim_config {
+    rm_optim_kind kind;
+    float beta1, beta2, eps, weight_decay; /* AdamW: 0.9, 0.95, 1e-8, 0.1 */
+    float grad_clip;                        /* global-norm clip; 0 disables */
+} rm_optim_config;
+/* The defaults above (AdamW, grad_clip 1.0). */
+void rm_optim_config_default(rm_optim_config *c);
+
 typedef struct rm_options {
     int threads;            /* OpenMP and BLAS threads; 0 = all cores */
     uint64_t seed;          /* parameter init and dropout masks */
-    const char *checkpoint; /* recompute strategy; NULL or "none" stores all */
+    rm_strategy strategy;   /* what to recompute (default RM_STRATEGY_NONE) */
+    int strategy_param;     /* K of segments, S of revolve */
+    /* A memory budget for the activations, in bytes or as a fraction of
+     * what storing all of them takes: the session plans the strategy that
+     * fits it (strategy must be NONE). 0: no budget. Not both. */
+    int64_t budget_bytes;
+    double budget_fraction; /* in (0, 1] */
+    rm_optim_config optim;  /* the optimizer rm_optim_new(s, NULL, ..) builds */
     int forward_only;       /* plan no backward pass (inference, sampling) */
     int verify_recompute;   /* hash values when computed and recomputed; differ -> RM_ERR_VERIFY */
-    const char *memory_budget; /* "64MiB", "1.5GiB", "500MB" or "50%": plan to fit (strategy auto) */
     int dry_run;            /* plan only: allocate no arena, run no profiling step */
+    /* The same as strings, as a command line gives them: when not NULL they
+     * are parsed at rm_compile (rm_parse_strategy, rm_parse_size) and replace
+     * strategy/strategy_param and budget_bytes/budget_fraction. */
+    const char *checkpoint;    /* "none", "blocks", "segments:4", "sqrt", "selective", "revolve:3" */
+    const char *memory_budget; /* "64MiB", "1.5GiB", "500MB", "123456" or "50%" */
 } rm_options;
 
-/* Fills o with the defaults: all cores, seed 1337, store everything. */
+/* Fills o with the defaults: all cores, seed 1337, keep everything, no
+ * budget, rm_optim_config_default. */
 void rm_options_default(rm_options *o);
 
-/* Compile takes ownership of nothing: the graph must outlive the session. */
+/* The parsers behind the string options, for programs that take the same
+ * strings as remat's command line. On error: RM_ERR_ARG and a one-line
+ * message in err (may be NULL). */
+/* "segments:4" -> RM_STRATEGY_SEGMENTS, 4 (param 0 for strategies without one). */
+rm_status rm_parse_strategy(const char *s, rm_strategy *out, int *param, char *err, size_t errlen);
+/* The name rm_parse_strategy reads ("segments:4"); 0 if s is not a strategy or cap too small. */
+int rm_strategy_name(rm_strategy s, int param, char *out, size_t cap);
+/* "64MiB", "1.5GiB", "500MB", "123456" -> *bytes (*fraction 0); "50%" -> *fraction 0.5 (*bytes 0). */
+rm_status rm_parse_size(const char *s, int64_t *bytes, double *fraction, char *err, size_t errlen);
+
+/* Compiles g into a session: autodiff, the plan, the step program, and one
+ * allocation each for the arena, parameters (initialised from o->seed),
+ * gradients and inputs. Takes ownership of nothing: the graph must outlive
+ * the session; the session copies the options (it keeps no pointer of o).
+ * On failure the message is rm_graph_errmsg(g), and the graph stays usable:
+ * compile it again with other options (e.g. a larger budget). */
 rm_status rm_compile(rm_graph *g, const rm_options *o, rm_session **out);
 void rm_session_free(rm_session *s);
 const char *rm_session_errmsg(const rm_session *s);
@@ -155,9 +216,30 @@ int rm_shape(const rm_graph *g, rm_val v, int64_t shape[RM_MAX_DIMS]);
 const char *rm_name(const rm_graph *g, rm_val v);
 
 /* One forward + backward: parameter gradients are overwritten, loss returned.
- * `step` keys the dropout masks, so a step is reproducible. */
+ * `step` keys the dropout masks, so a step is reproducible. Before running,
+ * the inputs are checked: a token id (rm_embedding) or target
+ * (rm_softmax_ce) outside [0, V) returns RM_ERR_ARG naming its position and
+ * value, and nothing runs. */
 rm_status rm_step(rm_session *s, uint64_t step, float *loss);
-/* Forward only (dropout off); loss is NULL-able when the graph has none. */
+
+/* Gradient accumulation over micro-batches. A global batch of R rows is fed
+ * as micro-batches of the session's batch size b (the first dimension of
+ * its inputs); micro-batch j holds global rows [row_offset, row_offset + b).
+ * Dropout masks are keyed by the global row (and step), so splitting a batch
+ * changes no mask. With loss_scale 1/k for k equal micro-batches of a loss
+ * that is a mean over rows (rm_softmax_ce), the accumulated gradients are
+ * those of the global batch's mean loss, up to the order of summation
+ * (float rounding; BatchNorm's statistics are per micro-batch). */
+typedef struct rm_micro {
+    int64_t row_offset; /* the global batch row of this micro-batch's row 0 (>= 0) */
+    float loss_scale;   /* multiplies the gradient of the loss (1: rm_step) */
+    int accumulate;     /* 0: gradients are overwritten (first micro-batch); 1: added */
+} rm_micro;
+/* rm_step for one micro-batch; m NULL is rm_step. The loss returned is the
+ * micro-batch's, unscaled. */
+rm_status rm_step_micro(rm_session *s, uint64_t step, const rm_micro *m, float *loss);
+/* Forward only (dropout off); loss is NULL-able when the graph has none.
+ * Inputs are checked as for rm_step. */
 rm_status rm_forward(rm_session *s, float *loss);
 
 /* Threads used when rm_options.threads is 0 (all cores), and whether this
@@ -253,17 +335,9 @@ rm_status rm_mlp_build(rm_graph *g, const rm_mlp_config *c, rm_model_io *io);
 
 /* ---- optimizer ---------------------------------------------------------- */
 
-typedef enum rm_optim_kind { RM_OPTIM_ADAMW = 0, RM_OPTIM_SGD } rm_optim_kind;
-typedef struct rm_optim rm_optim;
-typedef struct rm_optim_config {
-    rm_optim_kind kind;
-    float beta1, beta2, eps, weight_decay; /* AdamW: 0.9, 0.95, 1e-8, 0.1 */
-    float grad_clip;                        /* global-norm clip; 0 disables */
-} rm_optim_config;
-/* The defaults above (AdamW, grad_clip 1.0). */
-void rm_optim_config_default(rm_optim_config *c);
-/* An optimizer of s's parameters (its moments allocated now, zeroed);
- * rm_optim_free(NULL) does nothing. */
+/* An optimizer of s's parameters with config c (NULL: the session's
+ * rm_options.optim), its moments allocated now and zeroed; rm_optim_free
+ * (NULL does nothing) releases it. */
 rm_status rm_optim_new(rm_session *s, const rm_optim_config *c, rm_optim **out);
 void rm_optim_free(rm_optim *o);
 /* Applies one update with learning rate lr; returns the pre-clip grad norm. */

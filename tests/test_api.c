@@ -6,6 +6,7 @@
 #include "check.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -157,12 +158,185 @@ static void test_state_roundtrip(const char *dir) {
     rm_data_free(&d);
 }
 
+/* A small GPT session (vocab 256, batch B, T 8), dropout on. */
+static rm_status small_gpt(int B, float dropout, const rm_options *o, rm_graph **g, rm_model_io *io,
+                           rm_session **s) {
+    rm_gpt_config c = {.layers = 2, .dim = 16, .heads = 2, .context = 8, .vocab = 256, .batch = B,
+                       .dropout = dropout};
+    *g = rm_graph_new();
+    *s = NULL;
+    rm_status st = rm_gpt_build(*g, &c, io);
+    return st == RM_OK ? rm_compile(*g, o, s) : st;
+}
+
+/* Ids outside [0, vocab) written into the inputs: an error naming the
+ * position and the value, never a read or write out of bounds (ASan). */
+static void test_bad_ids(void) {
+    rm_options o;
+    rm_options_default(&o);
+    o.threads = 2;
+    rm_graph *g;
+    rm_model_io io;
+    rm_session *s;
+    CHECK(small_gpt(2, 0.0f, &o, &g, &io, &s) == RM_OK, "compile: %s", rm_graph_errmsg(g));
+    int32_t *tok = rm_value_data(s, io.tokens), *tgt = rm_value_data(s, io.targets);
+    for (int i = 0; i < 16; i++) tok[i] = i, tgt[i] = i + 1;
+    float loss;
+    CHECK(rm_step(s, 0, &loss) == RM_OK, "good ids: %s", rm_session_errmsg(s));
+    const int32_t bad[] = {-3, 256, 2000, 2000000000};
+    for (int k = 0; k < 4; k++) {
+        char want[96];
+        tok[5] = bad[k];
+        snprintf(want, sizeof want, "token id %d at position 5 of input", (int)bad[k]);
+        CHECK(rm_step(s, 1, &loss) == RM_ERR_ARG && strstr(rm_session_errmsg(s), want) &&
+                  strstr(rm_session_errmsg(s), "[0, 256)"), "id %d: %s", (int)bad[k], rm_session_errmsg(s));
+        CHECK(rm_forward(s, &loss) == RM_ERR_ARG && strstr(rm_session_errmsg(s), want), "forward, id %d",
+              (int)bad[k]);
+        tok[5] = 5;
+    }
+    tgt[11] = 2000000000;
+    CHECK(rm_step(s, 1, &loss) == RM_ERR_ARG && strstr(rm_session_errmsg(s), "target 2000000000 at position 11"),
+          "target: %s", rm_session_errmsg(s));
+    tgt[11] = -1;
+    CHECK(rm_step(s, 1, &loss) == RM_ERR_ARG && strstr(rm_session_errmsg(s), "target -1 at position 11"),
+          "target -1: %s", rm_session_errmsg(s));
+    tgt[11] = 12;
+    CHECK(rm_step(s, 1, &loss) == RM_OK && isfinite(loss), "ids fixed: %s", rm_session_errmsg(s));
+    rm_session_free(s);
+    rm_graph_free(g);
+}
+
+/* Two micro-batches of 2 rows accumulate the gradient of one batch of 4:
+ * dropout masks keyed by the global row make the forward passes the same;
+ * the sums differ only in order (tolerance below). */
+static void test_accumulation(void) {
+    rm_options o;
+    rm_options_default(&o);
+    o.threads = 2;
+    o.seed = 7;
+    rm_graph *ga, *gb;
+    rm_model_io ia, ib;
+    rm_session *a, *b;
+    CHECK(small_gpt(4, 0.2f, &o, &ga, &ia, &a) == RM_OK, "compile a");
+    CHECK(small_gpt(2, 0.2f, &o, &gb, &ib, &b) == RM_OK, "compile b");
+    int32_t *ta = rm_value_data(a, ia.tokens), *ya = rm_value_data(a, ia.targets);
+    int32_t *tb = rm_value_data(b, ib.tokens), *yb = rm_value_data(b, ib.targets);
+    for (int i = 0; i < 32; i++) ta[i] = (i * 37 + 11) % 256, ya[i] = (i * 53 + 5) % 256;
+    float la, l0, l1;
+    CHECK(rm_step(a, 3, &la) == RM_OK, "step a");
+    for (int j = 0; j < 2; j++) {
+        memcpy(tb, ta + 16 * j, 16 * sizeof *tb);
+        memcpy(yb, ya + 16 * j, 16 * sizeof *yb);
+        rm_micro m = {.row_offset = 2 * j, .loss_scale = 0.5f, .accumulate = j};
+        CHECK(rm_step_micro(b, 3, &m, j ? &l1 : &l0) == RM_OK, "micro %d: %s", j, rm_session_errmsg(b));
+    }
+    CHECK(fabsf((l0 + l1) / 2 - la) <= 1e-5f * fabsf(la), "losses: %g + %g vs %g", (double)l0, (double)l1,
+          (double)la);
+    double worst = 0, big = 0;
+    for (int i = 0; i < rm_param_count(ga); i++) {
+        const float *da = rm_grad(a, rm_param_at(ga, i)), *db = rm_grad(b, rm_param_at(gb, i));
+        for (int64_t e = 0; e < rm_numel(ga, rm_param_at(ga, i)); e++) {
+            double d = fabs((double)da[e] - (double)db[e]);
+            if (d > worst) worst = d;
+            if (fabs(da[e]) > big) big = fabs(da[e]);
+        }
+    }
+    CHECK(big > 0 && worst <= 1e-5 * big, "accumulated gradients differ by %g (largest %g)", worst, big);
+    /* without the row offset the second micro-batch would reuse the first's masks */
+    memcpy(tb, ta + 16, 16 * sizeof *tb);
+    memcpy(yb, ya + 16, 16 * sizeof *yb);
+    float lz;
+    rm_micro z = {.row_offset = 0, .loss_scale = 1.0f, .accumulate = 0};
+    CHECK(rm_step_micro(b, 3, &z, &lz) == RM_OK && lz != l1, "masks depend on the row offset");
+    rm_micro neg = {.row_offset = -1, .loss_scale = 1.0f};
+    CHECK(rm_step_micro(b, 3, &neg, &lz) == RM_ERR_ARG, "negative row offset");
+    rm_session_free(a), rm_session_free(b);
+    rm_graph_free(ga), rm_graph_free(gb);
+}
+
+/* Typed options, their string forms, the parsers, and the copy the session keeps. */
+static void test_options(void) {
+    rm_strategy st;
+    int param;
+    int64_t bytes;
+    double frac;
+    char name[32], err[200];
+    CHECK(rm_parse_strategy("segments:4", &st, &param, err, sizeof err) == RM_OK && st == RM_STRATEGY_SEGMENTS &&
+              param == 4, "segments:4");
+    CHECK(rm_parse_strategy("selective", &st, &param, err, sizeof err) == RM_OK && st == RM_STRATEGY_SELECTIVE &&
+              param == 0, "selective");
+    CHECK(rm_parse_strategy("segments", &st, &param, err, sizeof err) == RM_ERR_ARG, "segments without K");
+    CHECK(rm_parse_strategy("blocks:2", &st, &param, err, sizeof err) == RM_ERR_ARG, "blocks:2");
+    CHECK(rm_parse_strategy("bogus", &st, &param, err, sizeof err) == RM_ERR_ARG &&
+              strstr(err, "unknown recompute strategy 'bogus'"), "%s", err);
+    CHECK(rm_strategy_name(RM_STRATEGY_REVOLVE, 3, name, sizeof name) && strcmp(name, "revolve:3") == 0, "%s", name);
+    CHECK(rm_parse_size("1.5GiB", &bytes, &frac, err, sizeof err) == RM_OK && bytes == 1610612736 && frac == 0,
+          "1.5GiB");
+    CHECK(rm_parse_size("50%", &bytes, &frac, err, sizeof err) == RM_OK && bytes == 0 && frac == 0.5, "50%%");
+    CHECK(rm_parse_size("1e30", &bytes, &frac, err, sizeof err) == RM_ERR_ARG, "1e30 is refused");
+    CHECK(rm_parse_size("12 apples", &bytes, &frac, err, sizeof err) == RM_ERR_ARG && strstr(err, "not a size"),
+          "%s", err);
+
+    rm_graph *g;
+    rm_model_io io;
+    rm_session *s;
+    rm_options o;
+    rm_options_default(&o);
+    o.threads = 2;
+    o.dry_run = 1;
+    char text[16] = "blocks";
+    o.checkpoint = text;
+    CHECK(small_gpt(2, 0.0f, &o, &g, &io, &s) == RM_OK, "string strategy: %s", rm_graph_errmsg(g));
+    memcpy(text, "bogus", 6); /* the session kept its own copy */
+    rm_plan_info p;
+    rm_plan(s, &p);
+    CHECK(p.strategy && strcmp(p.strategy, "blocks") == 0, "strategy kept: %s", p.strategy ? p.strategy : "NULL");
+    rm_memory_info m1, m2;
+    rm_memory(s, &m1);
+    rm_session_free(s);
+    o.checkpoint = NULL;
+    o.strategy = RM_STRATEGY_BLOCKS;
+    CHECK(rm_compile(g, &o, &s) == RM_OK, "typed strategy");
+    rm_memory(s, &m2);
+    CHECK(m1.activation_bytes_planned == m2.activation_bytes_planned, "typed and string strategies plan alike");
+    rm_session_free(s);
+
+    /* a budget and a strategy exclude each other; a failed compile can be retried */
+    o.budget_fraction = 0.5;
+    CHECK(rm_compile(g, &o, &s) == RM_ERR_ARG && strstr(rm_graph_errmsg(g), "rm_options.strategy"), "%s",
+          rm_graph_errmsg(g));
+    o.strategy = RM_STRATEGY_NONE;
+    o.budget_fraction = 0;
+    o.budget_bytes = 1;
+    CHECK(rm_compile(g, &o, &s) == RM_ERR_BUDGET && !s, "1-byte budget: %s", rm_graph_errmsg(g));
+    CHECK(strstr(rm_graph_errmsg(g), "--") == NULL, "library messages name no CLI flag: %s", rm_graph_errmsg(g));
+    CHECK(rm_graph_status(g) == RM_OK, "a failed compile does not stick");
+    o.budget_bytes = 0;
+    o.budget_fraction = 0.9;
+    CHECK(rm_compile(g, &o, &s) == RM_OK, "retry with 90%%: %s", rm_graph_errmsg(g));
+    rm_session_free(s);
+    o.budget_fraction = 0;
+    o.dry_run = 0;
+    o.optim.kind = RM_OPTIM_SGD;
+    CHECK(rm_compile(g, &o, &s) == RM_OK, "compile with SGD");
+    rm_optim *opt = NULL;
+    float *mom = (float *)1;
+    CHECK(rm_optim_new(s, NULL, &opt) == RM_OK && rm_optim_state(opt, &mom, NULL, NULL) == RM_OK && mom == NULL,
+          "rm_optim_new(s, NULL) builds the session's optimizer (SGD: no moments)");
+    rm_optim_free(opt);
+    rm_session_free(s);
+    rm_graph_free(g);
+}
+
 int main(void) {
     char dir[] = "/tmp/remat_api_XXXXXX";
     if (!mkdtemp(dir)) return 1;
     test_version();
     test_lr();
     test_tokens();
+    test_bad_ids();
+    test_accumulation();
+    test_options();
     test_state_roundtrip(dir);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

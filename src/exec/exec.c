@@ -62,7 +62,7 @@ rm_status rm_execute(rm_session *s, const rm_program *p, uint64_t step, int trai
     size_t live = 0, peak = 0;
     int next_buf = 0; /* buffers are numbered in order of definition */
     if (train) {
-        memset(s->grads, 0, g->param_floats * sizeof(float));
+        if (!s->accumulate) memset(s->grads, 0, g->param_floats * sizeof(float));
         s->ms_forward = s->ms_recompute = s->ms_backward = 0;
         for (int st = 0; st < g->n_stages; st++) s->timing.stage_fwd[st] = s->timing.stage_bwd[st] = 0;
         for (int n = 0; n < g->n_nodes; n++) s->timing.node_fwd[n] = s->timing.node_rec[n] = 0;
@@ -79,6 +79,7 @@ rm_status rm_execute(rm_session *s, const rm_program *p, uint64_t step, int trai
         c.threads = s->threads;
         c.seed = s->opt.seed;
         c.step = step;
+        c.row0 = s->row0;
         c.train = train;
         c.recompute = ins->kind == RM_INSTR_RECOMPUTE;
         int backward = ins->kind == RM_INSTR_BACKWARD;

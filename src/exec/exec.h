@@ -21,7 +21,9 @@ struct rm_session {
     float *grads;       /* and one for their gradients */
     unsigned char *inputs;
     const rm_program *last; /* the program run last (for rm_data of outputs) */
-    float loss_seed;    /* d(loss)/d(loss) = 1 */
+    float loss_seed;    /* d(loss)/d(loss): 1, or the micro-batch's loss_scale */
+    int accumulate;     /* this step adds into the gradients (rm_step_micro) */
+    int64_t row0;       /* the global batch row of the inputs' first row */
     int poison;         /* fill freed buffers with NaN (tests: catches use after free) */
     size_t measured_peak;
     char notes[512];    /* what the user's marks changed, worded by the session */
@@ -33,10 +35,15 @@ struct rm_session {
     /* timing of the last training step, by instruction kind, in ms */
     double ms_forward, ms_recompute, ms_backward;
     rm_profile timing;  /* and per stage and node */
+    char strategy_name[32]; /* opt.checkpoint and opt.memory_budget point here */
+    char budget_name[48];
     char errmsg[256];
 };
 
 rm_status rm_session_fail(rm_session *s, rm_status st, const char *fmt, ...);
+/* exec/options.c: s->opt from the caller's options (parsed, validated, its
+ * strings replaced by the session's own). */
+rm_status rm_session_options(rm_session *s, const rm_options *o);
 /* exec/session.c: schedule + program + memory layout of a named strategy;
  * with backward, the notes about the user's marks are worded here. */
 rm_status rm_session_program(rm_session *s, const char *strategy, int backward, rm_program *p);

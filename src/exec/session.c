@@ -6,14 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-void rm_options_default(rm_options *o) {
-    memset(o, 0, sizeof *o);
-    o->threads = 0;
-    o->seed = 1337;
-    o->checkpoint = "none";
-}
-
-
 /* Parameters start from N(0, std) drawn from Philox keyed by (seed, param
  * index): a pure function of the seed, independent of thread count. */
 static void init_params(rm_session *s) {
@@ -72,20 +64,18 @@ rm_status rm_session_program(rm_session *s, const char *strategy, int backward, 
     return RM_OK;
 }
 
-rm_status rm_compile(rm_graph *g, const rm_options *o, rm_session **out) {
-    *out = NULL;
-    if (!g) return RM_ERR_ARG;
-    if (g->status != RM_OK) return g->status;
+static rm_status compile(rm_graph *g, const rm_options *o, rm_session **out) {
     if (g->n_nodes == 0) return rm_graph_fail(g, RM_ERR_ARG, "rm_compile: the graph has no nodes");
     rm_session *s = calloc(1, sizeof *s);
     if (!s) return rm_graph_fail(g, RM_ERR_NOMEM, "out of memory creating a session");
     s->g = g;
-    if (o) s->opt = *o;
-    else rm_options_default(&s->opt);
-    if (!s->opt.checkpoint) s->opt.checkpoint = "none";
+    rm_status rc = rm_session_options(s, o);
+    if (rc != RM_OK) {
+        free(s);
+        return rc;
+    }
     s->threads = s->opt.threads > 0 ? s->opt.threads : rm_default_threads();
     s->loss_seed = 1.0f;
-    rm_status rc = RM_OK;
     if (g->loss >= 0 && !s->opt.forward_only) {
         rc = rm_autodiff(g);
         if (rc == RM_OK && s->opt.memory_budget) {
@@ -133,6 +123,20 @@ rm_status rm_compile(rm_graph *g, const rm_options *o, rm_session **out) {
     return RM_OK;
 }
 
+rm_status rm_compile(rm_graph *g, const rm_options *o, rm_session **out) {
+    if (out) *out = NULL;
+    if (!g) return RM_ERR_ARG;
+    if (!out) return rm_graph_fail(g, RM_ERR_ARG, "rm_compile: out must not be NULL");
+    if (g->status != RM_OK) return g->status; /* a builder's error sticks */
+    rm_status rc = compile(g, o, out);
+    /* A failed compile changes nothing the graph records: its message stays
+     * readable (rm_graph_errmsg) but does not stick, so the caller can retry
+     * with other options (e.g. a larger budget) on the same graph. */
+    if (rc != RM_OK) g->status = RM_OK;
+    else g->errmsg[0] = '\0';
+    return rc;
+}
+
 void rm_session_free(rm_session *s) {
     if (!s) return;
     rm_program_free(&s->train);
@@ -167,20 +171,59 @@ static float read_loss(rm_session *s) {
     return l ? *l : NAN;
 }
 
-rm_status rm_step(rm_session *s, uint64_t step, float *loss) {
+/* The caller's inputs are checked before every step: ops with a check
+ * (embedding ids, softmax_ce targets) name what is out of range. */
+static rm_status check_inputs(rm_session *s, const char *fn) {
+    const rm_graph *g = s->g;
+    for (int n = 0; n < g->n_nodes; n++) {
+        const rm_node *nd = &g->nodes[n];
+        const rm_op_def *op = rm_op_get(nd->op);
+        if (!op->check) continue;
+        rm_kernel_ctx c;
+        memset(&c, 0, sizeof c);
+        c.node = nd;
+        c.node_id = n;
+        for (int k = 0; k < nd->n_in; k++) {
+            const int v = nd->in[k];
+            if (v < 0) continue;
+            c.vin[k] = &g->vals[v];
+            if (g->vals[v].kind == RM_VALUE_INPUT) c.in[k] = s->inputs + g->vals[v].input_off;
+        }
+        char err[200];
+        if (op->check(&c, err, sizeof err) != RM_OK) return rm_session_fail(s, RM_ERR_ARG, "%s: %s", fn, err);
+    }
+    return RM_OK;
+}
+
+rm_status rm_step_micro(rm_session *s, uint64_t step, const rm_micro *m, float *loss) {
     if (!s) return RM_ERR_ARG;
     if (s->opt.dry_run) return rm_session_fail(s, RM_ERR_STATE, "rm_step: the session was compiled with dry_run");
     if (s->g->loss < 0 || s->opt.forward_only)
         return rm_session_fail(s, RM_ERR_STATE, "rm_step: the session is forward-only (no loss, or forward_only set)");
-    rm_status rc = rm_execute(s, &s->train, step, 1);
+    const rm_micro whole = {0, 1.0f, 0};
+    if (!m) m = &whole;
+    if (m->row_offset < 0 || !isfinite(m->loss_scale))
+        return rm_session_fail(s, RM_ERR_ARG, "rm_step_micro: row_offset %lld must be >= 0 and loss_scale finite",
+                               (long long)m->row_offset);
+    rm_status rc = check_inputs(s, "rm_step");
+    if (rc != RM_OK) return rc;
+    s->row0 = m->row_offset;
+    s->accumulate = m->accumulate != 0;
+    s->loss_seed = m->loss_scale;
+    rc = rm_execute(s, &s->train, step, 1);
+    s->row0 = 0, s->accumulate = 0, s->loss_seed = 1.0f;
     if (rc == RM_OK && loss) *loss = read_loss(s);
     return rc;
 }
 
+rm_status rm_step(rm_session *s, uint64_t step, float *loss) { return rm_step_micro(s, step, NULL, loss); }
+
 rm_status rm_forward(rm_session *s, float *loss) {
     if (!s) return RM_ERR_ARG;
     if (s->opt.dry_run) return rm_session_fail(s, RM_ERR_STATE, "rm_forward: the session was compiled with dry_run");
-    rm_status rc = rm_execute(s, &s->infer, 0, 0);
+    rm_status rc = check_inputs(s, "rm_forward");
+    if (rc != RM_OK) return rc;
+    rc = rm_execute(s, &s->infer, 0, 0);
     if (rc == RM_OK && loss) *loss = s->g->loss >= 0 ? read_loss(s) : NAN;
     return rc;
 }

@@ -38,7 +38,8 @@ void rm_graph_free(rm_graph *g) {
 
 const char *rm_graph_errmsg(const rm_graph *g) {
     if (!g) return "no graph (allocation failed?)";
-    return g->status == RM_OK ? "ok" : g->errmsg;
+    /* a failed rm_compile leaves its message with the status back at RM_OK */
+    return g->status == RM_OK && !g->errmsg[0] ? "ok" : g->errmsg;
 }
 
 rm_status rm_graph_status(const rm_graph *g) { return g ? g->status : RM_ERR_NOMEM; }

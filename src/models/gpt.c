@@ -47,9 +47,9 @@ rm_status rm_gpt_build(rm_graph *g, const rm_gpt_config *c, rm_model_io *io) {
     if (L < 1 || C < 1 || H < 1 || T < 1 || V < 2 || B < 1)
         return rm_graph_fail(g, RM_ERR_ARG, "gpt: layers, dim, heads, context, batch must be >= 1 and vocab >= 2");
     if (C % H != 0)
-        return rm_graph_fail(g, RM_ERR_ARG, "gpt: --dim %lld is not divisible by --heads %lld", (long long)C, (long long)H);
+        return rm_graph_fail(g, RM_ERR_ARG, "rm_gpt_build: dim %lld is not divisible by heads %lld", (long long)C, (long long)H);
     if (c->dropout < 0.0f || c->dropout >= 1.0f)
-        return rm_graph_fail(g, RM_ERR_ARG, "gpt: --dropout must be in [0, 1), got %g", (double)c->dropout);
+        return rm_graph_fail(g, RM_ERR_ARG, "rm_gpt_build: dropout must be in [0, 1), got %g", (double)c->dropout);
     io->features = -1;
     int64_t bt[2] = {B, T};
     io->tokens = rm_input(g, "tokens", RM_DTYPE_I32, 2, bt);

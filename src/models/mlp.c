@@ -12,7 +12,7 @@ rm_status rm_mlp_build(rm_graph *g, const rm_mlp_config *c, rm_model_io *io) {
         return rm_graph_fail(g, RM_ERR_ARG, "mlp: context and batch must be >= 1, vocab >= 2, at most %d widths",
                              RM_MLP_MAX_LAYERS - 1);
     if (c->dropout < 0.0f || c->dropout >= 1.0f)
-        return rm_graph_fail(g, RM_ERR_ARG, "mlp: --dropout must be in [0, 1), got %g", (double)c->dropout);
+        return rm_graph_fail(g, RM_ERR_ARG, "rm_mlp_build: dropout must be in [0, 1), got %g", (double)c->dropout);
     int64_t B = c->batch, in_w = c->context;
     int64_t bt[2] = {B, c->context}, b1[1] = {B};
     io->tokens = -1;

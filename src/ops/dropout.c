@@ -5,10 +5,14 @@
  * (or p == 0) dropout is the identity.
  *
  * The mask is never stored. Element i of node k at step s is kept iff
- *   rm_philox_uniform(seed, k, s, i) >= p
- * a pure function of its position, so a recompute of the forward and the
- * backward both regenerate exactly the mask the first forward used, and
- * the backward reads no forward tensor at all (bwd_reads = 0).
+ *   rm_philox_uniform(seed, k, s, row0 * E + i) >= p
+ * where the first dimension of x is the batch, E the elements per batch
+ * row and row0 the global batch row of this micro-batch's first row
+ * (rm_step_micro): a pure function of the element's place in the global
+ * batch, so a recompute of the forward and the backward both regenerate
+ * exactly the mask the first forward used, the backward reads no forward
+ * tensor at all (bwd_reads = 0), and splitting a batch into micro-batches
+ * leaves every mask as it was.
  */
 #include "ops/ops.h"
 #include <string.h>
@@ -51,9 +55,11 @@ static void dropout_apply(const rm_kernel_ctx *c, const float *v, float *y, int 
     const float scale = 1.0f / (1.0f - p);
     const uint64_t seed = c->seed;
     const uint32_t a = (uint32_t)c->node_id, b = (uint32_t)c->step;
+    const int64_t rows = c->vin[0]->shape[0];
+    const uint64_t base = rows > 0 ? (uint64_t)c->row0 * (uint64_t)(N / rows) : 0; /* row0 * E */
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < N; i++) {
-        const float keep = rm_philox_uniform(seed, a, b, (uint64_t)i) >= p ? scale : 0.0f;
+        const float keep = rm_philox_uniform(seed, a, b, base + (uint64_t)i) >= p ? scale : 0.0f;
         const float d = v[i] * keep;
         y[i] = acc ? y[i] + d : d;
     }

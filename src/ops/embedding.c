@@ -1,11 +1,12 @@
 /* embedding.c: a table lookup. out[n,:] = table[ids[n],:]
  *
- * Precondition: every id lies in [0, V). The data loader validates token
- * ids before they reach the graph; the kernel does not check again (a
- * clamp would silently train on the wrong row, which is worse than failing
- * loudly where the data comes in).
+ * Every id must lie in [0, V). embedding_check runs on the caller's ids
+ * before each step (rm_step, rm_forward fail with RM_ERR_ARG naming the
+ * position and the value), so the kernels below never index out of the
+ * table. A clamp would silently train on the wrong row.
  */
 #include "ops/ops.h"
+#include <stdio.h>
 #include <string.h>
 
 rm_val rm_embedding(rm_graph *g, rm_val ids, rm_val table) {
@@ -76,6 +77,24 @@ static void embedding_backward(const rm_kernel_ctx *c) {
     }
 }
 
+/* Shared with softmax_ce.c's targets: each of the n ids in [0, V). */
+rm_status rm_check_ids(const int32_t *ids, int64_t n, int64_t V, const char *what, const char *name, char *err,
+                       size_t errlen) {
+    for (int64_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= V) {
+            snprintf(err, errlen, "%s %d at position %lld of input '%s' is outside [0, %lld)", what, (int)ids[i],
+                     (long long)i, name, (long long)V);
+            return RM_ERR_ARG;
+        }
+    return RM_OK;
+}
+
+static rm_status embedding_check(const rm_kernel_ctx *c, char *err, size_t errlen) {
+    // ids is (N) i32 (NULL unless an input), table is (V,C)
+    if (!c->in[0]) return RM_OK;
+    return rm_check_ids(c->in[0], c->vin[0]->numel, c->vin[1]->shape[0], "token id", c->vin[0]->name, err, errlen);
+}
+
 static double embedding_flops(const rm_node *n, const rm_value *vals, int backward) {
     const rm_value *out = &vals[n->out[0]];
     /* forward is a copy; backward one add per output element */
@@ -90,4 +109,5 @@ const rm_op_def rm_op_embedding = {
     .backward = embedding_backward,
     .flops = embedding_flops,
     .workspace = NULL,
+    .check = embedding_check,
 };

@@ -21,6 +21,7 @@ typedef struct rm_kernel_ctx {
     void *work;                       /* workspace of workspace() bytes */
     int threads;
     uint64_t seed, step;              /* dropout keys */
+    int64_t row0;                     /* the global batch row of this micro-batch's row 0 */
     int node_id;
     int train;                        /* 0 in rm_forward: dropout is identity */
     int recompute;                    /* 1 when rebuilding values: skip side effects */
@@ -45,6 +46,10 @@ typedef struct rm_op_def {
      * over memory: normalisations, pointwise maps, dropout's mask, the
      * attention probabilities): the selective policy recomputes these. */
     int cheap;
+    /* Checks the caller's inputs before each step (only in[] of input
+     * values is set; others are NULL): RM_ERR_ARG with a message naming the
+     * position and value of what is out of range (e.g. a token id). May be NULL. */
+    rm_status (*check)(const rm_kernel_ctx *c, char *err, size_t errlen);
 } rm_op_def;
 
 #define RM_READS_IN(i) (1u << (i))
@@ -52,6 +57,10 @@ typedef struct rm_op_def {
 
 /* ops/registry.c: the definition of an op kind (NULL out of range). */
 const rm_op_def *rm_op_get(rm_op_kind k);
+/* embedding.c: RM_ERR_ARG naming the first of n ids outside [0, V) ("token
+ * id 2000 at position 5 of input 'tokens' is outside [0, 256)"). */
+rm_status rm_check_ids(const int32_t *ids, int64_t n, int64_t V, const char *what, const char *name, char *err,
+                       size_t errlen);
 
 /* The definitions, one per file of ops/. */
 extern const rm_op_def rm_op_embedding, rm_op_linear, rm_op_add, rm_op_layernorm, rm_op_gelu,

@@ -10,8 +10,8 @@
  *   dloss/dz_v = (probs_v - [v == t]) / N
  * so the backward reads only probs and the targets, never the logits.
  *
- * Precondition: every target lies in [0, V). The data loader validates
- * them; the kernel does not check again.
+ * Every target must lie in [0, V): softmax_ce_check runs on the caller's
+ * targets before each step, so z[targets[n]] never reads out of the row.
  */
 #include "ops/ops.h"
 #include "util/fastmath.h"
@@ -99,6 +99,12 @@ static void softmax_ce_backward(const rm_kernel_ctx *c) {
     }
 }
 
+static rm_status softmax_ce_check(const rm_kernel_ctx *c, char *err, size_t errlen) {
+    // logits is (N,V), targets is (N) i32 (NULL unless an input)
+    if (!c->in[1]) return RM_OK;
+    return rm_check_ids(c->in[1], c->vin[1]->numel, rm_cols(c->vin[0]), "target", c->vin[1]->name, err, errlen);
+}
+
 static double softmax_ce_flops(const rm_node *n, const rm_value *vals, int backward) {
     const double e = (double)vals[n->in[0]].numel;
     /* forward: max, subtract, exp (~5), sum, scale; backward: subtract, scale */
@@ -113,4 +119,5 @@ const rm_op_def rm_op_softmax_ce = {
     .backward = softmax_ce_backward,
     .flops = softmax_ce_flops,
     .workspace = NULL,
+    .check = softmax_ce_check,
 };

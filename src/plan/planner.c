@@ -334,7 +334,7 @@ rm_status rm_schedule_auto(const rm_graph *g, int64_t budget, int slots, int thr
     } else if (rc == RM_ERR_BUDGET) {
         if (info->min_budget > 0)
             snprintf(err, errlen, "memory budget %.2f MiB is below the minimum feasible %.2f MiB for this model "
-                     "(store-all needs %.2f MiB); raise --memory-budget to at least %.2fMiB",
+                     "(store-all needs %.2f MiB); raise the budget (rm_options.budget_bytes) to at least %.2fMiB",
                      budget / 1048576.0, info->min_budget / 1048576.0, store_all / 1048576.0,
                      info->min_budget / 1048576.0 + 0.01);
         else

@@ -26,8 +26,10 @@ void rm_optim_config_default(rm_optim_config *c) {
 }
 
 rm_status rm_optim_new(rm_session *s, const rm_optim_config *c, rm_optim **out) {
+    if (!out) return s ? rm_session_fail(s, RM_ERR_ARG, "rm_optim_new: out must not be NULL") : RM_ERR_ARG;
     *out = NULL;
-    if (!s || !c) return RM_ERR_ARG;
+    if (!s) return RM_ERR_ARG;
+    if (!c) c = &s->opt.optim;
     rm_optim *o = calloc(1, sizeof *o);
     if (!o) return rm_session_fail(s, RM_ERR_NOMEM, "out of memory creating the optimizer");
     o->s = s;
@@ -83,7 +85,7 @@ rm_status rm_optim_step(rm_optim *o, float lr, float *norm_out) {
     double norm = grad_norm(o);
     if (norm_out) *norm_out = (float)norm;
     if (!isfinite(norm))
-        return rm_session_fail(s, RM_ERR_ARG, "gradient norm is %g at update %llu: training diverged (try a lower --lr)",
+        return rm_session_fail(s, RM_ERR_ARG, "gradient norm is %g at update %llu: training diverged (try a lower learning rate)",
                                norm, (unsigned long long)o->t + 1);
     float clip = 1.0f;
     if (o->c.grad_clip > 0.0f && norm > o->c.grad_clip) clip = (float)(o->c.grad_clip / (norm + 1e-6));

@@ -1,0 +1,114 @@
+/* options.c: the options a session keeps. The string forms a command line
+ * gives ("segments:4", "1.5GiB", "50%") are parsed into the typed fields of
+ * rm_options; then the session writes the canonical strings the planner
+ * reads into its own buffers, so it never keeps a pointer of the caller. */
+#include "exec/exec.h"
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const strategy_names[] = {"none", "blocks", "segments", "sqrt", "selective", "revolve"};
+#define N_STRATEGIES ((int)(sizeof strategy_names / sizeof *strategy_names))
+
+static int takes_param(rm_strategy s) { return s == RM_STRATEGY_SEGMENTS || s == RM_STRATEGY_REVOLVE; }
+
+void rm_options_default(rm_options *o) {
+    if (!o) return;
+    memset(o, 0, sizeof *o);
+    o->threads = 0;
+    o->seed = 1337;
+    o->strategy = RM_STRATEGY_NONE;
+    rm_optim_config_default(&o->optim);
+}
+
+rm_status rm_parse_strategy(const char *s, rm_strategy *out, int *param, char *err, size_t errlen) {
+    if (!s || !out || !param) {
+        if (err && errlen) snprintf(err, errlen, "rm_parse_strategy: s, out and param must not be NULL");
+        return RM_ERR_ARG;
+    }
+    for (int i = 0; i < N_STRATEGIES; i++) {
+        size_t n = strlen(strategy_names[i]);
+        if (strncmp(s, strategy_names[i], n) != 0) continue;
+        if (!takes_param((rm_strategy)i) && s[n] == '\0') {
+            *out = (rm_strategy)i, *param = 0;
+            return RM_OK;
+        }
+        if (takes_param((rm_strategy)i) && s[n] == ':') {
+            char *end;
+            errno = 0;
+            long v = strtol(s + n + 1, &end, 10);
+            if (end != s + n + 1 && !*end && !errno && v >= 1 && v <= 1000000) {
+                *out = (rm_strategy)i, *param = (int)v;
+                return RM_OK;
+            }
+            if (err && errlen) snprintf(err, errlen, "recompute strategy '%.40s': %s needs a whole number from 1 "
+                                        "to 1000000 after the colon", s, strategy_names[i]);
+            return RM_ERR_ARG;
+        }
+    }
+    if (err && errlen)
+        snprintf(err, errlen, "unknown recompute strategy '%.40s' (try none, blocks, segments:K, sqrt, selective, "
+                 "revolve:S)", s);
+    return RM_ERR_ARG;
+}
+
+int rm_strategy_name(rm_strategy s, int param, char *out, size_t cap) {
+    if (!out || cap == 0 || (int)s < 0 || (int)s >= N_STRATEGIES) return 0;
+    int n = takes_param(s) ? snprintf(out, cap, "%s:%d", strategy_names[s], param)
+                           : snprintf(out, cap, "%s", strategy_names[s]);
+    return n > 0 && (size_t)n < cap;
+}
+
+rm_status rm_parse_size(const char *s, int64_t *bytes, double *fraction, char *err, size_t errlen) {
+    double v;
+    int percent;
+    if (!s || !bytes || !fraction || rm_parse_bytes(s, &v, &percent) != RM_OK) {
+        if (err && errlen)
+            snprintf(err, errlen, "'%.40s' is not a size: use e.g. 64MiB, 1.5GiB, 500MB, 123456 (bytes) or 50%% "
+                     "(of store-all)", s ? s : "(null)");
+        return RM_ERR_ARG;
+    }
+    if (!percent && !(v < 9.2e18)) {
+        if (err && errlen) snprintf(err, errlen, "size '%.40s' is too large (at most 2^63 bytes)", s);
+        return RM_ERR_ARG;
+    }
+    *bytes = percent ? 0 : (int64_t)v;
+    *fraction = percent ? v / 100.0 : 0.0;
+    return RM_OK;
+}
+
+/* Fills s->opt from o (NULL: defaults): RM_ERR_ARG on the graph, naming the
+ * field, when a field is out of range or a string does not parse. */
+rm_status rm_session_options(rm_session *s, const rm_options *o) {
+    rm_graph *g = s->g;
+    char err[200];
+    if (o) s->opt = *o;
+    else rm_options_default(&s->opt);
+    rm_options *p = &s->opt;
+    if (p->checkpoint && rm_parse_strategy(p->checkpoint, &p->strategy, &p->strategy_param, err, sizeof err) != RM_OK)
+        return rm_graph_fail(g, RM_ERR_ARG, "rm_compile: rm_options.checkpoint: %s", err);
+    if (p->memory_budget && rm_parse_size(p->memory_budget, &p->budget_bytes, &p->budget_fraction, err, sizeof err))
+        return rm_graph_fail(g, RM_ERR_ARG, "rm_compile: rm_options.memory_budget: %s", err);
+    if (!rm_strategy_name(p->strategy, p->strategy_param, s->strategy_name, sizeof s->strategy_name) ||
+        (takes_param(p->strategy) && p->strategy_param < 1))
+        return rm_graph_fail(g, RM_ERR_ARG, "rm_compile: rm_options.strategy %d with strategy_param %d is not a "
+                             "strategy (segments and revolve need a parameter >= 1)", (int)p->strategy,
+                             p->strategy_param);
+    if (p->budget_bytes < 0 || !(p->budget_fraction >= 0.0 && p->budget_fraction <= 1.0) ||
+        (p->budget_bytes > 0 && p->budget_fraction > 0))
+        return rm_graph_fail(g, RM_ERR_ARG, "rm_compile: give rm_options.budget_bytes (> 0) or budget_fraction "
+                             "(in (0, 1]), not both (got %lld and %g)", (long long)p->budget_bytes,
+                             p->budget_fraction);
+    int budget = p->budget_bytes > 0 || p->budget_fraction > 0;
+    if (budget && p->strategy != RM_STRATEGY_NONE)
+        return rm_graph_fail(g, RM_ERR_ARG, "rm_compile: rm_options.strategy '%s' and a memory budget exclude each "
+                             "other: a budget plans the strategy itself", s->strategy_name);
+    if (p->budget_bytes > 0) snprintf(s->budget_name, sizeof s->budget_name, "%lld", (long long)p->budget_bytes);
+    else if (budget) snprintf(s->budget_name, sizeof s->budget_name, "%.17g%%", 100.0 * p->budget_fraction);
+    /* from here on, only the session's own strings */
+    p->checkpoint = s->strategy_name;
+    p->memory_budget = budget ? s->budget_name : NULL;
+    return RM_OK;
+}
