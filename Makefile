@@ -14,8 +14,9 @@ BUILD   ?= build
 # OpenBLAS is optional: without it remat uses its portable GEMM.
 # REMAT_NO_BLAS=1 forces the fallback. Debian ships OpenBLAS built for
 # pthreads and for OpenMP; we prefer the OpenMP build (libopenblas-openmp-dev)
-# because it shares remat's OpenMP threads instead of adding its own, and we
-# pin it with an rpath so the system's default alternative cannot swap it.
+# because it shares remat's OpenMP threads instead of adding its own. It is
+# loaded by its full path with dlopen at the first multiply (src/util/gemm.c
+# says why), so the system's default alternative cannot swap it.
 MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)
 OMP_BLAS_PC := /usr/lib/$(MULTIARCH)/openblas-openmp/pkgconfig
 ifeq ($(REMAT_NO_BLAS),)
@@ -26,8 +27,8 @@ BLAS_PC := $(shell $(BLAS_ENV) pkg-config --exists openblas 2>/dev/null && echo 
 endif
 ifneq ($(BLAS_PC),)
 BLAS_LIBDIR := $(shell $(BLAS_ENV) pkg-config --variable=libdir openblas)
-CFLAGS  += -DREMAT_HAVE_BLAS $(shell $(BLAS_ENV) pkg-config --cflags openblas)
-LDLIBS  += $(shell $(BLAS_ENV) pkg-config --libs openblas) -Wl,-rpath,$(BLAS_LIBDIR)
+CFLAGS  += -DREMAT_HAVE_BLAS -DREMAT_BLAS_SO='"$(BLAS_LIBDIR)/libopenblas.so.0"' $(shell $(BLAS_ENV) pkg-config --cflags openblas)
+LDLIBS  += -ldl
 endif
 
 # cJSON parses safetensors headers.
@@ -96,9 +97,10 @@ run: $(BUILD)/remat
 bench: $(BUILD)/remat
 	sh bench/run.sh
 
-# The same tests under AddressSanitizer and UBSan, in their own build dir.
+# The same tests under AddressSanitizer and UBSan, in their own build dir;
+# any report stops the program (-fno-sanitize-recover=all), so it fails its test.
 asan:
-	$(MAKE) BUILD=build-asan OPT="-O1 -g" SAN="-fsanitize=address,undefined -fno-omit-frame-pointer" test
+	$(MAKE) BUILD=build-asan OPT="-O1 -g" SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" test
 
 clean:
 	rm -rf build build-asan

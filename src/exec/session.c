@@ -7,6 +7,7 @@
 #include <string.h>
 
 void rm_options_default(rm_options *o) {
+    if (!o) return;
     memset(o, 0, sizeof *o);
     o->threads = 0;
     o->seed = 1337;
@@ -73,6 +74,7 @@ rm_status rm_session_program(rm_session *s, const char *strategy, int backward, 
 }
 
 rm_status rm_compile(rm_graph *g, const rm_options *o, rm_session **out) {
+    if (!out) return g ? rm_graph_fail(g, RM_ERR_ARG, "rm_compile: out is NULL") : RM_ERR_ARG;
     *out = NULL;
     if (!g) return RM_ERR_ARG;
     if (g->status != RM_OK) return g->status;
@@ -186,6 +188,7 @@ rm_status rm_forward(rm_session *s, float *loss) {
 }
 
 void rm_memory(const rm_session *s, rm_memory_info *m) {
+    if (!m) return;
     memset(m, 0, sizeof *m);
     if (!s) return;
     const rm_program *p = s->train.n_instrs ? &s->train : &s->infer;
