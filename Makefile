@@ -10,6 +10,12 @@ CFLAGS  := $(OPT) $(VECTORIZE) -std=c11 -Wall -Wextra -D_POSIX_C_SOURCE=200809L 
 LDLIBS  += -lm -fopenmp $(SAN)
 CFLAGS  += $(SAN)
 BUILD   ?= build
+PREFIX  ?= /usr/local
+VERSION := $(shell sed -n 's/^\#define RM_VERSION "\(.*\)"/\1/p' include/remat.h)
+SOVERSION := $(firstword $(subst ., ,$(VERSION)))
+# One object set serves libremat.a and libremat.so: everything is compiled
+# position-independent (speed: docs/PERFORMANCE.md, "Position-independent code").
+CFLAGS  += -fPIC
 
 # OpenBLAS is optional: without it remat uses its portable GEMM.
 # REMAT_NO_BLAS=1 forces the fallback. Debian ships OpenBLAS built for
@@ -44,22 +50,30 @@ CLI_SRC := $(sort $(wildcard cli/*.c))
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+EX_SRC := $(sort $(wildcard examples/*.c))
+EX_BIN := $(EX_SRC:examples/%.c=$(BUILD)/examples/%)
 HDRS := $(wildcard include/*.h src/*.h src/*/*.h tests/*.h cli/*.h)
 
 # The corpus embedded in the binary: the project's own docs and sources, so
 # `remat train` with no --data needs no files and no network.
 CORPUS_FILES := $(sort $(wildcard README.md docs/*.md include/*.h src/*.h src/*/*.c src/*/*.h cli/*.c))
 
-.PHONY: all test run clean bench asan
+.PHONY: all test run clean bench asan install examples FORCE
 all: $(BUILD)/remat
 
 # The library sees its internal headers (-Isrc); cli/ is a client of the
 # public API only: it is compiled with -Iinclude alone.
-$(BUILD)/%.o: %.c $(HDRS)
+# Objects are rebuilt when the flags change (e.g. an old non-PIC build dir).
+$(BUILD)/cflags.txt: FORCE
+	@mkdir -p $(BUILD)
+	@echo '$(CC) $(CFLAGS)' | cmp -s - $@ || echo '$(CC) $(CFLAGS)' > $@
+FORCE:
+
+$(BUILD)/%.o: %.c $(HDRS) $(BUILD)/cflags.txt
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Isrc -c $< -o $@
 
-$(BUILD)/cli/%.o: cli/%.c include/remat.h cli/*.h
+$(BUILD)/cli/%.o: cli/%.c include/remat.h cli/*.h $(BUILD)/cflags.txt
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
@@ -75,11 +89,23 @@ $(BUILD)/corpus.c: $(BUILD)/corpus.txt $(BUILD)/bin2c
 	$(BUILD)/bin2c rm_corpus $< > $@
 
 $(BUILD)/corpus.o: $(BUILD)/corpus.c
-	$(CC) -O0 -c $< -o $@
+	$(CC) -O0 -fPIC -c $< -o $@
 
 $(BUILD)/libremat.a: $(LIB_OBJ)
 	rm -f $@
 	ar rcs $@ $^
+
+# The shared library: soname libremat.so.MAJOR.
+$(BUILD)/libremat.so: $(LIB_OBJ)
+	$(CC) -shared -Wl,-soname,libremat.so.$(SOVERSION) -o $@.$(VERSION) $(LIB_OBJ) $(LDLIBS)
+	ln -sf libremat.so.$(VERSION) $@.$(SOVERSION)
+	ln -sf libremat.so.$(VERSION) $@
+
+# examples/ are clients of the public API, like cli/: -Iinclude only.
+examples: $(EX_BIN)
+$(BUILD)/examples/%: examples/%.c $(BUILD)/libremat.a include/remat.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libremat.a $(LDLIBS)
 
 $(BUILD)/remat: $(CLI_OBJ) $(BUILD)/libremat.a
 	$(CC) $(CFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libremat.a $(LDLIBS)
@@ -88,7 +114,7 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libremat.a $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Isrc -o $@ $< $(BUILD)/libremat.a $(LDLIBS)
 
-test: $(BUILD)/remat $(TEST_BIN)
+test: $(BUILD)/remat $(TEST_BIN) $(EX_BIN) $(BUILD)/libremat.so
 	@BUILD=$(BUILD) sh tests/run_all.sh $(TEST_BIN)
 
 run: $(BUILD)/remat
@@ -105,6 +131,21 @@ bench: $(BUILD)/remat
 AUTOINIT := $(shell $(CC) -ftrivial-auto-var-init=pattern -E -x c /dev/null >/dev/null 2>&1 && echo -ftrivial-auto-var-init=pattern)
 asan:
 	$(MAKE) BUILD=build-asan OPT="-O1 -g" SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer $(AUTOINIT)" test
+
+# make install PREFIX=/opt/remat (and DESTDIR= for packaging): the header,
+# libremat.a, libremat.so, remat.pc for pkg-config, and the remat CLI.
+install: $(BUILD)/remat $(BUILD)/libremat.a $(BUILD)/libremat.so
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
+	install -m 644 include/remat.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 $(BUILD)/libremat.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(BUILD)/libremat.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf libremat.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libremat.so.$(SOVERSION)
+	ln -sf libremat.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libremat.so
+	install -m 755 $(BUILD)/remat $(DESTDIR)$(PREFIX)/bin/
+	printf '%s\n' 'prefix=$(PREFIX)' 'includedir=$${prefix}/include' 'libdir=$${prefix}/lib' '' \
+	    'Name: remat' 'Description: training under a memory budget by activation recomputation' \
+	    'Version: $(VERSION)' 'Cflags: -I$${includedir}' 'Libs: -L$${libdir} -lremat' \
+	    'Libs.private: $(strip $(LDLIBS))' > $(DESTDIR)$(PREFIX)/lib/pkgconfig/remat.pc
 
 clean:
 	rm -rf build build-asan

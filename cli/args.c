@@ -115,6 +115,72 @@ static int known_flag(const char *flag) {
     return 0;
 }
 
+/* Sets the flag that takes a value; 0 (message printed) if v is bad. */
+static int set_value(cli_args *a, const char *flag, const char *v) {
+    int ok = 1;
+#define IS(name) (strcmp(flag, name) == 0)
+    if (IS("--model")) {
+        if (strcmp(v, "gpt") && strcmp(v, "mlp")) ok = (cli_fail(2, "--model is gpt or mlp, got '%s'", v), 0);
+        a->model = v;
+    } else if (IS("--layers")) ok = parse_int(flag, v, 1, 4096, &a->layers);
+    else if (IS("--dim")) ok = parse_int(flag, v, 1, 1 << 16, &a->dim);
+    else if (IS("--heads")) ok = parse_int(flag, v, 1, 1 << 12, &a->heads);
+    else if (IS("--context")) ok = parse_int(flag, v, 1, 1 << 16, &a->context);
+    else if (IS("--vocab")) ok = parse_int(flag, v, 2, 1 << 24, &a->vocab), a->vocab_set = 1;
+    else if (IS("--batch")) ok = parse_int(flag, v, 1, 1 << 16, &a->batch);
+    else if (IS("--widths")) ok = parse_widths(a, v);
+    else if (IS("--dropout")) ok = parse_float(flag, v, 0.0f, 0.95f, &a->dropout);
+    else if (IS("--data")) a->data = v;
+    else if (IS("--val-fraction")) ok = parse_float(flag, v, 0.0f, 0.9f, &a->val_fraction);
+    else if (IS("--sampler")) {
+        if (strcmp(v, "random") && strcmp(v, "sequential"))
+            ok = (cli_fail(2, "--sampler is random or sequential, got '%s'", v), 0);
+        a->sampler = v;
+    } else if (IS("--steps")) ok = parse_int(flag, v, 0, 1 << 30, &a->steps);
+    else if (IS("--threads")) ok = parse_int(flag, v, 1, 1024, &a->threads);
+    else if (IS("--eval-every")) ok = parse_int(flag, v, 0, 1 << 30, &a->eval_every);
+    else if (IS("--warmup")) ok = parse_int(flag, v, 0, 1 << 30, &a->warmup);
+    else if (IS("--seed")) {
+        int s;
+        ok = parse_int(flag, v, 0, 2147483647, &s);
+        a->seed = (uint64_t)s;
+    } else if (IS("--optimizer")) {
+        if (strcmp(v, "adamw") && strcmp(v, "sgd")) ok = (cli_fail(2, "--optimizer is adamw or sgd, got '%s'", v), 0);
+        a->optimizer = v;
+    } else if (IS("--lr")) ok = parse_float(flag, v, 0.0f, 100.0f, &a->lr);
+    else if (IS("--weight-decay")) ok = parse_float(flag, v, 0.0f, 10.0f, &a->weight_decay);
+    else if (IS("--grad-clip")) ok = parse_float(flag, v, 0.0f, 1e9f, &a->grad_clip);
+    else if (IS("--lr-schedule")) {
+        if (strcmp(v, "constant") && strcmp(v, "cosine"))
+            ok = (cli_fail(2, "--lr-schedule is constant or cosine, got '%s'", v), 0);
+        a->lr_schedule = v;
+    } else if (IS("--checkpoint")) a->checkpoint = v;
+    else if (IS("--memory-budget")) a->memory_budget = v;
+    else if (IS("--init")) a->init = v;
+    else if (IS("--save")) a->save = v;
+    else if (IS("--resume")) a->resume = v;
+    else if (IS("--save-every")) ok = parse_int(flag, v, 1, 1 << 30, &a->save_every);
+    else if (IS("--keep")) ok = parse_int(flag, v, 0, 1 << 20, &a->keep);
+    else if (IS("--report")) a->report = v;
+    else if (IS("--load")) a->load = v;
+    else if (IS("--prompt")) a->prompt = v;
+    else if (IS("--tokens")) ok = parse_int(flag, v, 0, 1 << 20, &a->tokens);
+    else if (IS("--top-k")) ok = parse_int(flag, v, 0, 1 << 24, &a->top_k);
+    else if (IS("--temperature")) ok = parse_float(flag, v, 0.0f, 100.0f, &a->temperature);
+    else ok = (cli_fail(2, "unknown flag '%s' (see remat %s --help)", flag, a->command), 0);
+#undef IS
+    return ok;
+}
+
+/* The flags that take no value; NULL for any other. */
+static int *boolean_flag(cli_args *a, const char *f) {
+    return !strcmp(f, "--quiet")              ? &a->quiet
+           : !strcmp(f, "--verify-recompute") ? &a->verify_recompute
+           : !strcmp(f, "--print-plan")       ? &a->print_plan
+           : !strcmp(f, "--batchnorm")        ? &a->batchnorm
+                                              : NULL;
+}
+
 int cli_args_parse(cli_args *a, int argc, char **argv, int first) {
     for (int i = first; i < argc; i++) {
         const char *f = argv[i], *v = NULL;
@@ -127,12 +193,7 @@ int cli_args_parse(cli_args *a, int argc, char **argv, int first) {
             cli_fail(2, "unexpected argument '%s' (flags start with --; see remat %s --help)", f, a->command);
             return 0;
         }
-        /* the flags that take no value */
-        int *boolean = !strcmp(f, "--quiet")              ? &a->quiet
-                       : !strcmp(f, "--verify-recompute") ? &a->verify_recompute
-                       : !strcmp(f, "--print-plan")       ? &a->print_plan
-                       : !strcmp(f, "--batchnorm")        ? &a->batchnorm
-                                                          : NULL;
+        int *boolean = boolean_flag(a, f);
         if (boolean) {
             *boolean = 1;
             mark_given(a, f);
@@ -151,64 +212,12 @@ int cli_args_parse(cli_args *a, int argc, char **argv, int first) {
         }
         if (!eq) {
             if (i + 1 >= argc) {
-                cli_fail(2, "%s needs a value (see remat --help)", flag);
+                cli_fail(2, "%s needs a value (see remat %s --help)", flag, a->command);
                 return 0;
             }
             v = argv[++i];
         }
-        int ok = 1;
-#define IS(name) (strcmp(flag, name) == 0)
-        if (IS("--model")) {
-            if (strcmp(v, "gpt") && strcmp(v, "mlp")) ok = (cli_fail(2, "--model is gpt or mlp, got '%s'", v), 0);
-            a->model = v;
-        } else if (IS("--layers")) ok = parse_int(flag, v, 1, 4096, &a->layers);
-        else if (IS("--dim")) ok = parse_int(flag, v, 1, 1 << 16, &a->dim);
-        else if (IS("--heads")) ok = parse_int(flag, v, 1, 1 << 12, &a->heads);
-        else if (IS("--context")) ok = parse_int(flag, v, 1, 1 << 16, &a->context);
-        else if (IS("--vocab")) ok = parse_int(flag, v, 2, 1 << 24, &a->vocab), a->vocab_set = 1;
-        else if (IS("--batch")) ok = parse_int(flag, v, 1, 1 << 16, &a->batch);
-        else if (IS("--widths")) ok = parse_widths(a, v);
-        else if (IS("--dropout")) ok = parse_float(flag, v, 0.0f, 0.95f, &a->dropout);
-        else if (IS("--data")) a->data = v;
-        else if (IS("--val-fraction")) ok = parse_float(flag, v, 0.0f, 0.9f, &a->val_fraction);
-        else if (IS("--sampler")) {
-            if (strcmp(v, "random") && strcmp(v, "sequential"))
-                ok = (cli_fail(2, "--sampler is random or sequential, got '%s'", v), 0);
-            a->sampler = v;
-        } else if (IS("--steps")) ok = parse_int(flag, v, 0, 1 << 30, &a->steps);
-        else if (IS("--threads")) ok = parse_int(flag, v, 1, 1024, &a->threads);
-        else if (IS("--eval-every")) ok = parse_int(flag, v, 0, 1 << 30, &a->eval_every);
-        else if (IS("--warmup")) ok = parse_int(flag, v, 0, 1 << 30, &a->warmup);
-        else if (IS("--seed")) {
-            int s;
-            ok = parse_int(flag, v, 0, 2147483647, &s);
-            a->seed = (uint64_t)s;
-        } else if (IS("--optimizer")) {
-            if (strcmp(v, "adamw") && strcmp(v, "sgd")) ok = (cli_fail(2, "--optimizer is adamw or sgd, got '%s'", v), 0);
-            a->optimizer = v;
-        } else if (IS("--lr")) ok = parse_float(flag, v, 0.0f, 100.0f, &a->lr);
-        else if (IS("--weight-decay")) ok = parse_float(flag, v, 0.0f, 10.0f, &a->weight_decay);
-        else if (IS("--grad-clip")) ok = parse_float(flag, v, 0.0f, 1e9f, &a->grad_clip);
-        else if (IS("--lr-schedule")) {
-            if (strcmp(v, "constant") && strcmp(v, "cosine"))
-                ok = (cli_fail(2, "--lr-schedule is constant or cosine, got '%s'", v), 0);
-            a->lr_schedule = v;
-        } else if (IS("--checkpoint")) a->checkpoint = v;
-        else if (IS("--memory-budget")) a->memory_budget = v;
-        else if (IS("--init")) a->init = v;
-        else if (IS("--save")) a->save = v;
-        else if (IS("--resume")) a->resume = v;
-        else if (IS("--save-every")) ok = parse_int(flag, v, 1, 1 << 30, &a->save_every);
-        else if (IS("--keep")) ok = parse_int(flag, v, 0, 1 << 20, &a->keep);
-        else if (IS("--report")) a->report = v;
-        else if (IS("--load")) a->load = v;
-        else if (IS("--prompt")) a->prompt = v;
-        else if (IS("--tokens")) ok = parse_int(flag, v, 0, 1 << 20, &a->tokens);
-        else if (IS("--top-k")) ok = parse_int(flag, v, 0, 1 << 24, &a->top_k);
-        else if (IS("--temperature")) ok = parse_float(flag, v, 0.0f, 100.0f, &a->temperature);
-        else ok = (cli_fail(2, "unknown flag '%s' (see remat %s --help)", flag, a->command), 0);
-#undef IS
-        if (!ok) return 0;
+        if (!set_value(a, flag, v)) return 0;
         mark_given(a, flag);
     }
     return 1;
