@@ -14,8 +14,9 @@ BUILD   ?= build
 # OpenBLAS is optional: without it remat uses its portable GEMM.
 # REMAT_NO_BLAS=1 forces the fallback. Debian ships OpenBLAS built for
 # pthreads and for OpenMP; we prefer the OpenMP build (libopenblas-openmp-dev)
-# because it shares remat's OpenMP threads instead of adding its own, and we
-# pin it with an rpath so the system's default alternative cannot swap it.
+# because it shares remat's OpenMP threads instead of adding its own. It is
+# loaded by its full path with dlopen at the first multiply (src/util/gemm.c
+# says why), so the system's default alternative cannot swap it.
 MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)
 OMP_BLAS_PC := /usr/lib/$(MULTIARCH)/openblas-openmp/pkgconfig
 ifeq ($(REMAT_NO_BLAS),)
@@ -26,8 +27,8 @@ BLAS_PC := $(shell $(BLAS_ENV) pkg-config --exists openblas 2>/dev/null && echo 
 endif
 ifneq ($(BLAS_PC),)
 BLAS_LIBDIR := $(shell $(BLAS_ENV) pkg-config --variable=libdir openblas)
-CFLAGS  += -DREMAT_HAVE_BLAS $(shell $(BLAS_ENV) pkg-config --cflags openblas)
-LDLIBS  += $(shell $(BLAS_ENV) pkg-config --libs openblas) -Wl,-rpath,$(BLAS_LIBDIR)
+CFLAGS  += -DREMAT_HAVE_BLAS -DREMAT_BLAS_SO='"$(BLAS_LIBDIR)/libopenblas.so.0"' $(shell $(BLAS_ENV) pkg-config --cflags openblas)
+LDLIBS  += -ldl
 endif
 
 # cJSON parses safetensors headers.
@@ -96,13 +97,14 @@ run: $(BUILD)/remat
 bench: $(BUILD)/remat
 	sh bench/run.sh
 
-# The same tests under AddressSanitizer and UBSan, in their own build dir.
+# The same tests under AddressSanitizer and UBSan, in their own build dir;
+# any report stops the program (-fno-sanitize-recover=all), so it fails its test.
 # Uninitialised locals are filled with a non-zero pattern (GCC 12+, clang),
 # so a char buffer read before it is written has no terminating zero and
 # ASan sees the read run off its end (as the planner's old `notes[8]` did).
 AUTOINIT := $(shell $(CC) -ftrivial-auto-var-init=pattern -E -x c /dev/null >/dev/null 2>&1 && echo -ftrivial-auto-var-init=pattern)
 asan:
-	$(MAKE) BUILD=build-asan OPT="-O1 -g" SAN="-fsanitize=address,undefined -fno-omit-frame-pointer $(AUTOINIT)" test
+	$(MAKE) BUILD=build-asan OPT="-O1 -g" SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer $(AUTOINIT)" test
 
 clean:
 	rm -rf build build-asan

@@ -29,32 +29,9 @@ static int split_flags(int argc, char **argv, plan_flags *pf, char **rest, int *
     return 1;
 }
 
-static char *read_text(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    size_t got;
-    while (buf && (got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
-        n += got;
-        if (n + 1 == cap) {
-            char *nb = cap < (64u << 20) ? realloc(buf, cap * 2) : NULL;
-            if (!nb) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = nb, cap *= 2;
-        }
-    }
-    fclose(f);
-    if (buf) buf[n] = 0;
-    return buf;
-}
-
 static int plan_chain(const plan_flags *pf, const cli_args *a) {
-    char *text = read_text(pf->chain), err[512];
-    if (!text) return cli_fail(1, "cannot read chain file '%s'", pf->chain);
+    char *text, err[512];
+    if (rm_read_file(pf->chain, 64u << 20, &text, NULL, err, sizeof err) != RM_OK) return cli_fail(1, "%s", err);
     int rc = 0;
     if (pf->sweep) {
         FILE *out = pf->csv ? fopen(pf->csv, "w") : stdout;
@@ -66,12 +43,12 @@ static int plan_chain(const plan_flags *pf, const cli_args *a) {
     }
     double bytes;
     char *end;
-    if (!a->memory_budget || (bytes = strtod(a->memory_budget, &end), *end || bytes < 0)) {
+    if (!a->memory_budget || (bytes = strtod(a->memory_budget, &end), *end || !(bytes >= 0))) {
         free(text);
         return cli_fail(2, "plan --chain needs --memory-budget BYTES (a number of bytes, in the chain's units)");
     }
     char *result = NULL;
-    rm_status st = rm_plan_chain(text, (int64_t)bytes, &result, err, sizeof err);
+    rm_status st = rm_plan_chain(text, bytes < 9e18 ? (int64_t)bytes : INT64_MAX, &result, err, sizeof err);
     free(text);
     if (!result) return cli_fail(1, "'%s': %s", pf->chain, err);
     if (pf->json) {

@@ -545,6 +545,12 @@ rm_status rm_file_restore(rm_file *f, rm_session *s, rm_optim *o, char *err, siz
  * the stream keyed by (seed, a, b); the same arguments, the same number. */
 float rm_philox_uniform(uint64_t seed, uint32_t a, uint32_t b, uint64_t i);
 
+/* Reads a whole regular file of at most max_bytes into a malloc'ed buffer
+ * with a NUL after the last byte (free() it); *len (NULL-able) is its size.
+ * Anything else (a FIFO, a device, a directory) is refused at once, without
+ * blocking. The library's readers (data, checkpoint and chain files) share it. */
+rm_status rm_read_file(const char *path, size_t max_bytes, char **out, size_t *len, char *err, size_t errlen);
+
 #ifdef __cplusplus
 }
 #endif

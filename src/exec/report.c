@@ -5,6 +5,7 @@
 #include <string.h>
 
 void rm_plan(const rm_session *s, rm_plan_info *p) {
+    if (!p) return;
     memset(p, 0, sizeof *p);
     if (!s) return;
     const rm_graph *g = s->g;
@@ -48,7 +49,7 @@ const char *rm_plan_notes(const rm_session *s) { return s ? s->notes : ""; }
 static double mib(size_t b) { return (double)b / (1024.0 * 1024.0); }
 
 void rm_print_plan(const rm_session *s, FILE *f) {
-    if (!s) return;
+    if (!s || !f) return;
     const rm_graph *g = s->g;
     const rm_program *p = s->train.n_instrs ? &s->train : &s->infer;
     int first_bwd = p->n_instrs;

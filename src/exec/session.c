@@ -229,6 +229,7 @@ rm_status rm_forward(rm_session *s, float *loss) {
 }
 
 void rm_memory(const rm_session *s, rm_memory_info *m) {
+    if (!m) return;
     memset(m, 0, sizeof *m);
     if (!s) return;
     const rm_program *p = s->train.n_instrs ? &s->train : &s->infer;

@@ -78,6 +78,10 @@ int rm_val_ok(rm_graph *g, rm_val v, const char *op) {
 /* Appends a value; returns its id or -1. */
 static rm_val new_value(rm_graph *g, rm_value_kind kind, const char *name, rm_dtype dt,
                         int ndim, const int64_t *shape) {
+    if (!shape) {
+        rm_graph_fail(g, RM_ERR_ARG, "'%s': the shape is NULL", name);
+        return -1;
+    }
     if (ndim < 1 || ndim > RM_MAX_DIMS) {
         rm_graph_fail(g, RM_ERR_ARG, "'%s': %d dimensions (1 to %d allowed)", name, ndim, RM_MAX_DIMS);
         return -1;
@@ -121,6 +125,10 @@ rm_val rm_input(rm_graph *g, const char *name, rm_dtype dt, int ndim, const int6
 }
 
 rm_val rm_constant_i32(rm_graph *g, const char *name, int ndim, const int64_t *shape, const int32_t *data) {
+    if (g && !data) {
+        rm_graph_fail(g, RM_ERR_ARG, "rm_constant_i32: '%s' has NULL data", name ? name : "constant");
+        return -1;
+    }
     rm_val v = rm_input(g, name, RM_DTYPE_I32, ndim, shape);
     if (v < 0) return -1;
     size_t bytes = (size_t)g->vals[v].numel * sizeof(int32_t);
@@ -235,7 +243,7 @@ int64_t rm_numel(const rm_graph *g, rm_val v) {
 }
 
 int rm_shape(const rm_graph *g, rm_val v, int64_t shape[RM_MAX_DIMS]) {
-    if (!g || v < 0 || v >= g->n_vals) return 0;
+    if (!g || !shape || v < 0 || v >= g->n_vals) return 0;
     memcpy(shape, g->vals[v].shape, sizeof g->vals[v].shape);
     return g->vals[v].ndim;
 }

@@ -43,6 +43,7 @@ static rm_val linear(rm_graph *g, rm_val x, const char *prefix, int64_t out, int
 
 rm_status rm_gpt_build(rm_graph *g, const rm_gpt_config *c, rm_model_io *io) {
     if (!g) return RM_ERR_ARG;
+    if (!c || !io) return rm_graph_fail(g, RM_ERR_ARG, "rm_gpt_build: the %s is NULL", !c ? "config" : "io");
     int64_t L = c->layers, C = c->dim, H = c->heads, T = c->context, V = c->vocab, B = c->batch;
     if (L < 1 || C < 1 || H < 1 || T < 1 || V < 2 || B < 1)
         return rm_graph_fail(g, RM_ERR_ARG, "gpt: layers, dim, heads, context, batch must be >= 1 and vocab >= 2");

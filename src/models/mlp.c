@@ -8,6 +8,7 @@
 
 rm_status rm_mlp_build(rm_graph *g, const rm_mlp_config *c, rm_model_io *io) {
     if (!g) return RM_ERR_ARG;
+    if (!c || !io) return rm_graph_fail(g, RM_ERR_ARG, "rm_mlp_build: the %s is NULL", !c ? "config" : "io");
     if (c->context < 1 || c->vocab < 2 || c->batch < 1 || c->n_widths < 0 || c->n_widths >= RM_MLP_MAX_LAYERS)
         return rm_graph_fail(g, RM_ERR_ARG, "mlp: context and batch must be >= 1, vocab >= 2, at most %d widths",
                              RM_MLP_MAX_LAYERS - 1);

@@ -50,6 +50,15 @@ static rm_status parse_chain(const char *text, rm_chain_model *m, char *err, siz
         m->bt[i] = (int64_t)ceil(bt);
     }
     m->a[n] = 0;
+    double total = 0; /* in double: no overflow however large the numbers */
+    for (int i = 0; i < n; i++) total += (double)m->a[i] + (double)m->ab[i] + (double)m->ft[i] + (double)m->bt[i];
+    if (total * 2 > (double)RM_ROTOR_MAX_BYTES) {
+        snprintf(err, errlen, "the stages' bytes add up to %.3g; the planner takes at most %.3g (2^60) in all",
+                 total * 2, (double)RM_ROTOR_MAX_BYTES);
+        rm_chain_model_free(m);
+        cJSON_Delete(root);
+        return RM_ERR_FORMAT;
+    }
     /* Fall keeps x̄_i, which holds the stage's output x_{i+1}: a smaller ab
      * (a profile that left the output out) is read as a[i+1] */
     for (int i = 0; i + 1 < n; i++)
@@ -66,12 +75,21 @@ static int64_t store_all(const rm_chain_model *m) {
 }
 
 rm_status rm_plan_chain(const char *chain_json, int64_t budget, char **result_json, char *err, size_t errlen) {
+    if (!result_json || !err || errlen == 0) return RM_ERR_ARG;
     *result_json = NULL;
+    if (!chain_json) return snprintf(err, errlen, "rm_plan_chain: chain_json is NULL"), RM_ERR_ARG;
+    if (budget < 0)
+        return snprintf(err, errlen, "budget %lld is negative: give the bytes the plan may use", (long long)budget),
+               RM_ERR_ARG;
     rm_chain_model m;
     rm_status rc = parse_chain(chain_json, &m, err, errlen);
     if (rc != RM_OK) return rc;
     rm_rotor_plan p;
-    rc = rm_rotor_solve(&m, budget, 500, &p);
+    /* storing everything fits in store_all(m) (at most 2^59 after parse_chain):
+     * a budget above twice that plans as twice that, whose slots still fit it */
+    int64_t cap = 2 * store_all(&m) + 1;
+    rc = rm_rotor_solve(&m, budget < cap ? budget : cap, 500, &p);
+    if (rc != RM_OK) snprintf(err, errlen, "out of memory planning the chain");
     /* a feasible solve knows the minimum at its resolution; else search */
     int64_t min = p.feasible ? p.min_budget : rm_rotor_min_budget(&m, 500);
     cJSON *out = cJSON_CreateObject(), *seq = cJSON_CreateArray();
@@ -106,22 +124,32 @@ rm_status rm_plan_chain(const char *chain_json, int64_t budget, char **result_js
 }
 
 rm_status rm_plan_chain_sweep(const char *chain_json, int points, FILE *csv, char *err, size_t errlen) {
+    if (!err || errlen == 0) return RM_ERR_ARG;
+    if (!chain_json || !csv) return snprintf(err, errlen, "rm_plan_chain_sweep: chain_json or csv is NULL"), RM_ERR_ARG;
     rm_chain_model m;
     rm_status rc = parse_chain(chain_json, &m, err, errlen);
     if (rc != RM_OK) return rc;
     int64_t lo = rm_rotor_min_budget(&m, 500), hi = store_all(&m);
+    if (hi < lo) hi = lo; /* the minimum is found in slots: it can round above the sum */
     double base = 0;
     for (int i = 0; i < m.n; i++) base += m.uf[i] + m.ub[i];
     fprintf(csv, "budget_bytes,time,overhead,peak_bytes\n");
     if (points < 2) points = 2;
-    for (int k = 0; k < points && lo > 0; k++) {
-        int64_t b = lo + (hi - lo) * k / (points - 1);
+    int written = 0;
+    for (int k = 0; k < points && lo >= 0; k++) {
+        int64_t b = lo + (int64_t)((double)(hi - lo) * k / (points - 1)); /* no 64-bit product */
         rm_rotor_plan p;
-        if (rm_rotor_solve(&m, b, 500, &p) == RM_OK && p.feasible)
+        if (rm_rotor_solve(&m, b, 500, &p) == RM_OK && p.feasible) {
             fprintf(csv, "%lld,%.6g,%.4f,%lld\n", (long long)b, p.time, base > 0 ? p.time / base - 1 : 0,
                     (long long)p.peak_bytes);
+            written++;
+        }
         rm_rotor_plan_free(&p);
     }
     rm_chain_model_free(&m);
+    if (!written) {
+        snprintf(err, errlen, "no budget up to store-all (%lld bytes) has a feasible schedule", (long long)hi);
+        return RM_ERR_BUDGET;
+    }
     return RM_OK;
 }

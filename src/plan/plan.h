@@ -168,7 +168,5 @@ rm_status rm_chain_model_from_graph(const rm_graph *g, const rm_chain *c, const 
                                     const rm_program *store_all, struct rm_chain_model *m);
 int64_t rm_planner_min_budget(const rm_graph *g, const rm_chain *c, const struct rm_chain_model *m, int slots,
                               int threads, int64_t store_all);
-/* "64MiB", "1.5GiB", "500MB", "123456" -> bytes; "50%" -> 50 with *percent = 1. */
-rm_status rm_parse_bytes(const char *s, double *bytes, int *percent);
 
 #endif

@@ -11,7 +11,6 @@
  *    engine), the DP budget is tightened by the excess and we plan again. */
 #include "plan/plan.h"
 #include "plan/rotor.h"
-#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -124,30 +123,6 @@ rm_status rm_chain_model_from_graph(const rm_graph *g, const rm_chain *c, const 
     if (store_all) measure(g, c, store_all, m);
     free(read_by_bwd);
     return RM_OK;
-}
-
-rm_status rm_parse_bytes(const char *s, double *bytes, int *percent) {
-    char *end;
-    *percent = 0;
-    if (!s) return RM_ERR_ARG;
-    double v = strtod(s, &end);
-    if (end == s || !(v > 0) || !isfinite(v)) return RM_ERR_ARG;
-    while (isspace((unsigned char)*end)) end++;
-    static const struct { const char *unit; double mult; } units[] = {
-        {"", 1}, {"B", 1}, {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"KB", 1e3},
-        {"MB", 1e6}, {"GB", 1e9}, {"K", 1024.0}, {"M", 1048576.0}, {"G", 1073741824.0}};
-    if (strcmp(end, "%") == 0) {
-        if (v > 100) return RM_ERR_ARG;
-        *percent = 1;
-        *bytes = v;
-        return RM_OK;
-    }
-    for (size_t i = 0; i < sizeof units / sizeof *units; i++)
-        if (strcmp(end, units[i].unit) == 0) {
-            *bytes = v * units[i].mult;
-            return RM_OK;
-        }
-    return RM_ERR_ARG;
 }
 
 /* Lowers a plan and lays out its arena; returns the arena bytes or -1. */
@@ -366,7 +341,14 @@ rm_status rm_schedule_budget(const rm_graph *g, const char *budget, int threads,
     if (rc != RM_OK) return rc;
     rm_memplan(&none);
     info->store_all = (int64_t)none.arena_bytes;
-    info->budget = percent ? (int64_t)((double)info->store_all * v / 100.0) : (int64_t)v;
+    double bytes = percent ? (double)info->store_all * v / 100.0 : v;
+    if (!(bytes <= (double)RM_MAX_BUDGET_BYTES)) { /* (int64_t) of 1e19 would be undefined */
+        rm_program_free(&none);
+        snprintf(err, errlen, "memory budget '%s' is %.3g bytes, above the largest remat plans for "
+                 "(2^60 bytes, 1 EiB): give a smaller size", budget, bytes);
+        return RM_ERR_ARG;
+    }
+    info->budget = (int64_t)bytes;
     rc = rm_schedule_auto(g, info->budget, 500, threads, prof, &none, out, info, err, errlen);
     rm_program_free(&none);
     return rc;

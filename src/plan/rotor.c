@@ -200,6 +200,7 @@ static void dp_free(dp *d) {
 rm_status rm_rotor_solve(const rm_chain_model *c, int64_t budget, int slots, rm_rotor_plan *plan) {
     memset(plan, 0, sizeof *plan);
     if (c->n < 1 || budget < 0 || slots < 1) return RM_ERR_ARG;
+    if (budget > RM_ROTOR_MAX_BYTES) budget = RM_ROTOR_MAX_BYTES; /* (budget + slots - 1) cannot overflow */
     dp d;
     memset(&d, 0, sizeof d);
     rm_status rc = RM_OK;
@@ -333,9 +334,10 @@ int rm_rotor_simulate(const rm_chain_model *c, const rm_rotor_op *ops, int n_ops
  * bound on the minimum, exact up to one slot. Filling again at that bound
  * makes the slots finer; three rounds are within a fraction of a percent. */
 int64_t rm_rotor_min_budget(const rm_chain_model *c, int slots) {
-    int64_t budget = c->a[0];
-    for (int i = 0; i < c->n; i++) budget += c->ab[i] + c->a[i + 1] + c->ft[i] + c->bt[i];
-    budget = budget * 2 + 1;
+    /* in double: a chain of huge sizes must not overflow int64_t here */
+    double total = (double)c->a[0];
+    for (int i = 0; i < c->n; i++) total += (double)c->ab[i] + (double)c->a[i + 1] + (double)c->ft[i] + (double)c->bt[i];
+    int64_t budget = total * 2 + 1 < (double)RM_ROTOR_MAX_BYTES ? (int64_t)(total * 2 + 1) : RM_ROTOR_MAX_BYTES;
     int64_t best = -1;
     for (int round = 0; round < 3; round++) {
         dp d;

@@ -21,6 +21,11 @@ typedef struct rm_chain_model {
     int64_t *ab2, *bt2;
 } rm_chain_model;
 
+/* The largest total of a chain's bytes (the sum of every a, ab, ft, bt) the
+ * planner takes: 2^60 bytes (1 EiB). Its 64-bit sums, doublings and rounding
+ * then cannot overflow; larger budgets are planned as this one. */
+#define RM_ROTOR_MAX_BYTES ((int64_t)1 << 60)
+
 rm_status rm_chain_model_alloc(rm_chain_model *c, int n);
 /* Adds the arrays of the second (selective) option. */
 rm_status rm_chain_model_alloc_selective(rm_chain_model *c);

@@ -111,98 +111,59 @@ static int32_t rd_i32(const unsigned char *p) {
     return (int32_t)v;
 }
 
-/* Reads the whole file; *buf is malloc'ed (at least 1 byte). */
-static rm_status read_file(const char *path, unsigned char **buf, size_t *len, char *err,
-                           size_t errlen) {
-    *buf = NULL;
-    *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        seterr(err, errlen, "cannot open '%s': %s", path, strerror(errno));
-        return RM_ERR_IO;
-    }
-    struct stat sb;
-    const char *why = NULL;
-    if (fstat(fileno(f), &sb) != 0) why = strerror(errno);
-    else if (S_ISDIR(sb.st_mode)) why = "it is a directory";
-    else if (!S_ISREG(sb.st_mode)) why = "not a regular file";
-    else if ((uint64_t)sb.st_size > (uint64_t)(SIZE_MAX / 8)) why = "file too large";
-    if (why) {
-        seterr(err, errlen, "cannot read '%s': %s", path, why);
-        fclose(f);
-        return RM_ERR_IO;
-    }
-    size_t n = (size_t)sb.st_size;
-    unsigned char *p = malloc(n ? n : 1);
-    if (!p) {
-        seterr(err, errlen, "cannot read '%s': out of memory (%zu bytes)", path, n);
-        fclose(f);
-        return RM_ERR_NOMEM;
-    }
-    if (fread(p, 1, n, f) != n) {
-        seterr(err, errlen, "cannot read '%s': %s", path,
-               ferror(f) ? strerror(errno) : "the file shrank while being read");
-        free(p);
-        fclose(f);
-        return RM_ERR_IO;
-    }
-    fclose(f);
-    *buf = p;
-    *len = n;
-    return RM_OK;
-}
-
 rm_status rm_data_load_file(rm_dataset *d, const char *path, char *err, size_t errlen) {
     if (!d || !path) {
         seterr(err, errlen, "rm_data_load_file: bad arguments");
         return RM_ERR_ARG;
     }
     memset(d, 0, sizeof *d);
-    unsigned char *buf;
+    char *buf;
     size_t len;
-    rm_status st = read_file(path, &buf, &len, err, errlen);
+    rm_status st = rm_read_file(path, SIZE_MAX / 8, &buf, &len, err, errlen); /* refuses FIFOs at once */
     if (st != RM_OK) return st;
-    if (len < 4 || rd_i32(buf) != RM_LLMC_MAGIC) {
-        st = rm_data_from_bytes(d, path, buf, len, err, errlen);
-        free(buf);
-        return st;
+    st = rm_data_parse(d, path, (const unsigned char *)buf, len, err, errlen);
+    free(buf);
+    return st;
+}
+
+rm_status rm_data_parse(rm_dataset *d, const char *name, const unsigned char *buf, size_t len, char *err,
+                        size_t errlen) {
+    if (!d || !name || (!buf && len)) {
+        seterr(err, errlen, "rm_data_parse: bad arguments");
+        return RM_ERR_ARG;
     }
-    /* llm.c format (llm.c dev/data/data_common.py: write_datafile). */
     memset(d, 0, sizeof *d);
-    snprintf(d->name, sizeof d->name, "%s", path);
+    if (len < 4 || rd_i32(buf) != RM_LLMC_MAGIC) return rm_data_from_bytes(d, name, buf, len, err, errlen);
+    /* llm.c format (llm.c dev/data/data_common.py: write_datafile). */
+    snprintf(d->name, sizeof d->name, "%s", name);
     d->format = RM_DATA_LLMC;
     const size_t hdr = RM_LLMC_HEADER_INTS * 4;
     if (len < hdr) {
         seterr(err, errlen, "'%s': llm.c token file with a truncated header (%zu of %zu bytes)",
-               path, len, hdr);
-        free(buf);
+               name, len, hdr);
         return RM_ERR_FORMAT;
     }
     int32_t version = rd_i32(buf + 4), count = rd_i32(buf + 8);
     if (version != RM_LLMC_VERSION) {
         seterr(err, errlen, "'%s': llm.c token file version %d is not supported (only %d, "
-               "uint16 tokens)", path, (int)version, RM_LLMC_VERSION);
-        free(buf);
+               "uint16 tokens)", name, (int)version, RM_LLMC_VERSION);
         return RM_ERR_FORMAT;
     }
     if (count < 0 || (uint64_t)(len - hdr) != 2 * (uint64_t)count) {
         seterr(err, errlen, "'%s': llm.c header says %d tokens (%llu bytes) but the file has "
-               "%zu bytes of tokens", path, (int)count,
+               "%zu bytes of tokens", name, (int)count,
                (unsigned long long)(2 * (uint64_t)(count < 0 ? 0 : count)), len - hdr);
-        free(buf);
         return RM_ERR_FORMAT;
     }
     d->tokens = malloc(((size_t)count ? (size_t)count : 1) * sizeof *d->tokens);
     if (!d->tokens) {
-        seterr(err, errlen, "'%s': out of memory for %d tokens", path, (int)count);
-        free(buf);
+        seterr(err, errlen, "'%s': out of memory for %d tokens", name, (int)count);
         return RM_ERR_NOMEM;
     }
     const unsigned char *p = buf + hdr;
     for (size_t i = 0; i < (size_t)count; i++)
         d->tokens[i] = (int32_t)((uint32_t)p[2 * i] | (uint32_t)p[2 * i + 1] << 8);
     d->n = (size_t)count;
-    free(buf);
     return finish(d, err, errlen);
 }
 

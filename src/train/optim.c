@@ -17,6 +17,7 @@ struct rm_optim {
 enum { NORM_CHUNK = 4096 };
 
 void rm_optim_config_default(rm_optim_config *c) {
+    if (!c) return;
     c->kind = RM_OPTIM_ADAMW;
     c->beta1 = 0.9f;
     c->beta2 = 0.95f;
@@ -87,6 +88,9 @@ rm_status rm_optim_step(rm_optim *o, float lr, float *norm_out) {
     if (!isfinite(norm))
         return rm_session_fail(s, RM_ERR_ARG, "gradient norm is %g at update %llu: training diverged (try a lower learning rate)",
                                norm, (unsigned long long)o->t + 1);
+    if (o->t == UINT64_MAX) /* t + 1 would wrap to 0: bias correction 1 - beta^0 = 0 divides by zero */
+        return rm_session_fail(s, RM_ERR_STATE, "the optimizer's update count %llu cannot grow: it would wrap to 0",
+                               (unsigned long long)o->t);
     float clip = 1.0f;
     if (o->c.grad_clip > 0.0f && norm > o->c.grad_clip) clip = (float)(o->c.grad_clip / (norm + 1e-6));
     o->t++;

@@ -521,29 +521,10 @@ rm_status rm_st_open(const char *path, rm_st_file **out, char *err, size_t errle
         return RM_ERR_ARG;
     }
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        rm_st_seterr(err, errlen, "cannot open '%s': %s", path, strerror(errno));
-        return RM_ERR_IO;
-    }
-    struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        rm_st_seterr(err, errlen, "cannot read '%s': %s", path, strerror(errno));
-        close(fd);
-        return RM_ERR_IO;
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        rm_st_seterr(err, errlen, "cannot read '%s': %s", path,
-               S_ISDIR(sb.st_mode) ? "it is a directory" : "not a regular file");
-        close(fd);
-        return RM_ERR_IO;
-    }
-    if ((uint64_t)sb.st_size > (uint64_t)(SIZE_MAX / 2)) {
-        rm_st_seterr(err, errlen, "cannot read '%s': file too large", path);
-        close(fd);
-        return RM_ERR_IO;
-    }
-    size_t len = (size_t)sb.st_size;
+    size_t len;
+    rm_status st;
+    int fd = rm_open_regular(path, SIZE_MAX / 2, &len, &st, err, errlen); /* never blocks on a FIFO */
+    if (fd < 0) return st;
     unsigned char first8[8] = {0};
     if (len >= 8 && read_all(fd, first8, 8) != 0) {
         rm_st_seterr(err, errlen, "cannot read '%s': %s", path, strerror(errno));

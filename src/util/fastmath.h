@@ -11,8 +11,12 @@
 #include <stdint.h>
 #include <string.h>
 
-static inline float rm_fast_expf(float x) {
-    x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
+static inline float rm_fast_expf(float x0) {
+    /* clamp with comparisons that are false for NaN, so a NaN becomes -87
+     * here (a NaN converted to int32_t below would be undefined behaviour)
+     * and is given back unchanged at the end */
+    float x = x0 > -87.0f ? x0 : -87.0f;
+    x = x < 88.0f ? x : 88.0f;
     /* round to nearest by adding and removing 1.5 * 2^23 (no libm call, so
      * the loop vectorises); |x / ln 2| < 2^22 holds after the clamp */
     float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
@@ -28,7 +32,7 @@ static inline float rm_fast_expf(float x) {
     int32_t bits = ((int32_t)n + 127) << 23; /* 2^n as a float */
     float scale;
     memcpy(&scale, &bits, sizeof scale);
-    return p * scale;
+    return x0 == x0 ? p * scale : x0;
 }
 
 /* Reductions in 16 fixed lanes (element i goes to lane i % 16, lanes are

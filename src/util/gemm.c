@@ -2,19 +2,68 @@
  *
  * rm_sgemm is row-major C = alpha*op(A)*op(B) + beta*C with op(X) = X or X^T
  * (op(A) is MxK, op(B) is KxN). With OpenBLAS it calls cblas_sgemm; without
- * it, a portable blocked kernel that needs nothing but a C compiler. */
+ * it, a portable blocked kernel that needs nothing but a C compiler.
+ *
+ * OpenBLAS is loaded with dlopen on the first multiply, not linked: when it
+ * loads, it reserves a 128 MiB buffer per thread, and under an address-space
+ * limit (`ulimit -v`) too small for them its start-up retries the failed
+ * allocation forever. Loading late keeps `remat --version`, `plan` and the
+ * like free of it, and under such a limit remat uses the portable GEMM. */
 #include "util/util.h"
+#include <stdio.h>
 #include <string.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 #ifdef REMAT_HAVE_BLAS
 #include <cblas.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+static __typeof__(&cblas_sgemm) blas_sgemm;
+static __typeof__(&openblas_set_num_threads) blas_set_threads;
+static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+
+/* Whether OpenBLAS's start-up buffers (128 MiB for each thread and one more)
+ * fit under RLIMIT_AS beside what the process maps already. */
+static int blas_fits_address_space(void) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return 1;
+    unsigned long long mapped = 0, pages;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f) {
+        if (fscanf(f, "%llu", &pages) == 1) mapped = pages * (unsigned long long)sysconf(_SC_PAGESIZE);
+        fclose(f);
+    }
+    int threads = 1;
+#ifdef _OPENMP
+    threads = omp_get_max_threads() > omp_get_num_procs() ? omp_get_max_threads() : omp_get_num_procs();
+#endif
+    unsigned long long need = (unsigned long long)(threads + 1) * (128ull << 20);
+    return mapped + need <= (unsigned long long)rl.rlim_cur;
+}
+
+static void blas_load(void) {
+    if (!blas_fits_address_space()) return;
+    void *h = dlopen(REMAT_BLAS_SO, RTLD_NOW | RTLD_LOCAL);
+    if (!h) return;
+    /* POSIX's way to take a function pointer from dlsym */
+    *(void **)&blas_sgemm = dlsym(h, "cblas_sgemm");
+    *(void **)&blas_set_threads = dlsym(h, "openblas_set_num_threads");
+    if (!blas_sgemm || !blas_set_threads) blas_sgemm = NULL, blas_set_threads = NULL;
+}
+
+static int blas_ready(void) {
+    pthread_once(&blas_once, blas_load);
+    return blas_sgemm != NULL;
+}
 #endif
 
 int rm_gemm_has_blas(void) {
 #ifdef REMAT_HAVE_BLAS
-    return 1;
+    return blas_ready();
 #else
     return 0;
 #endif
@@ -37,7 +86,7 @@ void rm_set_threads(int n) {
     if (omp_get_max_threads() != n) omp_set_num_threads(n);
 #endif
 #ifdef REMAT_HAVE_BLAS
-    openblas_set_num_threads(n);
+    if (blas_ready()) blas_set_threads(n);
 #endif
 }
 
@@ -95,9 +144,11 @@ void rm_gemm_fallback(int transA, int transB, int M, int N, int K, float alpha, 
 void rm_sgemm(int transA, int transB, int M, int N, int K, float alpha, const float *A, int lda,
               const float *B, int ldb, float beta, float *C, int ldc) {
 #ifdef REMAT_HAVE_BLAS
-    cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, M, N, K,
-                alpha, A, lda, B, ldb, beta, C, ldc);
-#else
-    rm_gemm_fallback(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    if (blas_ready()) {
+        blas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, M, N, K,
+                   alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
 #endif
+    rm_gemm_fallback(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }

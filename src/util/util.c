@@ -1,7 +1,40 @@
 /* util.c: small helpers shared by every part of the library. */
 #include "util/util.h"
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* A size string (the memory budget): a positive finite number and a unit. */
+rm_status rm_parse_bytes(const char *s, double *bytes, int *percent) {
+    char *end;
+    *percent = 0;
+    if (!s) return RM_ERR_ARG;
+    double v = strtod(s, &end);
+    if (end == s || !(v > 0) || !isfinite(v)) return RM_ERR_ARG;
+    while (isspace((unsigned char)*end)) end++;
+    static const struct { const char *unit; double mult; } units[] = {
+        {"", 1}, {"B", 1}, {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"KB", 1e3},
+        {"MB", 1e6}, {"GB", 1e9}, {"K", 1024.0}, {"M", 1048576.0}, {"G", 1073741824.0}};
+    if (strcmp(end, "%") == 0) {
+        if (v > 100) return RM_ERR_ARG;
+        *percent = 1;
+        *bytes = v;
+        return RM_OK;
+    }
+    for (size_t i = 0; i < sizeof units / sizeof *units; i++)
+        if (strcmp(end, units[i].unit) == 0) {
+            *bytes = v * units[i].mult;
+            return RM_OK;
+        }
+    return RM_ERR_ARG;
+}
 
 size_t rm_dtype_size(rm_dtype d) {
     switch (d) {
@@ -22,3 +55,76 @@ void rm_strlcpy(char *dst, const char *src, size_t n) {
 }
 
 const char *rm_version(void) { return RM_VERSION; }
+
+/* Opens a file for reading only if it is a regular file. O_NONBLOCK makes
+ * open() itself return at once on a FIFO with no writer (a plain open blocks
+ * there forever) and on devices; fstat then refuses anything not regular.
+ * Regular files ignore O_NONBLOCK, so reads behave as usual. Returns the fd
+ * with *size set, or -1 with *st and err set. */
+int rm_open_regular(const char *path, size_t max_bytes, size_t *size, rm_status *st, char *err, size_t errlen) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        if (err && errlen) snprintf(err, errlen, "cannot open '%s': %s", path, strerror(errno));
+        *st = RM_ERR_IO;
+        return -1;
+    }
+    struct stat sb;
+    const char *why = NULL;
+    if (fstat(fd, &sb) != 0) why = strerror(errno);
+    else if (S_ISDIR(sb.st_mode)) why = "it is a directory";
+    else if (S_ISFIFO(sb.st_mode)) why = "it is a FIFO (a pipe), not a regular file";
+    else if (S_ISCHR(sb.st_mode) || S_ISBLK(sb.st_mode)) why = "it is a device, not a regular file";
+    else if (!S_ISREG(sb.st_mode)) why = "not a regular file";
+    else if ((uint64_t)sb.st_size > (uint64_t)max_bytes) why = "the file is too large";
+    if (why) {
+        if (err && errlen) {
+            if ((uint64_t)sb.st_size > (uint64_t)max_bytes && S_ISREG(sb.st_mode))
+                snprintf(err, errlen, "cannot read '%s': %s (%llu bytes; the limit is %llu)", path, why,
+                         (unsigned long long)sb.st_size, (unsigned long long)max_bytes);
+            else snprintf(err, errlen, "cannot read '%s': %s", path, why);
+        }
+        close(fd);
+        *st = RM_ERR_IO;
+        return -1;
+    }
+    *size = (size_t)sb.st_size;
+    return fd;
+}
+
+rm_status rm_read_file(const char *path, size_t max_bytes, char **out, size_t *len, char *err, size_t errlen) {
+    if (!out || !path) {
+        if (err && errlen) snprintf(err, errlen, "rm_read_file: %s is NULL", !out ? "out" : "path");
+        return RM_ERR_ARG;
+    }
+    *out = NULL;
+    if (len) *len = 0;
+    rm_status st;
+    size_t n;
+    int fd = rm_open_regular(path, max_bytes < SIZE_MAX ? max_bytes : SIZE_MAX - 1, &n, &st, err, errlen);
+    if (fd < 0) return st;
+    char *buf = malloc(n + 1);
+    if (!buf) {
+        close(fd);
+        if (err && errlen) snprintf(err, errlen, "cannot read '%s': out of memory (%zu bytes)", path, n);
+        return RM_ERR_NOMEM;
+    }
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = read(fd, buf + got, n - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        got += (size_t)r;
+    }
+    int e = errno;
+    close(fd);
+    if (got != n) {
+        free(buf);
+        if (err && errlen)
+            snprintf(err, errlen, "cannot read '%s': %s", path, got < n && e ? strerror(e) : "the file shrank while being read");
+        return RM_ERR_IO;
+    }
+    buf[n] = 0;
+    *out = buf;
+    if (len) *len = n;
+    return RM_OK;
+}

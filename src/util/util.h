@@ -26,6 +26,16 @@ void rm_philox4x32(const uint32_t key[2], const uint32_t ctr[4], uint32_t out[4]
 float rm_philox_normal(uint64_t seed, uint32_t a, uint32_t b, uint64_t i);
 
 size_t rm_dtype_size(rm_dtype d);
+/* "64MiB", "1.5GiB", "500MB", "123456" -> bytes; "50%" -> 50 with *percent = 1.
+ * Only positive finite sizes; budgets above RM_MAX_BUDGET_BYTES (2^60 bytes,
+ * 1 EiB) are refused by the planner, so its int64_t arithmetic cannot overflow. */
+rm_status rm_parse_bytes(const char *s, double *bytes, int *percent);
+#define RM_MAX_BUDGET_BYTES ((int64_t)1 << 60)
+/* Opens `path` for reading if it is a regular file of at most max_bytes,
+ * never blocking (a FIFO or device is refused at once); returns the fd and
+ * its size, or -1 with *st and err set. rm_read_file (remat.h) and the
+ * safetensors reader use it. */
+int rm_open_regular(const char *path, size_t max_bytes, size_t *size, rm_status *st, char *err, size_t errlen);
 void rm_strlcpy(char *dst, const char *src, size_t n);
 
 #endif
