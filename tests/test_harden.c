@@ -286,6 +286,29 @@ static rm_status plan_for(const char *budget, rm_graph **g, rm_session **s) {
     return rm_compile(*g, &o, s);
 }
 
+/* Class 1 (fixed by the session API): a token id or target outside
+ * [0, vocab) is refused by the step, naming the position and the value,
+ * instead of reading or writing outside the embedding or the logits. */
+static void bad_ids(void) {
+    const int32_t bad[] = {-3, 2000, 2000000000};
+    for (int k = 0; k < 6; k++) {
+        rm_model_io io;
+        rm_graph *g;
+        rm_session *s = small_session(&g, &io);
+        int32_t *tok = rm_value_data(s, io.tokens), *tgt = rm_value_data(s, io.targets);
+        int32_t *where = k < 3 ? tok : tgt;
+        where[5] = bad[k % 3];
+        float loss;
+        rm_status st = rm_step(s, 0, &loss);
+        char want[32];
+        snprintf(want, sizeof want, "%d", (int)bad[k % 3]);
+        CHECK(st == RM_ERR_ARG && strstr(rm_session_errmsg(s), want), "%s id %d: status %d, '%s'",
+              k < 3 ? "token" : "target", (int)bad[k % 3], st, rm_session_errmsg(s));
+        rm_session_free(s);
+        rm_graph_free(g);
+    }
+}
+
 /* Class 9: budgets at the edges are refused or met, with a message. */
 static void budget_edges(void) {
     const char *bad[] = {"1e19", "nan", "inf", "1e30", "-1", "0", "", "12XB", "nan%", "1e30%"};
@@ -328,5 +351,6 @@ int main(void) {
     null_data_and_files();
     undefined_behaviour();
     budget_edges();
+    bad_ids();
     return check_done("test_harden");
 }
