@@ -92,12 +92,18 @@ static int parse_widths(cli_args *a, const char *s) {
     while (*p) {
         char *end;
         long w = strtol(p, &end, 10);
-        if (end == p || w < 1 || w > (1 << 20) || (*end && *end != ',') || a->n_widths >= RM_MLP_MAX_LAYERS - 1) {
+        /* "32," and ",32" leave an empty width: refused like "" below */
+        if (end == p || w < 1 || w > (1 << 20) || (*end && *end != ',') || (*end == ',' && !end[1]) ||
+            a->n_widths >= RM_MLP_MAX_LAYERS - 1) {
             cli_fail(2, "--widths expects comma-separated positive widths like 256,1024,256; got '%s'", s);
             return 0;
         }
         a->widths[a->n_widths++] = (int)w;
         p = *end ? end + 1 : end;
+    }
+    if (a->n_widths == 0) {
+        cli_fail(2, "--widths expects comma-separated positive widths like 256,1024,256; got '%s'", s);
+        return 0;
     }
     return 1;
 }
@@ -221,49 +227,4 @@ int cli_args_parse(cli_args *a, int argc, char **argv, int first) {
         mark_given(a, flag);
     }
     return 1;
-}
-
-void cli_run_info(const cli_args *a, const char *data_name, size_t data_tokens, uint64_t step,
-                  uint64_t batch, rm_run_info *r) {
-    rm_run_info_default(r);
-    snprintf(r->model, sizeof r->model, "%s", a->model);
-    r->layers = a->layers, r->dim = a->dim, r->heads = a->heads;
-    r->n_widths = a->n_widths;
-    memcpy(r->widths, a->widths, sizeof r->widths);
-    r->batchnorm = a->batchnorm;
-    r->context = a->context, r->vocab = a->vocab, r->batch = a->batch;
-    r->dropout = a->dropout;
-    snprintf(r->data, sizeof r->data, "%s", data_name);
-    r->data_tokens = data_tokens;
-    r->val_fraction = a->val_fraction;
-    r->sampler = strcmp(a->sampler, "sequential") == 0 ? RM_SAMPLE_SEQUENTIAL : RM_SAMPLE_RANDOM;
-    r->seed = a->seed;
-    r->step = step;
-    r->data_position = batch;
-    r->optim.kind = strcmp(a->optimizer, "sgd") == 0 ? RM_OPTIM_SGD : RM_OPTIM_ADAMW;
-    r->optim.weight_decay = a->weight_decay;
-    r->optim.grad_clip = a->grad_clip;
-    r->lr.kind = strcmp(a->lr_schedule, "cosine") == 0 ? RM_LR_COSINE : RM_LR_CONSTANT;
-    r->lr.lr = a->lr;
-    r->lr.warmup = a->warmup;
-    r->lr.steps = a->steps;
-}
-
-int cli_options(const cli_args *a, const char *budget, rm_options *o) {
-    char err[256];
-    rm_options_default(o);
-    o->threads = a->threads;
-    o->seed = a->seed;
-    o->verify_recompute = a->verify_recompute;
-    if (rm_parse_strategy(a->checkpoint, &o->strategy, &o->strategy_param, err, sizeof err) != RM_OK)
-        return cli_fail(2, "--checkpoint: %s", err);
-    if (budget && rm_parse_size(budget, &o->budget_bytes, &o->budget_fraction, err, sizeof err) != RM_OK)
-        return cli_fail(2, "--memory-budget: %s", err);
-    return 0;
-}
-
-rm_status cli_build_model(const cli_args *a, rm_graph *g, rm_model_io *io, int keep_logits) {
-    rm_run_info r;
-    cli_run_info(a, "", 0, 0, 0, &r);
-    return rm_run_build(&r, g, io, keep_logits);
 }

@@ -2,6 +2,7 @@
  * training: for a model given by the usual flags, or for a chain profiled
  * elsewhere (--chain FILE.json). --sweep prints the whole trade-off table. */
 #include "args.h"
+#include "guard.h"
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -112,6 +113,7 @@ static int plan_model(const plan_flags *pf, const cli_args *a) {
         FILE *out = pf->csv ? fopen(pf->csv, "w") : stdout;
         if (!out) rc = cli_fail(1, "cannot write '%s'", pf->csv);
         if (out) fprintf(out, "budget_bytes,budget_percent,activation_bytes_planned,predicted_overhead\n");
+        int rows = 0;
         for (int k = 0; out && k <= 10; k++) {
             char b[64];
             snprintf(b, sizeof b, "%zu", lo + (hi - lo) * (size_t)k / 10);
@@ -124,11 +126,13 @@ static int plan_model(const plan_flags *pf, const cli_args *a) {
                 rm_memory(s2, &m2);
                 fprintf(out, "%s,%.1f,%zu,%.4f\n", b, 100.0 * (double)strtoull(b, NULL, 10) / (double)hi,
                         m2.activation_arena_bytes, p2.predicted_overhead);
+                rows++;
             }
             rm_session_free(s2);
             rm_graph_free(g2);
         }
         if (out && out != stdout) fclose(out);
+        if (out && !rows) rc = cli_fail(1, "the sweep found no feasible budget up to store-all");
     }
     rm_session_free(s);
     rm_graph_free(g);
@@ -154,5 +158,6 @@ int cli_plan(int argc, char **argv) {
     int ok = cli_args_parse(&a, n_rest, rest, 0);
     free(rest);
     if (!ok) return 2;
+    if (!pf.chain && (ok = cli_check_flag_use(&a)) != 0) return ok;
     return pf.chain ? plan_chain(&pf, &a) : plan_model(&pf, &a);
 }

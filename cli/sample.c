@@ -1,17 +1,20 @@
 /* sample.c: `remat sample --load FILE`: rebuild the model from the file's
  * metadata, load its weights and generate tokens one at a time. */
 #include "args.h"
+#include "guard.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int meta_int(const rm_file *f, const char *key, int *out) {
+/* The limits are the flags' and --resume's (src/train/runinfo.c): a file
+ * cannot ask sample for a model that train would refuse. */
+static int meta_int(const rm_file *f, const char *key, long hi, int *out) {
     const char *v = rm_file_meta(f, key);
     if (!v) return 0;
     char *end;
     long x = strtol(v, &end, 10);
-    if (*end || x < 1 || x > (1 << 24)) return 0;
+    if (*end || x < 1 || x > hi) return 0;
     *out = (int)x;
     return 1;
 }
@@ -55,14 +58,20 @@ int cli_sample(const cli_args *a0) {
     rm_file *f = NULL;
     if (rm_file_open(a.load, &f, err, sizeof err) != RM_OK) return cli_fail(1, "%s", err);
     const char *model = rm_file_meta(f, "model");
-    if (!model || strcmp(model, "gpt") != 0 || !meta_int(f, "layers", &a.layers) || !meta_int(f, "dim", &a.dim) ||
-        !meta_int(f, "heads", &a.heads) || !meta_int(f, "context", &a.context) || !meta_int(f, "vocab", &a.vocab)) {
+    if (!model || strcmp(model, "gpt") != 0 || !meta_int(f, "layers", 4096, &a.layers) ||
+        !meta_int(f, "dim", 1 << 16, &a.dim) || !meta_int(f, "heads", 1 << 12, &a.heads) ||
+        !meta_int(f, "context", 1 << 16, &a.context) || !meta_int(f, "vocab", 1 << 24, &a.vocab)) {
         rm_file_close(f);
-        return cli_fail(1, "'%s': metadata lacks a gpt model config (model, layers, dim, heads, context, vocab)", a.load);
+        return cli_fail(1, "'%s': metadata lacks a gpt model config (model, layers 1-4096, dim 1-65536, heads "
+                        "1-4096, context 1-65536, vocab 2-2^24)", a.load);
     }
     rm_file_close(f);
     a.batch = 1;
     a.dropout = 0.0f;
+    rm_run_info r;
+    cli_run_info(&a, "", 0, 0, 0, &r);
+    int fits = cli_check_fits(&r, 0, a.load); /* before building: the same limits as train */
+    if (fits) return fits;
     int T = a.context, V = a.vocab, rc = 1;
     rm_graph *g = rm_graph_new();
     rm_model_io io;

@@ -4,6 +4,7 @@
  * finish the current step, save and exit 128+signal. */
 #include "args.h"
 #include "ckptfile.h"
+#include "guard.h"
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -46,6 +47,7 @@ typedef struct trainer {
     double *times, *overheads; /* per step run: ms and measured recompute overhead */
     double overhead_median; /* measured recompute overhead, median over steps */
     int tty;                /* progress on one rewritten line */
+    cli_divergence div;     /* the recent losses (guard.h) */
 } trainer;
 
 /* Mean loss over up to 20 validation batches, forward only (no dropout). */
@@ -103,10 +105,19 @@ static int write_report(const trainer *t, float final_loss, float val_loss, int 
 static volatile sig_atomic_t stop_signal;
 static void on_stop(int sig) { stop_signal = sig; }
 
-/* Writes the training state after `step` steps to path. */
+/* Writes the training state after `step` steps to path; never parameters
+ * that are not finite (the file keeps its last good state). */
 static int save_state(const trainer *t, const char *path, uint64_t step) {
     rm_run_info r;
     char err[512];
+    for (int i = 0; i < rm_param_count(t->g); i++) {
+        rm_val v = rm_param_at(t->g, i);
+        const float *w = rm_value_data(t->s, v);
+        for (int64_t e = 0, n = rm_numel(t->g, v); w && e < n; e++)
+            if (!isfinite(w[e]))
+                return cli_fail(1, "training diverged: parameter '%s' is %g after step %llu; '%s' was not written",
+                                rm_name(t->g, v), (double)w[e], (unsigned long long)step, path);
+    }
     cli_run_info(t->a, t->a->data ? t->a->data : "<corpus>", t->data.n, step,
                  (uint64_t)((int64_t)step + t->batch_offset), &r);
     if (rm_save_run(t->s, t->opt, path, &r, 0, NULL, NULL, err, sizeof err) != RM_OK)
@@ -155,6 +166,9 @@ static int load_data(trainer *t) {
     if (st == RM_OK) st = rm_data_check_vocab(&t->data, a->vocab, err, sizeof err);
     if (st == RM_OK) st = rm_data_split(&t->data, a->val_fraction, a->batch, a->context, err, sizeof err);
     if (st != RM_OK) return cli_fail(1, "%s", err);
+    if (t->data.format == RM_DATA_BYTES && cli_given(a, "--vocab") && !a->resume && a->vocab != 256)
+        return cli_fail(2, "'%s' is read as bytes (a text file: vocab 256), but --vocab is %d: --vocab is for llm.c "
+                        "token files; drop it", t->data.name, a->vocab);
     if (t->resume && t->resumed.data_tokens != t->data.n)
         fprintf(stderr, "remat: note: '%s' was trained on %llu tokens of '%s'; this run has %zu tokens of '%s'\n",
                 a->resume, (unsigned long long)t->resumed.data_tokens, t->resumed.data, t->data.n, t->data.name);
@@ -169,8 +183,9 @@ static int build_session(trainer *t) {
     rm_run_info r;
     t->g = rm_graph_new();
     if (!t->g) return cli_fail(1, "out of memory");
-    if ((st = cli_build_model(a, t->g, &t->io, 0)) != RM_OK)
-        return cli_fail(st == RM_ERR_ARG ? 2 : 1, "%s", rm_graph_errmsg(t->g));
+    if ((st = cli_build_model(a, t->g, &t->io, 0)) != RM_OK) /* a resumed model is the file's: exit 1 */
+        return a->resume ? cli_fail(1, "'%s': %s", a->resume, rm_graph_errmsg(t->g))
+                                            : cli_fail(st == RM_ERR_ARG ? 2 : 1, "%s", rm_graph_errmsg(t->g));
     rm_options o;
     int rc = cli_options(a, a->memory_budget, &o);
     if (rc) return rc;
@@ -240,8 +255,12 @@ static int run_steps(trainer *t, int *step, float *loss, float *val_loss, int *h
         uint64_t batch = (uint64_t)((int64_t)s + t->batch_offset);
         if (rm_data_fill(t->s, &t->io, &t->data, RM_DATA_TRAIN, t->sampler, a->seed, batch) != RM_OK)
             return cli_fail(1, "%s", rm_session_errmsg(t->s));
-        if (rm_step(t->s, (uint64_t)s, loss) != RM_OK ||
-            rm_optim_step(t->opt, rm_lr_at(&t->lr, (uint64_t)s), NULL) != RM_OK)
+        char why[256];
+        if (rm_step(t->s, (uint64_t)s, loss) != RM_OK) return cli_fail(1, "step %d: %s", s, rm_session_errmsg(t->s));
+        if (cli_diverged(&t->div, s, *loss, why, sizeof why)) /* before the update: the state stays good */
+            return cli_fail(1, "%s; %s (try a lower --lr)", why,
+                            a->save ? "the --save file was not written" : "nothing was saved");
+        if (rm_optim_step(t->opt, rm_lr_at(&t->lr, (uint64_t)s), NULL) != RM_OK)
             return cli_fail(1, "step %d: %s", s, rm_session_errmsg(t->s));
         t->times[i] = now_ms() - t0;
         t->overheads[i] = rm_step_overhead(t->s);
@@ -318,11 +337,12 @@ static int finish(trainer *t, int step, float loss, float val_loss, int have_val
     double tokens_per_step = (double)a->batch * (strcmp(a->model, "mlp") == 0 ? 1 : a->context);
     double tok_s = median > 0 ? tokens_per_step * 1000.0 / median : 0;
     if (!a->quiet) print_summary(t, n_done, loss, val_loss, have_val, median, tok_s);
-    if (a->report && (rc = write_report(t, loss, val_loss, have_val, median, tok_s)) != 0) return rc;
+    /* the state first: a report that cannot be written loses no training */
     if (a->save || stop_signal) {
         if ((rc = save_state(t, path, (uint64_t)step)) != 0) return rc;
         if (!a->quiet) printf("saved %s\n", path);
     }
+    if (a->report && (rc = write_report(t, loss, val_loss, have_val, median, tok_s)) != 0) return rc;
     return stop_signal ? 128 + stop_signal : 0;
 }
 
@@ -334,6 +354,13 @@ int cli_train(const cli_args *a0) {
     struct sigaction old_int, old_term;
     int handlers = 0, rc = check_flags(&args);
     if (!rc && args.resume) rc = open_resume(&t);
+    if (!rc) rc = cli_check_flag_use(&args);
+    if (!rc) rc = cli_check_outputs(&args); /* before step 0, not after the last */
+    if (!rc) {
+        rm_run_info r;
+        cli_run_info(&args, "", 0, 0, 0, &r);
+        rc = cli_check_fits(&r, 1, args.resume);
+    }
     if (!rc) rc = load_data(&t);
     if (!rc) rc = build_session(&t);
     if (rc) goto done;

@@ -74,5 +74,6 @@ fuzz fuzz_data "$EACH_SECONDS" fuzz/corpus_data 4096 "src/train/data.c src/util/
 fuzz fuzz_chain "$EACH_SECONDS" fuzz/corpus_chain 600 "src/plan/chainfile.c src/plan/rotor.c src/util/util.c" \
     fuzz/chain.dict
 fuzz fuzz_size "$EACH_SECONDS" fuzz/corpus_size 64 "src/util/util.c"
+fuzz fuzz_args "$EACH_SECONDS" fuzz/corpus_args 1024 "cli/args.c cli/guard.c" fuzz/args.dict
 echo "test_fuzz: $pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -168,6 +168,62 @@ static void null_optim_and_chain(void) {
                  RM_ERR_ARG);
 }
 
+static void null_data_and_files(void) {
+    char err[256] = "";
+    rm_dataset d;
+    int32_t tok[8], tgt[8], y[2];
+    float x[8], loss;
+    SURVIVES("rm_data_load_file(NULL d)", rm_data_load_file(NULL, "x", err, sizeof err) == RM_ERR_ARG);
+    SURVIVES("rm_data_load_file(NULL path)", rm_data_load_file(&d, NULL, err, sizeof err) == RM_ERR_ARG && err[0]);
+    SURVIVES("rm_data_load_corpus(NULL)", rm_data_load_corpus(NULL, err, sizeof err) == RM_ERR_ARG);
+    SURVIVES("rm_data_from_bytes(NULL d)", rm_data_from_bytes(NULL, "x", (const unsigned char *)"ab", 2, err, sizeof err) == RM_ERR_ARG);
+    SURVIVES("rm_data_from_tokens(NULL tokens)", rm_data_from_tokens(&d, "x", NULL, 4, err, sizeof err) == RM_ERR_ARG);
+    SURVIVES("rm_data_free(NULL)", (rm_data_free(NULL), 1));
+    SURVIVES("rm_data_check_vocab(NULL)", rm_data_check_vocab(NULL, 256, err, sizeof err) == RM_ERR_ARG);
+    SURVIVES("rm_data_split(NULL)", rm_data_split(NULL, 0.1, 1, 1, err, sizeof err) == RM_ERR_ARG);
+    SURVIVES("rm_data_part_len(NULL)", rm_data_part_len(NULL, RM_DATA_TRAIN) == 0);
+    SURVIVES("rm_data_num_batches(NULL)", rm_data_num_batches(NULL, RM_DATA_TRAIN, 1, 1) == 0);
+    SURVIVES("rm_data_row_start(NULL)", (rm_data_row_start(NULL, RM_DATA_TRAIN, RM_SAMPLE_RANDOM, 1, 0, 1, 1, 0), 1));
+    SURVIVES("rm_data_batch(NULL d)",
+             rm_data_batch(NULL, RM_DATA_TRAIN, RM_SAMPLE_RANDOM, 1, 0, 2, 4, tok, tgt, err, sizeof err) == RM_ERR_ARG);
+    SURVIVES("rm_data_batch_mlp(NULL d)", rm_data_batch_mlp(NULL, RM_DATA_TRAIN, RM_SAMPLE_RANDOM, 1, 0, 2, 4, 16, x,
+                                                            y, err, sizeof err) == RM_ERR_ARG);
+    rm_model_io io;
+    rm_graph *g;
+    rm_session *s = small_session(&g, &io);
+    SURVIVES("rm_data_fill(NULL s)", rm_data_fill(NULL, &io, &d, RM_DATA_TRAIN, RM_SAMPLE_RANDOM, 1, 0) == RM_ERR_ARG);
+    SURVIVES("rm_data_fill(NULL io, d)", rm_data_fill(s, NULL, NULL, RM_DATA_TRAIN, RM_SAMPLE_RANDOM, 1, 0) == RM_ERR_ARG);
+    SURVIVES("rm_evaluate(NULL)", rm_evaluate(s, NULL, NULL, 1, &loss) == RM_ERR_ARG);
+    SURVIVES("rm_evaluate(NULL s)", rm_evaluate(NULL, &io, NULL, 1, &loss) == RM_ERR_ARG);
+    SURVIVES("rm_lr_at(NULL)", rm_lr_at(NULL, 3) == 0);
+    SURVIVES("rm_run_info_default(NULL)", (rm_run_info_default(NULL), 1));
+    rm_run_info r;
+    rm_run_info_default(&r);
+    SURVIVES("rm_run_build(NULL r)", rm_run_build(NULL, g, &io, 0) == RM_ERR_ARG);
+    SURVIVES("rm_run_build(NULL g)", rm_run_build(&r, NULL, &io, 0) == RM_ERR_ARG);
+    SURVIVES("rm_save_run(NULL path)", rm_save_run(s, NULL, NULL, &r, 0, NULL, NULL, err, sizeof err) == RM_ERR_ARG);
+    SURVIVES("rm_save_run(NULL r)", rm_save_run(s, NULL, "/tmp/x", NULL, 0, NULL, NULL, err, sizeof err) == RM_ERR_ARG);
+    rm_file *f = NULL;
+    SURVIVES("rm_file_open(NULL path)", rm_file_open(NULL, &f, err, sizeof err) == RM_ERR_ARG);
+    SURVIVES("rm_file_open(NULL out)", rm_file_open("/tmp/x", NULL, err, sizeof err) == RM_ERR_ARG);
+    SURVIVES("rm_file_close(NULL)", (rm_file_close(NULL), 1));
+    SURVIVES("rm_file_verify(NULL)", rm_file_verify(NULL, NULL, NULL, err, sizeof err) == RM_ERR_ARG);
+    SURVIVES("rm_file_meta(NULL)", rm_file_meta(NULL, "k") == NULL);
+    SURVIVES("rm_file_meta_count(NULL)", rm_file_meta_count(NULL) == 0);
+    SURVIVES("rm_file_meta_key(NULL)", rm_file_meta_key(NULL, 0) == NULL);
+    SURVIVES("rm_file_meta_value(NULL)", rm_file_meta_value(NULL, 0) == NULL);
+    SURVIVES("rm_file_tensor_count(NULL)", rm_file_tensor_count(NULL) == 0);
+    SURVIVES("rm_format_shape(NULL shape)", (rm_format_shape(2, NULL, err, sizeof err), 1));
+    SURVIVES("rm_format_shape(NULL out)", (rm_format_shape(2, (int64_t[2]){1, 2}, NULL, 8), 1));
+    rm_tensor_info ti;
+    SURVIVES("rm_file_tensor(NULL)", rm_file_tensor(NULL, 0, &ti) == RM_ERR_ARG);
+    SURVIVES("rm_file_run_info(NULL)", rm_file_run_info(NULL, &r, err, sizeof err) == RM_ERR_ARG);
+    SURVIVES("rm_file_restore(NULL)", rm_file_restore(NULL, s, NULL, err, sizeof err) == RM_ERR_ARG);
+    SURVIVES("rm_read_file(NULL path)", rm_read_file(NULL, 10, (char *[]){NULL}, NULL, err, sizeof err) == RM_ERR_ARG);
+    rm_session_free(s);
+    rm_graph_free(g);
+}
+
 /* Class 8: UB. Under -fsanitize=undefined -fno-sanitize-recover these abort
  * at 13ccd50; without the sanitizer they check the values. */
 static void undefined_behaviour(void) {
@@ -230,6 +286,29 @@ static rm_status plan_for(const char *budget, rm_graph **g, rm_session **s) {
     return rm_compile(*g, &o, s);
 }
 
+/* Class 1 (fixed by the session API): a token id or target outside
+ * [0, vocab) is refused by the step, naming the position and the value,
+ * instead of reading or writing outside the embedding or the logits. */
+static void bad_ids(void) {
+    const int32_t bad[] = {-3, 2000, 2000000000};
+    for (int k = 0; k < 6; k++) {
+        rm_model_io io;
+        rm_graph *g;
+        rm_session *s = small_session(&g, &io);
+        int32_t *tok = rm_value_data(s, io.tokens), *tgt = rm_value_data(s, io.targets);
+        int32_t *where = k < 3 ? tok : tgt;
+        where[5] = bad[k % 3];
+        float loss;
+        rm_status st = rm_step(s, 0, &loss);
+        char want[32];
+        snprintf(want, sizeof want, "%d", (int)bad[k % 3]);
+        CHECK(st == RM_ERR_ARG && strstr(rm_session_errmsg(s), want), "%s id %d: status %d, '%s'",
+              k < 3 ? "token" : "target", (int)bad[k % 3], st, rm_session_errmsg(s));
+        rm_session_free(s);
+        rm_graph_free(g);
+    }
+}
+
 /* Class 9: budgets at the edges are refused or met, with a message. */
 static void budget_edges(void) {
     const char *bad[] = {"1e19", "nan", "inf", "1e30", "-1", "0", "", "12XB", "nan%", "1e30%"};
@@ -269,7 +348,9 @@ int main(void) {
     null_models();
     null_sessions();
     null_optim_and_chain();
+    null_data_and_files();
     undefined_behaviour();
     budget_edges();
+    bad_ids();
     return check_done("test_harden");
 }

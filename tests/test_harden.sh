@@ -53,6 +53,81 @@ done
 run "$R" plan --chain "$T/small.json" --memory-budget 1e30
 check '[ $rc -eq 0 ] && grep -q "feasible: yes" "$T/out"' "plan --chain --memory-budget 1e30: $(cat "$T/err")"
 
+# class 3: every output path is checked before step 0 (a long run would find
+# it only at the end); the state is written before the report
+mkdir -p "$T/adir"
+for args in "--save $T/nodir/m.st" "--save $T/adir" "--report $T/nodir/r.json --save $T/s3.st" \
+    "--report $T/adir --save $T/s3.st" "--save-every 1 --save $T/nodir/m.st"; do
+    # shellcheck disable=SC2086
+    run "$R" train $TINY --steps 100000 $args
+    refused "train $args"
+    check '! grep -q "^step\|done:" "$T/out"' "train $args: trained before refusing"
+done
+check '! [ -e "$T/s3.st" ]' "a refused run wrote nothing"
+
+# class 4: --save never replaces a FIFO, a device or the run's own inputs
+printf 'hello world, some text to train on. %.0s' $(seq 40) > "$T/text.txt"
+cp "$T/text.txt" "$T/text.orig"
+cp "$T/good.safetensors" "$T/init.st"
+# (only a FIFO of our own as the target: a build without the check, such as
+# 13ccd50, renames its file over the target, and over /dev/null that breaks
+# the machine)
+for args in "--save $T/fifo" "--data $T/text.txt --save $T/text.txt" \
+    "--init $T/init.st --save $T/init.st" "--data $T/text.txt --report $T/text.txt"; do
+    # shellcheck disable=SC2086
+    run "$R" train $TINY $args
+    refused "train $args"
+done
+check '[ -p "$T/fifo" ]' "the FIFO is still a FIFO"
+check 'cmp -s "$T/text.txt" "$T/text.orig"' "--data was replaced"
+check 'cmp -s "$T/init.st" "$T/good.safetensors"' "--init was replaced"
+
+# class 5: a loss that explodes (finite: 2e12 after 10 steps at lr 100,
+# where 13ccd50 finished with exit 0 and replaced the file) stops the run
+# with exit 1 naming the step, and the last good file is kept
+cp "$T/good.safetensors" "$T/keep.st"
+run "$R" train $TINY --threads 1 --steps 10 --lr 100 --save "$T/keep.st"
+check '[ $rc -eq 1 ] && grep -q "diverged at step [0-9]" "$T/err"' "an exploding loss: exit $rc: $(cat "$T/err")"
+check 'cmp -s "$T/keep.st" "$T/good.safetensors"' "an exploding loss replaced the last good file"
+run "$R" train $TINY --steps 30 --lr 3e-3 --save "$T/fine.st"
+check '[ $rc -eq 0 ] && [ -s "$T/fine.st" ]' "a normal run is not taken for divergence: $(cat "$T/err")"
+
+# class 10: flags that conflict or do not apply are usage errors (exit 2)
+for args in "--checkpoint sqrt --memory-budget 50%" "--widths 32,64" "--model mlp --heads 4" \
+    "--model mlp --layers 2" "--model mlp --widths 32," "--model mlp --widths ''" "--model mlp --widths ,32" \
+    "--batchnorm" "--data $T/text.txt --vocab 50257"; do
+    eval "set -- $args"
+    run "$R" train $TINY "$@"
+    check '[ $rc -eq 2 ]' "train $args: exit $rc, want 2: $(cat "$T/err")"
+    refused "train $args"
+done
+run "$R" plan $TINY --widths 32,64
+check '[ $rc -eq 2 ]' "plan --widths on a gpt: exit $rc, want 2"
+# a message about a file's metadata names the file, exit 1: a resumed file
+# whose model the library refuses, a sample file beyond the flags' limits
+python3 - "$T/good.safetensors" "$T/meta.st" <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], 'rb').read()
+n = struct.unpack('<Q', b[:8])[0]
+h = json.loads(b[8:8 + n])
+h['__metadata__']['layers'] = str(1 << 24)
+h['__metadata__'].pop('remat_checksum', None)
+j = json.dumps(h).encode()
+open(sys.argv[2], 'wb').write(struct.pack('<Q', len(j)) + j + b[8 + n:])
+PY
+run "$R" sample --load "$T/meta.st" --tokens 2
+check '[ $rc -eq 1 ] && grep -q "meta.st" "$T/err"' "sample of a 2^24-layer file: exit $rc: $(cat "$T/err")"
+
+# class 7: sizes are checked before allocating, with the figure
+run "$R" train --layers 4096 --dim 65536 --heads 64 --context 1024 --steps 1
+check '[ $rc -eq 1 ] && grep -q "GiB" "$T/err"' "a model larger than the machine: exit $rc: $(cat "$T/err")"
+check '[ $rc -ne 124 ]' "a model larger than the machine was not refused at once"
+
+# class 11: a sweep with no feasible point exits non-zero
+printf '{"stages":[{"uf":1,"ub":1,"a":0,"ab":0}]}' > "$T/zero.json"
+run "$R" plan --chain "$T/zero.json" --sweep
+check '[ $rc -eq 0 ]' "a zero-byte chain sweeps: $(cat "$T/err")"
+
 # class 12: an address-space limit too small for OpenBLAS's start-up buffers
 # (128 MiB per thread) hung before main; now BLAS loads only when it fits.
 # Skipped under ASan, whose shadow memory needs terabytes of address space.

@@ -89,7 +89,10 @@ rm_status rm_plan_chain(const char *chain_json, int64_t budget, char **result_js
      * a budget above twice that plans as twice that, whose slots still fit it */
     int64_t cap = 2 * store_all(&m) + 1;
     rc = rm_rotor_solve(&m, budget < cap ? budget : cap, 500, &p);
-    if (rc != RM_OK) snprintf(err, errlen, "out of memory planning the chain");
+    if (rc != RM_OK && !rm_rotor_slots(m.n, 500))
+        snprintf(err, errlen, "%d stages are too many for the planner (about 900 at most)", m.n);
+    else if (rc != RM_OK)
+        snprintf(err, errlen, "out of memory planning the chain");
     /* a feasible solve knows the minimum at its resolution; else search */
     int64_t min = p.feasible ? p.min_budget : rm_rotor_min_budget(&m, 500);
     cJSON *out = cJSON_CreateObject(), *seq = cJSON_CreateArray();

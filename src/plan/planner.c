@@ -148,7 +148,13 @@ static rm_status fit(const rm_graph *g, const rm_chain *c, const rm_chain_model 
     int64_t target = budget;
     for (int attempt = 0; attempt < 16 && target > 0; attempt++) {
         rm_rotor_plan p;
-        if (rm_rotor_solve(m, target, slots, &p) != RM_OK) {
+        rm_status rc = rm_rotor_solve(m, target, slots, &p);
+        if (rc != RM_OK && !rm_rotor_slots(m->n, slots)) {
+            snprintf(err, errlen, "the model is a chain of %d stages, too many for the budget planner (about 900 at "
+                     "most): plan fewer layers, or use a fixed --checkpoint strategy", m->n);
+            return RM_ERR_ARG;
+        }
+        if (rc != RM_OK) {
             snprintf(err, errlen, "out of memory planning");
             return RM_ERR_NOMEM;
         }

@@ -197,9 +197,17 @@ static void dp_free(dp *d) {
     free(d->a), free(d->ab), free(d->ft), free(d->bt), free(d->ab2), free(d->bt2), free(d->cost), free(d->choice);
 }
 
+int rm_rotor_slots(int n, int slots) {
+    double nn = (double)n * n, by_time = 1.2e10 / (nn * n), by_cells = (double)(1 << 27) / nn - 1;
+    double most = by_time < by_cells ? by_time : by_cells;
+    if (most < RM_ROTOR_MIN_SLOTS) return 0;
+    return slots < most ? slots : (int)most;
+}
+
 rm_status rm_rotor_solve(const rm_chain_model *c, int64_t budget, int slots, rm_rotor_plan *plan) {
     memset(plan, 0, sizeof *plan);
     if (c->n < 1 || budget < 0 || slots < 1) return RM_ERR_ARG;
+    if ((slots = rm_rotor_slots(c->n, slots)) == 0) return RM_ERR_ARG; /* too long to plan in bounded time */
     if (budget > RM_ROTOR_MAX_BYTES) budget = RM_ROTOR_MAX_BYTES; /* (budget + slots - 1) cannot overflow */
     dp d;
     memset(&d, 0, sizeof d);
@@ -334,6 +342,7 @@ int rm_rotor_simulate(const rm_chain_model *c, const rm_rotor_op *ops, int n_ops
  * bound on the minimum, exact up to one slot. Filling again at that bound
  * makes the slots finer; three rounds are within a fraction of a percent. */
 int64_t rm_rotor_min_budget(const rm_chain_model *c, int slots) {
+    if ((slots = rm_rotor_slots(c->n, slots)) == 0) return -1;
     /* in double: a chain of huge sizes must not overflow int64_t here */
     double total = (double)c->a[0];
     for (int i = 0; i < c->n; i++) total += (double)c->ab[i] + (double)c->a[i + 1] + (double)c->ft[i] + (double)c->bt[i];

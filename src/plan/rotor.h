@@ -26,6 +26,14 @@ typedef struct rm_chain_model {
  * then cannot overflow; larger budgets are planned as this one. */
 #define RM_ROTOR_MAX_BYTES ((int64_t)1 << 60)
 
+/* The dynamic program costs (slots+1) n^2 cells of memory and ~slots n^3 / 6
+ * steps of time: slots are lowered so that a plan takes at most ~2e9 steps and
+ * 2^27 cells (1.5 GiB); a chain too long for even RM_ROTOR_MIN_SLOTS slots
+ * (about 900 stages) is refused rather than planned for minutes. Returns
+ * the slots to use, or 0 for a chain that is too long. */
+#define RM_ROTOR_MIN_SLOTS 16
+int rm_rotor_slots(int n, int slots);
+
 rm_status rm_chain_model_alloc(rm_chain_model *c, int n);
 /* Adds the arrays of the second (selective) option. */
 rm_status rm_chain_model_alloc_selective(rm_chain_model *c);

@@ -105,6 +105,8 @@ uint64_t rm_st_numel(const rm_st_tensor *t) {
 }
 
 void rm_format_shape(int ndim, const int64_t *shape, char *out, size_t cap) {
+    if (!out || cap == 0) return;
+    if (!shape) ndim = 0; /* nothing to print: "[]" */
     size_t j = 0;
     j += (size_t)snprintf(out, cap, "[");
     for (int i = 0; i < ndim && j < cap; i++)

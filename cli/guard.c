@@ -1,0 +1,163 @@
+/* guard.c: the checks a run passes before its first step, so that no work
+ * is lost at its end (docs/RELIABILITY.md), and divergence detection. */
+#include "guard.h"
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int cli_check_flag_use(const cli_args *a) {
+    int mlp = strcmp(a->model, "mlp") == 0;
+    if (cli_given(a, "--checkpoint") && a->memory_budget)
+        return cli_fail(2, "--checkpoint and --memory-budget cannot be combined: a budget chooses the recompute "
+                        "strategy itself (drop one)");
+    static const char *const gpt_only[] = {"--layers", "--dim", "--heads"};
+    for (size_t i = 0; mlp && i < sizeof gpt_only / sizeof *gpt_only; i++)
+        if (cli_given(a, gpt_only[i]))
+            return cli_fail(2, "%s applies to --model gpt; an mlp's layers are --widths", gpt_only[i]);
+    if (!mlp && cli_given(a, "--widths"))
+        return cli_fail(2, "--widths applies to --model mlp; a gpt's size is --layers, --dim and --heads");
+    if (!mlp && a->batchnorm) return cli_fail(2, "--batchnorm applies to --model mlp only");
+    return 0;
+}
+
+/* The folder of path ("." when it has none) into dir. */
+static void folder_of(const char *path, char *dir, size_t cap) {
+    const char *slash = strrchr(path, '/');
+    if (!slash) snprintf(dir, cap, ".");
+    else if (slash == path) snprintf(dir, cap, "/");
+    else snprintf(dir, cap, "%.*s", (int)(slash - path), path);
+}
+
+/* Whether a and b name the same existing file. */
+static int same_file(const char *a, const char *b) {
+    struct stat sa, sb;
+    return a && b && stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+/* One output path: 0 if a file can be written there (atomically replacing a
+ * regular file), else prints why and returns the exit status. */
+static int check_output(const char *flag, const char *path) {
+    if (!*path) return cli_fail(2, "%s needs a file name, got ''", flag);
+    if (strlen(path) > PATH_MAX - 32) return cli_fail(2, "%s: the path is too long", flag);
+    struct stat st;
+    if (stat(path, &st) == 0) {
+        if (S_ISDIR(st.st_mode))
+            return cli_fail(1, "%s '%s' is a directory: give a file name inside it", flag, path);
+        if (!S_ISREG(st.st_mode))
+            return cli_fail(1, "%s '%s' exists and is not a regular file (a FIFO, a socket or a device): remat "
+                            "never replaces it; give another path", flag, path);
+    } else if (errno != ENOENT) {
+        return cli_fail(1, "%s '%s': %s", flag, path, strerror(errno));
+    }
+    char dir[PATH_MAX];
+    folder_of(path, dir, sizeof dir);
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        return cli_fail(1, "%s '%s': the folder '%s' does not exist (create it first)", flag, path, dir);
+    if (access(dir, W_OK | X_OK) != 0)
+        return cli_fail(1, "%s '%s': the folder '%s' is not writable: %s", flag, path, dir, strerror(errno));
+    return 0;
+}
+
+int cli_check_outputs(const cli_args *a) {
+    int rc;
+    if (a->save) {
+        if ((rc = check_output("--save", a->save)) != 0) return rc;
+        /* --resume FILE --save FILE is the documented way to continue in
+         * place (the write is atomic); the other inputs are never replaced */
+        if (same_file(a->save, a->data))
+            return cli_fail(2, "--save '%s' is the run's --data file: saving would replace it; give another path",
+                            a->save);
+        if (same_file(a->save, a->init))
+            return cli_fail(2, "--save '%s' is the run's --init file: saving would replace it; give another path",
+                            a->save);
+    }
+    if (a->report) {
+        if ((rc = check_output("--report", a->report)) != 0) return rc;
+        const char *inputs[] = {a->data, a->init, a->resume, a->save};
+        for (size_t i = 0; i < sizeof inputs / sizeof *inputs; i++)
+            if (same_file(a->report, inputs[i]))
+                return cli_fail(2, "--report '%s' is also one of the run's files: give another path", a->report);
+    }
+    return 0;
+}
+
+/* Parameters of the model r describes (nanoGPT's GPT-2 with a tied head, or
+ * the MLP of src/models/mlp.c), in double: no overflow whatever the sizes. */
+static double param_count(const rm_run_info *r) {
+    double C = r->dim, V = r->vocab, T = r->context;
+    if (strcmp(r->model, "mlp") != 0) return V * C + T * C + r->layers * (12 * C * C + 13 * C) + 2 * C;
+    double n = 0, in = T;
+    for (int i = 0; i < r->n_widths; i++) {
+        n += in * r->widths[i] + r->widths[i] + (r->batchnorm ? 4.0 * r->widths[i] : 0);
+        in = r->widths[i];
+    }
+    return n + in * V + V;
+}
+
+/* A lower bound on activation bytes: logits (and their gradient when
+ * training) plus a few (B,T,C) tensors per layer. */
+static double activation_bytes(const rm_run_info *r, int training) {
+    double BT = (double)r->batch * r->context;
+    if (strcmp(r->model, "mlp") == 0) {
+        double w = r->vocab;
+        for (int i = 0; i < r->n_widths; i++) w += r->widths[i];
+        return 4.0 * r->batch * w * (training ? 2 : 1);
+    }
+    return 4.0 * BT * ((double)r->vocab + (training ? 8.0 * r->layers * r->dim : 2.0 * r->dim)) * (training ? 2 : 1);
+}
+
+/* This machine's memory, or the address-space limit when that is lower. */
+static double machine_bytes(void) {
+    double ram = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && (double)rl.rlim_cur < ram)
+        ram = (double)rl.rlim_cur;
+    return ram > 0 ? ram : 1e300;
+}
+
+int cli_check_fits(const rm_run_info *r, int training, const char *file) {
+    /* parameters, and when training their gradients and the two AdamW moments */
+    double need = 4.0 * param_count(r) * (training ? 4 : 1) + activation_bytes(r, training);
+    double have = machine_bytes();
+    if (need <= have) return 0;
+    char where[1100] = "";
+    if (file) snprintf(where, sizeof where, "'%s': ", file);
+    return cli_fail(1, "%sthe model needs at least %.1f GiB (%.3g parameters%s), more than this machine's %.1f GiB%s",
+                    where, need / 1073741824.0, param_count(r), training ? ", with gradients and AdamW state" : "",
+                    have / 1073741824.0, file ? "" : ": use a smaller model (remat plan plans any size)");
+}
+
+static int cmp_float(const void *x, const void *y) {
+    float a = *(const float *)x, b = *(const float *)y;
+    return a < b ? -1 : a > b;
+}
+
+int cli_diverged(cli_divergence *d, int step, float loss, char *msg, size_t cap) {
+    if (!isfinite(loss)) {
+        snprintf(msg, cap, "training diverged at step %d: the loss is %g", step, (double)loss);
+        return 1;
+    }
+    if (d->n >= DIV_RUN) { /* the window fills over the first 50 steps: judge from the 6th on */
+        memcpy(d->sorted, d->window, sizeof *d->sorted * (size_t)d->n);
+        qsort(d->sorted, (size_t)d->n, sizeof *d->sorted, cmp_float);
+        float median = d->n % 2 ? d->sorted[d->n / 2] : 0.5f * (d->sorted[d->n / 2 - 1] + d->sorted[d->n / 2]);
+        d->run = loss > DIV_FACTOR * median ? d->run + 1 : 0;
+        if (d->run >= DIV_RUN) {
+            snprintf(msg, cap, "training diverged at step %d: the loss (%g) has been above %g times its median over "
+                     "the last %d steps (%g) for %d steps in a row", step, (double)loss, (double)DIV_FACTOR,
+                     d->n, (double)median, DIV_RUN);
+            return 1;
+        }
+        if (d->run) return 0; /* a diverging loss does not enter the window it is judged by */
+    }
+    d->window[d->next] = loss;
+    d->next = (d->next + 1) % DIV_WINDOW;
+    if (d->n < DIV_WINDOW) d->n++;
+    return 0;
+}
