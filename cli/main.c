@@ -29,6 +29,7 @@ static const char TRAIN_FLAGS[] =
     "  --steps N --seed S --optimizer adamw|sgd --lr X --warmup N\n"
     "  --lr-schedule constant|cosine --weight-decay X --grad-clip X (0 disables)\n"
     "  --eval-every N  --init FILE (.safetensors)  --report FILE (.json)  --quiet\n"
+    "  --trace FILE.json (one step for Perfetto / chrome://tracing)  --trace-step N (default 2)\n"
     "checkpoint files (training state; docs/CHECKPOINT_FILES.md):\n"
     "  --save FILE --save-every N (also FILE.stepNNNNNN) --keep K (last K step files)\n"
     "  --resume FILE (continue to --steps; model flags come from the file)\n";

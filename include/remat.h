@@ -293,6 +293,24 @@ rm_status rm_plan_chain(const char *chain_json, int64_t budget, char **result_js
  * budgets from the minimum feasible to store-all. */
 rm_status rm_plan_chain_sweep(const char *chain_json, int points, FILE *csv, char *err, size_t errlen);
 
+/* ---- tracing one step -------------------------------------------------- */
+
+/* Records the training step numbered `step` (the number passed to rm_step)
+ * and the rm_optim_step after it: when each instruction ran and the live
+ * activation bytes. The events are allocated now; the step allocates
+ * nothing, and with no trace enabled the executor does no extra work. */
+rm_status rm_trace_enable(rm_session *s, uint64_t step);
+/* 1 once the enabled step has run. */
+int rm_trace_ready(const rm_session *s);
+/* Writes the recorded step in the Chrome Trace Event Format (open it in
+ * Perfetto or chrome://tracing): one duration event per instruction, category
+ * "forward", "recompute", "backward" or "optimizer", named "<stage> <op>
+ * #<node>"; a counter "live activation bytes" whose maximum is
+ * activation_bytes_measured; "otherData" with the strategy, the budget and
+ * n_meta caller pairs (e.g. "model"). RM_ERR_STATE before the step ran. */
+rm_status rm_trace_write(const rm_session *s, const char *path, int n_meta, const char *const *keys,
+                         const char *const *values, char *err, size_t errlen);
+
 /* Parameters, in the order they were created. */
 int rm_param_count(const rm_graph *g);
 rm_val rm_param_at(const rm_graph *g, int i);

@@ -148,6 +148,7 @@ void rm_session_free(rm_session *s) {
     free(s->hashes);
     rm_profile_free(&s->prof);
     rm_profile_free(&s->timing);
+    rm_trace_free(s);
     free(s);
 }
 
