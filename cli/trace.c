@@ -29,7 +29,8 @@ void cli_machine_desc(int threads, char *buf, size_t n) {
         }
     }
     if (f) fclose(f);
-    snprintf(buf, n, "%s, %d threads, %s", cpu, threads > 0 ? threads : rm_default_threads(),
+    int t = threads > 0 ? threads : rm_default_threads();
+    snprintf(buf, n, "%s, %d thread%s, %s", cpu, t, t == 1 ? "" : "s",
              rm_gemm_has_blas() ? "OpenBLAS" : "portable GEMM");
 }
 

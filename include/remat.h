@@ -311,6 +311,32 @@ int rm_trace_ready(const rm_session *s);
 rm_status rm_trace_write(const rm_session *s, const char *path, int n_meta, const char *const *keys,
                          const char *const *values, char *err, size_t errlen);
 
+/* ---- charts ------------------------------------------------------------- */
+
+/* A scatter chart with optional lines, written as one self-contained SVG
+ * (remat bench: step time against activation memory; remat plan --sweep). */
+typedef enum rm_mark { RM_MARK_CIRCLE = 0, RM_MARK_SQUARE, RM_MARK_TRIANGLE, RM_MARK_DIAMOND } rm_mark;
+typedef struct rm_chart_series {
+    const char *name; /* in the legend */
+    int line;         /* 1: its points are also joined, in order of x */
+    rm_mark mark;
+} rm_chart_series;
+typedef struct rm_chart_point {
+    double x, y;       /* non-finite points are left out */
+    const char *label; /* printed next to the mark */
+    int series;        /* index into rm_chart.series */
+} rm_chart_point;
+typedef struct rm_chart {
+    const char *title, *subtitle, *x_label, *y_label, *note; /* note: a line under the plot */
+    const rm_chart_series *series;
+    int n_series;
+    const rm_chart_point *points;
+    int n_points;
+    int log_x; /* 1: a logarithmic x axis (points with x <= 0 are left out) */
+} rm_chart;
+/* Writes c to path; every point is one <g class="point"> with its mark and label. */
+rm_status rm_chart_svg(const rm_chart *c, const char *path, char *err, size_t errlen);
+
 /* Parameters, in the order they were created. */
 int rm_param_count(const rm_graph *g);
 rm_val rm_param_at(const rm_graph *g, int i);
