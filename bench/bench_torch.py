@@ -19,6 +19,14 @@ Recomputation, for comparisons with remat's --checkpoint:
   --checkpoint none        keep everything (default)
   --checkpoint block       each transformer block under
                            torch.utils.checkpoint.checkpoint(use_reentrant=False)
+                           (--reentrant: use_reentrant=True, the older autograd.Function
+                           implementation)
+  --checkpoint selective   per op, as far as 1.13 allows: in each block the
+                           attention core (scores, softmax, weighted sum) and the
+                           GELU are recomputed: checkpoint of the attention core, and
+                           of GELU + the projection after it (that projection's
+                           weight gradient reads the GELU's output, so checkpointing
+                           the GELU alone would keep it); other outputs are kept
   --checkpoint sequential --segments K
                            the blocks split as checkpoint_sequential does
                            (K segments, the last one not recomputed); with
@@ -53,7 +61,8 @@ def parse():
     ap.add_argument("--weight-decay", type=float, default=0.1)
     ap.add_argument("--grad-clip", type=float, default=1.0, help="0 disables")
     ap.add_argument("--seed", type=int, default=1337)
-    ap.add_argument("--checkpoint", choices=["none", "block", "sequential"], default="none")
+    ap.add_argument("--checkpoint", choices=["none", "block", "sequential", "selective"], default="none")
+    ap.add_argument("--reentrant", action="store_true", help="--checkpoint block with use_reentrant=True")
     ap.add_argument("--segments", type=int, default=4, help="for --checkpoint sequential")
     ap.add_argument("--out", help="also write the JSON here")
     a = ap.parse_args()
@@ -95,16 +104,24 @@ def main():
             self.mlp_proj = nn.Linear(4 * C, C)
             self.register_buffer("mask", torch.tril(torch.ones(T, T, dtype=torch.bool)), persistent=False)
 
-        def forward(self, x):
-            Bx, Tx, _ = x.shape
-            q, k, v = self.c_attn(self.ln_1(x)).split(C, dim=2)
+        def attend(self, qkv):
+            Bx, Tx, _ = qkv.shape
+            q, k, v = qkv.split(C, dim=2)
             q = q.view(Bx, Tx, H, C // H).transpose(1, 2)
             k = k.view(Bx, Tx, H, C // H).transpose(1, 2)
             v = v.view(Bx, Tx, H, C // H).transpose(1, 2)
             att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(C // H))
             att = att.masked_fill(~self.mask[:Tx, :Tx], float("-inf")).softmax(dim=-1)
-            y = (att @ v).transpose(1, 2).reshape(Bx, Tx, C)
-            x = x + self.c_proj(y)
+            return (att @ v).transpose(1, 2).reshape(Bx, Tx, C)
+
+        def forward(self, x):
+            qkv = self.c_attn(self.ln_1(x))
+            if a.checkpoint == "selective":  # recompute the attention core and GELU, keep the linears
+                x = x + self.c_proj(checkpoint(self.attend, qkv, use_reentrant=False))
+                mlp_out = checkpoint(lambda t: self.mlp_proj(F.gelu(t, approximate="tanh")),
+                                     self.c_fc(self.ln_2(x)), use_reentrant=False)
+                return x + mlp_out
+            x = x + self.c_proj(self.attend(qkv))
             x = x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
             return x
 
@@ -126,7 +143,7 @@ def main():
         def blocks(self, x):
             if a.checkpoint == "block":
                 for blk in self.h:
-                    x = checkpoint(blk, x, use_reentrant=False)
+                    x = checkpoint(blk, x, use_reentrant=a.reentrant)
                 return x
             if a.checkpoint == "sequential":
                 return run_sequential(list(self.h), a.segments, x)
@@ -203,11 +220,13 @@ def main():
         "checkpoint": a.checkpoint,
         "segments": a.segments if a.checkpoint == "sequential" else None,
         "checkpoint_impl": seq_impl if a.checkpoint == "sequential" else (
-            "checkpoint(use_reentrant=False) per block" if a.checkpoint == "block" else None),
+            "checkpoint(use_reentrant=%s) per block" % a.reentrant if a.checkpoint == "block" else
+            "checkpoint of the attention core and GELU per block" if a.checkpoint == "selective" else None),
         "warmup": a.warmup,
         "steps": a.steps,
         "step_ms_median": st[len(st) // 2] if len(st) % 2 else 0.5 * (st[len(st) // 2 - 1] + st[len(st) // 2]),
         "step_ms_min": st[0],
+        "step_ms_max": st[-1],
         "step_ms": [round(t, 3) for t in times],
         "final_loss": losses[-1],
         "peak_rss_bytes": maxrss_bytes(),

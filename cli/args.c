@@ -115,7 +115,7 @@ static int known_flag(const char *flag) {
         "--dropout", "--data", "--val-fraction", "--sampler", "--steps", "--threads", "--eval-every",
         "--warmup", "--seed", "--optimizer", "--lr", "--weight-decay", "--grad-clip", "--lr-schedule",
         "--checkpoint", "--memory-budget", "--init", "--save", "--resume", "--save-every", "--keep",
-        "--report", "--load", "--prompt", "--tokens", "--top-k", "--temperature", NULL};
+        "--report", "--trace", "--trace-step", "--load", "--prompt", "--tokens", "--top-k", "--temperature", NULL};
     for (int i = 0; flags[i]; i++)
         if (strcmp(flag, flags[i]) == 0) return 1;
     return 0;
@@ -168,6 +168,8 @@ static int set_value(cli_args *a, const char *flag, const char *v) {
     else if (IS("--save-every")) ok = parse_int(flag, v, 1, 1 << 30, &a->save_every);
     else if (IS("--keep")) ok = parse_int(flag, v, 0, 1 << 20, &a->keep);
     else if (IS("--report")) a->report = v;
+    else if (IS("--trace")) a->trace = v;
+    else if (IS("--trace-step")) ok = parse_int(flag, v, 1, 1 << 30, &a->trace_step);
     else if (IS("--load")) a->load = v;
     else if (IS("--prompt")) a->prompt = v;
     else if (IS("--tokens")) ok = parse_int(flag, v, 0, 1 << 20, &a->tokens);

@@ -25,6 +25,8 @@ typedef struct cli_args {
     const char *init, *save, *report, *load;
     const char *resume;         /* checkpoint file to continue from */
     int save_every, keep;       /* step files every N steps; keep the last K (0: all) */
+    const char *trace;          /* --trace FILE.json: one step in the Chrome Trace Event Format */
+    int trace_step;             /* --trace-step N: which step (1-based; 0: the second) */
     int quiet, verify_recompute, print_plan, batchnorm;
     /* sample */
     const char *prompt;

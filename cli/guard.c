@@ -84,6 +84,13 @@ int cli_check_outputs(const cli_args *a) {
             if (same_file(a->report, inputs[i]))
                 return cli_fail(2, "--report '%s' is also one of the run's files: give another path", a->report);
     }
+    if (a->trace) {
+        if ((rc = check_output("--trace", a->trace)) != 0) return rc;
+        const char *inputs[] = {a->data, a->init, a->resume, a->save, a->report};
+        for (size_t i = 0; i < sizeof inputs / sizeof *inputs; i++)
+            if (same_file(a->trace, inputs[i]))
+                return cli_fail(2, "--trace '%s' is also one of the run's files: give another path", a->trace);
+    }
     return 0;
 }
 

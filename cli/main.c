@@ -1,4 +1,4 @@
-/* main.c: the remat command line. Subcommands: train, sample, inspect, plan.
+/* main.c: the remat command line. Subcommands: train, sample, inspect, plan, bench.
  * `remat COMMAND --help` prints that command's flags and exits 0.
  * Exit status: 0 success, 1 runtime error, 2 usage error. */
 #include "args.h"
@@ -9,6 +9,7 @@ int cli_train(const cli_args *a);
 int cli_sample(const cli_args *a);
 int cli_inspect(int argc, char **argv);
 int cli_plan(int argc, char **argv);
+int cli_bench(int argc, char **argv, const char *argv0);
 
 static const char MODEL_FLAGS[] =
     "model flags:\n"
@@ -29,6 +30,7 @@ static const char TRAIN_FLAGS[] =
     "  --steps N --seed S --optimizer adamw|sgd --lr X --warmup N\n"
     "  --lr-schedule constant|cosine --weight-decay X --grad-clip X (0 disables)\n"
     "  --eval-every N  --init FILE (.safetensors)  --report FILE (.json)  --quiet\n"
+    "  --trace FILE.json (one step for Perfetto / chrome://tracing)  --trace-step N (default 2)\n"
     "checkpoint files (training state; docs/CHECKPOINT_FILES.md):\n"
     "  --save FILE --save-every N (also FILE.stepNNNNNN) --keep K (last K step files)\n"
     "  --resume FILE (continue to --steps; model flags come from the file)\n";
@@ -40,12 +42,21 @@ static const char PLAN_FLAGS[] =
     "  model and recompute flags as for train (default --memory-budget 50%), or\n"
     "  --chain FILE.json --memory-budget BYTES: plan a chain profiled elsewhere\n"
     "  --sweep (budget -> overhead table)  --csv FILE (write it there)  --json (with --chain)\n"
+    "  --svg FILE (with --sweep on a model: the chart of predicted overhead against memory)\n"
     "chain files: {\"stages\": [{\"uf\",\"ub\",\"a\",\"ab\",\"ft\",\"bt\"}, ...]}, the loss last.\n"
     "  bt, the bytes a stage's backward needs beyond its kept values, must include the\n"
     "  gradient of the stage input: remat lets that gradient replace x during the stage's\n"
     "  backward. Rotor's bwd_tmp leaves it out: for a profile from Rotor use\n"
     "  bt = bwd_tmp + size of the stage input (x), or its schedules go over budget\n"
     "  (docs/RECOMPUTE.md).\n";
+
+static const char BENCH_FLAGS[] =
+    "bench flags (and the model, data and --threads flags of train):\n"
+    "  --steps N (timed steps per point, 5)  --rounds R (runs of every point, alternating, 2)\n"
+    "  --strategies none,selective,blocks,sqrt,segments:2,revolve:2 (the default)\n"
+    "  --budgets N (--memory-budget sweep from the least feasible to store-all, 10; 0: none)\n"
+    "  --csv FILE  --svg FILE (step time against activation MiB)  --compare FILE.csv (other\n"
+    "  programs' points in the same columns, e.g. from bench/torch_tradeoff.py)\n";
 
 static void usage(FILE *f) {
     fputs("usage: remat COMMAND [flags]   (remat COMMAND --help: that command's flags)\n"
@@ -57,7 +68,9 @@ static void usage(FILE *f) {
           "  sample   generate text from a saved model (--load FILE)\n"
           "  inspect  list a .safetensors file's tensors and metadata; check its checksum\n"
           "  plan     show the recompute plan for --memory-budget (model flags, or --chain FILE.json);\n"
-          "           --sweep prints budget -> overhead (--csv FILE), --json for --chain\n"
+          "           --sweep prints budget -> overhead (--csv FILE, --svg FILE), --json for --chain\n"
+          "  bench    time each strategy and a --memory-budget sweep, one child process per point:\n"
+          "           a table, --csv FILE, --svg FILE (step time against activation memory)\n"
           "\n",
           f);
     fputs(MODEL_FLAGS, f);
@@ -82,6 +95,11 @@ int cli_help(const char *command) {
         fputs(PLAN_FLAGS, f);
         fputs(MODEL_FLAGS, f);
         fputs(RECOMPUTE_FLAGS, f);
+    } else if (!strcmp(command, "bench")) {
+        fputs("usage: remat bench [flags]: measure step time and memory of each recompute strategy and\n"
+              "of a sweep of memory budgets, each point in its own process\n\n", f);
+        fputs(BENCH_FLAGS, f);
+        fputs(MODEL_FLAGS, f);
     } else if (!strcmp(command, "inspect")) {
         fputs("usage: remat inspect FILE.safetensors: list its tensors and metadata and check its\n"
               "checksum (exit 0: sound, 1: malformed or the checksum does not hold)\n", f);
@@ -112,5 +130,6 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(argv[1], "inspect")) return cli_inspect(argc - 2, argv + 2);
     if (!strcmp(argv[1], "plan")) return cli_plan(argc - 2, argv + 2);
-    return cli_fail(2, "unknown command '%s' (commands: train, sample, inspect, plan; see remat --help)", argv[1]);
+    if (!strcmp(argv[1], "bench")) return cli_bench(argc - 2, argv + 2, argv[0]);
+    return cli_fail(2, "unknown command '%s' (commands: train, sample, inspect, plan, bench; see remat --help)", argv[1]);
 }

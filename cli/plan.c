@@ -3,13 +3,14 @@
  * elsewhere (--chain FILE.json). --sweep prints the whole trade-off table. */
 #include "args.h"
 #include "guard.h"
+#include "bench.h"
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 typedef struct plan_flags {
-    const char *chain, *csv;
+    const char *chain, *csv, *svg;
     int json, sweep, help;
 } plan_flags;
 
@@ -21,9 +22,10 @@ static int split_flags(int argc, char **argv, plan_flags *pf, char **rest, int *
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) pf->help = 1;
         else if (!strcmp(argv[i], "--json")) pf->json = 1;
         else if (!strcmp(argv[i], "--sweep")) pf->sweep = 1;
-        else if (!strcmp(argv[i], "--chain") || !strcmp(argv[i], "--csv")) {
+        else if (!strcmp(argv[i], "--chain") || !strcmp(argv[i], "--csv") || !strcmp(argv[i], "--svg")) {
             if (i + 1 >= argc) return cli_fail(2, "%s needs a value", argv[i]), 0;
             if (!strcmp(argv[i], "--chain")) pf->chain = argv[++i];
+            else if (!strcmp(argv[i], "--svg")) pf->svg = argv[++i];
             else pf->csv = argv[++i];
         } else rest[(*n_rest)++] = argv[i];
     }
@@ -92,7 +94,8 @@ static int compile_dry(const cli_args *a, const char *budget, rm_graph **g, rm_s
 static int plan_model(const plan_flags *pf, const cli_args *a) {
     rm_graph *g;
     rm_session *s;
-    const char *budget = a->memory_budget ? a->memory_budget : "50%";
+    /* a sweep needs only the range (least feasible .. store-all), which any feasible budget gives */
+    const char *budget = a->memory_budget ? a->memory_budget : pf->sweep ? "100%" : "50%";
     int rc = compile_dry(a, budget, &g, &s);
     if (rc) {
         rm_graph_free(g);
@@ -110,6 +113,8 @@ static int plan_model(const plan_flags *pf, const cli_args *a) {
                m.activation_arena_bytes / 1048576.0, 100 * p.predicted_overhead);
     } else {
         size_t lo = p.min_budget_bytes, hi = p.store_all_bytes;
+        double mib[11], ovh[11];
+        int n_pts = 0;
         FILE *out = pf->csv ? fopen(pf->csv, "w") : stdout;
         if (!out) rc = cli_fail(1, "cannot write '%s'", pf->csv);
         if (out) fprintf(out, "budget_bytes,budget_percent,activation_bytes_planned,predicted_overhead\n");
@@ -127,12 +132,16 @@ static int plan_model(const plan_flags *pf, const cli_args *a) {
                 fprintf(out, "%s,%.1f,%zu,%.4f\n", b, 100.0 * (double)strtoull(b, NULL, 10) / (double)hi,
                         m2.activation_arena_bytes, p2.predicted_overhead);
                 rows++;
+                mib[n_pts] = m2.activation_arena_bytes / 1048576.0, ovh[n_pts++] = p2.predicted_overhead;
             }
             rm_session_free(s2);
             rm_graph_free(g2);
         }
         if (out && out != stdout) fclose(out);
         if (out && !rows) rc = cli_fail(1, "the sweep found no feasible budget up to store-all");
+        char config[256];
+        cli_model_desc(a, config, sizeof config);
+        if (!rc && pf->svg) rc = cli_plan_svg(pf->svg, config, mib, ovh, n_pts);
     }
     rm_session_free(s);
     rm_graph_free(g);
@@ -159,5 +168,7 @@ int cli_plan(int argc, char **argv) {
     free(rest);
     if (!ok) return 2;
     if (!pf.chain && (ok = cli_check_flag_use(&a)) != 0) return ok;
+    if (pf.svg && (pf.chain || !pf.sweep))
+        return cli_fail(2, "--svg draws the sweep of a model: give --sweep and model flags (not --chain)");
     return pf.chain ? plan_chain(&pf, &a) : plan_model(&pf, &a);
 }

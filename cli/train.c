@@ -3,6 +3,7 @@
  * loop), evaluates, reports, saves checkpoint files. SIGINT and SIGTERM
  * finish the current step, save and exit 128+signal. */
 #include "args.h"
+#include "bench.h"
 #include "ckptfile.h"
 #include "guard.h"
 #include <math.h>
@@ -46,6 +47,7 @@ typedef struct trainer {
     int64_t batch_offset;   /* next batch index - next step (0 unless a file says otherwise) */
     double *times, *overheads; /* per step run: ms and measured recompute overhead */
     double overhead_median; /* measured recompute overhead, median over steps */
+    double step_ms_min, step_ms_max; /* the spread of the step times the median is taken over */
     int tty;                /* progress on one rewritten line */
     cli_divergence div;     /* the recent losses (guard.h) */
 } trainer;
@@ -90,13 +92,15 @@ static int write_report(const trainer *t, float final_loss, float val_loss, int 
             "  \"recompute_flops\": %.0f,\n  \"forward_flops\": %.0f,\n  \"backward_flops\": %.0f,\n"
             "  \"predicted_overhead\": %.4f,\n  \"measured_overhead\": %.4f,\n"
             "  \"ms_forward\": %.3f,\n  \"ms_recompute\": %.3f,\n  \"ms_backward\": %.3f,\n"
-            "  \"memory_budget_bytes\": %zu,\n  \"store_all_bytes\": %zu,\n  \"min_budget_bytes\": %zu\n}\n",
+            "  \"memory_budget_bytes\": %zu,\n  \"store_all_bytes\": %zu,\n  \"min_budget_bytes\": %zu,\n"
+            "  \"step_ms_min\": %.3f,\n  \"step_ms_max\": %.3f\n}\n",
             a->model, p.strategy, a->steps, fin, val, median_ms, tok_s, m.activation_bytes_planned, m.activation_bytes_measured,
             m.activation_arena_bytes, m.param_bytes, m.grad_bytes,
             strcmp(a->optimizer, "adamw") == 0 ? 2 * m.param_bytes : (size_t)0, ru.ru_maxrss * 1024L,
             a->threads > 0 ? a->threads : rm_default_threads(), rm_gemm_has_blas() ? "true" : "false",
             p.flops_recompute, p.flops_forward, p.flops_backward, p.predicted_overhead, t->overhead_median,
-            p.ms_forward, p.ms_recompute, p.ms_backward, p.budget_bytes, p.store_all_bytes, p.min_budget_bytes);
+            p.ms_forward, p.ms_recompute, p.ms_backward, p.budget_bytes, p.store_all_bytes, p.min_budget_bytes,
+            t->step_ms_min, t->step_ms_max);
     if (fclose(f) != 0) return cli_fail(1, "cannot write report '%s'", a->report);
     return 0;
 }
@@ -207,7 +211,7 @@ static int build_session(trainer *t) {
     t->times = malloc(sizeof *t->times * (size_t)(n_run > 0 ? n_run : 1));
     t->overheads = malloc(sizeof *t->overheads * (size_t)(n_run > 0 ? n_run : 1));
     if (!t->times || !t->overheads) return cli_fail(1, "out of memory");
-    return 0;
+    return cli_trace_arm(a, t->s, (int)t->start);
 }
 
 /* For messages: a budget plans the strategy itself. */
@@ -332,6 +336,7 @@ static int finish(trainer *t, int step, float loss, float val_loss, int have_val
         qsort(t->times, (size_t)n_done, sizeof *t->times, cmp_double);
         qsort(t->overheads, (size_t)n_done, sizeof *t->overheads, cmp_double);
         median = t->times[n_done / 2];
+        t->step_ms_min = t->times[0], t->step_ms_max = t->times[n_done - 1];
         t->overhead_median = t->overheads[n_done / 2];
     }
     double tokens_per_step = (double)a->batch * (strcmp(a->model, "mlp") == 0 ? 1 : a->context);
@@ -343,6 +348,7 @@ static int finish(trainer *t, int step, float loss, float val_loss, int have_val
         if (!a->quiet) printf("saved %s\n", path);
     }
     if (a->report && (rc = write_report(t, loss, val_loss, have_val, median, tok_s)) != 0) return rc;
+    if ((rc = cli_trace_write(a, t->s)) != 0) return rc;
     return stop_signal ? 128 + stop_signal : 0;
 }
 

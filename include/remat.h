@@ -293,6 +293,50 @@ rm_status rm_plan_chain(const char *chain_json, int64_t budget, char **result_js
  * budgets from the minimum feasible to store-all. */
 rm_status rm_plan_chain_sweep(const char *chain_json, int points, FILE *csv, char *err, size_t errlen);
 
+/* ---- tracing one step -------------------------------------------------- */
+
+/* Records the training step numbered `step` (the number passed to rm_step)
+ * and the rm_optim_step after it: when each instruction ran and the live
+ * activation bytes. The events are allocated now; the step allocates
+ * nothing, and with no trace enabled the executor does no extra work. */
+rm_status rm_trace_enable(rm_session *s, uint64_t step);
+/* 1 once the enabled step has run. */
+int rm_trace_ready(const rm_session *s);
+/* Writes the recorded step in the Chrome Trace Event Format (open it in
+ * Perfetto or chrome://tracing): one duration event per instruction, category
+ * "forward", "recompute", "backward" or "optimizer", named "<stage> <op>
+ * #<node>"; a counter "live activation bytes" whose maximum is
+ * activation_bytes_measured; "otherData" with the strategy, the budget and
+ * n_meta caller pairs (e.g. "model"). RM_ERR_STATE before the step ran. */
+rm_status rm_trace_write(const rm_session *s, const char *path, int n_meta, const char *const *keys,
+                         const char *const *values, char *err, size_t errlen);
+
+/* ---- charts ------------------------------------------------------------- */
+
+/* A scatter chart with optional lines, written as one self-contained SVG
+ * (remat bench: step time against activation memory; remat plan --sweep). */
+typedef enum rm_mark { RM_MARK_CIRCLE = 0, RM_MARK_SQUARE, RM_MARK_TRIANGLE, RM_MARK_DIAMOND } rm_mark;
+typedef struct rm_chart_series {
+    const char *name; /* in the legend */
+    int line;         /* 1: its points are also joined, in order of x */
+    rm_mark mark;
+} rm_chart_series;
+typedef struct rm_chart_point {
+    double x, y;       /* non-finite points are left out */
+    const char *label; /* printed next to the mark */
+    int series;        /* index into rm_chart.series */
+} rm_chart_point;
+typedef struct rm_chart {
+    const char *title, *subtitle, *x_label, *y_label, *note; /* note: a line under the plot */
+    const rm_chart_series *series;
+    int n_series;
+    const rm_chart_point *points;
+    int n_points;
+    int log_x; /* 1: a logarithmic x axis (points with x <= 0 are left out) */
+} rm_chart;
+/* Writes c to path; every point is one <g class="point"> with its mark and label. */
+rm_status rm_chart_svg(const rm_chart *c, const char *path, char *err, size_t errlen);
+
 /* Parameters, in the order they were created. */
 int rm_param_count(const rm_graph *g);
 rm_val rm_param_at(const rm_graph *g, int i);

@@ -3,15 +3,9 @@
  * The executor also keeps the books: the bytes of live buffers, whose
  * high-water mark is reported as activation_bytes_measured. */
 #include "exec/exec.h"
+#include "exec/trace.h"
 #include <math.h>
 #include <string.h>
-#include <time.h>
-
-static double now_ms(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
-}
 
 /* A 64-bit hash of a buffer's bytes (multiply-xorshift over words): equal
  * values give equal hashes, and a recomputation that differs in any bit is
@@ -61,6 +55,7 @@ rm_status rm_execute(rm_session *s, const rm_program *p, uint64_t step, int trai
     const rm_graph *g = s->g;
     size_t live = 0, peak = 0;
     int next_buf = 0; /* buffers are numbered in order of definition */
+    struct rm_trace *tr = train ? rm_trace_for(s, p, step) : NULL; /* NULL unless this step is traced */
     if (train) {
         if (!s->accumulate) memset(s->grads, 0, g->param_floats * sizeof(float));
         s->ms_forward = s->ms_recompute = s->ms_backward = 0;
@@ -104,11 +99,13 @@ rm_status rm_execute(rm_session *s, const rm_program *p, uint64_t step, int trai
         while (next_buf < p->n_bufs && p->bufs[next_buf].first == i) live += p->bufs[next_buf++].bytes;
         if (live > peak) peak = live;
 
-        double t0 = now_ms();
+        double t0 = rm_trace_now_ms();
         if (backward) op->backward(&c);
         else op->forward(&c);
+        double t1 = rm_trace_now_ms();
+        if (tr) tr->ev[tr->n] = (rm_trace_event){t0, t1, live, live, ins->node, ins->kind};
         if (train) {
-            double dt = now_ms() - t0;
+            double dt = t1 - t0;
             if (ins->kind == RM_INSTR_FORWARD) {
                 s->ms_forward += dt, s->timing.stage_fwd[nd->stage] += dt;
                 s->timing.node_fwd[ins->node] += dt;
@@ -131,6 +128,7 @@ rm_status rm_execute(rm_session *s, const rm_program *p, uint64_t step, int trai
                 for (size_t e = 0; e < b->bytes / sizeof(float); e++) x[e] = NAN;
             }
         }
+        if (tr) tr->ev[tr->n++].live_out = live;
     }
     /* the figure reported is the training step's; forward-only runs are smaller */
     if ((train || !s->train.n_instrs) && peak > s->measured_peak) s->measured_peak = peak;

@@ -26,6 +26,7 @@ struct rm_session {
     int64_t row0;       /* the global batch row of the inputs' first row */
     int poison;         /* fill freed buffers with NaN (tests: catches use after free) */
     size_t measured_peak;
+    struct rm_trace *trace; /* rm_trace_enable: the step to record (exec/trace.h), NULL: off */
     char notes[512];    /* what the user's marks changed, worded by the session */
     uint64_t *hashes;   /* verify_recompute: per value, hash of its first computation */
     /* memory_budget (strategy auto): the figures of the plan */
@@ -59,5 +60,6 @@ rm_status rm_session_budget_program(rm_session *s, const rm_profile *prof, rm_pr
 rm_status rm_session_profile(rm_session *s);
 /* exec/exec.c: runs one program (train: a training step). */
 rm_status rm_execute(rm_session *s, const rm_program *p, uint64_t step, int train);
+void rm_trace_free(rm_session *s); /* exec/trace.c */
 
 #endif

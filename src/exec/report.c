@@ -105,3 +105,16 @@ void rm_print_plan(const rm_session *s, FILE *f) {
     free(kept);
     free(recomputed);
 }
+
+void rm_memory(const rm_session *s, rm_memory_info *m) {
+    if (!m) return;
+    memset(m, 0, sizeof *m);
+    if (!s) return;
+    const rm_program *p = s->train.n_instrs ? &s->train : &s->infer;
+    m->activation_bytes_planned = p->peak_live_bytes;
+    m->activation_bytes_measured = s->measured_peak;
+    m->activation_arena_bytes = s->arena_bytes;
+    m->param_bytes = s->g->param_floats * sizeof(float);
+    m->grad_bytes = m->param_bytes;
+    m->n_instructions = p->n_instrs;
+}

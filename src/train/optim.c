@@ -1,6 +1,7 @@
 /* optim.c: AdamW and SGD over the session's flat parameter buffer, with
  * gradient clipping by global norm. All state is allocated once here. */
 #include "exec/exec.h"
+#include "exec/trace.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,6 +84,7 @@ rm_status rm_optim_step(rm_optim *o, float lr, float *norm_out) {
     if (!o) return RM_ERR_ARG;
     rm_session *s = o->s;
     const rm_graph *g = s->g;
+    double t_start = s->trace ? rm_trace_now_ms() : 0; /* a traced step: its update is timed too */
     double norm = grad_norm(o);
     if (norm_out) *norm_out = (float)norm;
     if (!isfinite(norm))
@@ -118,6 +120,7 @@ rm_status rm_optim_step(rm_optim *o, float lr, float *norm_out) {
             w[i] = w[i] * decay - lr * mhat / (sqrtf(vhat) + eps);
         }
     }
+    if (s->trace) rm_trace_optimizer(s, t_start, rm_trace_now_ms());
     return RM_OK;
 }
 

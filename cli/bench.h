@@ -1,0 +1,55 @@
+/* bench.h: what `remat bench`, `remat train --trace` and `remat plan --svg`
+ * share (cli/bench.c, cli/trace.c, cli/chart.c). */
+#ifndef REMAT_CLI_BENCH_H
+#define REMAT_CLI_BENCH_H
+#include "args.h"
+#include <stddef.h>
+
+/* "gpt L4 C128 H4 T64 V256 B8" or "mlp 256-1024-256 T32 V256 B8". */
+void cli_model_desc(const cli_args *a, char *buf, size_t n);
+/* "<CPU model name>, N threads, OpenBLAS|portable GEMM" (from /proc/cpuinfo). */
+void cli_machine_desc(int threads, char *buf, size_t n);
+
+/* --trace: arms the session for the step of --trace-step (1-based, default
+ * the second one counted from `start`, the first step this run makes).
+ * Returns 0 or an exit status (2: the step is outside the run). */
+int cli_trace_arm(const cli_args *a, rm_session *s, int start);
+/* Writes the trace of --trace with the model and strategy as metadata. */
+int cli_trace_write(const cli_args *a, const rm_session *s);
+
+/* ---- remat bench (cli/bench.c, cli/chart.c) ---- */
+
+/* The CSV columns of remat bench --csv and of bench/torch_tradeoff.py
+ * (docs/PERFORMANCE.md says what each means). */
+#define BENCH_CSV_HEADER                                                                                    \
+    "config,strategy,budget_bytes,activation_bytes_planned,activation_bytes_measured,peak_rss_bytes,"      \
+    "step_ms_median,step_ms_min,step_ms_max,overhead_measured,overhead_predicted,source,label"
+
+/* One child run's figures (from its --report and its rusage). */
+typedef struct bench_run {
+    size_t planned, measured, peak_rss;
+    double median, min, max, predicted;
+    char error[256];
+} bench_run;
+
+/* One point of the chart: a strategy, a budget, or a row of --compare. */
+typedef struct bench_point {
+    char strategy[48], label[64], source[32];
+    size_t budget, planned, measured, peak_rss; /* budget 0: a strategy point */
+    double median, min, max, overhead, predicted;
+    double medians[100]; /* one per round */
+    int n_runs, ok;
+    char error[256];
+} bench_point;
+
+/* Reads a child's --report JSON into r; 0, or 1 with r->error set. */
+int bench_read_report(const char *path, bench_run *r);
+/* The chart of --svg: step time against activation MiB, the budget sweep as
+ * a line, --compare's points (by peak RSS when they have no activation bytes). */
+int bench_svg(const char *path, const bench_point *p, int n, const char *compare, const char *config,
+              const char *machine, int steps, int rounds);
+/* remat plan --sweep --svg: predicted overhead against planned activation MiB. */
+int cli_plan_svg(const char *path, const char *config, const double *mib, const double *overhead, int n);
+
+int cli_bench(int argc, char **argv, const char *argv0);
+#endif

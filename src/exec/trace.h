@@ -1,0 +1,44 @@
+/* trace.h: recording one training step for rm_trace_write (exec/trace.c).
+ * The executor calls these hooks only while a trace is armed for the step
+ * it runs; with tracing off it tests one pointer per step and nothing else. */
+#ifndef REMAT_TRACE_H
+#define REMAT_TRACE_H
+#include "exec/exec.h"
+#include <time.h>
+
+/* One executed instruction: when it ran (ms, CLOCK_MONOTONIC) and the live
+ * activation bytes once its outputs were defined (live_in, the figure whose
+ * maximum is the high-water mark) and once its dead buffers were freed. */
+typedef struct rm_trace_event {
+    double t0, t1;
+    size_t live_in, live_out;
+    int node;
+    rm_instr_kind kind;
+} rm_trace_event;
+
+enum { RM_TRACE_ARMED = 1, RM_TRACE_STEPPED, RM_TRACE_DONE };
+
+struct rm_trace {
+    int state;            /* 0 unused, then ARMED -> STEPPED (rm_step) -> DONE (rm_optim_step) */
+    uint64_t step;        /* the rm_step number to record */
+    rm_trace_event *ev;   /* one per instruction of the training program */
+    int n, cap;
+    double opt_t0, opt_t1;/* the optimizer update after the recorded step (0: none) */
+};
+
+/* The trace to fill for a training step `step` of program p, or NULL. */
+struct rm_trace *rm_trace_for(rm_session *s, const rm_program *p, uint64_t step);
+/* Milliseconds on CLOCK_MONOTONIC, as the executor times instructions. */
+static inline double rm_trace_now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+/* Called by rm_optim_step after its update (inline: train/ links without exec/). */
+static inline void rm_trace_optimizer(rm_session *s, double t0, double t1) {
+    struct rm_trace *t = s ? s->trace : NULL;
+    if (!t || t->state != RM_TRACE_STEPPED) return;
+    t->opt_t0 = t0, t->opt_t1 = t1;
+    t->state = RM_TRACE_DONE;
+}
+#endif
