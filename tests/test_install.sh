@@ -44,7 +44,10 @@ export PKG_CONFIG_PATH="$P/lib/pkgconfig"
 CC=${CC:-cc}
 $CC -std=c11 -o "$T/hello" "$T/hello.c" $(pkg-config --cflags --libs remat) > "$T/log" 2>&1
 check '[ $? -eq 0 ]' "build against the installed copy: $(head -5 "$T/log")"
-LD_LIBRARY_PATH="$P/lib" "$T/hello" > "$T/out" 2>&1
+# Under make asan libremat.so needs libasan, which must be loaded first.
+PRE=
+objdump -p "$P/lib/libremat.so" | grep -q "NEEDED *libasan" && PRE=$($CC -print-file-name=libasan.so)
+LD_PRELOAD=$PRE LD_LIBRARY_PATH="$P/lib" "$T/hello" > "$T/out" 2>&1
 check '[ $? -eq 0 ] && grep -q "^remat [0-9.]* loss" "$T/out"' "run (shared): $(cat "$T/out")"
 check 'LD_LIBRARY_PATH="$P/lib" ldd "$T/hello" | grep -q "$P/lib/libremat.so"' "hello is not linked to the installed libremat.so"
 $CC -std=c11 -o "$T/hello_static" "$T/hello.c" -I"$P/include" "$P/lib/libremat.a" \
