@@ -224,7 +224,8 @@ rm_status rm_step(rm_session *s, uint64_t step, float *loss);
 
 /* Gradient accumulation over micro-batches. A global batch of R rows is fed
  * as micro-batches of the session's batch size b (the first dimension of
- * its inputs); micro-batch j holds global rows [row_offset, row_offset + b).
+ * its inputs); micro-batch j holds global rows [row_offset, row_offset + b)
+ * (rm_data_fill_rows fills them from a dataset).
  * Dropout masks are keyed by the global row (and step), so splitting a batch
  * changes no mask. With loss_scale 1/k for k equal micro-batches of a loss
  * that is a mean over rows (rm_softmax_ce), the accumulated gradients are
@@ -487,6 +488,11 @@ rm_status rm_data_batch_mlp(const rm_dataset *d, rm_data_part part, rm_sampler m
  * Errors are the session's (rm_session_errmsg). */
 rm_status rm_data_fill(rm_session *s, const rm_model_io *io, const rm_dataset *d, rm_data_part part,
                        rm_sampler mode, uint64_t seed, uint64_t k);
+/* rm_data_fill for a micro-batch (rm_step_micro): the session's b rows are
+ * rows [row_offset, row_offset + b) of batch k of global_batch rows (0: b),
+ * the same tokens the global batch would hold there. */
+rm_status rm_data_fill_rows(rm_session *s, const rm_model_io *io, const rm_dataset *d, rm_data_part part,
+                            rm_sampler mode, uint64_t seed, uint64_t k, int global_batch, int64_t row_offset);
 
 /* Evaluation: the mean loss of rm_forward (no dropout) over the first
  * max_batches (0: all) sequential batches of the validation part, filled

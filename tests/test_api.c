@@ -254,6 +254,39 @@ static void test_accumulation(void) {
     rm_graph_free(ga), rm_graph_free(gb);
 }
 
+/* A micro-batch filled from the data holds the rows of the global batch. */
+static void test_fill_rows(void) {
+    rm_options o;
+    rm_options_default(&o);
+    o.threads = 2;
+    o.dry_run = 0;
+    rm_graph *ga, *gb;
+    rm_model_io ia, ib;
+    rm_session *a, *b;
+    CHECK(small_gpt(4, 0.0f, &o, &ga, &ia, &a) == RM_OK, "compile a");
+    CHECK(small_gpt(2, 0.0f, &o, &gb, &ib, &b) == RM_OK, "compile b");
+    unsigned char text[500];
+    for (size_t i = 0; i < sizeof text; i++) text[i] = (unsigned char)(i * 7 % 251);
+    rm_dataset d;
+    char err[256];
+    CHECK(rm_data_from_bytes(&d, "t", text, sizeof text, err, sizeof err) == RM_OK, "%s", err);
+    for (int mode = 0; mode < 2; mode++) {
+        rm_sampler sm = mode ? RM_SAMPLE_SEQUENTIAL : RM_SAMPLE_RANDOM;
+        CHECK(rm_data_fill(a, &ia, &d, RM_DATA_TRAIN, sm, 9, 3) == RM_OK, "fill a: %s", rm_session_errmsg(a));
+        CHECK(rm_data_fill_rows(b, &ib, &d, RM_DATA_TRAIN, sm, 9, 3, 4, 2) == RM_OK, "fill b: %s",
+              rm_session_errmsg(b));
+        const int32_t *ta = rm_value_data(a, ia.tokens), *tb = rm_value_data(b, ib.tokens);
+        const int32_t *ya = rm_value_data(a, ia.targets), *yb = rm_value_data(b, ib.targets);
+        CHECK(memcmp(ta + 16, tb, 16 * sizeof *tb) == 0 && memcmp(ya + 16, yb, 16 * sizeof *yb) == 0,
+              "sampler %d: rows 2-3 of the global batch", mode);
+    }
+    CHECK(rm_data_fill_rows(b, &ib, &d, RM_DATA_TRAIN, RM_SAMPLE_RANDOM, 9, 3, 4, 3) == RM_ERR_ARG &&
+              strstr(rm_session_errmsg(b), "rows [3, 5)"), "rows past the batch: %s", rm_session_errmsg(b));
+    rm_data_free(&d);
+    rm_session_free(a), rm_session_free(b);
+    rm_graph_free(ga), rm_graph_free(gb);
+}
+
 /* Typed options, their string forms, the parsers, and the copy the session keeps. */
 static void test_options(void) {
     rm_strategy st;
@@ -336,6 +369,7 @@ int main(void) {
     test_tokens();
     test_bad_ids();
     test_accumulation();
+    test_fill_rows();
     test_options();
     test_state_roundtrip(dir);
     char cmd[600];

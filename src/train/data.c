@@ -279,36 +279,44 @@ static rm_status check_batch(const rm_dataset *d, rm_data_part part, int B, int 
     return RM_OK;
 }
 
-rm_status rm_data_batch(const rm_dataset *d, rm_data_part part, rm_sampler mode, uint64_t seed,
-                        uint64_t k, int B, int T, int32_t *tokens, int32_t *targets,
-                        char *err, size_t errlen) {
+rm_status rm_data_rows(const rm_dataset *d, rm_data_part part, rm_sampler mode, uint64_t seed, uint64_t k,
+                       int B, int T, int r0, int n, int vocab, int32_t *tokens, float *x, int32_t *targets,
+                       char *err, size_t errlen) {
     rm_status st = check_batch(d, part, B, T, err, errlen);
     if (st != RM_OK) return st;
-    const int32_t *base = part_base(d, part);
-    for (int r = 0; r < B; r++) {
-        const int32_t *row = base + rm_data_row_start(d, part, mode, seed, k, B, T, r);
-        memcpy(tokens + (size_t)r * T, row, (size_t)T * sizeof *tokens);
-        memcpy(targets + (size_t)r * T, row + 1, (size_t)T * sizeof *targets);
+    if (r0 < 0 || n < 0 || r0 > B - n) {
+        seterr(err, errlen, "rows [%d, %d) are not within a batch of %d rows", r0, r0 + n, B);
+        return RM_ERR_ARG;
     }
-    return RM_OK;
-}
-
-rm_status rm_data_batch_mlp(const rm_dataset *d, rm_data_part part, rm_sampler mode,
-                            uint64_t seed, uint64_t k, int B, int T, int vocab, float *x,
-                            int32_t *y, char *err, size_t errlen) {
-    rm_status st = check_batch(d, part, B, T, err, errlen);
-    if (st != RM_OK) return st;
-    if (vocab < 2) {
+    if (x && vocab < 2) {
         seterr(err, errlen, "the mlp input scales ids by 1/(vocab-1): vocab must be >= 2 "
                "(got %d)", vocab);
         return RM_ERR_ARG;
     }
     const int32_t *base = part_base(d, part);
     const float den = (float)(vocab - 1);
-    for (int r = 0; r < B; r++) {
-        const int32_t *row = base + rm_data_row_start(d, part, mode, seed, k, B, T, r);
-        for (int t = 0; t < T; t++) x[(size_t)r * T + t] = (float)row[t] / den;
-        y[r] = row[T];
+    for (int i = 0; i < n; i++) {
+        // a language model: tokens (n,T), targets (n,T); a window model: x (n,T), targets (n)
+        const int32_t *row = base + rm_data_row_start(d, part, mode, seed, k, B, T, r0 + i);
+        if (x) {
+            for (int t = 0; t < T; t++) x[(size_t)i * T + t] = (float)row[t] / den;
+            targets[i] = row[T];
+        } else {
+            memcpy(tokens + (size_t)i * T, row, (size_t)T * sizeof *tokens);
+            memcpy(targets + (size_t)i * T, row + 1, (size_t)T * sizeof *targets);
+        }
     }
     return RM_OK;
+}
+
+rm_status rm_data_batch(const rm_dataset *d, rm_data_part part, rm_sampler mode, uint64_t seed,
+                        uint64_t k, int B, int T, int32_t *tokens, int32_t *targets,
+                        char *err, size_t errlen) {
+    return rm_data_rows(d, part, mode, seed, k, B, T, 0, B, 0, tokens, NULL, targets, err, errlen);
+}
+
+rm_status rm_data_batch_mlp(const rm_dataset *d, rm_data_part part, rm_sampler mode,
+                            uint64_t seed, uint64_t k, int B, int T, int vocab, float *x,
+                            int32_t *y, char *err, size_t errlen) {
+    return rm_data_rows(d, part, mode, seed, k, B, T, 0, B, vocab, NULL, x, y, err, errlen);
 }

@@ -14,4 +14,11 @@
  * rm_data_load_file reads the file and calls it; the fuzzer calls it directly. */
 rm_status rm_data_parse(rm_dataset *d, const char *name, const unsigned char *buf, size_t len, char *err,
                         size_t errlen);
+/* Rows [r0, r0 + n) of batch k of B rows (a micro-batch): as rm_data_batch
+ * into tokens and targets when x is NULL, else as rm_data_batch_mlp into x
+ * and targets. RM_ERR_ARG if the rows are not within the batch. */
+rm_status rm_data_rows(const rm_dataset *d, rm_data_part part, rm_sampler mode, uint64_t seed, uint64_t k,
+                       int B, int T, int r0, int n, int vocab, int32_t *tokens, float *x, int32_t *targets,
+                       char *err, size_t errlen);
+
 #endif

@@ -2,6 +2,7 @@
  * into a session's inputs, evaluation (the forward-only mean loss over the
  * validation part) and learning-rate schedules. */
 #include "exec/exec.h"
+#include "train/data.h"
 
 #include <math.h>
 #include <string.h>
@@ -31,20 +32,31 @@ static rm_status io_dims(rm_session *s, const rm_model_io *io, int *B, int *T, i
     return RM_OK;
 }
 
-rm_status rm_data_fill(rm_session *s, const rm_model_io *io, const rm_dataset *d, rm_data_part part,
-                       rm_sampler mode, uint64_t seed, uint64_t k) {
+rm_status rm_data_fill_rows(rm_session *s, const rm_model_io *io, const rm_dataset *d, rm_data_part part,
+                            rm_sampler mode, uint64_t seed, uint64_t k, int global_batch, int64_t row_offset) {
     if (!s) return RM_ERR_ARG;
     if (!io || !d) return rm_session_fail(s, RM_ERR_ARG, "rm_data_fill: io and d must not be NULL");
     int B, T, V;
     rm_status st = io_dims(s, io, &B, &T, &V);
     if (st != RM_OK) return st;
+    if (global_batch <= 0) global_batch = B;
+    if (row_offset < 0 || row_offset > (int64_t)global_batch - B)
+        return rm_session_fail(s, RM_ERR_ARG, "rm_data_fill_rows: rows [%lld, %lld) of the session's batch are not "
+                               "within a global batch of %d rows", (long long)row_offset,
+                               (long long)row_offset + B, global_batch);
     char err[256];
-    void *x = rm_value_data(s, io->tokens >= 0 ? io->tokens : io->features);
+    const int features = io->tokens < 0;
+    void *x = rm_value_data(s, features ? io->features : io->tokens);
     int32_t *y = rm_value_data(s, io->targets);
     if (!x || !y) return rm_session_fail(s, RM_ERR_STATE, "rm_data_fill: the session holds no inputs (dry_run?)");
-    st = io->tokens >= 0 ? rm_data_batch(d, part, mode, seed, k, B, T, x, y, err, sizeof err)
-                         : rm_data_batch_mlp(d, part, mode, seed, k, B, T, V, x, y, err, sizeof err);
+    st = rm_data_rows(d, part, mode, seed, k, global_batch, T, (int)row_offset, B, V, features ? NULL : x,
+                      features ? x : NULL, y, err, sizeof err);
     return st == RM_OK ? RM_OK : rm_session_fail(s, st, "%s", err);
+}
+
+rm_status rm_data_fill(rm_session *s, const rm_model_io *io, const rm_dataset *d, rm_data_part part,
+                       rm_sampler mode, uint64_t seed, uint64_t k) {
+    return rm_data_fill_rows(s, io, d, part, mode, seed, k, 0, 0);
 }
 
 rm_status rm_evaluate(rm_session *s, const rm_model_io *io, const rm_dataset *d, uint64_t max_batches,
