@@ -206,19 +206,36 @@ static void test_bad_ids(void) {
     rm_graph_free(g);
 }
 
-/* Two micro-batches of 2 rows accumulate the gradient of one batch of 4:
- * dropout masks keyed by the global row make the forward passes the same;
- * the sums differ only in order (tolerance below). */
-static void test_accumulation(void) {
+/* A session of batch 4 (a) and one of batch 2 (b), the same model and seed. */
+typedef struct pair {
+    rm_graph *ga, *gb;
+    rm_model_io ia, ib;
+    rm_session *a, *b;
+} pair;
+
+static void pair_open(pair *p, float dropout) {
     rm_options o;
     rm_options_default(&o);
     o.threads = 2;
     o.seed = 7;
-    rm_graph *ga, *gb;
-    rm_model_io ia, ib;
-    rm_session *a, *b;
-    CHECK(small_gpt(4, 0.2f, &o, &ga, &ia, &a) == RM_OK, "compile a");
-    CHECK(small_gpt(2, 0.2f, &o, &gb, &ib, &b) == RM_OK, "compile b");
+    CHECK(small_gpt(4, dropout, &o, &p->ga, &p->ia, &p->a) == RM_OK, "compile a");
+    CHECK(small_gpt(2, dropout, &o, &p->gb, &p->ib, &p->b) == RM_OK, "compile b");
+}
+
+static void pair_close(pair *p) {
+    rm_session_free(p->a), rm_session_free(p->b);
+    rm_graph_free(p->ga), rm_graph_free(p->gb);
+}
+
+/* Two micro-batches of 2 rows accumulate the gradient of one batch of 4:
+ * dropout masks keyed by the global row make the forward passes the same;
+ * the sums differ only in order (tolerance below). */
+static void test_accumulation(void) {
+    pair p;
+    pair_open(&p, 0.2f);
+    rm_graph *ga = p.ga, *gb = p.gb;
+    rm_model_io ia = p.ia, ib = p.ib;
+    rm_session *a = p.a, *b = p.b;
     int32_t *ta = rm_value_data(a, ia.tokens), *ya = rm_value_data(a, ia.targets);
     int32_t *tb = rm_value_data(b, ib.tokens), *yb = rm_value_data(b, ib.targets);
     for (int i = 0; i < 32; i++) ta[i] = (i * 37 + 11) % 256, ya[i] = (i * 53 + 5) % 256;
@@ -250,21 +267,15 @@ static void test_accumulation(void) {
     CHECK(rm_step_micro(b, 3, &z, &lz) == RM_OK && lz != l1, "masks depend on the row offset");
     rm_micro neg = {.row_offset = -1, .loss_scale = 1.0f};
     CHECK(rm_step_micro(b, 3, &neg, &lz) == RM_ERR_ARG, "negative row offset");
-    rm_session_free(a), rm_session_free(b);
-    rm_graph_free(ga), rm_graph_free(gb);
+    pair_close(&p);
 }
 
 /* A micro-batch filled from the data holds the rows of the global batch. */
 static void test_fill_rows(void) {
-    rm_options o;
-    rm_options_default(&o);
-    o.threads = 2;
-    o.dry_run = 0;
-    rm_graph *ga, *gb;
-    rm_model_io ia, ib;
-    rm_session *a, *b;
-    CHECK(small_gpt(4, 0.0f, &o, &ga, &ia, &a) == RM_OK, "compile a");
-    CHECK(small_gpt(2, 0.0f, &o, &gb, &ib, &b) == RM_OK, "compile b");
+    pair p;
+    pair_open(&p, 0.0f);
+    rm_model_io ia = p.ia, ib = p.ib;
+    rm_session *a = p.a, *b = p.b;
     unsigned char text[500];
     for (size_t i = 0; i < sizeof text; i++) text[i] = (unsigned char)(i * 7 % 251);
     rm_dataset d;
@@ -283,8 +294,7 @@ static void test_fill_rows(void) {
     CHECK(rm_data_fill_rows(b, &ib, &d, RM_DATA_TRAIN, RM_SAMPLE_RANDOM, 9, 3, 4, 3) == RM_ERR_ARG &&
               strstr(rm_session_errmsg(b), "rows [3, 5)"), "rows past the batch: %s", rm_session_errmsg(b));
     rm_data_free(&d);
-    rm_session_free(a), rm_session_free(b);
-    rm_graph_free(ga), rm_graph_free(gb);
+    pair_close(&p);
 }
 
 /* Typed options, their string forms, the parsers, and the copy the session keeps. */
