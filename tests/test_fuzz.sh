@@ -25,6 +25,9 @@ skip() {
     echo "test_fuzz: 0 passed, 0 failed, 1 skipped"
     exit 0
 }
+# the fuzzers are ASan+UBSan builds whatever $BUILD is: a second pass (make
+# asan, in .ci/run) may skip them
+[ -n "$REMAT_FUZZ_SKIP" ] && skip "REMAT_FUZZ_SKIP is set (the fuzzers already ran sanitized)"
 command -v "$CLANG" >/dev/null 2>&1 || skip "no clang (apt-get install clang)"
 # Can this clang link a fuzzer at all (libclang-rt)? Only then is a failed
 # build of a target a failure of the target.

@@ -219,6 +219,17 @@ static void null_data_and_files(void) {
     SURVIVES("rm_file_tensor(NULL)", rm_file_tensor(NULL, 0, &ti) == RM_ERR_ARG);
     SURVIVES("rm_file_run_info(NULL)", rm_file_run_info(NULL, &r, err, sizeof err) == RM_ERR_ARG);
     SURVIVES("rm_file_restore(NULL)", rm_file_restore(NULL, s, NULL, err, sizeof err) == RM_ERR_ARG);
+    rm_strategy strat;
+    int param;
+    int64_t bytes;
+    double frac;
+    SURVIVES("rm_parse_strategy(NULL s)", rm_parse_strategy(NULL, &strat, &param, err, sizeof err) == RM_ERR_ARG);
+    SURVIVES("rm_parse_strategy(NULL out)", rm_parse_strategy("sqrt", NULL, NULL, err, sizeof err) == RM_ERR_ARG);
+    SURVIVES("rm_strategy_name(NULL out)", rm_strategy_name(strat, 0, NULL, 16) == 0);
+    SURVIVES("rm_parse_size(NULL)", rm_parse_size(NULL, &bytes, &frac, err, sizeof err) == RM_ERR_ARG && err[0]);
+    SURVIVES("rm_parse_size(NULL out)", rm_parse_size("1GiB", NULL, NULL, NULL, 0) == RM_ERR_ARG);
+    SURVIVES("rm_step_micro(NULL s)", rm_step_micro(NULL, 0, NULL, &loss) == RM_ERR_ARG);
+    SURVIVES("rm_step_micro(NULL micro)", rm_step_micro(s, 0, NULL, &loss) == RM_ERR_ARG || rm_step_micro(s, 0, NULL, &loss) == RM_OK);
     SURVIVES("rm_read_file(NULL path)", rm_read_file(NULL, 10, (char *[]){NULL}, NULL, err, sizeof err) == RM_ERR_ARG);
     rm_session_free(s);
     rm_graph_free(g);

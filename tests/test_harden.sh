@@ -82,11 +82,12 @@ check '[ -p "$T/fifo" ]' "the FIFO is still a FIFO"
 check 'cmp -s "$T/text.txt" "$T/text.orig"' "--data was replaced"
 check 'cmp -s "$T/init.st" "$T/good.safetensors"' "--init was replaced"
 
-# class 5: a loss that explodes (finite: 2e12 after 10 steps at lr 100,
-# where 13ccd50 finished with exit 0 and replaced the file) stops the run
+# class 5: a loss that explodes, finite (lr warming up to 100: ~1e5 by step
+# 17, diverged by the rule there; 13ccd50 ran the 25 steps, its gradient
+# first non-finite at step 32, exited 0 and replaced the file) stops the run
 # with exit 1 naming the step, and the last good file is kept
 cp "$T/good.safetensors" "$T/keep.st"
-run "$R" train $TINY --threads 1 --steps 10 --lr 100 --save "$T/keep.st"
+run "$R" train $TINY --threads 1 --steps 25 --warmup 50 --lr 100 --save "$T/keep.st"
 check '[ $rc -eq 1 ] && grep -q "diverged at step [0-9]" "$T/err"' "an exploding loss: exit $rc: $(cat "$T/err")"
 check 'cmp -s "$T/keep.st" "$T/good.safetensors"' "an exploding loss replaced the last good file"
 run "$R" train $TINY --steps 30 --lr 3e-3 --save "$T/fine.st"
