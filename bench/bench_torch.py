@@ -34,6 +34,10 @@ Recomputation, for comparisons with remat's --checkpoint:
                            checkpoint_sequential accepts it, otherwise the same
                            split applied here with checkpoint(use_reentrant=False).
 
+--model llama: the peer of `remat train --model llama` instead (docs/MODELS.md):
+RMSNorm (eps 1e-6), rotate_half RoPE (theta 10000), SwiGLU (--ffn-dim, default
+8/3 dim rounded up to 64), no biases, untied head, no position table.
+
 Usage: /usr/bin/python3 bench/bench_torch.py --layers 12 --dim 384 --heads 6
        --context 256 --vocab 256 --batch 8 --threads 2 --warmup 2 --steps 10
 """
@@ -48,6 +52,8 @@ import time
 
 def parse():
     ap = argparse.ArgumentParser(description="PyTorch GPT training-step benchmark (remat's peer)")
+    ap.add_argument("--model", choices=["gpt", "llama"], default="gpt")
+    ap.add_argument("--ffn-dim", type=int, default=0, help="llama: SwiGLU hidden size (0: 8/3 dim up to 64)")
     ap.add_argument("--layers", type=int, default=12)
     ap.add_argument("--dim", type=int, default=384)
     ap.add_argument("--heads", type=int, default=6)
@@ -157,6 +163,61 @@ def main():
             logits = F.linear(x, self.wte.weight)  # tied head
             return F.cross_entropy(logits.view(-1, V), targets.view(-1))
 
+    class LlamaBlock(nn.Module):
+        """HF LlamaDecoderLayer's computation, no biases."""
+        def __init__(self, F_dim):
+            super().__init__()
+            self.input_layernorm = nn.Parameter(torch.ones(C))
+            self.q_proj, self.k_proj = nn.Linear(C, C, bias=False), nn.Linear(C, C, bias=False)
+            self.v_proj, self.o_proj = nn.Linear(C, C, bias=False), nn.Linear(C, C, bias=False)
+            self.post_attention_layernorm = nn.Parameter(torch.ones(C))
+            self.gate_proj, self.up_proj = nn.Linear(C, F_dim, bias=False), nn.Linear(C, F_dim, bias=False)
+            self.down_proj = nn.Linear(F_dim, C, bias=False)
+            hd = C // H
+            inv = 1.0 / (10000.0 ** (torch.arange(0, hd, 2, dtype=torch.float32) / hd))
+            emb = torch.outer(torch.arange(T, dtype=torch.float32), inv).repeat(1, 2)
+            self.register_buffer("cos", emb.cos(), persistent=False)
+            self.register_buffer("sin", emb.sin(), persistent=False)
+            self.register_buffer("mask", torch.tril(torch.ones(T, T, dtype=torch.bool)), persistent=False)
+
+        @staticmethod
+        def rms(x, w):
+            return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
+
+        def rope(self, x):
+            h = x.shape[-1] // 2
+            return x * self.cos + torch.cat((-x[..., h:], x[..., :h]), dim=-1) * self.sin
+
+        def forward(self, x):
+            Bx, Tx, _ = x.shape
+            h = self.rms(x, self.input_layernorm)
+            q, k, v = (p(h).view(Bx, Tx, H, C // H).transpose(1, 2) for p in (self.q_proj, self.k_proj, self.v_proj))
+            q, k = self.rope(q), self.rope(k)
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(C // H))
+            att = att.masked_fill(~self.mask[:Tx, :Tx], float("-inf")).softmax(dim=-1)
+            x = x + self.o_proj((att @ v).transpose(1, 2).reshape(Bx, Tx, C))
+            h = self.rms(x, self.post_attention_layernorm)
+            return x + self.down_proj(F.silu(self.gate_proj(h)) * self.up_proj(h))
+
+    class Llama(nn.Module):
+        def __init__(self):
+            super().__init__()
+            F_dim = a.ffn_dim or ((8 * C + 2) // 3 + 63) // 64 * 64
+            self.embed_tokens = nn.Embedding(V, C)
+            self.h = nn.ModuleList([LlamaBlock(F_dim) for _ in range(L)])
+            self.norm = nn.Parameter(torch.ones(C))
+            self.lm_head = nn.Linear(C, V, bias=False)
+            for p in self.parameters():
+                if p.dim() == 2:
+                    nn.init.normal_(p, 0.0, 0.02)
+
+        def forward(self, idx, targets):
+            x = self.embed_tokens(idx)
+            for blk in self.h:
+                x = checkpoint(blk, x, use_reentrant=False) if a.checkpoint == "block" else blk(x)
+            logits = self.lm_head(LlamaBlock.rms(x, self.norm))
+            return F.cross_entropy(logits.view(-1, V), targets.view(-1))
+
     seq_impl = "none"
 
     def run_sequential(fns, segments, x):
@@ -183,7 +244,9 @@ def main():
             x = checkpoint(seg(start, end), x, use_reentrant=False)
         return seg(end + 1, len(fns) - 1)(x)
 
-    model = GPT()
+    if a.model == "llama" and a.checkpoint == "sequential":
+        sys.exit("bench_torch.py: --model llama takes --checkpoint none or block")
+    model = Llama() if a.model == "llama" else GPT()
     params = list(model.parameters())
     n_params = sum(p.numel() for p in params)
     decay = [p for p in params if p.dim() == 2]
@@ -211,6 +274,7 @@ def main():
     st = sorted(times)
     res = {
         "impl": "torch",
+        "model": a.model,
         "torch_version": torch.__version__,
         "shape": {"layers": L, "dim": C, "heads": H, "context": T, "vocab": V, "batch": B},
         "params": n_params,

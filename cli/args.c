@@ -17,6 +17,8 @@ void cli_args_default(cli_args *a) {
     a->context = 64;
     a->vocab = 256;
     a->batch = 8;
+    a->enc_layers = 2;
+    a->dec_layers = 2;
     static const int default_widths[] = {256, 1024, 256, 1024, 256};
     a->n_widths = 5;
     memcpy(a->widths, default_widths, sizeof default_widths);
@@ -115,7 +117,8 @@ static int known_flag(const char *flag) {
         "--dropout", "--data", "--val-fraction", "--sampler", "--steps", "--threads", "--eval-every",
         "--warmup", "--seed", "--optimizer", "--lr", "--weight-decay", "--grad-clip", "--lr-schedule",
         "--checkpoint", "--memory-budget", "--init", "--save", "--resume", "--save-every", "--keep",
-        "--report", "--trace", "--trace-step", "--load", "--prompt", "--tokens", "--top-k", "--temperature", NULL};
+        "--report", "--trace", "--trace-step", "--load", "--prompt", "--tokens", "--top-k", "--temperature", "--ffn-dim",
+        "--enc-layers", "--dec-layers", "--source", NULL};
     for (int i = 0; flags[i]; i++)
         if (strcmp(flag, flags[i]) == 0) return 1;
     return 0;
@@ -126,9 +129,14 @@ static int set_value(cli_args *a, const char *flag, const char *v) {
     int ok = 1;
 #define IS(name) (strcmp(flag, name) == 0)
     if (IS("--model")) {
-        if (strcmp(v, "gpt") && strcmp(v, "mlp")) ok = (cli_fail(2, "--model is gpt or mlp, got '%s'", v), 0);
+        if (strcmp(v, "gpt") && strcmp(v, "mlp") && strcmp(v, "llama") && strcmp(v, "uvit") && strcmp(v, "encdec"))
+            ok = (cli_fail(2, "--model is gpt, mlp, llama, uvit or encdec, got '%s'", v), 0);
         a->model = v;
     } else if (IS("--layers")) ok = parse_int(flag, v, 1, 4096, &a->layers);
+    else if (IS("--ffn-dim")) ok = parse_int(flag, v, 1, 1 << 20, &a->ffn_dim);
+    else if (IS("--enc-layers")) ok = parse_int(flag, v, 1, 4096, &a->enc_layers);
+    else if (IS("--dec-layers")) ok = parse_int(flag, v, 1, 4096, &a->dec_layers);
+    else if (IS("--source")) a->source = v;
     else if (IS("--dim")) ok = parse_int(flag, v, 1, 1 << 16, &a->dim);
     else if (IS("--heads")) ok = parse_int(flag, v, 1, 1 << 12, &a->heads);
     else if (IS("--context")) ok = parse_int(flag, v, 1, 1 << 16, &a->context);
@@ -189,6 +197,19 @@ static int *boolean_flag(cli_args *a, const char *f) {
                                               : NULL;
 }
 
+/* Flags that belong to one model are usage errors with another. */
+static int check_model_flags(cli_args *a) {
+    const int encdec = strcmp(a->model, "encdec") == 0;
+    if (encdec && cli_given(a, "--layers"))
+        return cli_fail(2, "--model encdec takes --enc-layers N and --dec-layers N, not --layers"), 0;
+    if (!encdec && (cli_given(a, "--enc-layers") || cli_given(a, "--dec-layers")))
+        return cli_fail(2, "--enc-layers and --dec-layers are for --model encdec (use --layers)"), 0;
+    if (cli_given(a, "--ffn-dim") && strcmp(a->model, "llama") != 0)
+        return cli_fail(2, "--ffn-dim is for --model llama (gpt and uvit use 4 x --dim)"), 0;
+    if (encdec && !cli_given(a, "--vocab")) a->vocab = RM_ENCDEC_VOCAB;
+    return 1;
+}
+
 int cli_args_parse(cli_args *a, int argc, char **argv, int first) {
     for (int i = first; i < argc; i++) {
         const char *f = argv[i], *v = NULL;
@@ -228,5 +249,5 @@ int cli_args_parse(cli_args *a, int argc, char **argv, int first) {
         if (!set_value(a, flag, v)) return 0;
         mark_given(a, flag);
     }
-    return 1;
+    return check_model_flags(a);
 }

@@ -5,8 +5,10 @@
 
 typedef struct cli_args {
     /* model */
-    const char *model;          /* gpt | mlp */
+    const char *model;          /* gpt | mlp | llama | uvit | encdec */
     int layers, dim, heads, context, vocab, batch;
+    int ffn_dim;                /* llama (0: 8/3 dim rounded up to 64) */
+    int enc_layers, dec_layers; /* encdec */
     int vocab_set;
     int n_widths, widths[RM_MLP_MAX_LAYERS];
     float dropout;
@@ -30,6 +32,7 @@ typedef struct cli_args {
     int quiet, verify_recompute, print_plan, batchnorm;
     /* sample */
     const char *prompt;
+    const char *source;         /* encdec: the text to decode a target for */
     int tokens, top_k;
     float temperature;
     /* the flags given on the command line, so a resumed run can tell them
@@ -43,7 +46,8 @@ typedef struct cli_args {
 void cli_args_default(cli_args *a);
 /* Whether `flag` ("--lr") was given. */
 int cli_given(const cli_args *a, const char *flag);
-/* Parses argv[first..argc); on a bad flag prints one line and returns 0.
+/* Parses argv[first..argc) and checks that the model flags fit --model; on
+ * a bad flag prints one line and returns 0.
  * --help (or -h) stops the parse with a->help set. */
 int cli_args_parse(cli_args *a, int argc, char **argv, int first);
 /* `remat COMMAND --help` (main.c): prints its flags; 0, or 2 if unknown. */

@@ -67,7 +67,11 @@ static void choice(ctx *c, const char *flag, const char **field, const char *fil
 
 static void model_flags(ctx *c, const rm_run_info *r) {
     cli_args *a = c->a;
-    choice(c, "--model", &a->model, strcmp(r->model, "mlp") == 0 ? "mlp" : "gpt", 1);
+    static const char *const models[] = {"gpt", "mlp", "llama", "uvit", "encdec"};
+    const char *model = models[0];
+    for (size_t i = 0; i < sizeof models / sizeof *models; i++)
+        if (strcmp(r->model, models[i]) == 0) model = models[i];
+    choice(c, "--model", &a->model, model, 1);
     if (c->rc) return;
     if (strcmp(a->model, "mlp") == 0) {
         int same = r->n_widths == a->n_widths;
@@ -85,10 +89,16 @@ static void model_flags(ctx *c, const rm_run_info *r) {
             return;
         }
         a->batchnorm = r->batchnorm;
+    } else if (strcmp(a->model, "encdec") == 0) {
+        model_int(c, "--enc-layers", &a->enc_layers, r->enc_layers);
+        model_int(c, "--dec-layers", &a->dec_layers, r->dec_layers);
+        model_int(c, "--dim", &a->dim, r->dim);
+        model_int(c, "--heads", &a->heads, r->heads);
     } else {
         model_int(c, "--layers", &a->layers, r->layers);
         model_int(c, "--dim", &a->dim, r->dim);
         model_int(c, "--heads", &a->heads, r->heads);
+        if (strcmp(a->model, "llama") == 0) model_int(c, "--ffn-dim", &a->ffn_dim, r->ffn_dim);
     }
     model_int(c, "--context", &a->context, r->context);
     model_int(c, "--vocab", &a->vocab, r->vocab);
@@ -96,9 +106,10 @@ static void model_flags(ctx *c, const rm_run_info *r) {
 
 int cli_resume_args(cli_args *a, const rm_run_info *r, const char *path) {
     ctx c = {a, path, 0};
-    if (strcmp(r->model, "gpt") != 0 && strcmp(r->model, "mlp") != 0)
-        return cli_fail(1, "'%s' holds a model '%s' that remat train cannot build (gpt or mlp)", path,
-                        r->model);
+    if (strcmp(r->model, "gpt") && strcmp(r->model, "mlp") && strcmp(r->model, "llama") && strcmp(r->model, "uvit") &&
+        strcmp(r->model, "encdec"))
+        return cli_fail(1, "'%s' holds a model '%s' that remat train cannot build (gpt, mlp, llama, uvit or encdec)",
+                        path, r->model);
     model_flags(&c, r);
     train_int(&c, "--batch", &a->batch, r->batch);
     train_float(&c, "--dropout", &a->dropout, r->dropout);
@@ -116,7 +127,8 @@ int cli_resume_args(cli_args *a, const rm_run_info *r, const char *path) {
     if (!cli_given(a, "--seed")) a->seed = r->seed;
     else if (a->seed != r->seed)
         snprintf(b, sizeof b, "%llu", (unsigned long long)r->seed), note_override(&c, "--seed", b);
-    if (!cli_given(a, "--data")) a->data = strcmp(r->data, "<corpus>") ? r->data : NULL;
+    if (!cli_given(a, "--data"))
+        a->data = strcmp(r->data, "<corpus>") && strcmp(r->data, "<reverse>") ? r->data : NULL;
     return 0;
 }
 

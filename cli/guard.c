@@ -94,10 +94,19 @@ int cli_check_outputs(const cli_args *a) {
     return 0;
 }
 
-/* Parameters of the model r describes (nanoGPT's GPT-2 with a tied head, or
- * the MLP of src/models/mlp.c), in double: no overflow whatever the sizes. */
+/* Parameters of the model r describes (nanoGPT's GPT-2 with a tied head, the
+ * models of docs/MODELS.md, or the MLP of src/models/mlp.c), in double: no
+ * overflow whatever the sizes. */
 static double param_count(const rm_run_info *r) {
     double C = r->dim, V = r->vocab, T = r->context;
+    if (strcmp(r->model, "llama") == 0) {
+        double F = r->ffn_dim > 0 ? r->ffn_dim : 8.0 * C / 3; /* <= rm_llama_ffn_dim: a lower bound */
+        return 2 * V * C + r->layers * (4 * C * C + 3 * C * F + 2 * C) + C;
+    }
+    if (strcmp(r->model, "encdec") == 0)
+        return 3 * V * C + 2 * T * C + r->enc_layers * (12 * C * C + 13 * C) + r->dec_layers * (16 * C * C + 19 * C);
+    if (strcmp(r->model, "uvit") == 0)
+        return V * C + T * C + r->layers * (12 * C * C + 13 * C) + 2 * C + (r->layers / 2) * (2 * C * C + C);
     if (strcmp(r->model, "mlp") != 0) return V * C + T * C + r->layers * (12 * C * C + 13 * C) + 2 * C;
     double n = 0, in = T;
     for (int i = 0; i < r->n_widths; i++) {
@@ -116,7 +125,8 @@ static double activation_bytes(const rm_run_info *r, int training) {
         for (int i = 0; i < r->n_widths; i++) w += r->widths[i];
         return 4.0 * r->batch * w * (training ? 2 : 1);
     }
-    return 4.0 * BT * ((double)r->vocab + (training ? 8.0 * r->layers * r->dim : 2.0 * r->dim)) * (training ? 2 : 1);
+    double layers = strcmp(r->model, "encdec") == 0 ? (double)r->enc_layers + r->dec_layers : r->layers;
+    return 4.0 * BT * ((double)r->vocab + (training ? 8.0 * layers * r->dim : 2.0 * r->dim)) * (training ? 2 : 1);
 }
 
 /* This machine's memory, or the address-space limit when that is lower. */

@@ -13,8 +13,11 @@ int cli_bench(int argc, char **argv, const char *argv0);
 
 static const char MODEL_FLAGS[] =
     "model flags:\n"
-    "  --model gpt|mlp  --layers L --dim C --heads H --context T --vocab V --batch B\n"
-    "  --widths 256,1024,256 (mlp hidden widths)  --batchnorm (mlp)  --dropout P\n";
+    "  --model gpt|mlp|llama|uvit|encdec  --layers L --dim C --heads H --context T --vocab V --batch B\n"
+    "  --widths 256,1024,256 (mlp hidden widths)  --batchnorm (mlp)  --dropout P\n"
+    "  --ffn-dim F (llama; default 8/3 x dim rounded up to 64)\n"
+    "  --enc-layers N --dec-layers N (encdec, instead of --layers; --context is both lengths)\n"
+    "  (docs/MODELS.md: the models, their tensor names and flags)\n";
 static const char RECOMPUTE_FLAGS[] =
     "recompute flags:\n"
     "  --checkpoint none|blocks|segments:K|sqrt|selective|revolve:S (default none)\n"
@@ -24,7 +27,8 @@ static const char RECOMPUTE_FLAGS[] =
     "  --threads N (OpenMP and OpenBLAS threads; default all cores)\n";
 static const char TRAIN_FLAGS[] =
     "data flags:\n"
-    "  --data FILE (text as bytes, or llm.c token file; default: built-in corpus)\n"
+    "  --data FILE (text as bytes, or llm.c token file; default: built-in corpus;\n"
+    "    encdec: source<TAB>target lines; default: reverse random lowercase strings)\n"
     "  --val-fraction F (0.1)  --sampler random|sequential\n"
     "training flags:\n"
     "  --steps N --seed S --optimizer adamw|sgd --lr X --warmup N\n"
@@ -36,7 +40,8 @@ static const char TRAIN_FLAGS[] =
     "  --resume FILE (continue to --steps; model flags come from the file)\n";
 static const char SAMPLE_FLAGS[] =
     "sample flags:\n"
-    "  --load FILE --prompt TEXT --tokens N --temperature X --top-k K --seed S --threads N\n";
+    "  --load FILE --prompt TEXT --tokens N --temperature X --top-k K --seed S --threads N\n"
+    "  --source TEXT (encdec: decode a target for TEXT, greedy unless --temperature > 0)\n";
 static const char PLAN_FLAGS[] =
     "plan flags:\n"
     "  model and recompute flags as for train (default --memory-budget 50%), or\n"

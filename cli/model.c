@@ -9,6 +9,7 @@ void cli_run_info(const cli_args *a, const char *data_name, size_t data_tokens, 
     rm_run_info_default(r);
     snprintf(r->model, sizeof r->model, "%s", a->model);
     r->layers = a->layers, r->dim = a->dim, r->heads = a->heads;
+    r->ffn_dim = a->ffn_dim, r->enc_layers = a->enc_layers, r->dec_layers = a->dec_layers;
     r->n_widths = a->n_widths;
     memcpy(r->widths, a->widths, sizeof r->widths);
     r->batchnorm = a->batchnorm;

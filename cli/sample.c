@@ -51,6 +51,30 @@ static int pick(const float *logits, int V, float temperature, int top_k, float 
     return best;
 }
 
+/* encdec: greedy (or, with --temperature, sampled) decoding of a target for
+ * a->source, one token per forward pass, until EOS or the context is full. */
+static int decode(const cli_args *a, rm_session *s, const rm_model_io *io, float *probs) {
+    const int T = a->context, V = a->vocab;
+    int32_t *src = rm_value_data(s, io->source), *mask = rm_value_data(s, io->source_mask);
+    int32_t *tok = rm_value_data(s, io->tokens), *tgt = rm_value_data(s, io->targets);
+    size_t ns = strlen(a->source);
+    if (ns > (size_t)T) fprintf(stderr, "remat: note: --source is %zu bytes; the model reads the first %d\n", ns, T);
+    rm_seq2seq_row((const unsigned char *)a->source, ns, NULL, 0, T, src, mask, tok, tgt);
+    const float temp = cli_given(a, "--temperature") ? a->temperature : 0.0f; /* greedy by default */
+    for (int t = 0; t < T; t++) {
+        if (rm_forward(s, NULL) != RM_OK) return cli_fail(1, "%s", rm_session_errmsg(s));
+        const float *logits = (const float *)rm_value_data(s, io->logits) + (size_t)t * (size_t)V;
+        float u = rm_philox_uniform(a->seed, 0x73616d70u, 1, (uint64_t)t);
+        int next = pick(logits, V, temp, a->top_k, u, probs);
+        if (next == RM_ENCDEC_EOS || next == RM_ENCDEC_PAD) break;
+        if (next < 256) putchar(next);
+        else printf("<%d>", next);
+        if (t + 1 < T) tok[t + 1] = next;
+    }
+    putchar('\n');
+    return 0;
+}
+
 int cli_sample(const cli_args *a0) {
     if (!a0->load) return cli_fail(2, "sample needs --load FILE (a .safetensors file saved by remat train --save)");
     cli_args a = *a0;
@@ -58,14 +82,27 @@ int cli_sample(const cli_args *a0) {
     rm_file *f = NULL;
     if (rm_file_open(a.load, &f, err, sizeof err) != RM_OK) return cli_fail(1, "%s", err);
     const char *model = rm_file_meta(f, "model");
-    if (!model || strcmp(model, "gpt") != 0 || !meta_int(f, "layers", 4096, &a.layers) ||
-        !meta_int(f, "dim", 1 << 16, &a.dim) || !meta_int(f, "heads", 1 << 12, &a.heads) ||
-        !meta_int(f, "context", 1 << 16, &a.context) || !meta_int(f, "vocab", 1 << 24, &a.vocab)) {
-        rm_file_close(f);
-        return cli_fail(1, "'%s': metadata lacks a gpt model config (model, layers 1-4096, dim 1-65536, heads "
-                        "1-4096, context 1-65536, vocab 2-2^24)", a.load);
-    }
+    static const char *const models[] = {"gpt", "llama", "uvit", "encdec"};
+    a.model = NULL;
+    for (size_t i = 0; model && i < sizeof models / sizeof *models; i++)
+        if (strcmp(model, models[i]) == 0) a.model = models[i];
+    const int encdec = a.model && strcmp(a.model, "encdec") == 0;
+    /* llama: ffn_dim; encdec: enc_layers and dec_layers instead of layers */
+    int ok = a.model && (encdec ? meta_int(f, "enc_layers", 4096, &a.enc_layers) &&
+                                      meta_int(f, "dec_layers", 4096, &a.dec_layers)
+                                : meta_int(f, "layers", 4096, &a.layers)) &&
+             (strcmp(a.model, "llama") != 0 || meta_int(f, "ffn_dim", 1 << 20, &a.ffn_dim)) &&
+             meta_int(f, "dim", 1 << 16, &a.dim) && meta_int(f, "heads", 1 << 12, &a.heads) &&
+             meta_int(f, "context", 1 << 16, &a.context) && meta_int(f, "vocab", 1 << 24, &a.vocab);
     rm_file_close(f);
+    if (!ok)
+        return cli_fail(1, "'%s': metadata lacks a gpt, llama, uvit or encdec model config (model, layers 1-4096 or "
+                        "enc_layers and dec_layers, dim 1-65536, heads 1-4096, context 1-65536, vocab 2-2^24; llama: "
+                        "ffn_dim)", a.load);
+    if (encdec != (a.source != NULL))
+        return cli_fail(2, encdec ? "'%s' holds an encdec: give --source TEXT to decode a target for"
+                                  : "--source is for encdec models; '%s' holds a language model (use --prompt)",
+                        a.load);
     a.batch = 1;
     a.dropout = 0.0f;
     rm_run_info r;
@@ -92,6 +129,11 @@ int cli_sample(const cli_args *a0) {
     }
     if (rm_load_params(s, a.load, err, sizeof err) != RM_OK) {
         rc = cli_fail(1, "%s", err);
+        goto done;
+    }
+    if (encdec) {
+        probs = malloc((size_t)V * sizeof *probs);
+        rc = probs ? decode(&a, s, &io, probs) : cli_fail(1, "out of memory");
         goto done;
     }
     size_t plen = strlen(a.prompt);

@@ -38,6 +38,8 @@ typedef struct trainer {
     rm_session *s;
     rm_model_io io;
     rm_dataset data;
+    int encdec;             /* --model encdec: batches of (source, target) pairs */
+    rm_pairs pairs;         /* its --data (n = 0: the built-in reverse task) */
     rm_sampler sampler;
     rm_optim *opt;
     rm_lr_schedule lr;
@@ -52,8 +54,26 @@ typedef struct trainer {
     cli_divergence div;     /* the recent losses (guard.h) */
 } trainer;
 
+/* encdec evaluates on 20 batches drawn with another seed than training's
+ * (from the same pairs with --data: a pairs file has no held-out part). */
+#define ENCDEC_EVAL_SEED 0x6576616cu
+
+static const rm_pairs *pairs_of(const trainer *t) { return t->pairs.n ? &t->pairs : NULL; }
+
 /* Mean loss over up to 20 validation batches, forward only (no dropout). */
 static int evaluate(trainer *t, float *out) {
+    if (t->encdec) {
+        double sum = 0;
+        for (uint64_t k = 0; k < 20; k++) {
+            float l;
+            if (rm_seq2seq_fill(t->s, &t->io, pairs_of(t), t->a->seed ^ ENCDEC_EVAL_SEED, k) != RM_OK ||
+                rm_forward(t->s, &l) != RM_OK)
+                return 0;
+            sum += l;
+        }
+        *out = (float)(sum / 20);
+        return 1;
+    }
     if (rm_data_num_batches(&t->data, RM_DATA_VAL, t->a->batch, t->a->context) == 0) return 0;
     return rm_evaluate(t->s, &t->io, &t->data, 20, out) == RM_OK;
 }
@@ -122,7 +142,8 @@ static int save_state(const trainer *t, const char *path, uint64_t step) {
                 return cli_fail(1, "training diverged: parameter '%s' is %g after step %llu; '%s' was not written",
                                 rm_name(t->g, v), (double)w[e], (unsigned long long)step, path);
     }
-    cli_run_info(t->a, t->a->data ? t->a->data : "<corpus>", t->data.n, step,
+    const char *data = t->a->data ? t->a->data : t->encdec ? "<reverse>" : "<corpus>";
+    cli_run_info(t->a, data, t->data.n, step,
                  (uint64_t)((int64_t)step + t->batch_offset), &r);
     if (rm_save_run(t->s, t->opt, path, &r, 0, NULL, NULL, err, sizeof err) != RM_OK)
         return cli_fail(1, "%s", err);
@@ -165,6 +186,13 @@ static int open_resume(trainer *t) {
 static int load_data(trainer *t) {
     const cli_args *a = t->a;
     char err[512];
+    t->encdec = strcmp(a->model, "encdec") == 0; /* after --resume took the model from its file */
+    if (t->encdec) {
+        if (a->context < 2) return cli_fail(2, "--model encdec needs --context >= 2 (a byte and EOS)");
+        if (a->data && rm_pairs_load(&t->pairs, a->data, err, sizeof err) != RM_OK) return cli_fail(1, "%s", err);
+        t->data.n = t->pairs.n; /* for the run's metadata: the number of pairs */
+        return 0;
+    }
     rm_status st = a->data ? rm_data_load_file(&t->data, a->data, err, sizeof err)
                            : rm_data_load_corpus(&t->data, err, sizeof err);
     if (st == RM_OK) st = rm_data_check_vocab(&t->data, a->vocab, err, sizeof err);
@@ -257,7 +285,9 @@ static int run_steps(trainer *t, int *step, float *loss, float *val_loss, int *h
         int s = *step, i = s - (int)t->start;
         double t0 = now_ms();
         uint64_t batch = (uint64_t)((int64_t)s + t->batch_offset);
-        if (rm_data_fill(t->s, &t->io, &t->data, RM_DATA_TRAIN, t->sampler, a->seed, batch) != RM_OK)
+        rm_status st = t->encdec ? rm_seq2seq_fill(t->s, &t->io, pairs_of(t), a->seed, batch)
+                                 : rm_data_fill(t->s, &t->io, &t->data, RM_DATA_TRAIN, t->sampler, a->seed, batch);
+        if (st != RM_OK)
             return cli_fail(1, "%s", rm_session_errmsg(t->s));
         char why[256];
         if (rm_step(t->s, (uint64_t)s, loss) != RM_OK) return cli_fail(1, "step %d: %s", s, rm_session_errmsg(t->s));
@@ -399,6 +429,7 @@ done:
     rm_optim_free(t.opt);
     rm_session_free(t.s);
     rm_graph_free(t.g);
-    rm_data_free(&t.data);
+    if (!t.encdec) rm_data_free(&t.data);
+    rm_pairs_free(&t.pairs);
     return rc;
 }

@@ -119,6 +119,25 @@ typedef void (*rm_custom_backward)(const float *x, const float *dy, float *dx, i
 rm_val rm_custom(rm_graph *g, const char *name, rm_val x, rm_custom_forward forward, rm_custom_backward backward,
                  void *user);
 
+/* ---- ops of LLaMA-style, encoder-decoder and U-shaped models (issue 11) ---- */
+/* RMS normalisation over the last dim: x / sqrt(mean(x^2) + eps) * w; w (C). LLaMA: eps 1e-6. */
+rm_val rm_rmsnorm(rm_graph *g, rm_val x, rm_val w, float eps);
+rm_val rm_mul(rm_graph *g, rm_val a, rm_val b);                  /* elementwise a * b, same shapes */
+rm_val rm_silu(rm_graph *g, rm_val x);                           /* x * sigmoid(x) */
+/* Rotary position embedding of x (B,T,C) as `heads` heads, Hugging Face LLaMA's
+ * convention (rotate_half pairs each head's first and second halves); the
+ * position of a row is its index along T; theta: 10000 in LLaMA. */
+rm_val rm_rope(rm_graph *g, rm_val x, int heads, float theta);
+/* Multi-head attention with queries q (B,Tq,C) and keys/values k, v (B,Tk,C)
+ * -> (B,Tq,C). causal: query i sees keys j <= i. key_mask: (B,Tk) i32, 0 marks
+ * a padding key no query sees, or -1 for none. A query with no visible key
+ * gets zeros. */
+rm_val rm_attention_general(rm_graph *g, rm_val q, rm_val k, rm_val v, rm_val key_mask, int heads, int causal);
+rm_val rm_concat(rm_graph *g, rm_val a, rm_val b);               /* (..,Ca), (..,Cb) -> (..,Ca+Cb) */
+/* rm_softmax_ce where rows whose target is ignore_id (e.g. PAD) count for
+ * nothing: the mean is over the other rows (0 if none), as PyTorch's ignore_index. */
+rm_val rm_softmax_ce_ignore(rm_graph *g, rm_val logits, rm_val targets, int32_t ignore_id);
+
 /* Stages: every node recorded after rm_stage_begin belongs to that stage.
  * A model is a chain of stages; the recompute planner works per stage. */
 rm_status rm_stage_begin(rm_graph *g, const char *name);
@@ -354,6 +373,8 @@ typedef struct rm_model_io {
     rm_val targets;  /* (B,T) i32 for the GPT, (B) i32 for the MLP */
     rm_val logits;   /* (B,T,V) or (B,V) */
     rm_val loss;     /* scalar */
+    rm_val source;      /* (B,T) i32: encoder input ids (encdec) */
+    rm_val source_mask; /* (B,T) i32: 1 for a real source token, 0 for padding (encdec) */
 } rm_model_io;
 
 /* GPT-2-style decoder (nanoGPT names and layouts, tied head). */
@@ -377,6 +398,73 @@ typedef struct rm_mlp_config {
 } rm_mlp_config;
 /* Records the MLP into g (one stage per layer) and fills io. */
 rm_status rm_mlp_build(rm_graph *g, const rm_mlp_config *c, rm_model_io *io);
+
+/* LLaMA-style decoder (Hugging Face LlamaForCausalLM names): RMSNorm, RoPE,
+ * SwiGLU MLP, no biases, untied head, as many key/value heads as heads.
+ * Zero fields take the defaults: ffn_dim rm_llama_ffn_dim(dim), rope_theta
+ * 10000, norm_eps 1e-6 (HF LlamaConfig's rms_norm_eps). docs/MODELS.md. */
+typedef struct rm_llama_config {
+    int layers, dim, heads, context, vocab, batch;
+    int ffn_dim;        /* SwiGLU hidden size; 0: 8/3 x dim rounded up to a multiple of 64 */
+    float dropout;      /* where GPT has it: on embeddings and both residual branches */
+    float rope_theta, norm_eps;
+    int keep_logits;
+} rm_llama_config;
+/* The default SwiGLU hidden size: 8/3 x dim rounded up to a multiple of 64
+ * (384 -> 1024); and the builder (stages embed, layers.N, head). */
+int rm_llama_ffn_dim(int dim);
+rm_status rm_llama_build(rm_graph *g, const rm_llama_config *c, rm_model_io *io);
+
+/* GPT-2 blocks with U-ViT's long skips: for i < floor(layers/2) the input of
+ * block layers-1-i is Linear(2C->C)(concat(x, output of block i)). Not a
+ * chain of stages: chain strategies refuse it; none, selective and user
+ * marks apply. GPT's names plus transformer.h.N.skip_linear.{weight,bias}. */
+rm_status rm_uvit_build(rm_graph *g, const rm_gpt_config *c, rm_model_io *io);
+
+/* Transformer encoder-decoder over bytes (pre-norm): an encoder over
+ * `source` and a decoder with causal self-attention and cross-attention to
+ * the encoder output. Ids: bytes 0..255, then BOS, EOS, PAD; padding is
+ * masked out of attention (source_mask) and of the loss (PAD targets). Both
+ * sequences are `context` long. Not a chain of stages. docs/MODELS.md. */
+#define RM_ENCDEC_BOS 256
+#define RM_ENCDEC_EOS 257
+#define RM_ENCDEC_PAD 258
+#define RM_ENCDEC_VOCAB 259
+typedef struct rm_encdec_config {
+    int enc_layers, dec_layers, dim, heads, context, vocab, batch; /* vocab >= RM_ENCDEC_VOCAB */
+    float dropout;
+    int keep_logits;
+} rm_encdec_config;
+/* Records the model (stages enc.embed, enc.N, dec.embed, dec.N, head); io gets
+ * source, source_mask, tokens (decoder input) and targets. */
+rm_status rm_encdec_build(rm_graph *g, const rm_encdec_config *c, rm_model_io *io);
+
+/* encdec data. One pair (source, target bytes) as one row of each (B,T)
+ * input: source (PAD after its bytes), source_mask, tokens (BOS, then the
+ * target) and targets (the target, EOS, PAD after); both truncated to T. */
+void rm_seq2seq_row(const unsigned char *src, size_t ns, const unsigned char *tgt, size_t nt, int T,
+                    int32_t *source, int32_t *mask, int32_t *tokens, int32_t *targets);
+/* The built-in task, row r of batch k: a random string of 1..T-1 lowercase
+ * letters into src and its reverse into tgt (each >= T bytes), length in *n. */
+void rm_seq2seq_reverse_pair(uint64_t seed, uint64_t k, int r, int T, unsigned char *src, unsigned char *tgt,
+                             size_t *n);
+/* Pairs from a file of "source<TAB>target" lines (bytes; blank lines skipped). */
+typedef struct rm_pairs {
+    unsigned char *buf; /* the file */
+    size_t *off;        /* per pair: source offset, length, target offset, length */
+    size_t n;
+} rm_pairs;
+/* Loads a pairs file (RM_ERR_IO; RM_ERR_FORMAT naming a line without a tab,
+ * or a file with no pair); rm_pairs_free frees it (safe on a zeroed p). */
+rm_status rm_pairs_load(rm_pairs *p, const char *path, char *err, size_t errlen);
+void rm_pairs_free(rm_pairs *p);
+/* Batch k (B rows of T, T >= 2): pairs drawn uniformly from p keyed by
+ * (seed, k, row), or the built-in reverse task when p is NULL. */
+rm_status rm_seq2seq_batch(const rm_pairs *p, uint64_t seed, uint64_t k, int B, int T, int32_t *source,
+                           int32_t *mask, int32_t *tokens, int32_t *targets);
+/* rm_seq2seq_batch written straight into an encdec session's inputs (B, T
+ * from the shape of io->source). Errors are the session's. */
+rm_status rm_seq2seq_fill(rm_session *s, const rm_model_io *io, const rm_pairs *p, uint64_t seed, uint64_t k);
 
 /* ---- optimizer ---------------------------------------------------------- */
 
@@ -521,8 +609,10 @@ float rm_lr_at(const rm_lr_schedule *s, uint64_t step);
  * training-state file (docs/CHECKPOINT_FILES.md) next to the parameters and
  * the optimizer state, so that a run resumed from it continues bit for bit. */
 typedef struct rm_run_info {
-    char model[32];        /* "gpt", "mlp", or the caller's name for its own model */
-    int layers, dim, heads;                 /* model "gpt" */
+    char model[32];        /* "gpt", "mlp", "llama", "uvit", "encdec", or the caller's own model */
+    int layers, dim, heads;                 /* models "gpt", "llama", "uvit" (encdec: dim, heads) */
+    int ffn_dim;                            /* model "llama" (0: its default) */
+    int enc_layers, dec_layers;             /* model "encdec" */
     int n_widths, widths[RM_MLP_MAX_LAYERS]; /* model "mlp": hidden widths */
     int batchnorm;                          /* model "mlp" */
     int context, vocab, batch;
@@ -539,8 +629,8 @@ typedef struct rm_run_info {
 } rm_run_info;
 /* Defaults: model "gpt", the CLI's default GPT, AdamW, constant lr 1e-3, seed 1337. */
 void rm_run_info_default(rm_run_info *r);
-/* Builds the model a run describes (model "gpt" or "mlp"); RM_ERR_ARG for
- * another model name (the caller builds its own). */
+/* Builds the model a run describes (gpt, mlp, llama, uvit, encdec); RM_ERR_ARG
+ * for another model name (the caller builds its own). */
 rm_status rm_run_build(const rm_run_info *r, rm_graph *g, rm_model_io *io, int keep_logits);
 
 /* Writes the whole training state of s and o (NULL: parameters only) with r

@@ -59,6 +59,12 @@ typedef enum rm_op_kind {
     RM_OP_SOFTMAX_CE,
     RM_OP_BATCHNORM,
     RM_OP_CUSTOM,
+    RM_OP_RMSNORM,
+    RM_OP_MUL,
+    RM_OP_SILU,
+    RM_OP_ROPE,
+    RM_OP_XATTENTION,
+    RM_OP_CONCAT,
     RM_OP_COUNT
 } rm_op_kind;
 

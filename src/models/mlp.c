@@ -17,6 +17,7 @@ rm_status rm_mlp_build(rm_graph *g, const rm_mlp_config *c, rm_model_io *io) {
     int64_t B = c->batch, in_w = c->context;
     int64_t bt[2] = {B, c->context}, b1[1] = {B};
     io->tokens = -1;
+    io->source = io->source_mask = -1;
     io->features = rm_input(g, "features", RM_DTYPE_F32, 2, bt);
     io->targets = rm_input(g, "targets", RM_DTYPE_I32, 1, b1);
     rm_val x = io->features; // (B,T)

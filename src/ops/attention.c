@@ -13,9 +13,6 @@
 #include "ops/ops.h"
 #include "util/fastmath.h"
 #include <math.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 rm_val rm_attention(rm_graph *g, rm_val qkv, int heads) {
     if (!rm_val_ok(g, qkv, "attention")) return -1;
@@ -36,14 +33,6 @@ rm_val rm_attention(rm_graph *g, rm_val qkv, int heads) {
 }
 
 #define ATT_BLOCK 64
-
-static int thread_id(void) {
-#ifdef _OPENMP
-    return omp_get_thread_num();
-#else
-    return 0;
-#endif
-}
 
 /* qkv is (B,T,3C), out is (B,T,C), att is (B,H,T,T) */
 static void attention_forward(const rm_kernel_ctx *c) {
@@ -96,7 +85,7 @@ static void attention_backward(const rm_kernel_ctx *c) {
         const float *q = qkv + (size_t)b * T * C3 + h * hd, *k = q + C, *v = q + 2 * C;
         const float *p = att + (size_t)bh * T * T, *dO = dout + (size_t)b * T * C + h * hd;
         float *dq = dqkv + (size_t)b * T * C3 + h * hd, *dk = dq + C, *dv = dq + 2 * C;
-        float *ds = (float *)c->work + (size_t)thread_id() * T * T;
+        float *ds = (float *)c->work + (size_t)rm_thread_id() * T * T;
         for (int r0 = 0; r0 < T; r0 += ATT_BLOCK) {
             int r1 = r0 + ATT_BLOCK < T ? r0 + ATT_BLOCK : T;
             /* dP[r0:r1, 0:r1] = dO[r0:r1] V[0:r1]^T, then dS row by row */

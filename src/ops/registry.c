@@ -14,6 +14,12 @@ static const rm_op_def *const op_table[RM_OP_COUNT] = {
     [RM_OP_SOFTMAX_CE] = &rm_op_softmax_ce,
     [RM_OP_BATCHNORM] = &rm_op_batchnorm,
     [RM_OP_CUSTOM] = &rm_op_custom,
+    [RM_OP_RMSNORM] = &rm_op_rmsnorm,
+    [RM_OP_MUL] = &rm_op_mul,
+    [RM_OP_SILU] = &rm_op_silu,
+    [RM_OP_ROPE] = &rm_op_rope,
+    [RM_OP_XATTENTION] = &rm_op_xattention,
+    [RM_OP_CONCAT] = &rm_op_concat,
 };
 
 /* NULL for a kind out of range: callers index with kinds they created. */

@@ -10,6 +10,11 @@
  *   dloss/dz_v = (probs_v - [v == t]) / N
  * so the backward reads only probs and the targets, never the logits.
  *
+ * With an ignored id (rm_softmax_ce_ignore, e.g. a PAD target), rows whose
+ * target is that id contribute nothing and N counts only the others (as
+ * PyTorch's ignore_index); with no row left the loss is 0. The ignored id
+ * is itself in [0, V).
+ *
  * Every target must lie in [0, V): softmax_ce_check runs on the caller's
  * targets before each step, so z[targets[n]] never reads out of the row.
  */
@@ -17,7 +22,7 @@
 #include "util/fastmath.h"
 #include <math.h>
 
-rm_val rm_softmax_ce(rm_graph *g, rm_val logits, rm_val targets) {
+static rm_val softmax_ce_build(rm_graph *g, rm_val logits, rm_val targets, int ignore, int32_t ignore_id) {
     if (!rm_val_ok(g, logits, "softmax_ce") || !rm_val_ok(g, targets, "softmax_ce")) return -1;
     const rm_value *vl = &g->vals[logits], *vt = &g->vals[targets];
     if (vl->dtype != RM_DTYPE_F32 || vt->dtype != RM_DTYPE_I32) {
@@ -34,14 +39,37 @@ rm_val rm_softmax_ce(rm_graph *g, rm_val logits, rm_val targets) {
                       vt->name, vl->name);
         return -1;
     }
+    if (ignore && (ignore_id < 0 || ignore_id >= rm_cols(vl))) {
+        rm_graph_fail(g, RM_ERR_ARG, "softmax_ce: the ignored id %d must be a class of logits '%s' (0..%lld)",
+                      (int)ignore_id, vl->name, (long long)rm_cols(vl) - 1);
+        return -1;
+    }
     int ins[2] = {logits, targets};
     int n = rm_op_node(g, &rm_op_softmax_ce, ins, 2);
     if (n < 0) return -1;
     const int64_t one[1] = {1};
     const int64_t probs_shape[2] = {rm_rows(vl), rm_cols(vl)};
+    g->nodes[n].iarg[0] = ignore;
+    g->nodes[n].iarg[1] = ignore_id;
     rm_val loss = rm_node_output(g, n, RM_DTYPE_F32, 1, one);
     rm_node_output(g, n, RM_DTYPE_F32, 2, probs_shape); /* probs */
     return g->status == RM_OK ? loss : -1;
+}
+
+rm_val rm_softmax_ce(rm_graph *g, rm_val logits, rm_val targets) {
+    return softmax_ce_build(g, logits, targets, 0, 0);
+}
+
+rm_val rm_softmax_ce_ignore(rm_graph *g, rm_val logits, rm_val targets, int32_t ignore_id) {
+    return softmax_ce_build(g, logits, targets, 1, ignore_id);
+}
+
+/* Whether row n counts, and how many rows count (N without an ignored id). */
+static int ce_counts(const rm_kernel_ctx *c, int32_t t) { return !c->node->iarg[0] || t != c->node->iarg[1]; }
+static int64_t ce_rows(const rm_kernel_ctx *c, const int32_t *targets, int64_t N) {
+    int64_t k = 0;
+    for (int64_t n = 0; n < N; n++) k += ce_counts(c, targets[n]);
+    return k;
 }
 
 /* The mean over rows is summed in a fixed number of chunks (not one chunk
@@ -69,13 +97,14 @@ static void softmax_ce_forward(const rm_kernel_ctx *c) {
             const float inv = 1.0f / sum;
             for (int64_t v = 0; v < V; v++) p[v] *= inv;
             /* from the log-sum-exp, not log(p_t): p_t may underflow to 0 */
-            s += (double)logf(sum) - (double)(z[targets[n]] - mx);
+            if (ce_counts(c, targets[n])) s += (double)logf(sum) - (double)(z[targets[n]] - mx);
         }
         partial[k] = s;
     }
     double total = 0.0;
     for (int k = 0; k < CE_CHUNKS; k++) total += partial[k];
-    loss[0] = (float)(total / (double)N);
+    const int64_t rows = ce_rows(c, targets, N);
+    loss[0] = rows ? (float)(total / (double)rows) : 0.0f;
 }
 
 static void softmax_ce_backward(const rm_kernel_ctx *c) {
@@ -85,15 +114,17 @@ static void softmax_ce_backward(const rm_kernel_ctx *c) {
     const float *probs = c->out[1];
     const int32_t *targets = c->in[1];
     const int64_t N = rm_rows(c->vin[0]), V = rm_cols(c->vin[0]);
-    const float scale = c->dout[0][0] / (float)N;
+    const int64_t rows = ce_rows(c, targets, N);
+    const float scale = rows ? c->dout[0][0] / (float)rows : 0.0f;
     const int acc = c->acc[0];
 #pragma omp parallel for schedule(static)
     for (int64_t n = 0; n < N; n++) {
         const float *p = probs + n * V;
         float *d = dlogits + n * V;
         const int64_t t = targets[n];
+        const float sc = ce_counts(c, targets[n]) ? scale : 0.0f;
         for (int64_t v = 0; v < V; v++) {
-            const float g = scale * (p[v] - (v == t ? 1.0f : 0.0f));
+            const float g = sc * (p[v] - (v == t ? 1.0f : 0.0f));
             d[v] = acc ? d[v] + g : g;
         }
     }

@@ -113,10 +113,16 @@ static void read_model(rd *c, rm_run_info *r) {
         const char *bn = need(c, "batchnorm");
         if (bn && strcmp(bn, "0") && strcmp(bn, "1")) garbled(c, "batchnorm", bn);
         else if (bn) r->batchnorm = bn[0] == '1';
-    } else if (strcmp(r->model, "gpt") == 0) {
+    } else if (strcmp(r->model, "encdec") == 0) {
+        get_int(c, "enc_layers", 1, 4096, &r->enc_layers);
+        get_int(c, "dec_layers", 1, 4096, &r->dec_layers);
+        get_int(c, "dim", 1, 1 << 16, &r->dim);
+        get_int(c, "heads", 1, 1 << 12, &r->heads);
+    } else if (strcmp(r->model, "gpt") == 0 || strcmp(r->model, "llama") == 0 || strcmp(r->model, "uvit") == 0) {
         get_int(c, "layers", 1, 4096, &r->layers);
         get_int(c, "dim", 1, 1 << 16, &r->dim);
         get_int(c, "heads", 1, 1 << 12, &r->heads);
+        if (strcmp(r->model, "llama") == 0) get_int(c, "ffn_dim", 1, 1 << 20, &r->ffn_dim);
     }
     get_int(c, "context", 1, 1 << 16, &r->context);
     get_int(c, "vocab", 2, 1 << 24, &r->vocab);

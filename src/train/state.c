@@ -44,11 +44,25 @@ rm_status rm_run_build(const rm_run_info *r, rm_graph *g, rm_model_io *io, int k
         memcpy(c.widths, r->widths, sizeof c.widths);
         return rm_mlp_build(g, &c, io);
     }
-    if (strcmp(r->model, "gpt") != 0)
-        return rm_graph_fail(g, RM_ERR_ARG, "rm_run_build: model '%.31s' is not gpt or mlp; build it yourself",
+    if (strcmp(r->model, "llama") == 0) {
+        rm_llama_config c = {.layers = r->layers, .dim = r->dim, .heads = r->heads, .context = r->context,
+                             .vocab = r->vocab, .batch = r->batch, .ffn_dim = r->ffn_dim, .dropout = r->dropout,
+                             .keep_logits = keep_logits};
+        return rm_llama_build(g, &c, io);
+    }
+    if (strcmp(r->model, "encdec") == 0) {
+        rm_encdec_config c = {.enc_layers = r->enc_layers, .dec_layers = r->dec_layers, .dim = r->dim,
+                              .heads = r->heads, .context = r->context, .vocab = r->vocab, .batch = r->batch,
+                              .dropout = r->dropout, .keep_logits = keep_logits};
+        return rm_encdec_build(g, &c, io);
+    }
+    const int uvit = strcmp(r->model, "uvit") == 0;
+    if (strcmp(r->model, "gpt") != 0 && !uvit)
+        return rm_graph_fail(g, RM_ERR_ARG,
+                             "rm_run_build: model '%.31s' is not gpt, mlp, llama, uvit or encdec; build it yourself",
                              r->model);
     rm_gpt_config c = {r->layers, r->dim, r->heads, r->context, r->vocab, r->batch, r->dropout, keep_logits};
-    return rm_gpt_build(g, &c, io);
+    return uvit ? rm_uvit_build(g, &c, io) : rm_gpt_build(g, &c, io);
 }
 
 /* ---- writing ------------------------------------------------------------------ */
@@ -83,10 +97,16 @@ static void meta_model(const rm_run_info *r, meta *m) {
             j += (size_t)snprintf(m->widths + j, sizeof m->widths - j, "%s%d", i ? "," : "", r->widths[i]);
         STR("widths", m->widths);
         FMT("batchnorm", "%d", r->batchnorm ? 1 : 0);
-    } else if (strcmp(r->model, "gpt") == 0) {
+    } else if (strcmp(r->model, "encdec") == 0) {
+        FMT("enc_layers", "%d", r->enc_layers);
+        FMT("dec_layers", "%d", r->dec_layers);
+        FMT("dim", "%d", r->dim);
+        FMT("heads", "%d", r->heads);
+    } else if (strcmp(r->model, "gpt") == 0 || strcmp(r->model, "llama") == 0 || strcmp(r->model, "uvit") == 0) {
         FMT("layers", "%d", r->layers);
         FMT("dim", "%d", r->dim);
         FMT("heads", "%d", r->heads);
+        if (strcmp(r->model, "llama") == 0) FMT("ffn_dim", "%d", r->ffn_dim ? r->ffn_dim : rm_llama_ffn_dim(r->dim));
     }
     FMT("context", "%d", r->context);
     FMT("vocab", "%d", r->vocab);

@@ -90,6 +90,16 @@ void rm_set_threads(int n) {
 #endif
 }
 
+/* The calling thread's index in the current parallel region (0 outside):
+ * kernels index per-thread workspace slices with it. */
+int rm_thread_id(void) {
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
 /* Block sizes: a kc x nc panel of B (64 KiB) stays in L2 while rows of A stream. */
 enum { GEMM_MC = 64, GEMM_KC = 256, GEMM_NC = 64 };
 

@@ -17,6 +17,7 @@ void rm_gemm_fallback(int transA, int transB, int M, int N, int K, float alpha,
                       const float *A, int lda, const float *B, int ldb, float beta,
                       float *C, int ldc);
 void rm_set_threads(int n);  /* sets OpenMP and BLAS threads */
+int rm_thread_id(void);      /* this thread's index in the parallel region (0 outside one) */
 
 /* Counter-based random numbers (Philox4x32-10): the same key and counter
  * always give the same four 32-bit words, so masks recompute exactly. */

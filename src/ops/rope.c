@@ -1,0 +1,90 @@
+/* rope.c: rotary position embedding (Su et al. 2021), in the convention of
+ * Hugging Face transformers' LLaMA (`rotate_half`).
+ *
+ * x is (B,T,C) seen as H heads of hd = C/H dims; the token at position t
+ * (its index along T) has each head's dims i and i + hd/2 (i < hd/2) rotated
+ * by the angle t * f_i, with f_i = theta^(-2i/hd):
+ *   out[i]        = x[i] cos - x[i+hd/2] sin
+ *   out[i+hd/2]   = x[i+hd/2] cos + x[i] sin
+ * i.e. out = x * cos + rotate_half(x) * sin with rotate_half(x) = (-x2, x1).
+ * (The original paper pairs adjacent dims 2i, 2i+1 instead; HF permutes the
+ * q/k weights so that the halves are paired, and so do we.)
+ *
+ * A rotation is orthogonal: its Jacobian's transpose is the rotation by the
+ * opposite angle, so the backward rotates dout by -t f_i and reads no
+ * forward tensor. Angles are computed in float32 as HF does, per (t, i),
+ * and shared by every head and batch row; nothing is stored.
+ */
+#include "ops/ops.h"
+#include <math.h>
+#include <string.h>
+
+rm_val rm_rope(rm_graph *g, rm_val x, int heads, float theta) {
+    if (!rm_val_ok(g, x, "rope")) return -1;
+    const rm_value *vx = &g->vals[x];
+    if (vx->dtype != RM_DTYPE_F32 || vx->ndim != 3 || heads <= 0 || vx->shape[2] % heads != 0 ||
+        (vx->shape[2] / heads) % 2 != 0) {
+        rm_graph_fail(g, RM_ERR_ARG, "rope: '%s' must be f32 (B,T,C) with C = heads (%d) x an even head dim",
+                      vx->name, heads);
+        return -1;
+    }
+    if (!(theta > 1.0f) || isinf(theta)) {
+        rm_graph_fail(g, RM_ERR_ARG, "rope: theta = %g must be a finite number > 1", (double)theta);
+        return -1;
+    }
+    int64_t shape[3] = {vx->shape[0], vx->shape[1], vx->shape[2]};
+    int n = rm_op_node(g, &rm_op_rope, &x, 1);
+    if (n < 0) return -1;
+    g->nodes[n].iarg[0] = heads;
+    g->nodes[n].farg[0] = theta;
+    return rm_node_output(g, n, RM_DTYPE_F32, 3, shape);
+}
+
+/* y = rotate(v, sign * angle), added into y when acc; forward sign = +1,
+ * backward sign = -1 (the transpose). */
+static void rope_apply(const rm_kernel_ctx *c, const float *v, float *y, float sign, int acc) {
+    // v is (B,T,C), y is (B,T,C)
+    const int64_t B = c->vin[0]->shape[0], T = c->vin[0]->shape[1], C = c->vin[0]->shape[2];
+    const int H = c->node->iarg[0];
+    const int64_t hd = C / H, half = hd / 2;
+    const float theta = c->node->farg[0];
+#pragma omp parallel for schedule(static)
+    for (int64_t bt = 0; bt < B * T; bt++) {
+        const float t = (float)(bt % T);
+        const float *vr = v + bt * C;
+        float *yr = y + bt * C;
+        for (int64_t i = 0; i < half; i++) {
+            const float f = 1.0f / powf(theta, (float)(2 * i) / (float)hd);
+            const float ang = t * f, cs = cosf(ang), sn = sign * sinf(ang);
+            for (int h = 0; h < H; h++) {
+                const float x1 = vr[h * hd + i], x2 = vr[h * hd + i + half];
+                const float o1 = x1 * cs - x2 * sn, o2 = x2 * cs + x1 * sn;
+                float *p1 = yr + h * hd + i, *p2 = yr + h * hd + i + half;
+                *p1 = acc ? *p1 + o1 : o1;
+                *p2 = acc ? *p2 + o2 : o2;
+            }
+        }
+    }
+}
+
+static void rope_forward(const rm_kernel_ctx *c) { rope_apply(c, c->in[0], c->out[0], 1.0f, 0); }
+
+static void rope_backward(const rm_kernel_ctx *c) {
+    if (c->din[0]) rope_apply(c, c->dout[0], c->din[0], -1.0f, c->acc[0]);
+}
+
+static double rope_flops(const rm_node *n, const rm_value *vals, int backward) {
+    (void)backward;
+    return 3.0 * (double)vals[n->in[0]].numel; /* 2 multiplies + 1 add per element */
+}
+
+const rm_op_def rm_op_rope = {
+    .kind = RM_OP_ROPE,
+    .name = "rope",
+    .bwd_reads = 0,
+    .forward = rope_forward,
+    .backward = rope_backward,
+    .flops = rope_flops,
+    .workspace = NULL,
+    .cheap = 1,
+};

@@ -1,0 +1,308 @@
+/* test_ops2.c: the ops of the LLaMA-style, encoder-decoder and U-shaped
+ * models (issue 11) against central finite differences (opcheck.h) and
+ * against double-precision references of their definitions: RMSNorm,
+ * elementwise multiply, SiLU, RoPE in Hugging Face's rotate_half convention,
+ * general (cross, masked, causal) attention, concatenation and the
+ * cross-entropy that ignores a PAD target. PyTorch checks the same ops
+ * inside whole models (tests/torch_models.py). */
+#include "opcheck.h"
+
+static void test_rmsnorm(void) {
+    fx f;
+    fx_begin(&f);
+    rm_val x = fx_input(&f, RM_DTYPE_F32, 3, (int64_t[]){2, 3, 8});
+    rm_val w = fx_param(&f, "w", 1, (int64_t[]){8});
+    rm_val out = rm_rmsnorm(f.g, x, w, 1e-6f);
+    if (!fx_finish(&f, out, "rmsnorm")) { fx_end(&f); return; }
+    CHECK(fx_node(&f)->n_out == 2 && fx_numel(&f, fx_node(&f)->out[1]) == 6, "rmsnorm: rstd output");
+    for (int i = 0; i < 8; i++) fx_f(&f, w)[i] = rndu(0.5f, 1.5f);
+    for (int i = 0; i < 8; i++) fx_f(&f, x)[8 + i] = 100.0f + rndu(-1, 1); /* a row far from zero */
+    fx_forward(&f);
+    const float *y = fx_f(&f, out), *xv = fx_f(&f, x);
+    int bad = 0;
+    for (int r = 0; r < 6; r++) {
+        double ss = 0;
+        for (int i = 0; i < 8; i++) ss += (double)xv[r * 8 + i] * xv[r * 8 + i];
+        for (int i = 0; i < 8; i++) {
+            double ref = xv[r * 8 + i] / sqrt(ss / 8 + 1e-6) * fx_f(&f, w)[i];
+            if (!(fabs(y[r * 8 + i] - ref) <= 1e-5 * (1 + fabs(ref)))) bad++;
+        }
+    }
+    CHECK(bad == 0, "rmsnorm: forward differs from a double reference in %d elements", bad);
+    gradcheck(&f, "rmsnorm", 0);
+    fx_end(&f);
+}
+
+/* rmsnorm's dw is a column sum: bitwise the same for 1 and several threads */
+static void test_rmsnorm_threads(void) {
+    if (max_threads() < 2) set_threads(2);
+    const int T = max_threads() < 3 ? 3 : max_threads();
+    fx f;
+    fx_begin(&f);
+    rm_val x = fx_input(&f, RM_DTYPE_F32, 2, (int64_t[]){300, 100});
+    rm_val w = fx_param(&f, "w", 1, (int64_t[]){100});
+    if (fx_finish(&f, rm_rmsnorm(f.g, x, w, 1e-6f), "rmsnorm threads")) {
+        float *dout = malloc(30000 * sizeof *dout), *r[2][RM_MAX_IN] = {{0}};
+        for (int i = 0; i < 30000; i++) dout[i] = rndu(-1, 1);
+        for (int t = 0; t < 2; t++) {
+            set_threads(t ? T : 1);
+            for (int k = 0; k < 2; k++) r[t][k] = calloc(k ? 100 : 30000, sizeof(float));
+            int acc[RM_MAX_IN] = {0};
+            fx_forward(&f);
+            fx_backward(&f, dout, r[t], acc);
+        }
+        CHECK(memcmp(r[0][0], r[1][0], 30000 * 4) == 0 && memcmp(r[0][1], r[1][1], 400) == 0,
+              "rmsnorm: gradients differ between 1 and %d threads", T);
+        for (int t = 0; t < 2; t++)
+            for (int k = 0; k < 2; k++) free(r[t][k]);
+        free(dout);
+    }
+    fx_end(&f);
+    set_threads(max_threads());
+}
+
+static void test_mul_silu_concat(void) {
+    fx f;
+    fx_begin(&f);
+    rm_val a = fx_input(&f, RM_DTYPE_F32, 3, (int64_t[]){2, 3, 4});
+    rm_val b = fx_input(&f, RM_DTYPE_F32, 3, (int64_t[]){2, 3, 4});
+    rm_val out = rm_mul(f.g, a, b);
+    if (fx_finish(&f, out, "mul")) {
+        fx_forward(&f);
+        int bad = 0;
+        for (int i = 0; i < 24; i++) bad += fx_f(&f, out)[i] != fx_f(&f, a)[i] * fx_f(&f, b)[i];
+        CHECK(bad == 0, "mul: forward is not a*b in %d elements", bad);
+        gradcheck(&f, "mul", 0);
+    }
+    fx_end(&f);
+
+    fx_begin(&f);
+    rm_val x = fx_input(&f, RM_DTYPE_F32, 2, (int64_t[]){4, 6});
+    out = rm_silu(f.g, x);
+    if (fx_finish(&f, out, "silu")) {
+        for (int i = 0; i < 24; i++) fx_f(&f, x)[i] = rndu(-6, 6);
+        fx_f(&f, x)[0] = -100.0f; /* exp(100) overflows float: silu must still be 0, not NaN */
+        fx_forward(&f);
+        int bad = 0;
+        for (int i = 0; i < 24; i++) {
+            double v = fx_f(&f, x)[i], ref = v / (1 + exp(-v));
+            if (!(fabs(fx_f(&f, out)[i] - ref) <= 1e-6 * (1 + fabs(ref)))) bad++;
+        }
+        CHECK(bad == 0, "silu: forward differs from x*sigmoid(x) in %d elements", bad);
+        fx_f(&f, x)[0] = rndu(-3, 3);
+        gradcheck(&f, "silu", 0);
+    }
+    fx_end(&f);
+
+    fx_begin(&f);
+    a = fx_input(&f, RM_DTYPE_F32, 3, (int64_t[]){2, 3, 4});
+    b = fx_input(&f, RM_DTYPE_F32, 3, (int64_t[]){2, 3, 5});
+    out = rm_concat(f.g, a, b);
+    if (fx_finish(&f, out, "concat")) {
+        int64_t sh[RM_MAX_DIMS];
+        CHECK(rm_shape(f.g, out, sh) == 3 && sh[2] == 9, "concat: output shape");
+        fx_forward(&f);
+        CHECK(memcmp(fx_f(&f, out) + 9 * 4, fx_f(&f, a) + 4 * 4, 4 * sizeof(float)) == 0 &&
+                  memcmp(fx_f(&f, out) + 9 * 4 + 4, fx_f(&f, b) + 4 * 5, 5 * sizeof(float)) == 0,
+              "concat: row 4 is (a[4], b[4])");
+        gradcheck(&f, "concat", 0);
+    }
+    fx_end(&f);
+}
+
+/* RoPE against Hugging Face's formula, written out in double:
+ *   inv_freq_i = theta^(-2i/hd), emb = cat(t*inv_freq, t*inv_freq)
+ *   out = x * cos(emb) + rotate_half(x) * sin(emb), rotate_half(x) = cat(-x2, x1) */
+static void test_rope(void) {
+    enum { B = 2, T = 5, H = 2, HD = 6, C = H * HD };
+    fx f;
+    fx_begin(&f);
+    rm_val x = fx_input(&f, RM_DTYPE_F32, 3, (int64_t[]){B, T, C});
+    rm_val out = rm_rope(f.g, x, H, 10000.0f);
+    if (!fx_finish(&f, out, "rope")) { fx_end(&f); return; }
+    fx_forward(&f);
+    const float *xv = fx_f(&f, x), *y = fx_f(&f, out);
+    double worst = 0;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int h = 0; h < H; h++)
+                for (int d = 0; d < HD; d++) {
+                    const float *xr = xv + ((b * T + t) * C + h * HD);
+                    int i = d % (HD / 2);
+                    double ang = t * pow(10000.0, -2.0 * i / HD);
+                    double rot = d < HD / 2 ? -xr[d + HD / 2] : xr[d - HD / 2];
+                    double ref = xr[d] * cos(ang) + rot * sin(ang);
+                    double err = fabs(ref - y[(b * T + t) * C + h * HD + d]);
+                    worst = err > worst ? err : worst;
+                }
+    CHECK(worst < 1e-5, "rope: off Hugging Face's rotate_half formula by %g", worst);
+    CHECK(memcmp(xv, y, C * sizeof(float)) == 0, "rope: position 0 is not the identity");
+    gradcheck(&f, "rope", 0);
+    fx_end(&f);
+}
+
+/* Attention against a double reference that builds the whole score matrix
+ * and masks it; keys padded by `mask`, the last batch row fully padded when
+ * `all_padded` (its output must be zero, not NaN). */
+static void attention_case(int Tq, int Tk, int causal, int masked, const char *what) {
+    enum { B = 2, H = 2, HD = 3, C = H * HD };
+    fx f;
+    fx_begin(&f);
+    rm_val q = fx_input(&f, RM_DTYPE_F32, 3, (int64_t[]){B, Tq, C});
+    rm_val k = fx_input(&f, RM_DTYPE_F32, 3, (int64_t[]){B, Tk, C});
+    rm_val v = fx_input(&f, RM_DTYPE_F32, 3, (int64_t[]){B, Tk, C});
+    rm_val m = masked ? fx_input(&f, RM_DTYPE_I32, 2, (int64_t[]){B, Tk}) : -1;
+    rm_val out = rm_attention_general(f.g, q, k, v, m, H, causal);
+    if (!fx_finish(&f, out, what)) { fx_end(&f); return; }
+    for (int64_t i = 0; i < fx_numel(&f, q); i++) fx_f(&f, q)[i] = rndu(-1.5f, 1.5f);
+    int32_t *mk = masked ? fx_i(&f, m) : NULL;
+    for (int i = 0; masked && i < B * Tk; i++) mk[i] = (i % 3) != 1; /* every third key is padding */
+    fx_forward(&f);
+    const float *Q = fx_f(&f, q), *K = fx_f(&f, k), *V = fx_f(&f, v), *o = fx_f(&f, out);
+    double worst = 0;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int i = 0; i < Tq; i++) {
+                double s[64], mx = -INFINITY, sum = 0;
+                for (int j = 0; j < Tk; j++) {
+                    s[j] = 0;
+                    for (int d = 0; d < HD; d++) s[j] += (double)Q[(b * Tq + i) * C + h * HD + d] * K[(b * Tk + j) * C + h * HD + d];
+                    int vis = (!causal || j <= i) && (!mk || mk[b * Tk + j]);
+                    s[j] = vis ? s[j] / sqrt(HD) : -INFINITY;
+                    mx = s[j] > mx ? s[j] : mx;
+                }
+                for (int j = 0; j < Tk; j++) s[j] = mx == -INFINITY ? 0 : exp(s[j] - mx), sum += s[j];
+                for (int d = 0; d < HD; d++) {
+                    double ref = 0;
+                    for (int j = 0; j < Tk && sum > 0; j++) ref += s[j] / sum * V[(b * Tk + j) * C + h * HD + d];
+                    double err = fabs(ref - o[(b * Tq + i) * C + h * HD + d]);
+                    if (!(err <= worst)) worst = err; /* NaN sticks */
+                }
+            }
+    CHECK(worst < 1e-5, "%s: off the double reference by %g", what, worst);
+    gradcheck(&f, what, 0);
+    if (masked) { /* batch row 1 all padding: zeros out, zero gradients, no NaN */
+        for (int j = 0; j < Tk; j++) mk[Tk + j] = 0;
+        fx_forward(&f);
+        int bad = 0;
+        for (int i = Tq * C; i < 2 * Tq * C; i++) bad += o[i] != 0.0f;
+        CHECK(bad == 0, "%s: a query with no visible key has %d nonzero outputs", what, bad);
+        gradcheck(&f, what, 0);
+    }
+    fx_end(&f);
+}
+
+/* Causal, Tq = Tk, one set of weights: the general op and the fused
+ * rm_attention(qkv) agree (one is GPT's fast path of the other). */
+static void test_attention_matches_fused(void) {
+    enum { B = 2, T = 7, H = 2, C = 8 };
+    rm_graph *g = rm_graph_new();
+    rm_val qkv = rm_input(g, "qkv", RM_DTYPE_F32, 3, (int64_t[]){B, T, 3 * C});
+    rm_val fused = rm_attention(g, qkv, H);
+    rm_val q = rm_input(g, "q", RM_DTYPE_F32, 3, (int64_t[]){B, T, C});
+    rm_val k = rm_input(g, "k", RM_DTYPE_F32, 3, (int64_t[]){B, T, C});
+    rm_val v = rm_input(g, "v", RM_DTYPE_F32, 3, (int64_t[]){B, T, C});
+    rm_val gen = rm_attention_general(g, q, k, v, -1, H, 1);
+    CHECK(fused >= 0 && gen >= 0, "attention builders: %s", rm_graph_errmsg(g));
+    if (fused < 0 || gen < 0) { rm_graph_free(g); return; }
+    float X[B * T * 3 * C], Qv[B * T * C], Kv[B * T * C], Vv[B * T * C], P1[B * H * T * T], P2[B * H * T * T];
+    float O1[B * T * C], O2[B * T * C];
+    for (int i = 0; i < B * T * 3 * C; i++) X[i] = rndu(-1, 1);
+    for (int r = 0; r < B * T; r++)
+        for (int d = 0; d < C; d++) {
+            Qv[r * C + d] = X[r * 3 * C + d];
+            Kv[r * C + d] = X[r * 3 * C + C + d];
+            Vv[r * C + d] = X[r * 3 * C + 2 * C + d];
+        }
+    rm_kernel_ctx c1 = {0}, c2 = {0};
+    c1.node = &g->nodes[0], c1.vin[0] = &g->vals[qkv], c1.in[0] = X, c1.out[0] = O1, c1.out[1] = P1;
+    c2.node = &g->nodes[1];
+    c2.vin[0] = &g->vals[q], c2.vin[1] = &g->vals[k], c2.vin[2] = &g->vals[v];
+    c2.in[0] = Qv, c2.in[1] = Kv, c2.in[2] = Vv, c2.out[0] = O2, c2.out[1] = P2;
+    rm_op_get(RM_OP_ATTENTION)->forward(&c1);
+    rm_op_get(RM_OP_XATTENTION)->forward(&c2);
+    double worst = 0;
+    for (int i = 0; i < B * T * C; i++) worst = fabs(O1[i] - O2[i]) > worst ? fabs(O1[i] - O2[i]) : worst;
+    CHECK(worst < 1e-6, "attention: the general causal op differs from the fused one by %g", worst);
+    rm_graph_free(g);
+}
+
+static void test_softmax_ce_ignore(void) {
+    enum { N = 6, V = 7, PAD = 5 };
+    fx f;
+    fx_begin(&f);
+    rm_val logits = fx_input(&f, RM_DTYPE_F32, 2, (int64_t[]){N, V});
+    rm_val tg = fx_input(&f, RM_DTYPE_I32, 1, (int64_t[]){N});
+    rm_val loss = rm_softmax_ce_ignore(f.g, logits, tg, PAD);
+    if (!fx_finish(&f, loss, "softmax_ce_ignore")) { fx_end(&f); return; }
+    const int32_t t[N] = {1, PAD, 3, PAD, 0, 6};
+    memcpy(fx_i(&f, tg), t, sizeof t);
+    fx_forward(&f);
+    const float *z = fx_f(&f, logits);
+    double ref = 0;
+    for (int n = 0; n < N; n++) {
+        if (t[n] == PAD) continue;
+        double s = 0;
+        for (int v = 0; v < V; v++) s += exp((double)z[n * V + v]);
+        ref += log(s) - z[n * V + t[n]];
+    }
+    ref /= 4; /* four rows are not padding */
+    const float got = fx_f(&f, loss)[0];
+    CHECK(fabs(got - ref) < 1e-5, "softmax_ce_ignore: loss %.8g, reference (mean over 4 rows) %.8g", got, ref);
+    gradcheck(&f, "softmax_ce_ignore", 0);
+    float R = 1.0f, d[N * V];
+    float *din[RM_MAX_IN] = {d};
+    int acc[RM_MAX_IN] = {0};
+    fx_backward(&f, &R, din, acc);
+    int nz = 0;
+    for (int v = 0; v < V; v++) nz += d[1 * V + v] != 0.0f || d[3 * V + v] != 0.0f;
+    CHECK(nz == 0, "softmax_ce_ignore: PAD rows get %d nonzero gradients", nz);
+    for (int n = 0; n < N; n++) fx_i(&f, tg)[n] = PAD; /* nothing left: loss 0, not NaN */
+    fx_forward(&f);
+    CHECK(fx_f(&f, loss)[0] == 0.0f, "softmax_ce_ignore: all rows PAD gives %g, not 0", fx_f(&f, loss)[0]);
+    fx_end(&f);
+}
+
+static void test_builders2(void) {
+    for (int which = 0; which < 9; which++) {
+        rm_graph *g = rm_graph_new();
+        rm_val x = rm_input(g, "x", RM_DTYPE_F32, 3, (int64_t[]){2, 4, 6});
+        rm_val y = rm_input(g, "y", RM_DTYPE_F32, 3, (int64_t[]){2, 5, 6});
+        rm_val z = rm_input(g, "z", RM_DTYPE_F32, 3, (int64_t[]){2, 4, 5});
+        rm_val m = rm_input(g, "m", RM_DTYPE_I32, 2, (int64_t[]){2, 4});
+        rm_val w = rm_param(g, "w", 1, (int64_t[]){5}, RM_INIT_ONES, 0, 0);
+        rm_val got = 0;
+        switch (which) {
+        case 0: got = rm_rmsnorm(g, x, w, 1e-6f); break;              /* w is (5), x's last dim 6 */
+        case 1: got = rm_rmsnorm(g, z, w, 0.0f); break;               /* eps 0 */
+        case 2: got = rm_mul(g, x, y); break;                         /* shapes */
+        case 3: got = rm_rope(g, x, 4, 10000.0f); break;              /* 6 not divisible by 4 */
+        case 4: got = rm_rope(g, x, 2, 10000.0f); break;              /* head dim 3 is odd */
+        case 5: got = rm_attention_general(g, x, y, z, -1, 2, 0); break; /* v's C differs */
+        case 6: got = rm_attention_general(g, x, y, y, -1, 2, 0); break; /* k == v */
+        case 7: got = rm_attention_general(g, x, y, rm_input(g, "v", RM_DTYPE_F32, 3, (int64_t[]){2, 5, 6}), m, 2, 0);
+            break;                                                     /* mask (2,4), Tk 5 */
+        case 8: got = rm_concat(g, x, y); break;                      /* leading dims differ */
+        }
+        CHECK(got == -1 && rm_graph_status(g) == RM_ERR_ARG && strlen(rm_graph_errmsg(g)) > 0,
+              "builder case %d: expected RM_ERR_ARG with a message, got %d (%s)", which, got, rm_graph_errmsg(g));
+        rm_graph_free(g);
+    }
+}
+
+int main(void) {
+    test_builders2();
+    printf("gradient checks (h = %g, |a-n| <= %g*scale + %g*|n|):\n", (double)FD_H, FD_ATOL, FD_RTOL);
+    test_rmsnorm();
+    test_mul_silu_concat();
+    test_rope();
+    attention_case(5, 5, 1, 0, "attention_general causal");
+    attention_case(4, 6, 0, 0, "attention_general cross Tq=4 Tk=6");
+    attention_case(4, 6, 0, 1, "attention_general cross masked");
+    attention_case(5, 5, 1, 1, "attention_general causal masked");
+    test_attention_matches_fused();
+    test_softmax_ce_ignore();
+    test_rmsnorm_threads();
+    printf("  worst err/tol over all ops: %.3f\n", worst_ratio_all);
+    return check_done("test_ops2");
+}
