@@ -11,6 +11,7 @@
  *    engine), the DP budget is tightened by the excess and we plan again. */
 #include "plan/plan.h"
 #include "plan/rotor.h"
+#include "plan/graphplan.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -285,13 +286,49 @@ static rm_status try_uniform(const rm_graph *g, int stages, int64_t budget, int 
     return have ? RM_OK : RM_ERR_BUDGET;
 }
 
+/* The message of an infeasible budget, naming the least feasible one. */
+static void budget_message(int64_t budget, const rm_auto_info *info, char *err, size_t errlen) {
+    if (info->min_budget > 0)
+        snprintf(err, errlen, "memory budget %.2f MiB is below the minimum feasible %.2f MiB for this model "
+                 "(store-all needs %.2f MiB); raise the budget (rm_options.budget_bytes) to at least %.2fMiB "
+                 "(%lld bytes)",
+                 budget / 1048576.0, info->min_budget / 1048576.0, info->store_all / 1048576.0,
+                 info->min_budget / 1048576.0 + 0.01, (long long)info->min_budget);
+    else
+        snprintf(err, errlen, "memory budget %.2f MiB cannot be met by any schedule", budget / 1048576.0);
+}
+
+/* A graph that is not a chain of stages: the general planner
+ * (graphbudget.c), with the uniform schedules on its units as candidates. */
+static rm_status graph_auto(const rm_graph *g, int64_t budget, int threads, const rm_profile *prof,
+                            rm_schedule *out, rm_auto_info *info, char *err, size_t errlen) {
+    rm_status rc = rm_schedule_graph_auto(g, budget, threads, prof, out, info, err, errlen);
+    if (rc != RM_OK && rc != RM_ERR_BUDGET) return rc;
+    rm_gmodel m;
+    int *unit = malloc(((size_t)g->n_nodes + 1) * sizeof *unit);
+    int units = 0;
+    if (unit && rm_gmodel_from_graph(g, NULL, threads, &m) == RM_OK) {
+        units = rm_graph_units(g, &m, unit);
+        rm_gmodel_free(&m);
+    }
+    free(unit);
+    rm_status u = try_uniform(g, units, budget, threads, prof, rc == RM_OK, out, info);
+    if (u == RM_OK) rc = RM_OK;
+    else if (u != RM_ERR_BUDGET) return u;
+    if (rc == RM_ERR_BUDGET) budget_message(budget, info, err, errlen);
+    return rc;
+}
+
 rm_status rm_schedule_auto(const rm_graph *g, int64_t budget, int slots, int threads, const rm_profile *prof,
                            const rm_program *none, rm_schedule *out, rm_auto_info *info, char *err, size_t errlen) {
     int64_t store_all = (int64_t)none->arena_bytes;
     info->min_budget = 0;
     info->chosen[0] = 0;
+    info->store_all = store_all;
     rm_chain c;
     rm_status rc = rm_chain_build(g, &c, err, errlen);
+    if (rc == RM_OK && c.n <= 1) rm_chain_free(&c), rc = RM_ERR_ARG; /* no stages declared */
+    if (rc == RM_ERR_ARG) return graph_auto(g, budget, threads, prof, out, info, err, errlen);
     if (rc != RM_OK) return rc;
     rm_chain_model m;
     if (rm_chain_model_from_graph(g, &c, prof, threads, none, &m) != RM_OK) {
@@ -313,13 +350,7 @@ rm_status rm_schedule_auto(const rm_graph *g, int64_t budget, int slots, int thr
     if (rc == RM_OK) {
         if (!info->chosen[0]) snprintf(info->chosen, sizeof info->chosen, "rotor");
     } else if (rc == RM_ERR_BUDGET) {
-        if (info->min_budget > 0)
-            snprintf(err, errlen, "memory budget %.2f MiB is below the minimum feasible %.2f MiB for this model "
-                     "(store-all needs %.2f MiB); raise the budget (rm_options.budget_bytes) to at least %.2fMiB",
-                     budget / 1048576.0, info->min_budget / 1048576.0, store_all / 1048576.0,
-                     info->min_budget / 1048576.0 + 0.01);
-        else
-            snprintf(err, errlen, "memory budget %.2f MiB cannot be met by any schedule", budget / 1048576.0);
+        budget_message(budget, info, err, errlen);
     }
     rm_chain_model_free(&m);
     rm_chain_free(&c);

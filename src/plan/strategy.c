@@ -11,7 +11,7 @@
  * User marks (rm_recompute_begin/end, rm_set_policy) are applied on top when
  * the caller asks for them; what they changed is counted, and the session
  * words the note. */
-#include "plan/plan.h"
+#include "plan/graphplan.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,6 +94,21 @@ static rm_status build_uniform(const rm_graph *g, const rm_chain *c, const char 
     return rc;
 }
 
+/* blocks, segments:K and sqrt on a graph that is not a chain
+ * (graphbudget.c); they schedule whole groups, so per-node marks do not
+ * apply. */
+static rm_status uniform_graph(const rm_graph *g, const char *strategy, int is_segments, int k, rm_marks *marks,
+                               rm_schedule *out, char *err, size_t errlen) {
+    if (is_segments && k < 1) {
+        snprintf(err, errlen, "segments:K needs K >= 1, got '%s'", strategy);
+        return RM_ERR_ARG;
+    }
+    rm_status rc = rm_schedule_uniform_graph(g, is_segments ? k : 0, !strcmp(strategy, "sqrt"), out, err, errlen);
+    if (marks) marks->ignored = rm_graph_has_marks(g);
+    if (rc == RM_ERR_NOMEM) snprintf(err, errlen, "out of memory building the schedule");
+    return rc;
+}
+
 rm_status rm_schedule_build(const rm_graph *g, const char *strategy, int backward, rm_marks *marks,
                             rm_schedule *out, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
@@ -110,6 +125,9 @@ rm_status rm_schedule_build(const rm_graph *g, const char *strategy, int backwar
     int k = 0, is_revolve = parse_count(strategy, "revolve:", &k);
     int is_segments = parse_count(strategy, "segments:", &k);
     int needs_chain = is_revolve || is_segments || !strcmp(strategy, "blocks") || !strcmp(strategy, "sqrt");
+    if (rc == RM_OK && c.n <= 1 && needs_chain && !is_revolve) rm_chain_free(&c), rc = RM_ERR_ARG; /* no stages */
+    if (rc == RM_ERR_ARG && needs_chain && !is_revolve) /* not a chain: the same strategy on any graph */
+        return uniform_graph(g, strategy, is_segments, k, marks, out, err, errlen);
     if (rc != RM_OK && (needs_chain || rc == RM_ERR_NOMEM)) return rc;
     if (is_revolve && k < 1) {
         snprintf(err, errlen, "revolve:S needs a slot count S >= 1, got '%s'", strategy);

@@ -1,0 +1,116 @@
+/* plan/graphplan.h: recomputation plans for any graph, not only chains of
+ * stages (docs/RECOMPUTE.md, "General graphs").
+ *
+ * The planner works on an abstract model of a training step: forward nodes
+ * in topological order (the last one is the loss), each with its forward
+ * and backward time, the bytes of its output and of that output's gradient,
+ * its workspaces, its inputs (edges from producer nodes), and which of its
+ * inputs and whether its output its backward reads. The engine's graph, a
+ * graph profiled elsewhere (JSON) and the tests' random graphs all become
+ * such a model.
+ *
+ * A plan gives every node a mode and every node a block (a contiguous range
+ * of the topological order; blocks are reversed one at a time, last first):
+ *   KEEP   the output stays from its forward to its last backward reader
+ *   ONCE   the output is freed after its last forward reader and recomputed
+ *          the first time a backward needs it; that copy then serves every
+ *          later reader (a value read by many blocks is held over that range)
+ *   EACH   like ONCE, but every block that reads it recomputes its own copy
+ *   FEACH  like EACH, and in the forward pass too: freed after each forward
+ *          reader, recomputed before the next (a long skip held as its
+ *          small ancestors instead)
+ * Its schedule is: every forward (with FEACH recomputations), then for each block from the last one,
+ * the recomputations its backwards need (transitively, from any earlier
+ * block), then its backwards. Liveness follows from the order as in
+ * plan/program.c, so the model's peak is the engine's peak up to alignment
+ * and the grouping of outputs per node. */
+#ifndef REMAT_GRAPHPLAN_H
+#define REMAT_GRAPHPLAN_H
+#include "plan/plan.h"
+
+typedef struct rm_gmodel {
+    int n;                 /* forward nodes, topological order; n-1 is the loss */
+    double *fwd, *bwd;     /* forward and backward time of each node */
+    int64_t *bytes;        /* bytes of its output */
+    int64_t *grad;         /* bytes of its output's gradient (0: none) */
+    int64_t *ws_f, *ws_b;  /* forward and backward workspace */
+    char *has_bwd;         /* its backward runs */
+    char *reads_out;       /* its backward reads its output */
+    int *off;              /* n+1 entries: the inputs of node i are edges off[i] .. off[i+1]-1 */
+    int *src;              /* edge -> producer node (< consumer) */
+    char *reads_in;        /* edge -> the consumer's backward reads this input */
+    int n_edges, cap_edges;
+    char **names;          /* optional node names (JSON graphs), or NULL */
+} rm_gmodel;
+
+/* Allocates a model of n nodes with no edges; edges are added in consumer
+ * order with rm_gmodel_edge, then rm_gmodel_close_node(m, i) for each i. */
+rm_status rm_gmodel_alloc(rm_gmodel *m, int n);
+rm_status rm_gmodel_edge(rm_gmodel *m, int src, int reads_in);
+void rm_gmodel_close_node(rm_gmodel *m, int i);
+void rm_gmodel_free(rm_gmodel *m);
+
+enum { RM_GKEEP = 0, RM_GONCE = 1, RM_GEACH = 2, RM_GFEACH = 3 };
+
+typedef struct rm_gplan {
+    char *mode;    /* per node: RM_GKEEP, RM_GONCE, RM_GEACH or RM_GFEACH */
+    int *block;    /* per node: block id, nondecreasing from 0 */
+    int n_blocks;
+    double cost;   /* recomputation time */
+    int64_t peak;  /* peak bytes (the evaluator's) */
+    int feasible;
+} rm_gplan;
+void rm_gplan_free(rm_gplan *p);
+
+/* The schedule of a plan (node ids of the model; for the engine's graph
+ * they are its node ids). */
+rm_status rm_gplan_schedule(const rm_gmodel *m, const char *mode, const int *block, rm_schedule *out);
+
+/* What a schedule costs: its recomputation time, peak bytes, and the bytes
+ * above `budget` summed over its instructions (0: it fits). */
+typedef struct rm_geval_result {
+    double cost;
+    int64_t peak, excess;
+} rm_geval_result;
+typedef rm_status (*rm_geval_fn)(void *ctx, const rm_gmodel *m, const rm_schedule *s, int64_t budget,
+                                 rm_geval_result *r);
+/* The default evaluator: plan/program.c's liveness on the model. */
+rm_status rm_gmodel_simulate(void *ctx, const rm_gmodel *m, const rm_schedule *s, int64_t budget,
+                             rm_geval_result *r);
+
+/* The cheapest plan found whose peak (by `eval`, NULL: rm_gmodel_simulate)
+ * is at most budget. hint: optional block ids (declared stages) tried as
+ * one of the groupings. plan->feasible = 0 when none fits. */
+rm_status rm_gplan_solve(const rm_gmodel *m, int64_t budget, const int *hint, rm_geval_fn eval, void *ctx,
+                         rm_gplan *plan);
+/* The least budget at which rm_gplan_solve finds a plan (bisection). */
+int64_t rm_gplan_min_budget(const rm_gmodel *m, const int *hint, rm_geval_fn eval, void *ctx);
+
+/* plan/blocks.c: automatic blocks. Cuts the topological order into about
+ * k blocks at points where few bytes cross (values produced before the cut
+ * and read after it); block[i] is node i's block. Returns the number. */
+int rm_auto_blocks(const rm_gmodel *m, int k, int *block);
+/* The bytes crossing the cut after node c (for messages and tests). */
+int64_t rm_cut_bytes(const rm_gmodel *m, int c);
+
+
+
+/* ---- the engine's graph (plan/graphbudget.c) ---------------------------- */
+/* The model of g: one model node per graph node (same ids); times from the
+ * profile (recomputation ms) or FLOPs; bytes as the arena aligns them. */
+rm_status rm_gmodel_from_graph(const rm_graph *g, const rm_profile *prof, int threads, rm_gmodel *m);
+/* The units uniform strategies group: the declared stages when there are
+ * several, else automatic blocks of about sqrt(nodes) each. Returns the count. */
+int rm_graph_units(const rm_graph *g, const rm_gmodel *m, int *unit);
+/* blocks / segments:K / sqrt on any graph: k groups of units (k <= 0: one
+ * per unit); values read across groups are kept over their whole range,
+ * the rest of every group but the last is recomputed before its backward. */
+rm_status rm_schedule_uniform_graph(const rm_graph *g, int k, int sqrt_k, rm_schedule *out, char *err,
+                                    size_t errlen);
+/* The budget planner for graphs that are not chains: rm_gplan_solve on the
+ * graph's model, lowered and checked against the engine's arena (tightened
+ * and planned again while the arena exceeds the budget). Sets info->chosen
+ * and info->min_budget. */
+rm_status rm_schedule_graph_auto(const rm_graph *g, int64_t budget, int threads, const rm_profile *prof,
+                                 rm_schedule *out, rm_auto_info *info, char *err, size_t errlen);
+#endif

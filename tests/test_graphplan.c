@@ -1,0 +1,164 @@
+/* test_graphplan.c: plans for graphs that are not chains of stages.
+ * A network built from the C API with no stages declared, a skip around
+ * every layer, a long U-shaped skip and one value (an "encoder output")
+ * read by every layer: every strategy and memory budgets must train it
+ * bit for bit like store-all (dropout on), recompute something, keep the
+ * measured bytes equal to the planned ones and within the budget, and
+ * refuse an infeasible budget naming the least feasible one. Also: the
+ * automatic blocks cut where few bytes cross. */
+#include "check.h"
+#include "exec/exec.h"
+#include "plan/graphplan.h"
+#include <stdlib.h>
+#include <string.h>
+
+enum { B = 8, D = 24, C = 6, LAYERS = 5 };
+
+typedef struct net {
+    rm_val x, y;
+} net;
+
+/* x -> e = gelu(x W_e); h_0 = e; h_{l+1} = h_l + relu(dropout(h_l W_l)) + e
+ * (every layer reads e); out = (h_L + h_1) W_o; cross-entropy. `stages`
+ * declares a stage per layer (not a chain: e and h_1 skip over stages). */
+static rm_graph *build(int stages, net *io) {
+    rm_graph *g = rm_graph_new();
+    int64_t xs[2] = {B, D}, ws[2] = {D, D}, wo[2] = {C, D}, ys[1] = {B};
+    io->x = rm_input(g, "x", RM_DTYPE_F32, 2, xs);
+    io->y = rm_input(g, "y", RM_DTYPE_I32, 1, ys);
+    if (stages) rm_stage_begin(g, "enc");
+    rm_val e = rm_gelu(g, rm_linear(g, io->x, rm_param(g, "we", 2, ws, RM_INIT_NORMAL, 0.3f, 1), -1));
+    rm_val h = e, h1 = -1;
+    for (int l = 0; l < LAYERS; l++) {
+        char name[16];
+        snprintf(name, sizeof name, "w%d", l);
+        if (stages) rm_stage_begin(g, name);
+        rm_val a = rm_dropout(g, rm_linear(g, h, rm_param(g, name, 2, ws, RM_INIT_NORMAL, 0.3f, 1), -1), 0.2f);
+        h = rm_add(g, rm_add(g, h, rm_relu(g, a)), e);
+        if (l == 0) h1 = h;
+    }
+    if (stages) rm_stage_begin(g, "head");
+    rm_val out = rm_linear(g, rm_add(g, h, h1), rm_param(g, "wo", 2, wo, RM_INIT_NORMAL, 0.3f, 1), -1);
+    rm_set_loss(g, rm_softmax_ce(g, out, io->y));
+    return g;
+}
+
+typedef struct result {
+    float *params;
+    size_t n;
+    rm_memory_info mem;
+    rm_plan_info plan;
+} result;
+
+/* Trains 3 SGD steps; returns 0 when compiling fails (message in err). */
+static int train(int stages, const char *strategy, const char *budget, result *r, char *err, size_t errlen) {
+    net io;
+    rm_graph *g = build(stages, &io);
+    rm_options o;
+    rm_options_default(&o);
+    o.checkpoint = strategy, o.memory_budget = budget, o.threads = 1, o.verify_recompute = 1;
+    rm_session *s;
+    memset(r, 0, sizeof *r);
+    if (rm_compile(g, &o, &s) != RM_OK) {
+        snprintf(err, errlen, "%s", rm_graph_errmsg(g));
+        rm_graph_free(g);
+        return 0;
+    }
+    rm_optim_config oc;
+    rm_optim_config_default(&oc);
+    oc.kind = RM_OPTIM_SGD;
+    rm_optim *opt;
+    rm_optim_new(s, &oc, &opt);
+    int ok = 1;
+    for (int step = 0; step < 3 && ok; step++) {
+        float *x = rm_value_data(s, io.x);
+        int32_t *y = rm_value_data(s, io.y);
+        for (int i = 0; i < B * D; i++) x[i] = (float)((i * 7 + step * 3) % 11) / 10.0f - 0.5f;
+        for (int b = 0; b < B; b++) y[b] = (b * 5 + step) % C;
+        float loss;
+        ok = rm_step(s, (uint64_t)step, &loss) == RM_OK && rm_optim_step(opt, 0.1f, NULL) == RM_OK;
+        if (!ok) snprintf(err, errlen, "step %d: %s", step, rm_session_errmsg(s));
+    }
+    r->n = g->param_floats;
+    r->params = malloc(r->n * sizeof(float));
+    if (r->params) memcpy(r->params, s->params, r->n * sizeof(float));
+    rm_memory(s, &r->mem);
+    rm_plan(s, &r->plan);
+    rm_optim_free(opt);
+    rm_session_free(s);
+    rm_graph_free(g);
+    return ok && r->params;
+}
+
+static void test_strategies(int stages) {
+    char err[512];
+    result none;
+    CHECK(train(stages, "none", NULL, &none, err, sizeof err), "none: %s", err);
+    const char *strategies[] = {"blocks", "segments:2", "segments:3", "sqrt"};
+    const char *budgets[] = {"70%", "50%", NULL};
+    for (int i = 0; i < 7; i++) {
+        const char *st = i < 4 ? strategies[i] : "none", *bud = i < 4 ? NULL : budgets[i - 4];
+        char mid[32];
+        if (i == 6) { /* just above the least feasible budget */
+            result probe;
+            const char *at = NULL;
+            if (!train(stages, "none", "1", &probe, err, sizeof err) && (at = strstr(err, "MiB (")) != NULL) {
+                snprintf(mid, sizeof mid, "%lld", atoll(at + 5));
+                bud = mid;
+            }
+            free(probe.params);
+            CHECK(bud != NULL, "stages=%d: an infeasible budget names the least feasible one: %s", stages, err);
+            if (!bud) continue;
+        }
+        result r;
+        int ok = train(stages, st, bud, &r, err, sizeof err);
+        CHECK(ok, "stages=%d %s %s: %s", stages, st, bud ? bud : "", err);
+        if (!ok) continue;
+        CHECK(r.n == none.n && memcmp(r.params, none.params, none.n * sizeof(float)) == 0,
+              "stages=%d %s %s: weights differ from store-all", stages, st, bud ? bud : "");
+        CHECK(r.mem.activation_bytes_measured == r.mem.activation_bytes_planned,
+              "stages=%d %s %s: measured %zu != planned %zu", stages, st, bud ? bud : "",
+              r.mem.activation_bytes_measured, r.mem.activation_bytes_planned);
+        CHECK(r.mem.activation_bytes_measured < none.mem.activation_bytes_measured,
+              "stages=%d %s %s: %zu bytes, store-all %zu", stages, st, bud ? bud : "", r.mem.activation_bytes_measured,
+              none.mem.activation_bytes_measured);
+        if (bud)
+            CHECK(r.plan.budget_bytes > 0 && r.mem.activation_arena_bytes <= r.plan.budget_bytes &&
+                      r.mem.activation_bytes_measured <= r.plan.budget_bytes,
+                  "stages=%d budget %s: arena %zu, measured %zu, budget %zu", stages, bud,
+                  r.mem.activation_arena_bytes, r.mem.activation_bytes_measured, r.plan.budget_bytes);
+        printf("stages=%d %-10s %-9s measured %6zu B of store-all %6zu B, recompute %.3g FLOPs\n", stages, st,
+               bud ? bud : "", r.mem.activation_bytes_measured, none.mem.activation_bytes_measured,
+               r.plan.flops_recompute);
+        free(r.params);
+    }
+    free(none.params);
+}
+
+/* Cuts land where one small value crosses, not inside a wide fan-out. */
+static void test_auto_blocks(void) {
+    /* 0 -> 1 -> 2 -> 3 -> 4 -> 5 -> 6 -> 7; node 1 is also read by 3, node 5 by 7 */
+    rm_gmodel m;
+    CHECK(rm_gmodel_alloc(&m, 8) == RM_OK, "alloc");
+    for (int i = 0; i < 8; i++) {
+        m.bytes[i] = 100, m.fwd[i] = 1, m.has_bwd[i] = 1;
+        if (i > 0) rm_gmodel_edge(&m, i - 1, 1);
+        if (i == 3) rm_gmodel_edge(&m, 1, 1);
+        if (i == 7) rm_gmodel_edge(&m, 5, 1);
+        rm_gmodel_close_node(&m, i);
+    }
+    int block[8];
+    int nb = rm_auto_blocks(&m, 2, block);
+    CHECK(nb == 2 && block[3] == 0 && block[4] == 1, "two blocks cut after node 3 (one value crosses): %d, %d %d", nb,
+          block[3], block[4]);
+    CHECK(rm_cut_bytes(&m, 3) == 100 && rm_cut_bytes(&m, 2) == 200, "cut bytes %lld %lld",
+          (long long)rm_cut_bytes(&m, 3), (long long)rm_cut_bytes(&m, 2));
+    rm_gmodel_free(&m);
+}
+
+int main(void) {
+    test_auto_blocks();
+    test_strategies(0);
+    test_strategies(1);
+    return check_done("test_graphplan");
+}
