@@ -114,6 +114,10 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libremat.a $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Isrc -o $@ $< $(BUILD)/libremat.a $(LDLIBS)
 
+# The optimality oracle solves Checkmate's integer program with GLPK
+# (libglpk-dev), for the tests only: libremat does not link it.
+$(BUILD)/tests/test_oracle: LDLIBS += -lglpk
+
 test: $(BUILD)/remat $(TEST_BIN) $(EX_BIN) $(BUILD)/libremat.so
 	@BUILD=$(BUILD) sh tests/run_all.sh $(TEST_BIN)
 

@@ -53,7 +53,10 @@ static const char PLAN_FLAGS[] =
     "  gradient of the stage input: remat lets that gradient replace x during the stage's\n"
     "  backward. Rotor's bwd_tmp leaves it out: for a profile from Rotor use\n"
     "  bt = bwd_tmp + size of the stage input (x), or its schedules go over budget\n"
-    "  (docs/RECOMPUTE.md).\n";
+    "  (docs/RECOMPUTE.md).\n"
+    "  --graph FILE.json [--memory-budget BYTES] [--json]: plan any graph profiled elsewhere\n"
+    "graph files: {\"nodes\": [{\"forward_time\",\"backward_time\",\"output_bytes\",...}, ...],\n"
+    "  \"edges\": [{\"producer\",\"consumer\",\"backward_reads\"}, ...]}, topological order, the loss last.\n";
 
 static const char BENCH_FLAGS[] =
     "bench flags (and the model, data and --threads flags of train):\n"
@@ -72,7 +75,7 @@ static void usage(FILE *f) {
           "  train    train a model (GPT by default) and optionally save it\n"
           "  sample   generate text from a saved model (--load FILE)\n"
           "  inspect  list a .safetensors file's tensors and metadata; check its checksum\n"
-          "  plan     show the recompute plan for --memory-budget (model flags, or --chain FILE.json);\n"
+          "  plan     show the recompute plan for --memory-budget (model flags, --chain or --graph FILE.json);\n"
           "           --sweep prints budget -> overhead (--csv FILE, --svg FILE), --json for --chain\n"
           "  bench    time each strategy and a --memory-budget sweep, one child process per point:\n"
           "           a table, --csv FILE, --svg FILE (step time against activation memory)\n"

@@ -1,6 +1,6 @@
 /* plan.c: `remat plan`: show the recompute plan for a memory budget without
- * training: for a model given by the usual flags, or for a chain profiled
- * elsewhere (--chain FILE.json). --sweep prints the whole trade-off table. */
+ * training: for a model given by the usual flags, or for a chain or any
+ * graph profiled elsewhere (--chain FILE.json, --graph FILE.json). --sweep prints the whole trade-off table. */
 #include "args.h"
 #include "guard.h"
 #include "bench.h"
@@ -10,7 +10,7 @@
 #include <string.h>
 
 typedef struct plan_flags {
-    const char *chain, *csv, *svg;
+    const char *chain, *graph, *csv, *svg;
     int json, sweep, help;
 } plan_flags;
 
@@ -22,14 +22,25 @@ static int split_flags(int argc, char **argv, plan_flags *pf, char **rest, int *
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) pf->help = 1;
         else if (!strcmp(argv[i], "--json")) pf->json = 1;
         else if (!strcmp(argv[i], "--sweep")) pf->sweep = 1;
-        else if (!strcmp(argv[i], "--chain") || !strcmp(argv[i], "--csv") || !strcmp(argv[i], "--svg")) {
+        else if (!strcmp(argv[i], "--chain") || !strcmp(argv[i], "--graph") || !strcmp(argv[i], "--csv") || !strcmp(argv[i], "--svg")) {
             if (i + 1 >= argc) return cli_fail(2, "%s needs a value", argv[i]), 0;
             if (!strcmp(argv[i], "--chain")) pf->chain = argv[++i];
+            else if (!strcmp(argv[i], "--graph")) pf->graph = argv[++i];
             else if (!strcmp(argv[i], "--svg")) pf->svg = argv[++i];
             else pf->csv = argv[++i];
         } else rest[(*n_rest)++] = argv[i];
     }
     return 1;
+}
+
+/* The exit status of plan --chain and --graph once the answer is printed:
+ * an infeasible budget is a runtime error, said on stderr (in the JSON too). */
+static int plan_status(rm_status st, int json, const char *err) {
+    if (st == RM_ERR_BUDGET) {
+        if (!json) fprintf(stderr, "remat: %s\n", err);
+        return 1;
+    }
+    return st == RM_OK ? 0 : cli_fail(1, "%s", err);
 }
 
 static int plan_chain(const plan_flags *pf, const cli_args *a) {
@@ -69,11 +80,44 @@ static int plan_chain(const plan_flags *pf, const cli_args *a) {
         cJSON_Delete(r);
     }
     free(result);
-    if (st == RM_ERR_BUDGET) {
-        if (!pf->json) fprintf(stderr, "remat: %s\n", err);
-        return 1;
+    return plan_status(st, pf->json, err);
+}
+
+/* `remat plan --graph FILE.json [--memory-budget BYTES] [--json]`: any
+ * graph profiled elsewhere (rm_plan_graph); without a budget, store-all. */
+static int plan_graph(const plan_flags *pf, const cli_args *a) {
+    char *text, err[512], *end;
+    if (rm_read_file(pf->graph, 64u << 20, &text, NULL, err, sizeof err) != RM_OK) return cli_fail(1, "%s", err);
+    double bytes = -1;
+    if (a->memory_budget && (bytes = strtod(a->memory_budget, &end), *end || !(bytes >= 0))) {
+        free(text);
+        return cli_fail(2, "plan --graph takes --memory-budget BYTES (a number of bytes, in the graph's units)");
     }
-    return st == RM_OK ? 0 : cli_fail(1, "%s", err);
+    char *result = NULL;
+    rm_status st = rm_plan_graph(text, bytes < 9e18 ? (int64_t)bytes : INT64_MAX, &result, err, sizeof err);
+    free(text);
+    if (!result) return cli_fail(1, "'%s': %s", pf->graph, err);
+    if (pf->json) {
+        printf("%s\n", result);
+    } else {
+        cJSON *r = cJSON_Parse(result);
+        const cJSON *it;
+#define NUM(k) cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(r, k))
+        printf("feasible: %s\ntotal time: %g (recompute %g)\npeak_bytes: %.0f (budget %.0f, store-all %.0f, "
+               "minimum feasible %.0f)\nkeep:", cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "feasible")) ? "yes" : "no",
+               NUM("total_time"), NUM("recompute_time"), NUM("peak_bytes"), NUM("budget_bytes"),
+               NUM("store_all_bytes"), NUM("min_budget_bytes"));
+#undef NUM
+        cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(r, "keep")) printf(" %s", it->valuestring);
+        printf("\nrecompute:");
+        cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(r, "recompute"))
+            printf(" %s (%s)", cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(it, "node")),
+                   cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(it, "mode")));
+        printf("\n");
+        cJSON_Delete(r);
+    }
+    free(result);
+    return plan_status(st, pf->json, err);
 }
 
 static int compile_dry(const cli_args *a, const char *budget, rm_graph **g, rm_session **s) {
@@ -167,8 +211,8 @@ int cli_plan(int argc, char **argv) {
     int ok = cli_args_parse(&a, n_rest, rest, 0);
     free(rest);
     if (!ok) return 2;
-    if (!pf.chain && (ok = cli_check_flag_use(&a)) != 0) return ok;
-    if (pf.svg && (pf.chain || !pf.sweep))
+    if (!pf.chain && !pf.graph && (ok = cli_check_flag_use(&a)) != 0) return ok;
+    if (pf.svg && (pf.chain || pf.graph || !pf.sweep))
         return cli_fail(2, "--svg draws the sweep of a model: give --sweep and model flags (not --chain)");
-    return pf.chain ? plan_chain(&pf, &a) : plan_model(&pf, &a);
+    return pf.chain ? plan_chain(&pf, &a) : pf.graph ? plan_graph(&pf, &a) : plan_model(&pf, &a);
 }

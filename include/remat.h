@@ -357,6 +357,18 @@ typedef struct rm_chart {
 /* Writes c to path; every point is one <g class="point"> with its mark and label. */
 rm_status rm_chart_svg(const rm_chart *c, const char *path, char *err, size_t errlen);
 
+/* Planning for any graph profiled elsewhere (docs/RECOMPUTE.md, "Graphs
+ * from another framework"): graph_json is {"nodes": [{"forward_time",
+ * "backward_time", "output_bytes", ...}, ...], "edges": [{"producer",
+ * "consumer", "backward_reads"}, ...]}, nodes in topological order, the loss
+ * last. budget < 0 plans at store-all. *result_json (free() it) is
+ * {"feasible", "budget_bytes", "store_all_bytes", "min_budget_bytes",
+ * "peak_bytes", "recompute_time", "total_time", "keep": [names],
+ * "recompute": [{"node", "mode"}], "blocks": [[first, last], ...],
+ * "schedule": ["F 0", ..., "R 3", "B 5", ...]}. An infeasible budget returns
+ * RM_ERR_BUDGET with the JSON still filled. */
+rm_status rm_plan_graph(const char *graph_json, int64_t budget, char **result_json, char *err, size_t errlen);
+
 /* Parameters, in the order they were created. */
 int rm_param_count(const rm_graph *g);
 rm_val rm_param_at(const rm_graph *g, int i);

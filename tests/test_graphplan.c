@@ -135,6 +135,34 @@ static void test_strategies(int stages) {
     free(none.params);
 }
 
+/* --print-plan names the blocks the planner used, and says whether they
+ * were found or the declared stages, kept or merged/split. */
+static void test_print_blocks(void) {
+    for (int stages = 0; stages < 2; stages++) {
+        net io;
+        rm_graph *g = build(stages, &io);
+        rm_options o;
+        rm_options_default(&o);
+        o.memory_budget = "60%", o.threads = 1, o.dry_run = 1;
+        rm_session *s;
+        char text[4096] = "";
+        if (rm_compile(g, &o, &s) == RM_OK) {
+            FILE *f = tmpfile();
+            if (f) {
+                rm_print_plan(s, f);
+                rewind(f);
+                size_t got = fread(text, 1, sizeof text - 1, f);
+                text[got] = 0;
+                fclose(f);
+            }
+            rm_session_free(s);
+        }
+        CHECK(strstr(text, "blocks: ") && strstr(text, stages ? "declared stages" : "found automatically"),
+              "stages=%d: --print-plan names the blocks: %s", stages, text);
+        rm_graph_free(g);
+    }
+}
+
 /* Cuts land where one small value crosses, not inside a wide fan-out. */
 static void test_auto_blocks(void) {
     /* 0 -> 1 -> 2 -> 3 -> 4 -> 5 -> 6 -> 7; node 1 is also read by 3, node 5 by 7 */
@@ -156,8 +184,82 @@ static void test_auto_blocks(void) {
     rm_gmodel_free(&m);
 }
 
+/* A 300-node graph (a chain with skips of up to 20 nodes) takes the large-
+ * graph path of the search (lazy greedy): it fits half of store-all, and its
+ * schedule re-priced from scratch agrees with the plan. */
+static void test_large_graph(void) {
+    enum { N = 300 };
+    rm_gmodel m;
+    CHECK(rm_gmodel_alloc(&m, N) == RM_OK, "alloc");
+    unsigned r = 7;
+    for (int i = 0; i < N; i++) {
+        r = r * 1103515245u + 12345u;
+        m.fwd[i] = 1 + (r >> 16) % 10, m.bwd[i] = 2 * m.fwd[i], m.bytes[i] = 64 * (1 + (r >> 8) % 8);
+        m.grad[i] = i == N - 1 ? 0 : m.bytes[i], m.has_bwd[i] = 1, m.reads_out[i] = (r >> 4) % 10 < 3;
+        if (i > 0) rm_gmodel_edge(&m, i - 1, 1);
+        if (i > 21 && (r >> 12) % 10 < 3) rm_gmodel_edge(&m, i - 2 - (int)((r >> 20) % 20), 1);
+        rm_gmodel_close_node(&m, i);
+    }
+    rm_gplan all, half;
+    CHECK(rm_gplan_solve(&m, INT64_MAX / 4, NULL, NULL, NULL, &all) == RM_OK && all.feasible && all.cost == 0,
+          "store-all");
+    CHECK(rm_gplan_solve(&m, all.peak / 2, NULL, NULL, NULL, &half) == RM_OK && half.feasible &&
+              half.peak <= all.peak / 2 && half.cost > 0,
+          "half of store-all (%lld): peak %lld", (long long)all.peak / 2, (long long)half.peak);
+    rm_schedule s;
+    rm_geval_result e = {0, 0, 0};
+    if (half.feasible && rm_gplan_schedule(&m, half.mode, half.block, &s) == RM_OK) {
+        rm_gmodel_simulate(NULL, &m, &s, all.peak / 2, &e);
+        rm_schedule_free(&s);
+    }
+    CHECK(e.peak == half.peak && e.cost == half.cost && e.excess == 0, "re-priced: peak %lld cost %g",
+          (long long)e.peak, e.cost);
+    printf("300 nodes at half of store-all: recompute %g of %g forward time\n", half.cost,
+           (double)N * 5.5);
+    rm_gplan_free(&all), rm_gplan_free(&half);
+    rm_gmodel_free(&m);
+}
+
+/* rm_plan_graph: a graph profiled elsewhere (an encoder output read by two
+ * decoder layers), its answer, and bad files refused with a message. */
+static void test_plan_graph(void) {
+    const char *json =
+        "{\"nodes\": [{\"name\": \"embed\", \"forward_time\": 1, \"backward_time\": 2, \"output_bytes\": 400},"
+        " {\"name\": \"enc\", \"forward_time\": 4, \"backward_time\": 8, \"output_bytes\": 400},"
+        " {\"name\": \"dec1\", \"forward_time\": 4, \"backward_time\": 8, \"output_bytes\": 400},"
+        " {\"name\": \"dec2\", \"forward_time\": 4, \"backward_time\": 8, \"output_bytes\": 400},"
+        " {\"name\": \"loss\", \"forward_time\": 1, \"backward_time\": 1, \"output_bytes\": 4,"
+        " \"backward_reads_output\": true}],"
+        " \"edges\": [{\"producer\": 0, \"consumer\": 1}, {\"producer\": 1, \"consumer\": 2},"
+        " {\"producer\": 2, \"consumer\": 3}, {\"producer\": 1, \"consumer\": 3}, {\"producer\": 3, \"consumer\": 4}]}";
+    char *out = NULL, err[256];
+    CHECK(rm_plan_graph(json, -1, &out, err, sizeof err) == RM_OK && out, "store-all: %s", err);
+    long long store_all = out && strstr(out, "\"store_all_bytes\":") ? atoll(strstr(out, "\"store_all_bytes\":") + 18) : 0;
+    long long least = out && strstr(out, "\"min_budget_bytes\":") ? atoll(strstr(out, "\"min_budget_bytes\":") + 19) : 0;
+    CHECK(store_all > 0 && least > 0 && least < store_all, "least %lld < store-all %lld: %s", least, store_all, out);
+    free(out);
+    CHECK(rm_plan_graph(json, least, &out, err, sizeof err) == RM_OK && out && strstr(out, "\"feasible\":true") &&
+              strstr(out, "\"recompute\":[{"),
+          "at the least feasible budget something is recomputed: %s", out ? out : err);
+    free(out);
+    CHECK(rm_plan_graph(json, least - 1, &out, err, sizeof err) == RM_ERR_BUDGET && out && strstr(err, "least feasible"),
+          "below it: refused naming it: %s", err);
+    free(out);
+    const char *bad[] = {"", "{}", "{\"nodes\": []}", "{\"nodes\": [{\"forward_time\": -1}]}",
+                         "{\"nodes\": [{\"forward_time\": 1, \"backward_time\": 1, \"output_bytes\": 1}],"
+                         " \"edges\": [{\"producer\": 0, \"consumer\": 0}]}"};
+    for (int i = 0; i < 5; i++) {
+        out = NULL;
+        CHECK(rm_plan_graph(bad[i], 100, &out, err, sizeof err) == RM_ERR_FORMAT && !out && err[0], "bad %d: %s", i,
+              err);
+    }
+}
+
 int main(void) {
+    test_plan_graph();
+    test_large_graph();
     test_auto_blocks();
+    test_print_blocks();
     test_strategies(0);
     test_strategies(1);
     return check_done("test_graphplan");

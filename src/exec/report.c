@@ -76,6 +76,7 @@ void rm_print_plan(const rm_session *s, FILE *f) {
     fprintf(f, "plan: strategy %s%s%s%s, %d stages, activations %.2f MiB planned (arena %.2f MiB)\n",
             s->opt.checkpoint, s->autoplan.chosen[0] ? " (" : "", s->autoplan.chosen, s->autoplan.chosen[0] ? ")" : "",
             g->n_stages, mib(p->peak_live_bytes), mib(p->arena_bytes));
+    if (s->autoplan.blocks[0]) fprintf(f, "%s\n", s->autoplan.blocks);
     fprintf(f, "%-12s %8s %12s %8s %12s\n", "stage", "kept", "kept MiB", "recomp", "recomp MiB");
     for (int st = 0; st < g->n_stages; st++) {
         int nk = 0, nr = 0;

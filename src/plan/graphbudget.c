@@ -85,7 +85,7 @@ rm_status rm_schedule_uniform_graph(const rm_graph *g, int k, int sqrt_k, rm_sch
 
 /* Plans under `budget` and checks the engine's arena; *arena gets it. */
 static rm_status fit(const rm_graph *g, const rm_gmodel *m, const int *hint, int64_t budget, int threads,
-                     rm_schedule *out, int64_t *arena, char *err, size_t errlen) {
+                     rm_schedule *out, int64_t *arena, int *blocks, char *err, size_t errlen) {
     int64_t target = budget;
     for (int attempt = 0; attempt < 16 && target > 0; attempt++) {
         rm_gplan p;
@@ -96,6 +96,7 @@ static rm_status fit(const rm_graph *g, const rm_gmodel *m, const int *hint, int
         }
         rm_schedule sch;
         rm_status rc = rm_gplan_schedule(m, p.mode, p.block, &sch);
+        if (blocks) memcpy(blocks, p.block, sizeof *blocks * (size_t)m->n);
         rm_gplan_free(&p);
         if (rc != RM_OK) return rc;
         rm_program prog;
@@ -118,6 +119,23 @@ static rm_status fit(const rm_graph *g, const rm_gmodel *m, const int *hint, int
     return RM_ERR_BUDGET;
 }
 
+/* "blocks: 3 found automatically (no stages declared): nodes 0-4, ..." */
+static void describe_blocks(const rm_graph *g, const int *block, const int *hint, char *out, size_t len) {
+    int n = g->n_nodes, nb = n ? block[n - 1] + 1 : 0, same = hint != NULL;
+    for (int i = 0; i < n && same; i++) same = block[i] == hint[i];
+    size_t at = (size_t)snprintf(out, len, "blocks: %d %s: nodes", nb,
+                                 !hint ? "found automatically (no stages declared)"
+                                 : same ? "(the declared stages)"
+                                        : "(the declared stages were hints: merged or split)");
+    for (int i = 0; i < n && at + 24 < len; i++) {
+        if (i > 0 && block[i] == block[i - 1]) continue;
+        int hi = i;
+        while (hi + 1 < n && block[hi + 1] == block[i]) hi++;
+        at += (size_t)snprintf(out + at, len - at, "%s %d-%d", i ? "," : "", i, hi);
+    }
+    if (at + 24 >= len && at < len) snprintf(out + at, len - at, " ...");
+}
+
 rm_status rm_schedule_graph_auto(const rm_graph *g, int64_t budget, int threads, const rm_profile *prof,
                                  rm_schedule *out, rm_auto_info *info, char *err, size_t errlen) {
     rm_gmodel m;
@@ -132,19 +150,25 @@ rm_status rm_schedule_graph_auto(const rm_graph *g, int64_t budget, int threads,
     /* the least feasible budget, to half a percent, from the engine's arena */
     int64_t arena, lo = 0, hi = info->store_all;
     rm_schedule sch;
-    rm_status rc = fit(g, &m, h, hi, threads, &sch, &arena, err, errlen);
+    rm_status rc = fit(g, &m, h, hi, threads, &sch, &arena, NULL, err, errlen);
     if (rc == RM_OK) {
         rm_schedule_free(&sch);
         while (hi - lo > hi / 200 + RM_ALIGN && rc == RM_OK) {
             int64_t mid = lo + (hi - lo) / 2;
-            rc = fit(g, &m, h, mid, threads, &sch, &arena, err, errlen);
+            rc = fit(g, &m, h, mid, threads, &sch, &arena, NULL, err, errlen);
             if (rc == RM_OK) rm_schedule_free(&sch), hi = mid;
             else if (rc == RM_ERR_BUDGET) lo = mid, rc = RM_OK;
         }
         info->min_budget = hi;
     }
-    if (rc == RM_OK || rc == RM_ERR_BUDGET) rc = fit(g, &m, h, budget, threads, out, &arena, err, errlen);
-    if (rc == RM_OK) snprintf(info->chosen, sizeof info->chosen, "graph");
+    int *blocks = malloc(((size_t)m.n + 1) * sizeof *blocks);
+    if (!blocks) rc = RM_ERR_NOMEM;
+    if (rc == RM_OK || rc == RM_ERR_BUDGET) rc = fit(g, &m, h, budget, threads, out, &arena, blocks, err, errlen);
+    if (rc == RM_OK) {
+        snprintf(info->chosen, sizeof info->chosen, "graph");
+        describe_blocks(g, blocks, h, info->blocks, sizeof info->blocks);
+    }
+    free(blocks);
     free(hint);
     rm_gmodel_free(&m);
     return rc;

@@ -13,8 +13,9 @@
  *      per unit of added recomputation time.
  *   2. Pruning: undo changes, most expensive first, that are no longer
  *      needed to fit.
- *   3. Exchange (small graphs): undo one change and make another if that is
+ *   3. Exchange (graphs up to 32 nodes): undo one change and make another if that is
  *      cheaper and still fits.
+ *   4. Random restarts around the best plan (small graphs).
  * Each is tried over several groupings into blocks (one node per block,
  * automatic blocks of several sizes, the declared stages) and the cheapest
  * feasible plan wins. Every candidate is priced by the evaluator, so a plan
@@ -235,9 +236,81 @@ static rm_status price(search *S, const char *mode, rm_geval_result *r) {
     return rc;
 }
 
+/* The score of moving node v one mode step (dir +1: toward recomputing,
+ * -1: toward keeping) from `cur`: for +1, bytes above the budget removed per
+ * time added (-1: removes none); for -1, time saved while still fitting
+ * (-1: does not fit or saves nothing). */
+static rm_status score_move(search *S, char *mode, int v, int dir, const rm_geval_result *cur, double *score,
+                            rm_geval_result *r) {
+    mode[v] = (char)(mode[v] + dir);
+    rm_status rc = price(S, mode, r);
+    mode[v] = (char)(mode[v] - dir);
+    *score = -1;
+    if (dir > 0 && r->excess < cur->excess)
+        *score = r->cost <= cur->cost ? INFINITY
+                                      : (double)(cur->excess - r->excess) / (r->cost - cur->cost);
+    if (dir < 0 && r->excess == 0 && r->cost < cur->cost) *score = cur->cost - r->cost;
+    return rc;
+}
+
+/* Steps 1 and 2 for large graphs (more than 32 nodes), lazily: every move
+ * is scored once, then the best stale score is re-scored and applied if it
+ * still beats the next best; scores are refreshed all at once only when
+ * none is left. O(n) evaluations per applied move at worst, far fewer in
+ * practice. dir +1 descends until the plan fits, -1 prunes while it fits. */
+static rm_status lazy_greedy(search *S, char *mode, rm_geval_result *cur, int dir) {
+    int n = S->m->n;
+    double *sc = malloc(sizeof *sc * (size_t)n);
+    if (!sc) return RM_ERR_NOMEM;
+    rm_status rc = RM_OK;
+    int fresh = 0;
+    for (;;) {
+        if (dir > 0 && cur->excess == 0) break;
+        if (!fresh) { /* (re)score every move */
+            for (int v = 0; v < n && rc == RM_OK; v++) {
+                rm_geval_result r;
+                int ok = dir > 0 ? v < n - 1 && mode[v] < RM_GFEACH : mode[v] > RM_GKEEP;
+                sc[v] = -1;
+                if (ok) rc = score_move(S, mode, v, dir, cur, &sc[v], &r);
+            }
+            fresh = 1;
+        }
+        if (rc != RM_OK) break;
+        int best = -1;
+        double second = -1;
+        for (int v = 0; v < n; v++)
+            if (sc[v] > 0 && (best < 0 || sc[v] > sc[best])) best = v;
+        for (int v = 0; v < n; v++)
+            if (v != best && sc[v] > second) second = sc[v];
+        if (best < 0) {
+            if (fresh == 1) break; /* scored just now: no move helps */
+            fresh = 0;
+            continue;
+        }
+        rm_geval_result r;
+        double now;
+        rc = score_move(S, mode, best, dir, cur, &now, &r);
+        if (rc != RM_OK) break;
+        if (now > 0 && now >= second) {
+            mode[best] = (char)(mode[best] + dir);
+            *cur = r;
+            fresh = 2; /* the other scores are stale now */
+            int ok = dir > 0 ? mode[best] < RM_GFEACH : mode[best] > RM_GKEEP;
+            sc[best] = -1;
+            if (ok) rc = score_move(S, mode, best, dir, cur, &sc[best], &r);
+            if (rc != RM_OK) break;
+        } else {
+            sc[best] = now;
+        }
+    }
+    free(sc);
+    return rc;
+}
+
 /* Step 1: greedy descent until the excess is gone (or no change helps). */
 static rm_status descend(search *S, char *mode, rm_geval_result *cur) {
     int n = S->m->n;
+    if (n > 32) return lazy_greedy(S, mode, cur, +1);
     while (cur->excess > 0) {
         int best = -1;
         double best_score = -1;
@@ -266,6 +339,7 @@ static rm_status descend(search *S, char *mode, rm_geval_result *cur) {
  * (one mode step of one node) that saves the most time and still fits. */
 static rm_status prune(search *S, char *mode, rm_geval_result *cur) {
     int n = S->m->n;
+    if (n > 32) return lazy_greedy(S, mode, cur, -1);
     for (;;) {
         int best = -1;
         rm_geval_result best_r = *cur;
@@ -284,11 +358,11 @@ static rm_status prune(search *S, char *mode, rm_geval_result *cur) {
     }
 }
 
-/* Step 3 (graphs up to 96 nodes): undo one change, make another, keep the
+/* Step 3 (graphs up to 32 nodes): undo one change, make another, keep the
  * exchange if it is cheaper and fits. */
 static rm_status exchange(search *S, char *mode, rm_geval_result *cur) {
     int n = S->m->n;
-    if (n > 96) return RM_OK;
+    if (n > 32) return RM_OK;
     for (int round = 0, improved = 1; improved && round < 8; round++) {
         improved = 0;
         for (int u = 0; u < n; u++) {
@@ -321,6 +395,7 @@ static rm_status plan_grouping(search *S, char *mode, char *work, rm_geval_resul
     int n = m->n;
     r->excess = 1, r->cost = 0, r->peak = 0;
     for (int start = 0; start < 4; start++) {
+        if (n > 64 && (start == 1 || start == 2)) continue; /* large graphs: store-all and uniform starts */
         for (int v = 0; v < n; v++) work[v] = start == 0 || v == n - 1 ? RM_GKEEP : start == 1 ? RM_GFEACH : RM_GEACH;
         if (start == 3) {
             for (int v = 0; v < n; v++)
@@ -343,6 +418,39 @@ static rm_status plan_grouping(search *S, char *mode, char *work, rm_geval_resul
     return RM_OK;
 }
 
+/* Step 4 (graphs up to 64 nodes): random restarts around the best plan
+ * (one node per block when none fits): set a few nodes to random modes,
+ * descend if that no longer fits, prune; keep what is cheaper. The random
+ * numbers are a fixed sequence, so plans are reproducible. */
+static rm_status perturb(search *S, rm_gplan *plan, char *mode, int *block) {
+    int n = S->m->n;
+    unsigned seed = 2463534242u;
+    if (plan->feasible) memcpy(block, plan->block, (size_t)n * sizeof *block);
+    else
+        for (int v = 0; v < n; v++) block[v] = v;
+    int iters = plan->feasible ? 24 : 64; /* harder when nothing fits yet */
+    for (int it = 0; it < iters; it++) {
+        if (plan->feasible) memcpy(mode, plan->mode, (size_t)n);
+        else memset(mode, RM_GFEACH, (size_t)n), mode[n - 1] = RM_GKEEP;
+        for (int k = 0; k < 1 + it % 3; k++) {
+            seed ^= seed << 13, seed ^= seed >> 17, seed ^= seed << 5;
+            int v = (int)(seed % (unsigned)(n - 1 > 0 ? n - 1 : 1));
+            mode[v] = (char)((seed >> 8) % 4);
+        }
+        rm_geval_result r;
+        rm_status rc = price(S, mode, &r);
+        if (rc == RM_OK) rc = descend(S, mode, &r);
+        if (rc == RM_OK && r.excess == 0) rc = prune(S, mode, &r);
+        if (rc != RM_OK) return rc;
+        if (r.excess == 0 && (!plan->feasible || r.cost < plan->cost)) {
+            plan->feasible = 1, plan->cost = r.cost, plan->peak = r.peak, plan->n_blocks = block[n - 1] + 1;
+            memcpy(plan->mode, mode, (size_t)n);
+            memcpy(plan->block, block, (size_t)n * sizeof *block);
+        }
+    }
+    return RM_OK;
+}
+
 rm_status rm_gplan_solve(const rm_gmodel *m, int64_t budget, const int *hint, rm_geval_fn eval, void *ctx,
                          rm_gplan *plan) {
     int n = m->n;
@@ -360,7 +468,7 @@ rm_status rm_gplan_solve(const rm_gmodel *m, int64_t budget, const int *hint, rm
     int root = (int)ceil(sqrt((double)n));
     /* groupings: one node per block, the hint, automatic blocks of ~sqrt(n), ~n/4 and ~2 sqrt(n) */
     int ks[] = {n, -1, root, n / 4 > 1 ? n / 4 : 2, 2 * root};
-    for (int gi = 0; gi < 5 && rc == RM_OK && n > 0; gi++) {
+    for (int gi = 0; gi < (n > 64 ? 3 : 5) && rc == RM_OK && n > 0; gi++) {
         int nb;
         if (gi == 1) {
             if (!hint) continue;
@@ -378,6 +486,7 @@ rm_status rm_gplan_solve(const rm_gmodel *m, int64_t budget, const int *hint, rm
             memcpy(plan->block, block, (size_t)n * sizeof *block);
         }
     }
+    if (rc == RM_OK && n > 0 && n <= 64) rc = perturb(&S, plan, mode, block);
     rm_schedule_free(&S.sch);
     free(mode), free(work), free(block);
     if (rc != RM_OK) rm_gplan_free(plan);
@@ -393,7 +502,7 @@ int64_t rm_gplan_min_budget(const rm_gmodel *m, const int *hint, rm_geval_fn eva
     while (hi - lo > hi / 1000 + 1) {
         int64_t mid = lo + (hi - lo) / 2;
         if (rm_gplan_solve(m, mid, hint, eval, ctx, &p) != RM_OK) return -1;
-        if (p.feasible) hi = p.peak < mid ? p.peak : mid;
+        if (p.feasible) hi = mid; /* not p.peak: a plan is found at mid, maybe not at its own peak */
         else lo = mid;
         rm_gplan_free(&p);
     }

@@ -157,6 +157,7 @@ typedef struct rm_auto_info {
     int64_t store_all;         /* arena bytes of store-all (strategy none) */
     int64_t min_budget;        /* smallest budget a plan fits in (-1: none) */
     char chosen[32];           /* "rotor", or the uniform strategy that beat it */
+    char blocks[256];          /* graphs that are not chains: the blocks planned (--print-plan) */
 } rm_auto_info;
 /* The fastest schedule whose arena fits `budget` ("64MiB", "1.5GiB", "50%"
  * of store-all, ...). prof: a measured step, or NULL for FLOP estimates. */

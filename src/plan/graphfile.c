@@ -1,0 +1,206 @@
+/* graphfile.c: the general-graph planner for graphs profiled elsewhere (a
+ * PyTorch model, say): rm_plan_graph and `remat plan --graph FILE.json`.
+ * The format (docs/RECOMPUTE.md, "Graphs from another framework"):
+ *   {"nodes": [{"name": "fc1", "forward_time": 1.5, "backward_time": 3.0,
+ *               "output_bytes": 4096, "gradient_bytes": 4096,
+ *               "forward_workspace_bytes": 0, "backward_workspace_bytes": 0,
+ *               "backward": true, "backward_reads_output": false}, ...],
+ *    "edges": [{"producer": 0, "consumer": 1, "backward_reads": true}, ...]}
+ * Nodes are in topological order (producer < consumer), the last one is
+ * the loss; only the times and output_bytes are required. The answer is
+ * JSON too: what to keep, what to recompute and how, time and peak. */
+#include "plan/graphplan.h"
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { MAX_NODES = 100000, MAX_EDGES = 1000000 };
+
+/* A non-negative finite number (or `dflt` when absent and not required). */
+static int num(const cJSON *o, const char *key, int required, double dflt, double *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    *out = dflt;
+    if (!v) return !required;
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0) || !isfinite(v->valuedouble) || v->valuedouble > 9e18) return 0;
+    *out = v->valuedouble;
+    return 1;
+}
+
+static int flag(const cJSON *o, const char *key, int dflt, int *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    *out = dflt;
+    if (!v) return 1;
+    if (!cJSON_IsBool(v)) return 0;
+    *out = cJSON_IsTrue(v);
+    return 1;
+}
+
+static rm_status parse_node(const cJSON *nd, int i, int last, rm_gmodel *m, char *err, size_t errlen) {
+    double out, grad, wf, wb;
+    int bwd, rout;
+    if (!cJSON_IsObject(nd) || !num(nd, "forward_time", 1, 0, &m->fwd[i]) ||
+        !num(nd, "backward_time", 1, 0, &m->bwd[i]) || !num(nd, "output_bytes", 1, 0, &out) ||
+        !num(nd, "gradient_bytes", 0, last ? 0 : out, &grad) || !num(nd, "forward_workspace_bytes", 0, 0, &wf) ||
+        !num(nd, "backward_workspace_bytes", 0, 0, &wb) || !flag(nd, "backward", 1, &bwd) ||
+        !flag(nd, "backward_reads_output", 0, &rout)) {
+        snprintf(err, errlen, "node %d: needs non-negative numbers forward_time, backward_time, output_bytes "
+                 "(optional: gradient_bytes, forward_workspace_bytes, backward_workspace_bytes; booleans backward, "
+                 "backward_reads_output)", i);
+        return RM_ERR_FORMAT;
+    }
+    m->bytes[i] = (int64_t)ceil(out), m->grad[i] = (int64_t)ceil(grad);
+    m->ws_f[i] = (int64_t)ceil(wf), m->ws_b[i] = (int64_t)ceil(wb);
+    m->has_bwd[i] = (char)bwd, m->reads_out[i] = (char)rout;
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(nd, "name");
+    if (cJSON_IsString(name) && name->valuestring) {
+        size_t len = strnlen(name->valuestring, 200);
+        m->names[i] = malloc(len + 1);
+        if (!m->names[i]) return RM_ERR_NOMEM;
+        memcpy(m->names[i], name->valuestring, len), m->names[i][len] = 0;
+    }
+    return RM_OK;
+}
+
+typedef struct edge {
+    int p, c, reads;
+} edge;
+
+static int by_consumer(const void *a, const void *b) {
+    const edge *x = a, *y = b;
+    return x->c != y->c ? (x->c > y->c) - (x->c < y->c) : (x->p > y->p) - (x->p < y->p);
+}
+
+static rm_status parse_edges(const cJSON *edges, rm_gmodel *m, char *err, size_t errlen) {
+    int ne = cJSON_GetArraySize(edges);
+    edge *e = malloc(sizeof *e * (size_t)(ne > 0 ? ne : 1));
+    if (!e) return RM_ERR_NOMEM;
+    int k = 0;
+    for (const cJSON *it = edges->child; it; it = it->next, k++) {
+        double p, c;
+        int reads;
+        if (!cJSON_IsObject(it) || !num(it, "producer", 1, 0, &p) || !num(it, "consumer", 1, 0, &c) ||
+            !flag(it, "backward_reads", 1, &reads) || p != floor(p) || c != floor(c) || !(p < c) || c >= m->n) {
+            snprintf(err, errlen, "edge %d: needs integer producer < consumer < %d (nodes in topological order; "
+                     "optional boolean backward_reads)", k, m->n);
+            free(e);
+            return RM_ERR_FORMAT;
+        }
+        e[k].p = (int)p, e[k].c = (int)c, e[k].reads = reads;
+    }
+    qsort(e, (size_t)k, sizeof *e, by_consumer);
+    rm_status rc = RM_OK;
+    for (int i = 0, j = 0; i < m->n && rc == RM_OK; i++) {
+        for (; j < k && e[j].c == i && rc == RM_OK; j++) rc = rm_gmodel_edge(m, e[j].p, e[j].reads);
+        rm_gmodel_close_node(m, i);
+    }
+    free(e);
+    return rc;
+}
+
+static rm_status parse_graph(const char *text, rm_gmodel *m, char *err, size_t errlen) {
+    cJSON *root = cJSON_Parse(text);
+    const cJSON *nodes = root ? cJSON_GetObjectItemCaseSensitive(root, "nodes") : NULL;
+    const cJSON *edges = root ? cJSON_GetObjectItemCaseSensitive(root, "edges") : NULL;
+    int n = cJSON_IsArray(nodes) ? cJSON_GetArraySize(nodes) : 0;
+    if (!root || n < 1 || n > MAX_NODES || (edges && !cJSON_IsArray(edges)) ||
+        (edges && cJSON_GetArraySize(edges) > MAX_EDGES)) {
+        snprintf(err, errlen, "%s", !root ? "invalid JSON" : "expected {\"nodes\": [{...}, ...], \"edges\": "
+                 "[{\"producer\": i, \"consumer\": j}, ...]} with 1 to 100000 nodes and at most 1000000 edges");
+        cJSON_Delete(root);
+        return RM_ERR_FORMAT;
+    }
+    rm_status rc = rm_gmodel_alloc(m, n);
+    if (rc == RM_OK && !(m->names = calloc((size_t)n, sizeof *m->names))) rc = RM_ERR_NOMEM;
+    int i = 0;
+    for (const cJSON *nd = nodes->child; nd && rc == RM_OK; nd = nd->next, i++)
+        rc = parse_node(nd, i, i == n - 1, m, err, errlen);
+    if (rc == RM_OK && edges) rc = parse_edges(edges, m, err, errlen);
+    else
+        for (int k = 0; k < n && rc == RM_OK; k++) rm_gmodel_close_node(m, k);
+    if (rc == RM_ERR_NOMEM) snprintf(err, errlen, "out of memory");
+    if (rc != RM_OK && m->fwd) rm_gmodel_free(m);
+    cJSON_Delete(root);
+    return rc;
+}
+
+static const char *mode_name(int mode) {
+    static const char *names[] = {"keep", "once", "each", "forward"};
+    return mode >= 0 && mode < 4 ? names[mode] : "?";
+}
+
+/* The answer: feasibility, times, bytes, the modes and the schedule. */
+static char *answer(const rm_gmodel *m, const rm_gplan *p, int64_t budget, int64_t store_all, int64_t least) {
+    cJSON *out = cJSON_CreateObject();
+    double total = 0;
+    for (int i = 0; i < m->n; i++) total += m->fwd[i] + (m->has_bwd[i] ? m->bwd[i] : 0);
+    cJSON_AddBoolToObject(out, "feasible", p->feasible);
+    cJSON_AddNumberToObject(out, "budget_bytes", (double)budget);
+    cJSON_AddNumberToObject(out, "store_all_bytes", (double)store_all);
+    cJSON_AddNumberToObject(out, "min_budget_bytes", (double)least);
+    cJSON_AddNumberToObject(out, "peak_bytes", p->feasible ? (double)p->peak : -1);
+    cJSON_AddNumberToObject(out, "recompute_time", p->feasible ? p->cost : -1);
+    cJSON_AddNumberToObject(out, "total_time", p->feasible ? total + p->cost : -1);
+    cJSON *keep = cJSON_AddArrayToObject(out, "keep"), *rec = cJSON_AddArrayToObject(out, "recompute");
+    cJSON *blocks = cJSON_AddArrayToObject(out, "blocks"), *seq = cJSON_AddArrayToObject(out, "schedule");
+    for (int i = 0; p->feasible && i < m->n; i++) {
+        char id[32];
+        snprintf(id, sizeof id, "%d", i);
+        const char *name = m->names && m->names[i] ? m->names[i] : id;
+        if (p->mode[i] == RM_GKEEP) {
+            cJSON_AddItemToArray(keep, cJSON_CreateString(name));
+        } else {
+            cJSON *r = cJSON_CreateObject();
+            cJSON_AddStringToObject(r, "node", name);
+            cJSON_AddStringToObject(r, "mode", mode_name(p->mode[i]));
+            cJSON_AddItemToArray(rec, r);
+        }
+        if (i == 0 || p->block[i] != p->block[i - 1]) {
+            int hi = i;
+            while (hi + 1 < m->n && p->block[hi + 1] == p->block[i]) hi++;
+            int range[2] = {i, hi};
+            cJSON_AddItemToArray(blocks, cJSON_CreateIntArray(range, 2));
+        }
+    }
+    rm_schedule s;
+    if (p->feasible && rm_gplan_schedule(m, p->mode, p->block, &s) == RM_OK) {
+        for (int k = 0; k < s.n; k++) {
+            char item[48];
+            snprintf(item, sizeof item, "%c %d", "FRB"[s.items[k].kind], s.items[k].node);
+            cJSON_AddItemToArray(seq, cJSON_CreateString(item));
+        }
+        rm_schedule_free(&s);
+    }
+    char *text = cJSON_PrintUnformatted(out);
+    cJSON_Delete(out);
+    return text;
+}
+
+rm_status rm_plan_graph(const char *graph_json, int64_t budget, char **result_json, char *err, size_t errlen) {
+    *result_json = NULL;
+    rm_gmodel m;
+    rm_status rc = parse_graph(graph_json ? graph_json : "", &m, err, errlen);
+    if (rc != RM_OK) return rc;
+    rm_gplan all, p;
+    rc = rm_gplan_solve(&m, INT64_MAX / 4, NULL, NULL, NULL, &all);
+    int64_t store_all = rc == RM_OK ? all.peak : 0;
+    if (rc == RM_OK) rm_gplan_free(&all);
+    if (budget < 0) budget = store_all;
+    int64_t least = rc == RM_OK ? rm_gplan_min_budget(&m, NULL, NULL, NULL) : -1;
+    if (rc == RM_OK) rc = rm_gplan_solve(&m, budget, NULL, NULL, NULL, &p);
+    if (rc == RM_OK) {
+        *result_json = answer(&m, &p, budget, store_all, least);
+        if (!*result_json) rc = RM_ERR_NOMEM;
+        else if (!p.feasible) {
+            rc = RM_ERR_BUDGET;
+            snprintf(err, errlen, "memory budget %lld bytes is below the least feasible %lld bytes for this graph "
+                     "(store-all needs %lld); raise --memory-budget to at least %lld", (long long)budget,
+                     (long long)least, (long long)store_all, (long long)least);
+        }
+        rm_gplan_free(&p);
+    }
+    if (rc == RM_ERR_NOMEM) snprintf(err, errlen, "out of memory planning");
+    rm_gmodel_free(&m);
+    return rc;
+}
