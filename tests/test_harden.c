@@ -235,6 +235,36 @@ static void null_data_and_files(void) {
     rm_graph_free(g);
 }
 
+/* The public functions of the other milestones (new ops, models, seq2seq
+ * data, traces, charts): the same rule. */
+static void null_newer_api(void) {
+    char err[256] = "";
+    rm_model_io io;
+    SURVIVES("rm_attention_general(NULL g)", rm_attention_general(NULL, 0, 1, 2, -1, 1, 1) == -1);
+    SURVIVES("rm_concat(NULL g)", rm_concat(NULL, 0, 1) == -1);
+    SURVIVES("rm_mul(NULL g)", rm_mul(NULL, 0, 1) == -1);
+    SURVIVES("rm_rmsnorm(NULL g)", rm_rmsnorm(NULL, 0, 1, 1e-5f) == -1);
+    SURVIVES("rm_rope(NULL g)", rm_rope(NULL, 0, 1, 1e4f) == -1);
+    SURVIVES("rm_silu(NULL g)", rm_silu(NULL, 0) == -1);
+    SURVIVES("rm_softmax_ce_ignore(NULL g)", rm_softmax_ce_ignore(NULL, 0, 1, -1) == -1);
+    rm_graph *g = rm_graph_new();
+    SURVIVES("rm_llama_build(NULL config)", rm_llama_build(g, NULL, &io) == RM_ERR_ARG);
+    SURVIVES("rm_encdec_build(NULL config)", rm_encdec_build(g, NULL, &io) == RM_ERR_ARG);
+    SURVIVES("rm_uvit_build(NULL config)", rm_uvit_build(g, NULL, &io) == RM_ERR_ARG);
+    SURVIVES("rm_llama_build(NULL g)", rm_llama_build(NULL, NULL, NULL) == RM_ERR_ARG);
+    rm_graph_free(g);
+    SURVIVES("rm_pairs_load(NULL path)", rm_pairs_load(NULL, NULL, err, sizeof err) == RM_ERR_ARG);
+    SURVIVES("rm_pairs_free(NULL)", (rm_pairs_free(NULL), 1));
+    SURVIVES("rm_seq2seq_batch(NULL)", rm_seq2seq_batch(NULL, 1, 0, 1, 4, NULL, NULL, NULL, NULL) == RM_ERR_ARG);
+    SURVIVES("rm_seq2seq_fill(NULL)", rm_seq2seq_fill(NULL, NULL, NULL, 1, 0) == RM_ERR_ARG);
+    SURVIVES("rm_data_fill_rows(NULL)",
+             rm_data_fill_rows(NULL, NULL, NULL, RM_DATA_TRAIN, RM_SAMPLE_RANDOM, 1, 0, 1, 0) == RM_ERR_ARG);
+    SURVIVES("rm_trace_enable(NULL)", rm_trace_enable(NULL, 0) == RM_ERR_ARG);
+    SURVIVES("rm_trace_ready(NULL)", rm_trace_ready(NULL) == 0);
+    SURVIVES("rm_trace_write(NULL)", rm_trace_write(NULL, "/tmp/x", 0, NULL, NULL, err, sizeof err) != RM_OK && err[0]);
+    SURVIVES("rm_chart_svg(NULL)", rm_chart_svg(NULL, "/tmp/x", err, sizeof err) == RM_ERR_ARG);
+}
+
 /* Class 8: UB. Under -fsanitize=undefined -fno-sanitize-recover these abort
  * at 13ccd50; without the sanitizer they check the values. */
 static void undefined_behaviour(void) {
@@ -360,6 +390,7 @@ int main(void) {
     null_sessions();
     null_optim_and_chain();
     null_data_and_files();
+    null_newer_api();
     undefined_behaviour();
     budget_edges();
     bad_ids();

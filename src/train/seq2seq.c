@@ -36,29 +36,17 @@ void rm_seq2seq_reverse_pair(uint64_t seed, uint64_t k, int r, int T, unsigned c
 }
 
 rm_status rm_pairs_load(rm_pairs *p, const char *path, char *err, size_t errlen) {
+    if (!p || !path) {
+        if (err && errlen) snprintf(err, errlen, "rm_pairs_load: %s is NULL", !p ? "p" : "path");
+        return RM_ERR_ARG;
+    }
     memset(p, 0, sizeof *p);
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "cannot open '%s'", path);
-        return RM_ERR_IO;
-    }
-    size_t cap = 1 << 16, len = 0, got;
-    unsigned char *buf = malloc(cap);
-    while (buf && (got = fread(buf + len, 1, cap - len, f)) > 0) {
-        len += got;
-        if (len == cap) {
-            unsigned char *nb = cap <= SIZE_MAX / 2 ? realloc(buf, cap * 2) : NULL;
-            if (!nb) { free(buf); buf = NULL; break; }
-            buf = nb, cap *= 2;
-        }
-    }
-    const int bad_read = ferror(f);
-    fclose(f);
-    if (!buf || bad_read) {
-        free(buf);
-        snprintf(err, errlen, bad_read ? "cannot read '%s'" : "out of memory reading '%s'", path);
-        return bad_read ? RM_ERR_IO : RM_ERR_NOMEM;
-    }
+    char *text;
+    size_t len;
+    /* regular files only, never blocking on a FIFO (docs/RELIABILITY.md) */
+    rm_status st = rm_read_file(path, SIZE_MAX / 8, &text, &len, err, errlen);
+    if (st != RM_OK) return st;
+    unsigned char *buf = (unsigned char *)text;
     size_t lines = 0;
     for (size_t i = 0; i < len; i++) lines += buf[i] == '\n';
     p->off = malloc((lines + 1) * 4 * sizeof *p->off);
@@ -103,7 +91,7 @@ void rm_pairs_free(rm_pairs *p) {
 
 rm_status rm_seq2seq_batch(const rm_pairs *p, uint64_t seed, uint64_t k, int B, int T, int32_t *source,
                            int32_t *mask, int32_t *tokens, int32_t *targets) {
-    if (B < 1 || T < 2 || (p && p->n == 0)) return RM_ERR_ARG;
+    if (B < 1 || T < 2 || (p && p->n == 0) || !source || !mask || !tokens || !targets) return RM_ERR_ARG;
     for (int r = 0; r < B; r++) {
         const size_t at = (size_t)r * (size_t)T;
         if (p) { /* a pair chosen uniformly, keyed by (seed, k, r) */
