@@ -21,7 +21,7 @@ mkfifo "$T/fifo"
 "$R" train $TINY --save "$T/good.safetensors" || bad "training the tiny model"
 for args in "train $TINY --data $T/fifo" "train $TINY --resume $T/fifo" "train $TINY --init $T/fifo" \
     "inspect $T/fifo" "sample --load $T/fifo --tokens 2" "plan --chain $T/fifo --memory-budget 100" \
-    "train --model encdec --context 8 --steps 1 --data $T/fifo" \
+    "train --model encdec --context 8 --steps 1 --data $T/fifo" "plan --graph $T/fifo --memory-budget 100" \
     "train $TINY --data /dev/zero" "inspect /dev/null" "sample --load /dev/zero --tokens 2" "train $TINY --data $T"; do
     # shellcheck disable=SC2086
     run "$R" $args
