@@ -37,6 +37,19 @@ CFLAGS  += -DREMAT_HAVE_BLAS -DREMAT_BLAS_SO='"$(BLAS_LIBDIR)/libopenblas.so.0"'
 LDLIBS  += -ldl
 endif
 
+# MPI (data-parallel training, docs/SCALING.md): `make MPI=1` builds with
+# Open MPI's mpicc, `make MPI=0` without; by default mpicc is used when it is
+# on the PATH. Without MPI the library builds and runs as before, and its
+# data-parallel calls return RM_ERR_STATE. The public header never includes
+# mpi.h (include/remat_mpi.h does, for programs built with mpicc).
+ifeq ($(MPI),)
+MPI := $(if $(shell command -v mpicc 2>/dev/null),1,0)
+endif
+ifeq ($(MPI),1)
+CC      := mpicc
+CFLAGS  += -DREMAT_MPI
+endif
+
 # cJSON parses safetensors headers.
 CFLAGS  += $(shell pkg-config --cflags libcjson 2>/dev/null)
 LDLIBS  += $(shell pkg-config --libs libcjson 2>/dev/null || echo -lcjson)
@@ -119,7 +132,7 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libremat.a $(HDRS)
 $(BUILD)/tests/test_oracle: LDLIBS += -lglpk
 
 test: $(BUILD)/remat $(TEST_BIN) $(EX_BIN) $(BUILD)/libremat.so
-	@BUILD=$(BUILD) sh tests/run_all.sh $(TEST_BIN)
+	@BUILD=$(BUILD) REMAT_MPI_BUILD=$(MPI) sh tests/run_all.sh $(TEST_BIN)
 
 run: $(BUILD)/remat
 	sh tools/run_demo.sh $(BUILD)/remat
