@@ -48,6 +48,8 @@ endif
 ifeq ($(MPI),1)
 CC      := mpicc
 CFLAGS  += -DREMAT_MPI
+# spelled out for remat.pc's static link (programs built with plain cc)
+LDLIBS  += $(shell mpicc --showme:link 2>/dev/null)
 endif
 
 # cJSON parses safetensors headers.
@@ -153,7 +155,7 @@ asan:
 # libremat.a, libremat.so, remat.pc for pkg-config, and the remat CLI.
 install: $(BUILD)/remat $(BUILD)/libremat.a $(BUILD)/libremat.so
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
-	install -m 644 include/remat.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 include/remat.h include/remat_mpi.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 $(BUILD)/libremat.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(BUILD)/libremat.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/
 	ln -sf libremat.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libremat.so.$(SOVERSION)

@@ -198,6 +198,7 @@ static int *boolean_flag(cli_args *a, const char *f) {
     return !strcmp(f, "--quiet")              ? &a->quiet
            : !strcmp(f, "--verify-recompute") ? &a->verify_recompute
            : !strcmp(f, "--shard-optimizer")  ? &a->shard_optimizer
+           : !strcmp(f, "--no-overlap")       ? &a->no_overlap
            : !strcmp(f, "--print-plan")       ? &a->print_plan
            : !strcmp(f, "--batchnorm")        ? &a->batchnorm
                                               : NULL;

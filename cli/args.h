@@ -31,6 +31,7 @@ typedef struct cli_args {
     int trace_step;             /* --trace-step N: which step (1-based; 0: the second) */
     int quiet, verify_recompute, print_plan, batchnorm;
     int shard_optimizer;
+    int no_overlap;             /* reduce the gradients after the backward, blocking (for comparison) */
     int micro_batches;          /* gradient accumulation: the batch as K micro-batches (one process) */        /* ZeRO-1 under mpirun: AdamW moments split over the ranks */
     /* sample */
     const char *prompt;
@@ -66,7 +67,7 @@ void cli_dist_init(int *argc, char ***argv);
 int cli_dist_rank(void);
 int cli_dist_size(void);
 int cli_dist_threads(void);
-rm_status cli_dist_attach(rm_session *s, int shard);
+rm_status cli_dist_attach(rm_session *s, int flags);
 int cli_dist_finish(int rc);
 
 /* The run the flags describe, standing at `step` with `batch` the next

@@ -10,7 +10,10 @@
 #include "remat_mpi.h"
 #endif
 
-static int mpi_on, world_rank, world_size = 1;
+static int world_rank, world_size = 1;
+#ifdef REMAT_MPI
+static int mpi_on;
+#endif
 
 void cli_dist_init(int *argc, char ***argv) {
 #ifdef REMAT_MPI
@@ -44,11 +47,11 @@ int cli_dist_threads(void) {
     return t > 0 ? t : 1;
 }
 
-rm_status cli_dist_attach(rm_session *s, int shard) {
+rm_status cli_dist_attach(rm_session *s, int flags) {
 #ifdef REMAT_MPI
-    if (mpi_on) return rm_session_set_comm(s, MPI_COMM_WORLD, shard);
+    if (mpi_on) return rm_session_set_comm(s, MPI_COMM_WORLD, flags);
 #endif
-    (void)s, (void)shard;
+    (void)s, (void)flags;
     return RM_OK;
 }
 

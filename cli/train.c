@@ -53,6 +53,7 @@ typedef struct trainer {
     int tty;                /* progress on one rewritten line */
     cli_divergence div;     /* the recent losses (guard.h) */
     int threads;            /* per rank */
+    double comm_ms;         /* the steps' wait for gradient communication after the backward, summed */
     void *gx;               /* --micro-batches: the global batch's inputs (tokens or features) */
     int32_t *gy;            /* and targets */
 } trainer;
@@ -116,13 +117,15 @@ static int write_report(const trainer *t, float final_loss, float val_loss, int 
             "  \"predicted_overhead\": %.4f,\n  \"measured_overhead\": %.4f,\n"
             "  \"ms_forward\": %.3f,\n  \"ms_recompute\": %.3f,\n  \"ms_backward\": %.3f,\n"
             "  \"memory_budget_bytes\": %zu,\n  \"store_all_bytes\": %zu,\n  \"min_budget_bytes\": %zu,\n"
-            "  \"step_ms_min\": %.3f,\n  \"step_ms_max\": %.3f,\n  \"ranks\": %d,\n  \"shard_optimizer\": %s\n}\n",
+            "  \"step_ms_min\": %.3f,\n  \"step_ms_max\": %.3f,\n  \"ranks\": %d,\n  \"shard_optimizer\": %s,\n"
+            "  \"comm_wait_ms\": %.3f\n}\n",
             a->model, p.strategy, a->steps, fin, val, median_ms, tok_s, m.activation_bytes_planned, m.activation_bytes_measured,
             m.activation_arena_bytes, m.param_bytes, m.grad_bytes,
             rm_optim_bytes(t->opt), ru.ru_maxrss * 1024L, t->threads, rm_gemm_has_blas() ? "true" : "false",
             p.flops_recompute, p.flops_forward, p.flops_backward, p.predicted_overhead, t->overhead_median,
             p.ms_forward, p.ms_recompute, p.ms_backward, p.budget_bytes, p.store_all_bytes, p.min_budget_bytes,
-            t->step_ms_min, t->step_ms_max, cli_dist_size(), a->shard_optimizer && cli_dist_size() > 1 ? "true" : "false");
+            t->step_ms_min, t->step_ms_max, cli_dist_size(), a->shard_optimizer && cli_dist_size() > 1 ? "true" : "false",
+            a->steps > (int)t->start ? t->comm_ms / (a->steps - (int)t->start) : 0.0);
     if (fclose(f) != 0) return cli_fail(1, "cannot write report '%s'", a->report);
     return 0;
 }
@@ -244,7 +247,8 @@ static int build_session(trainer *t) {
         return cli_fail(st == RM_ERR_ARG ? 2 : 1, "%s", rm_graph_errmsg(t->g));
     if (*rm_plan_notes(t->s)) fputs(rm_plan_notes(t->s), stderr);
     if (a->print_plan && cli_dist_rank() == 0) rm_print_plan(t->s, stdout);
-    if (cli_dist_attach(t->s, a->shard_optimizer) != RM_OK) return cli_fail(1, "%s", rm_session_errmsg(t->s));
+    int flags = (a->shard_optimizer ? RM_DIST_SHARD : 0) | (a->no_overlap ? RM_DIST_BLOCKING : 0);
+    if (cli_dist_attach(t->s, flags) != RM_OK) return cli_fail(1, "%s", rm_session_errmsg(t->s));
     if (a->init && rm_load_params(t->s, a->init, err, sizeof err) != RM_OK) return cli_fail(1, "%s", err);
     if (rm_optim_new(t->s, NULL, &t->opt) != RM_OK) return cli_fail(1, "%s", rm_session_errmsg(t->s));
     t->lr = r.lr;
@@ -358,6 +362,7 @@ static int run_steps(trainer *t, int *step, float *loss, float *val_loss, int *h
             return cli_fail(1, "step %d: %s", s, rm_session_errmsg(t->s));
         t->times[i] = now_ms() - t0;
         t->overheads[i] = rm_step_overhead(t->s);
+        t->comm_ms += rm_step_comm_ms(t->s);
         if (!a->quiet && (t->tty || s % 10 == 0 || s == a->steps - 1)) {
             rm_memory_info m;
             double avg = (now_ms() - t_start) / (i + 1);

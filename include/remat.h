@@ -269,7 +269,7 @@ int rm_has_mpi(void);
 /* Makes s one of the P ranks of an MPI communicator; collective: every rank
  * calls it with the same model, after rm_compile and before rm_optim_new.
  * Pass the communicator with remat_mpi.h's rm_session_set_comm(s, comm,
- * shard), or as its Fortran handle (MPI_Comm_c2f) here, so this header
+ * flags), or as its Fortran handle (MPI_Comm_c2f) here, so this header
  * needs no mpi.h. Every rank then takes rank 0's parameters, and:
  *  - rm_step is a step on a global batch of P*b rows (b: the session's
  *    batch): this rank's inputs are global rows [rank*b, rank*b + b) (the
@@ -279,13 +279,22 @@ int rm_has_mpi(void);
  *    non-finite loss on any rank fails on all, with "rank R of P: ..."
  *  - rm_data_fill fills this rank's rows of global batch k (of P*b rows);
  *    rm_evaluate returns the mean over the ranks' rows;
- *  - with shard_optimizer (ZeRO stage 1) the optimizer keeps the AdamW
+ *  - with RM_DIST_SHARD (ZeRO stage 1) the optimizer keeps the AdamW
  *    moments of this rank's 1/P of the flat parameters only; rm_step then
  *    reduce-scatters the gradients (rm_grad is summed on this rank's shard
  *    only) and rm_optim_step updates the shard and all-gathers parameters.
  * rm_step_micro does not communicate. BatchNorm statistics stay per rank.
  * The communicator must stay valid while s uses it. Without MPI: RM_ERR_STATE. */
-rm_status rm_session_set_comm_f(rm_session *s, int comm_f, int shard_optimizer);
+rm_status rm_session_set_comm_f(rm_session *s, int comm_f, int flags);
+/* flags of rm_session_set_comm_f, or'ed: */
+#define RM_DIST_SHARD 1    /* shard the optimizer state (ZeRO-1) */
+#define RM_DIST_BLOCKING 2 /* reduce the gradients after the backward in one blocking
+                            * MPI_Allreduce; by default buckets of them start
+                            * (MPI_Iallreduce) as soon as they are final during the
+                            * backward, overlapping the rest of it (same results) */
+/* Milliseconds the last rm_step waited for the gradients' reduction after
+ * its backward (what the overlap did not hide); 0 alone. */
+double rm_step_comm_ms(const rm_session *s);
 /* This rank (0 alone) and, in *size (NULL-able), the number of ranks (1 alone). */
 int rm_session_rank(const rm_session *s, int *size);
 
@@ -539,7 +548,7 @@ rm_status rm_load_params(rm_session *s, const char *path, char *err, size_t errl
  * correction). Write into m and v, and set t, to restore a saved state. */
 rm_status rm_optim_state(rm_optim *o, float **m, float **v, uint64_t *t);
 rm_status rm_optim_set_updates(rm_optim *o, uint64_t t);
-/* A sharded optimizer (rm_session_set_comm_f with shard_optimizer) holds
+/* A sharded optimizer (rm_session_set_comm_f with RM_DIST_SHARD) holds
  * this rank's shard of the moments only. rm_optim_unshard (collective)
  * gathers every rank's shard into full-size moments on all ranks, which
  * rm_optim_state then returns and checkpoint files save or load (the same

@@ -7,9 +7,10 @@
 #include <mpi.h>
 #include "remat.h"
 
-/* rm_session_set_comm_f (remat.h) with an MPI_Comm: collective over comm. */
-static inline rm_status rm_session_set_comm(rm_session *s, MPI_Comm comm, int shard_optimizer) {
-    return rm_session_set_comm_f(s, (int)MPI_Comm_c2f(comm), shard_optimizer);
+/* rm_session_set_comm_f (remat.h) with an MPI_Comm (flags: RM_DIST_SHARD,
+ * RM_DIST_BLOCKING): collective over comm. */
+static inline rm_status rm_session_set_comm(rm_session *s, MPI_Comm comm, int flags) {
+    return rm_session_set_comm_f(s, (int)MPI_Comm_c2f(comm), flags);
 }
 
 #endif

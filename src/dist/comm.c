@@ -18,6 +18,8 @@ int rm_session_rank(const rm_session *s, int *size) {
     return r;
 }
 
+double rm_step_comm_ms(const rm_session *s) { return s && s->dist ? s->dist->ms_wait : 0.0; }
+
 #ifndef REMAT_MPI
 
 void rm_dist_sum(const rm_session *s, double *x, int n) { (void)s, (void)x, (void)n; }

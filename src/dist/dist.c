@@ -20,11 +20,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <limits.h>
 
 #ifndef REMAT_MPI
 
-rm_status rm_session_set_comm_f(rm_session *s, int comm, int shard_optimizer) {
-    (void)comm, (void)shard_optimizer;
+rm_status rm_session_set_comm_f(rm_session *s, int comm, int flags) {
+    (void)comm, (void)flags;
     if (!s) return RM_ERR_ARG;
     return rm_session_fail(s, RM_ERR_STATE, "rm_session_set_comm: this libremat was built without MPI "
                            "(rebuild with `make MPI=1`, which needs mpicc from libopenmpi-dev)");
@@ -56,7 +58,7 @@ static void split(rm_dist *d, size_t n) {
 }
 
 /* Collective: every rank must call it with the same model. */
-rm_status rm_session_set_comm_f(rm_session *s, int fcomm, int shard_optimizer) {
+rm_status rm_session_set_comm_f(rm_session *s, int fcomm, int flags) {
     if (!s) return RM_ERR_ARG;
     if (s->opt.dry_run || !s->params) return rm_session_fail(s, RM_ERR_STATE, "rm_session_set_comm: the session holds no parameters (dry_run)");
     if (s->dist) return rm_session_fail(s, RM_ERR_STATE, "rm_session_set_comm: the session already has a communicator");
@@ -79,14 +81,23 @@ rm_status rm_session_set_comm_f(rm_session *s, int fcomm, int shard_optimizer) {
     if (n / (size_t)size > (size_t)INT32_MAX)
         return rm_session_fail(s, RM_ERR_ARG, "rm_session_set_comm: %zu parameter floats over %d ranks do not fit "
                                "MPI's int counts", n, size);
-    rm_dist *d = calloc(1, sizeof *d + 2 * (size_t)size * sizeof(int));
+    /* one block: the struct, the overlap's requests (one per parameter, and
+     * one more per bucket a parameter spans), then the int arrays */
+    const int np = s->g->n_params;
+    const size_t n_reqs = (size_t)np + n / (1u << 22) + 1;
+    rm_dist *d = calloc(1, sizeof *d + n_reqs * sizeof(MPI_Request) + (2 * (size_t)size + 2 * (size_t)np) * sizeof(int));
     if (!d) return rm_session_fail(s, RM_ERR_NOMEM, "out of memory for the communicator's state");
-    d->rank = rank, d->size = size, d->comm = comm, d->shard = shard_optimizer != 0;
+    d->rank = rank, d->size = size, d->comm = comm, d->shard = (flags & RM_DIST_SHARD) != 0;
+    d->overlap = !d->shard && !(flags & RM_DIST_BLOCKING);
     d->rows = lo[1];
-    d->counts = (int *)(d + 1);
+    d->reqs = (MPI_Request *)(d + 1);
+    d->counts = (int *)(d->reqs + n_reqs);
     d->displs = d->counts + size;
+    d->order = d->displs + size;
+    d->last = d->order + np;
     split(d, n);
     s->dist = d;
+    if (d->overlap && !rm_dist_overlap_plan(s)) d->overlap = 0; /* out of memory: blocking still works */
     /* every rank starts from rank 0's parameters (the same seed gives the same ones; a loaded file too) */
     for (size_t off = 0; off < n; off += 1u << 30) {
         size_t k = n - off < (1u << 30) ? n - off : (1u << 30);
@@ -97,16 +108,9 @@ rm_status rm_session_set_comm_f(rm_session *s, int fcomm, int shard_optimizer) {
 
 /* The ranks agree on the step: the lowest failing rank (size if none)
  * sends its status and message to all. Returns RM_OK when all succeeded. */
-static rm_status agree(rm_session *s, uint64_t step, rm_status rc, float loss) {
+static rm_status agree(rm_session *s, uint64_t step, rm_status rc, float loss, int grads_bad) {
     rm_dist *d = s->dist;
-    /* one pass over this rank's gradients: a NaN or inf anywhere makes the
-     * sum non-finite (finite floats cannot overflow a double here) */
-    double sum = 0;
-    const float *g = s->grads;
-    const int64_t n = rc == RM_OK ? (int64_t)s->g->param_floats : 0;
-    #pragma omp parallel for reduction(+ : sum) schedule(static)
-    for (int64_t i = 0; i < n; i++) sum += g[i];
-    int bad = rc != RM_OK || !isfinite(loss) || !isfinite(sum) ? d->rank : d->size, first;
+    int bad = rc != RM_OK || !isfinite(loss) || grads_bad ? d->rank : d->size, first;
     MPI_Allreduce(&bad, &first, 1, MPI_INT, MPI_MIN, d->comm);
     if (first == d->size) return RM_OK;
     struct { int status; char msg[320]; } why;
@@ -137,14 +141,49 @@ static void reduce_grads(rm_session *s) {
     }
 }
 
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+/* The executor's hook: the buckets final after instruction i start now. */
+static void after_instr(rm_session *s, int i) { rm_dist_overlap_post(s, i); }
+
+/* Whether this rank's gradients hold a NaN or inf: one pass (finite floats
+ * cannot overflow a double sum here). */
+static int grads_bad(const rm_session *s) {
+    double sum = 0;
+    const float *g = s->grads;
+    const int64_t n = (int64_t)s->g->param_floats;
+    #pragma omp parallel for reduction(+ : sum) schedule(static)
+    for (int64_t i = 0; i < n; i++) sum += g[i];
+    return !isfinite(sum);
+}
+
 rm_status rm_step(rm_session *s, uint64_t step, float *loss) {
     if (!rm_dist_on(s)) return rm_step_micro(s, step, NULL, loss);
     rm_dist *d = s->dist;
     const rm_micro m = {(int64_t)d->rank * d->rows, 1.0f / (float)d->size, 0};
     float l = NAN;
+    d->next = d->n_req = d->bad_grads = 0;
+    s->after_instr = d->overlap ? after_instr : NULL;
     rm_status rc = rm_step_micro(s, step, &m, &l);
-    if ((rc = agree(s, step, rc, l)) != RM_OK) return rc;
-    reduce_grads(s);
+    s->after_instr = NULL;
+    if (d->overlap) {
+        /* every rank starts every bucket, in the same order, even after a
+         * failure, so no collective is left unmatched; then agree */
+        rm_dist_overlap_post(s, INT_MAX);
+        double t0 = now_ms();
+        MPI_Waitall(d->n_req, d->reqs, MPI_STATUSES_IGNORE);
+        d->ms_wait = now_ms() - t0;
+        if ((rc = agree(s, step, rc, l, d->bad_grads)) != RM_OK) return rc;
+    } else {
+        if ((rc = agree(s, step, rc, l, rc == RM_OK && grads_bad(s))) != RM_OK) return rc;
+        double t0 = now_ms();
+        reduce_grads(s);
+        d->ms_wait = now_ms() - t0;
+    }
     double mean = l;
     MPI_Allreduce(MPI_IN_PLACE, &mean, 1, MPI_DOUBLE, MPI_SUM, d->comm);
     if (loss) *loss = (float)(mean / d->size);
