@@ -37,6 +37,21 @@ CFLAGS  += -DREMAT_HAVE_BLAS -DREMAT_BLAS_SO='"$(BLAS_LIBDIR)/libopenblas.so.0"'
 LDLIBS  += -ldl
 endif
 
+# MPI (data-parallel training, docs/SCALING.md): `make MPI=1` builds with
+# Open MPI's mpicc, `make MPI=0` without; by default mpicc is used when it is
+# on the PATH. Without MPI the library builds and runs as before, and its
+# data-parallel calls return RM_ERR_STATE. The public header never includes
+# mpi.h (include/remat_mpi.h does, for programs built with mpicc).
+ifeq ($(MPI),)
+MPI := $(if $(shell command -v mpicc 2>/dev/null),1,0)
+endif
+ifeq ($(MPI),1)
+CC      := mpicc
+CFLAGS  += -DREMAT_MPI
+# spelled out for remat.pc's static link (programs built with plain cc)
+LDLIBS  += $(shell mpicc --showme:link 2>/dev/null)
+endif
+
 # cJSON parses safetensors headers.
 CFLAGS  += $(shell pkg-config --cflags libcjson 2>/dev/null)
 LDLIBS  += $(shell pkg-config --libs libcjson 2>/dev/null || echo -lcjson)
@@ -119,7 +134,7 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libremat.a $(HDRS)
 $(BUILD)/tests/test_oracle: LDLIBS += -lglpk
 
 test: $(BUILD)/remat $(TEST_BIN) $(EX_BIN) $(BUILD)/libremat.so
-	@BUILD=$(BUILD) sh tests/run_all.sh $(TEST_BIN)
+	@BUILD=$(BUILD) REMAT_MPI_BUILD=$(MPI) sh tests/run_all.sh $(TEST_BIN)
 
 run: $(BUILD)/remat
 	sh tools/run_demo.sh $(BUILD)/remat
@@ -140,7 +155,7 @@ asan:
 # libremat.a, libremat.so, remat.pc for pkg-config, and the remat CLI.
 install: $(BUILD)/remat $(BUILD)/libremat.a $(BUILD)/libremat.so
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
-	install -m 644 include/remat.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 include/remat.h include/remat_mpi.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 $(BUILD)/libremat.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(BUILD)/libremat.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/
 	ln -sf libremat.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libremat.so.$(SOVERSION)

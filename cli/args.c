@@ -26,6 +26,7 @@ void cli_args_default(cli_args *a) {
     a->sampler = "random";
     a->steps = 100;
     a->threads = 0;
+    a->micro_batches = 1;
     a->eval_every = 0;
     a->warmup = 0;
     a->seed = 1337;
@@ -42,13 +43,16 @@ void cli_args_default(cli_args *a) {
     a->command = "";
 }
 
+int cli_fail_rank = -1;
+
 int cli_fail(int status, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    fputs("remat: error: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    char msg[1024], rank[32] = "";
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    if (cli_fail_rank >= 0) snprintf(rank, sizeof rank, "rank %d: ", cli_fail_rank);
+    fprintf(stderr, "remat: error: %s%s\n", rank, msg); /* one write: ranks' lines do not interleave */
     return status;
 }
 
@@ -117,7 +121,7 @@ static int known_flag(const char *flag) {
         "--dropout", "--data", "--val-fraction", "--sampler", "--steps", "--threads", "--eval-every",
         "--warmup", "--seed", "--optimizer", "--lr", "--weight-decay", "--grad-clip", "--lr-schedule",
         "--checkpoint", "--memory-budget", "--init", "--save", "--resume", "--save-every", "--keep",
-        "--report", "--trace", "--trace-step", "--load", "--prompt", "--tokens", "--top-k", "--temperature", "--ffn-dim",
+        "--report", "--micro-batches", "--trace", "--trace-step", "--load", "--prompt", "--tokens", "--top-k", "--temperature", "--ffn-dim",
         "--enc-layers", "--dec-layers", "--source", NULL};
     for (int i = 0; flags[i]; i++)
         if (strcmp(flag, flags[i]) == 0) return 1;
@@ -151,6 +155,7 @@ static int set_value(cli_args *a, const char *flag, const char *v) {
             ok = (cli_fail(2, "--sampler is random or sequential, got '%s'", v), 0);
         a->sampler = v;
     } else if (IS("--steps")) ok = parse_int(flag, v, 0, 1 << 30, &a->steps);
+    else if (IS("--micro-batches")) ok = parse_int(flag, v, 1, 1 << 16, &a->micro_batches);
     else if (IS("--threads")) ok = parse_int(flag, v, 1, 1024, &a->threads);
     else if (IS("--eval-every")) ok = parse_int(flag, v, 0, 1 << 30, &a->eval_every);
     else if (IS("--warmup")) ok = parse_int(flag, v, 0, 1 << 30, &a->warmup);
@@ -192,6 +197,8 @@ static int set_value(cli_args *a, const char *flag, const char *v) {
 static int *boolean_flag(cli_args *a, const char *f) {
     return !strcmp(f, "--quiet")              ? &a->quiet
            : !strcmp(f, "--verify-recompute") ? &a->verify_recompute
+           : !strcmp(f, "--shard-optimizer")  ? &a->shard_optimizer
+           : !strcmp(f, "--no-overlap")       ? &a->no_overlap
            : !strcmp(f, "--print-plan")       ? &a->print_plan
            : !strcmp(f, "--batchnorm")        ? &a->batchnorm
                                               : NULL;

@@ -30,6 +30,9 @@ typedef struct cli_args {
     const char *trace;          /* --trace FILE.json: one step in the Chrome Trace Event Format */
     int trace_step;             /* --trace-step N: which step (1-based; 0: the second) */
     int quiet, verify_recompute, print_plan, batchnorm;
+    int shard_optimizer;
+    int no_overlap;             /* reduce the gradients after the backward, blocking (for comparison) */
+    int micro_batches;          /* gradient accumulation: the batch as K micro-batches (one process) */        /* ZeRO-1 under mpirun: AdamW moments split over the ranks */
     /* sample */
     const char *prompt;
     const char *source;         /* encdec: the text to decode a target for */
@@ -52,8 +55,20 @@ int cli_given(const cli_args *a, const char *flag);
 int cli_args_parse(cli_args *a, int argc, char **argv, int first);
 /* `remat COMMAND --help` (main.c): prints its flags; 0, or 2 if unknown. */
 int cli_help(const char *command);
-/* "error: ..." on stderr; returns the exit status (1 runtime, 2 usage). */
+/* "error: ..." on stderr; returns the exit status (1 runtime, 2 usage).
+ * Under mpirun with several ranks the message names the rank (cli_fail_rank >= 0). */
 int cli_fail(int status, const char *fmt, ...);
+extern int cli_fail_rank;
+
+/* dist.c: MPI under mpirun (nothing otherwise): start, rank and ranks,
+ * threads per rank, the session told MPI_COMM_WORLD, and the end (a
+ * failure on any rank aborts the job with its exit status). */
+void cli_dist_init(int *argc, char ***argv);
+int cli_dist_rank(void);
+int cli_dist_size(void);
+int cli_dist_threads(void);
+rm_status cli_dist_attach(rm_session *s, int flags);
+int cli_dist_finish(int rc);
 
 /* The run the flags describe, standing at `step` with `batch` the next
  * training batch's index, on data_tokens tokens of data_name. */

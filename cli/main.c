@@ -37,7 +37,12 @@ static const char TRAIN_FLAGS[] =
     "  --trace FILE.json (one step for Perfetto / chrome://tracing)  --trace-step N (default 2)\n"
     "checkpoint files (training state; docs/CHECKPOINT_FILES.md):\n"
     "  --save FILE --save-every N (also FILE.stepNNNNNN) --keep K (last K step files)\n"
-    "  --resume FILE (continue to --steps; model flags come from the file)\n";
+    "  --resume FILE (continue to --steps; model flags come from the file)\n"
+    "data parallel (mpirun -np P remat train ...; docs/SCALING.md):\n"
+    "  --batch B is the global batch, B/P rows per rank; threads default to cores/ranks\n"
+    "  --micro-batches K (one process: the batch as K accumulated micro-batches, as K ranks would)\n"
+    "  --no-overlap (reduce gradients after the backward, not during it; same results)\n"
+    "  --shard-optimizer (ZeRO-1: each rank keeps the AdamW moments of 1/P of the parameters)\n";
 static const char SAMPLE_FLAGS[] =
     "sample flags:\n"
     "  --load FILE --prompt TEXT --tokens N --temperature X --top-k K --seed S --threads N\n"
@@ -115,7 +120,7 @@ int cli_help(const char *command) {
     return 0;
 }
 
-int main(int argc, char **argv) {
+static int run(int argc, char **argv) {
     if (argc < 2) {
         usage(stderr);
         return 2;
@@ -140,4 +145,10 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "plan")) return cli_plan(argc - 2, argv + 2);
     if (!strcmp(argv[1], "bench")) return cli_bench(argc - 2, argv + 2, argv[0]);
     return cli_fail(2, "unknown command '%s' (commands: train, sample, inspect, plan, bench; see remat --help)", argv[1]);
+}
+
+/* Under mpirun every rank runs the command; see dist.c. */
+int main(int argc, char **argv) {
+    cli_dist_init(&argc, &argv);
+    return cli_dist_finish(run(argc, argv));
 }

@@ -52,6 +52,10 @@ typedef struct trainer {
     double step_ms_min, step_ms_max; /* the spread of the step times the median is taken over */
     int tty;                /* progress on one rewritten line */
     cli_divergence div;     /* the recent losses (guard.h) */
+    int threads;            /* per rank */
+    double comm_ms;         /* the steps' wait for gradient communication after the backward, summed */
+    void *gx;               /* --micro-batches: the global batch's inputs (tokens or features) */
+    int32_t *gy;            /* and targets */
 } trainer;
 
 /* encdec evaluates on 20 batches drawn with another seed than training's
@@ -113,14 +117,15 @@ static int write_report(const trainer *t, float final_loss, float val_loss, int 
             "  \"predicted_overhead\": %.4f,\n  \"measured_overhead\": %.4f,\n"
             "  \"ms_forward\": %.3f,\n  \"ms_recompute\": %.3f,\n  \"ms_backward\": %.3f,\n"
             "  \"memory_budget_bytes\": %zu,\n  \"store_all_bytes\": %zu,\n  \"min_budget_bytes\": %zu,\n"
-            "  \"step_ms_min\": %.3f,\n  \"step_ms_max\": %.3f\n}\n",
+            "  \"step_ms_min\": %.3f,\n  \"step_ms_max\": %.3f,\n  \"ranks\": %d,\n  \"shard_optimizer\": %s,\n"
+            "  \"comm_wait_ms\": %.3f\n}\n",
             a->model, p.strategy, a->steps, fin, val, median_ms, tok_s, m.activation_bytes_planned, m.activation_bytes_measured,
             m.activation_arena_bytes, m.param_bytes, m.grad_bytes,
-            strcmp(a->optimizer, "adamw") == 0 ? 2 * m.param_bytes : (size_t)0, ru.ru_maxrss * 1024L,
-            a->threads > 0 ? a->threads : rm_default_threads(), rm_gemm_has_blas() ? "true" : "false",
+            rm_optim_bytes(t->opt), ru.ru_maxrss * 1024L, t->threads, rm_gemm_has_blas() ? "true" : "false",
             p.flops_recompute, p.flops_forward, p.flops_backward, p.predicted_overhead, t->overhead_median,
             p.ms_forward, p.ms_recompute, p.ms_backward, p.budget_bytes, p.store_all_bytes, p.min_budget_bytes,
-            t->step_ms_min, t->step_ms_max);
+            t->step_ms_min, t->step_ms_max, cli_dist_size(), a->shard_optimizer && cli_dist_size() > 1 ? "true" : "false",
+            a->steps > (int)t->start ? t->comm_ms / (a->steps - (int)t->start) : 0.0);
     if (fclose(f) != 0) return cli_fail(1, "cannot write report '%s'", a->report);
     return 0;
 }
@@ -145,8 +150,11 @@ static int save_state(const trainer *t, const char *path, uint64_t step) {
     const char *data = t->a->data ? t->a->data : t->encdec ? "<reverse>" : "<corpus>";
     cli_run_info(t->a, data, t->data.n, step,
                  (uint64_t)((int64_t)step + t->batch_offset), &r);
-    if (rm_save_run(t->s, t->opt, path, &r, 0, NULL, NULL, err, sizeof err) != RM_OK)
-        return cli_fail(1, "%s", err);
+    /* under mpirun: every rank gathers the sharded moments, rank 0 writes */
+    if (rm_optim_unshard(t->opt) != RM_OK) return cli_fail(1, "%s", rm_session_errmsg(t->s));
+    rm_status st = cli_dist_rank() == 0 ? rm_save_run(t->s, t->opt, path, &r, 0, NULL, NULL, err, sizeof err) : RM_OK;
+    rm_optim_reshard(t->opt);
+    if (st != RM_OK) return cli_fail(1, "%s", err);
     return 0;
 }
 
@@ -158,6 +166,14 @@ static int check_flags(const cli_args *a) {
         return cli_fail(2, "--keep counts the step files of --save-every; give --save-every N too");
     if (a->resume && a->init)
         return cli_fail(2, "--resume and --init cannot be combined (--resume loads the weights too)");
+    if (a->micro_batches > 1 && cli_dist_size() > 1)
+        return cli_fail(2, "--micro-batches and several ranks cannot be combined yet: give one of them");
+    if (a->batch % a->micro_batches != 0)
+        return cli_fail(2, "--batch %d must be a multiple of --micro-batches %d", a->batch, a->micro_batches);
+    if (a->batch % cli_dist_size() != 0)
+        return cli_fail(2, "--batch %d is the global batch: it must be a multiple of the %d ranks (each takes "
+                        "batch/ranks rows); give e.g. --batch %d", a->batch, cli_dist_size(),
+                        (a->batch / cli_dist_size() + 1) * cli_dist_size());
     return 0;
 }
 
@@ -215,25 +231,40 @@ static int build_session(trainer *t) {
     rm_run_info r;
     t->g = rm_graph_new();
     if (!t->g) return cli_fail(1, "out of memory");
-    if ((st = cli_build_model(a, t->g, &t->io, 0)) != RM_OK) /* a resumed model is the file's: exit 1 */
+    cli_args local = *a; /* under mpirun each rank's model holds batch/ranks rows */
+    local.batch = a->batch / cli_dist_size() / a->micro_batches;
+    if ((st = cli_build_model(&local, t->g, &t->io, 0)) != RM_OK) /* a resumed model is the file's: exit 1 */
         return a->resume ? cli_fail(1, "'%s': %s", a->resume, rm_graph_errmsg(t->g))
                                             : cli_fail(st == RM_ERR_ARG ? 2 : 1, "%s", rm_graph_errmsg(t->g));
     rm_options o;
     int rc = cli_options(a, a->memory_budget, &o);
     if (rc) return rc;
+    if (!a->threads && cli_dist_size() > 1) o.threads = cli_dist_threads();
+    t->threads = o.threads ? o.threads : rm_default_threads();
     cli_run_info(a, "", 0, 0, 0, &r);
     o.optim = r.optim; /* the session knows its optimizer */
     if ((st = rm_compile(t->g, &o, &t->s)) != RM_OK)
         return cli_fail(st == RM_ERR_ARG ? 2 : 1, "%s", rm_graph_errmsg(t->g));
     if (*rm_plan_notes(t->s)) fputs(rm_plan_notes(t->s), stderr);
-    if (a->print_plan) rm_print_plan(t->s, stdout);
+    if (a->print_plan && cli_dist_rank() == 0) rm_print_plan(t->s, stdout);
+    int flags = (a->shard_optimizer ? RM_DIST_SHARD : 0) | (a->no_overlap ? RM_DIST_BLOCKING : 0);
+    if (cli_dist_attach(t->s, flags) != RM_OK) return cli_fail(1, "%s", rm_session_errmsg(t->s));
     if (a->init && rm_load_params(t->s, a->init, err, sizeof err) != RM_OK) return cli_fail(1, "%s", err);
     if (rm_optim_new(t->s, NULL, &t->opt) != RM_OK) return cli_fail(1, "%s", rm_session_errmsg(t->s));
     t->lr = r.lr;
     if (t->resume) {
-        if (rm_file_restore(t->resume, t->s, t->opt, err, sizeof err) != RM_OK) return cli_fail(1, "%s", err);
+        if (rm_optim_unshard(t->opt) != RM_OK) return cli_fail(1, "%s", rm_session_errmsg(t->s));
+        st = rm_file_restore(t->resume, t->s, t->opt, err, sizeof err);
+        rm_optim_reshard(t->opt);
+        if (st != RM_OK) return cli_fail(1, "%s", err);
         rm_file_close(t->resume); /* it holds the whole file in memory */
         t->resume = NULL;
+    }
+    if (a->micro_batches > 1) { /* the whole batch, read once per step; micro-batch j copies its rows */
+        int mlp = strcmp(a->model, "mlp") == 0;
+        t->gx = malloc((size_t)a->batch * a->context * 4);
+        t->gy = malloc((size_t)a->batch * (mlp ? 1 : a->context) * 4);
+        if (!t->gx || !t->gy) return cli_fail(1, "out of memory");
     }
     int n_run = a->steps - (int)t->start;
     t->times = malloc(sizeof *t->times * (size_t)(n_run > 0 ? n_run : 1));
@@ -255,10 +286,13 @@ static void print_header(const trainer *t) {
     rm_memory(t->s, &m);
     strategy_name(a, strategy, sizeof strategy);
     printf("remat: %s, %lld params (%.1f MiB), activations %.1f MiB planned (arena %.1f MiB), "
-           "checkpoint=%s, %d threads, %s\n",
+           "checkpoint=%s, %d threads%s, %s\n",
            a->model, count_params(t->g), m.param_bytes / 1048576.0, m.activation_bytes_planned / 1048576.0,
-           m.activation_arena_bytes / 1048576.0, strategy, a->threads > 0 ? a->threads : rm_default_threads(),
+           m.activation_arena_bytes / 1048576.0, strategy, t->threads, cli_dist_size() > 1 ? " per rank" : "",
            rm_gemm_has_blas() ? "OpenBLAS" : "portable GEMM");
+    if (cli_dist_size() > 1)
+        printf("data parallel: %d ranks x %d rows (global batch %d)%s\n", cli_dist_size(), a->batch / cli_dist_size(),
+               a->batch, a->shard_optimizer ? ", optimizer state sharded (ZeRO-1)" : "");
     if (a->resume) printf("resumed %s at step %llu of %d\n", a->resume, (unsigned long long)t->start, a->steps);
 }
 
@@ -270,8 +304,35 @@ static int save_step_file(const trainer *t, uint64_t done) {
     if (!cli_step_path(a->save, done, path, sizeof path))
         return cli_fail(1, "cannot save: the path '%s' is too long", a->save);
     if ((rc = save_state(t, path, done)) != 0) return rc;
-    cli_prune_step_files(a->save, a->keep);
+    if (cli_dist_rank() == 0) cli_prune_step_files(a->save, a->keep);
     if (!a->quiet) printf("%ssaved %s\n", t->tty ? "\n" : "", path);
+    return 0;
+}
+
+/* One step as --micro-batches K micro-batches of b rows: micro-batch j is
+ * rows [j b, j b + b) of batch k, its loss gradient scaled by 1/K; the
+ * gradients add up (rm_step_micro), as K ranks' would (docs/SCALING.md). */
+static int micro_step(trainer *t, int s, uint64_t batch, float *loss) {
+    const cli_args *a = t->a;
+    const int K = a->micro_batches, b = a->batch / K, mlp = strcmp(a->model, "mlp") == 0;
+    const size_t xrow = (size_t)a->context * 4, yrow = (size_t)(mlp ? 1 : a->context) * 4;
+    char err[512];
+    rm_status st = mlp ? rm_data_batch_mlp(&t->data, RM_DATA_TRAIN, t->sampler, a->seed, batch, a->batch, a->context,
+                                           a->vocab, t->gx, t->gy, err, sizeof err)
+                       : rm_data_batch(&t->data, RM_DATA_TRAIN, t->sampler, a->seed, batch, a->batch, a->context, t->gx,
+                                       t->gy, err, sizeof err);
+    if (st != RM_OK) return cli_fail(1, "%s", err);
+    double sum = 0;
+    for (int j = 0; j < K; j++) {
+        rm_micro m = {(int64_t)j * b, 1.0f / (float)K, j > 0};
+        float l;
+        memcpy(rm_value_data(t->s, mlp ? t->io.features : t->io.tokens), (char *)t->gx + j * b * xrow, b * xrow);
+        memcpy(rm_value_data(t->s, t->io.targets), (char *)t->gy + j * b * yrow, b * yrow);
+        if (rm_step_micro(t->s, (uint64_t)s, &m, &l) != RM_OK)
+            return cli_fail(1, "step %d: %s", s, rm_session_errmsg(t->s));
+        sum += l;
+    }
+    *loss = (float)(sum / K);
     return 0;
 }
 
@@ -285,12 +346,15 @@ static int run_steps(trainer *t, int *step, float *loss, float *val_loss, int *h
         int s = *step, i = s - (int)t->start;
         double t0 = now_ms();
         uint64_t batch = (uint64_t)((int64_t)s + t->batch_offset);
-        rm_status st = t->encdec ? rm_seq2seq_fill(t->s, &t->io, pairs_of(t), a->seed, batch)
-                                 : rm_data_fill(t->s, &t->io, &t->data, RM_DATA_TRAIN, t->sampler, a->seed, batch);
-        if (st != RM_OK)
-            return cli_fail(1, "%s", rm_session_errmsg(t->s));
         char why[256];
-        if (rm_step(t->s, (uint64_t)s, loss) != RM_OK) return cli_fail(1, "step %d: %s", s, rm_session_errmsg(t->s));
+        if (a->micro_batches > 1) {
+            if ((rc = micro_step(t, s, batch, loss)) != 0) return rc;
+        } else {
+            rm_status st = t->encdec ? rm_seq2seq_fill(t->s, &t->io, pairs_of(t), a->seed, batch)
+                                     : rm_data_fill(t->s, &t->io, &t->data, RM_DATA_TRAIN, t->sampler, a->seed, batch);
+            if (st != RM_OK) return cli_fail(1, "%s", rm_session_errmsg(t->s));
+            if (rm_step(t->s, (uint64_t)s, loss) != RM_OK) return cli_fail(1, "step %d: %s", s, rm_session_errmsg(t->s));
+        }
         if (cli_diverged(&t->div, s, *loss, why, sizeof why)) /* before the update: the state stays good */
             return cli_fail(1, "%s; %s (try a lower --lr)", why,
                             a->save ? "the --save file was not written" : "nothing was saved");
@@ -298,6 +362,7 @@ static int run_steps(trainer *t, int *step, float *loss, float *val_loss, int *h
             return cli_fail(1, "step %d: %s", s, rm_session_errmsg(t->s));
         t->times[i] = now_ms() - t0;
         t->overheads[i] = rm_step_overhead(t->s);
+        t->comm_ms += rm_step_comm_ms(t->s);
         if (!a->quiet && (t->tty || s % 10 == 0 || s == a->steps - 1)) {
             rm_memory_info m;
             double avg = (now_ms() - t_start) / (i + 1);
@@ -330,11 +395,11 @@ static void print_summary(const trainer *t, int n_done, float loss, float val_lo
     printf(", final loss %.4f", loss);
     if (have_val) printf(", val loss %.4f", val_loss);
     printf(", %.1f ms/step median, %.0f tok/s\n", median, tok_s);
-    printf("memory: activations %.2f MiB planned, %.2f MiB measured, arena %.2f MiB; params %.2f MiB, "
-           "grads %.2f MiB, optimizer %.2f MiB\n",
+    printf("memory%s: activations %.2f MiB planned, %.2f MiB measured, arena %.2f MiB; params %.2f MiB, "
+           "grads %.2f MiB, optimizer %.2f MiB\n", cli_dist_size() > 1 ? " per rank" : "",
            m.activation_bytes_planned / 1048576.0, m.activation_bytes_measured / 1048576.0,
            m.activation_arena_bytes / 1048576.0, m.param_bytes / 1048576.0, m.grad_bytes / 1048576.0,
-           (strcmp(a->optimizer, "adamw") == 0 ? 2.0 : 0.0) * m.param_bytes / 1048576.0);
+           rm_optim_bytes(t->opt) / 1048576.0);
     printf("recompute: strategy %s, %.2f GFLOP recomputed per step, overhead predicted %.1f%%, measured %.1f%%\n",
            strategy, p.flops_recompute / 1e9, 100.0 * p.predicted_overhead, 100.0 * t->overhead_median);
     if (p.budget_bytes)
@@ -377,6 +442,7 @@ static int finish(trainer *t, int step, float loss, float val_loss, int have_val
         if ((rc = save_state(t, path, (uint64_t)step)) != 0) return rc;
         if (!a->quiet) printf("saved %s\n", path);
     }
+    if (cli_dist_rank() != 0) return 0; /* rank 0 writes the report and the trace */
     if (a->report && (rc = write_report(t, loss, val_loss, have_val, median, tok_s)) != 0) return rc;
     if ((rc = cli_trace_write(a, t->s)) != 0) return rc;
     return stop_signal ? 128 + stop_signal : 0;
@@ -387,6 +453,7 @@ int cli_train(const cli_args *a0) {
     trainer t;
     memset(&t, 0, sizeof t);
     t.a = &args;
+    if (cli_dist_rank() != 0) args.quiet = 1; /* rank 0 logs */
     struct sigaction old_int, old_term;
     int handlers = 0, rc = check_flags(&args);
     if (!rc && args.resume) rc = open_resume(&t);
@@ -424,6 +491,8 @@ done:
         sigaction(SIGTERM, &old_term, NULL);
     }
     rm_file_close(t.resume);
+    free(t.gx);
+    free(t.gy);
     free(t.times);
     free(t.overheads);
     rm_optim_free(t.opt);

@@ -256,8 +256,48 @@ typedef struct rm_micro {
     int accumulate;     /* 0: gradients are overwritten (first micro-batch); 1: added */
 } rm_micro;
 /* rm_step for one micro-batch; m NULL is rm_step. The loss returned is the
- * micro-batch's, unscaled. */
+ * micro-batch's, unscaled. An accumulating micro-batch's gradients are
+ * computed from zero in a second buffer (allocated at the first one, then
+ * counted in rm_memory's grad_bytes) and then added: k micro-batches sum
+ * ((g_0 + g_1) + g_2) + ..., for 2 bit for bit what 2 data-parallel ranks
+ * sum (docs/SCALING.md). */
 rm_status rm_step_micro(rm_session *s, uint64_t step, const rm_micro *m, float *loss);
+/* ---- data parallel (MPI; docs/SCALING.md) ------------------------------------ */
+
+/* 1 if this libremat was built with MPI (make MPI=1, or mpicc found). */
+int rm_has_mpi(void);
+/* Makes s one of the P ranks of an MPI communicator; collective: every rank
+ * calls it with the same model, after rm_compile and before rm_optim_new.
+ * Pass the communicator with remat_mpi.h's rm_session_set_comm(s, comm,
+ * flags), or as its Fortran handle (MPI_Comm_c2f) here, so this header
+ * needs no mpi.h. Every rank then takes rank 0's parameters, and:
+ *  - rm_step is a step on a global batch of P*b rows (b: the session's
+ *    batch): this rank's inputs are global rows [rank*b, rank*b + b) (the
+ *    dropout masks of those rows), its loss gradient is scaled by 1/P, the
+ *    gradients are summed over the ranks and *loss is the mean over ranks.
+ *    The ranks agree on the outcome: a step that fails or gives a
+ *    non-finite loss on any rank fails on all, with "rank R of P: ..."
+ *  - rm_data_fill fills this rank's rows of global batch k (of P*b rows);
+ *    rm_evaluate returns the mean over the ranks' rows;
+ *  - with RM_DIST_SHARD (ZeRO stage 1) the optimizer keeps the AdamW
+ *    moments of this rank's 1/P of the flat parameters only; rm_step then
+ *    reduce-scatters the gradients (rm_grad is summed on this rank's shard
+ *    only) and rm_optim_step updates the shard and all-gathers parameters.
+ * rm_step_micro does not communicate. BatchNorm statistics stay per rank.
+ * The communicator must stay valid while s uses it. Without MPI: RM_ERR_STATE. */
+rm_status rm_session_set_comm_f(rm_session *s, int comm_f, int flags);
+/* flags of rm_session_set_comm_f, or'ed: */
+#define RM_DIST_SHARD 1    /* shard the optimizer state (ZeRO-1) */
+#define RM_DIST_BLOCKING 2 /* reduce the gradients after the backward in one blocking
+                            * MPI_Allreduce; by default buckets of them start
+                            * (MPI_Iallreduce) as soon as they are final during the
+                            * backward, overlapping the rest of it (same results) */
+/* Milliseconds the last rm_step waited for the gradients' reduction after
+ * its backward (what the overlap did not hide); 0 alone. */
+double rm_step_comm_ms(const rm_session *s);
+/* This rank (0 alone) and, in *size (NULL-able), the number of ranks (1 alone). */
+int rm_session_rank(const rm_session *s, int *size);
+
 /* Forward only (dropout off); loss is NULL-able when the graph has none.
  * Inputs are checked as for rm_step. */
 rm_status rm_forward(rm_session *s, float *loss);
@@ -508,6 +548,17 @@ rm_status rm_load_params(rm_session *s, const char *path, char *err, size_t errl
  * correction). Write into m and v, and set t, to restore a saved state. */
 rm_status rm_optim_state(rm_optim *o, float **m, float **v, uint64_t *t);
 rm_status rm_optim_set_updates(rm_optim *o, uint64_t t);
+/* A sharded optimizer (rm_session_set_comm_f with RM_DIST_SHARD) holds
+ * this rank's shard of the moments only. rm_optim_unshard (collective)
+ * gathers every rank's shard into full-size moments on all ranks, which
+ * rm_optim_state then returns and checkpoint files save or load (the same
+ * files as one process writes: resume with any number of ranks);
+ * rm_optim_reshard keeps this rank's shard of them and frees the rest.
+ * Both do nothing for an optimizer that is not sharded. */
+rm_status rm_optim_unshard(rm_optim *o);
+rm_status rm_optim_reshard(rm_optim *o);
+/* The bytes of optimizer state this rank holds (the AdamW moments). */
+size_t rm_optim_bytes(const rm_optim *o);
 /* Writes the parameters and, with o, the AdamW moments of the trainable ones
  * as "optimizer.m.<name>" and "optimizer.v.<name>" and the update count as
  * the metadata "optimizer_updates", then the caller's metadata and the

@@ -6,7 +6,7 @@
 BUILD=${BUILD:-build}
 . "$(dirname "$0")/lib.sh"
 P=$T/prefix
-make -s install BUILD="$BUILD" PREFIX="$P" > "$T/log" 2>&1
+make -s install BUILD="$BUILD" ${REMAT_MPI_BUILD:+MPI=$REMAT_MPI_BUILD} PREFIX="$P" > "$T/log" 2>&1
 check '[ $? -eq 0 ]' "make install failed: $(tail -3 "$T/log")"
 for f in include/remat.h lib/libremat.a lib/libremat.so lib/pkgconfig/remat.pc bin/remat; do
     check '[ -e "$P/$f" ]' "not installed: $f"

@@ -115,6 +115,7 @@ rm_status rm_execute(rm_session *s, const rm_program *p, uint64_t step, int trai
                 s->ms_backward += dt, s->timing.stage_bwd[nd->stage] += dt;
             }
         }
+        if (train && s->after_instr) s->after_instr(s, i);
         if (s->hashes && !backward) {
             rm_status rc = verify(s, ins, &c);
             if (rc != RM_OK) return rc;

@@ -19,6 +19,11 @@ struct rm_session {
     size_t arena_bytes;
     float *params;      /* one allocation for all parameters */
     float *grads;       /* and one for their gradients */
+    float *grads_micro; /* an accumulating micro-batch's own gradients (rm_step_micro) */
+    struct rm_dist *dist; /* data parallel: rank, ranks, communicator (dist/dist.h); NULL: alone */
+    /* called after each instruction of a training step (dist/dist.c starts
+     * the gradients' allreduce there); NULL: none */
+    void (*after_instr)(rm_session *s, int instr);
     unsigned char *inputs;
     const rm_program *last; /* the program run last (for rm_data of outputs) */
     float loss_seed;    /* d(loss)/d(loss): 1, or the micro-batch's loss_scale */

@@ -116,6 +116,6 @@ void rm_memory(const rm_session *s, rm_memory_info *m) {
     m->activation_bytes_measured = s->measured_peak;
     m->activation_arena_bytes = s->arena_bytes;
     m->param_bytes = s->g->param_floats * sizeof(float);
-    m->grad_bytes = m->param_bytes;
+    m->grad_bytes = m->param_bytes * (s->grads_micro ? 2 : 1); /* accumulation's second buffer */
     m->n_instructions = p->n_instrs;
 }

@@ -144,6 +144,8 @@ void rm_session_free(rm_session *s) {
     free(s->arena);
     free(s->params);
     free(s->grads);
+    free(s->grads_micro);
+    free(s->dist); /* one allocation (dist/dist.h); the communicator is the caller's */
     free(s->inputs);
     free(s->hashes);
     rm_profile_free(&s->prof);
@@ -196,6 +198,27 @@ static rm_status check_inputs(rm_session *s, const char *fn) {
     return RM_OK;
 }
 
+/* An accumulating micro-batch: its gradients are computed on their own,
+ * from zero, into a second buffer (allocated at the first such step), then
+ * added to the total: total += g_j. So k micro-batches give
+ * ((g_0 + g_1) + g_2) + ..., bit for bit the sum data-parallel ranks form
+ * of the same micro-batches (dist/dist.c; for 2 ranks g_0 + g_1 exactly). */
+static rm_status accumulate(rm_session *s, uint64_t step) {
+    const size_t n = s->g->param_floats;
+    if (!s->grads_micro && !(s->grads_micro = alloc_aligned(n * sizeof(float))))
+        return rm_session_fail(s, RM_ERR_NOMEM, "out of memory for the micro-batch gradients (%.1f MiB)",
+                               (double)(n * sizeof(float)) / (1 << 20));
+    float *total = s->grads, *micro = s->grads_micro;
+    s->grads = micro;
+    s->accumulate = 0; /* rm_execute zeroes the micro-batch's buffer */
+    rm_status rc = rm_execute(s, &s->train, step, 1);
+    s->grads = total;
+    if (rc != RM_OK) return rc;
+    #pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) total[i] += micro[i];
+    return RM_OK;
+}
+
 rm_status rm_step_micro(rm_session *s, uint64_t step, const rm_micro *m, float *loss) {
     if (!s) return RM_ERR_ARG;
     if (s->opt.dry_run) return rm_session_fail(s, RM_ERR_STATE, "rm_step: the session was compiled with dry_run");
@@ -209,15 +232,15 @@ rm_status rm_step_micro(rm_session *s, uint64_t step, const rm_micro *m, float *
     rm_status rc = check_inputs(s, "rm_step");
     if (rc != RM_OK) return rc;
     s->row0 = m->row_offset;
-    s->accumulate = m->accumulate != 0;
     s->loss_seed = m->loss_scale;
-    rc = rm_execute(s, &s->train, step, 1);
+    if (m->accumulate) rc = accumulate(s, step);
+    else rc = rm_execute(s, &s->train, step, 1);
     s->row0 = 0, s->accumulate = 0, s->loss_seed = 1.0f;
     if (rc == RM_OK && loss) *loss = read_loss(s);
     return rc;
 }
 
-rm_status rm_step(rm_session *s, uint64_t step, float *loss) { return rm_step_micro(s, step, NULL, loss); }
+/* rm_step is in dist/dist.c: with a communicator it is a step of all ranks. */
 
 rm_status rm_forward(rm_session *s, float *loss) {
     if (!s) return RM_ERR_ARG;

@@ -1,7 +1,7 @@
 /* loop.c: the pieces of a training loop around rm_step: batches written
  * into a session's inputs, evaluation (the forward-only mean loss over the
  * validation part) and learning-rate schedules. */
-#include "exec/exec.h"
+#include "dist/dist.h"
 #include "train/data.h"
 
 #include <math.h>
@@ -56,7 +56,13 @@ rm_status rm_data_fill_rows(rm_session *s, const rm_model_io *io, const rm_datas
 
 rm_status rm_data_fill(rm_session *s, const rm_model_io *io, const rm_dataset *d, rm_data_part part,
                        rm_sampler mode, uint64_t seed, uint64_t k) {
-    return rm_data_fill_rows(s, io, d, part, mode, seed, k, 0, 0);
+    /* data parallel: this rank's rows of the global batch of P*B rows */
+    int P = 1, r = rm_session_rank(s, &P), B, T, V;
+    if (P == 1 || !s) return rm_data_fill_rows(s, io, d, part, mode, seed, k, 0, 0);
+    rm_status st = io_dims(s, io, &B, &T, &V);
+    if (st != RM_OK) return st;
+    if ((int64_t)B * P > INT32_MAX) return rm_session_fail(s, RM_ERR_ARG, "rm_data_fill: %d ranks x %d rows overflow", P, B);
+    return rm_data_fill_rows(s, io, d, part, mode, seed, k, B * P, (int64_t)r * B);
 }
 
 rm_status rm_evaluate(rm_session *s, const rm_model_io *io, const rm_dataset *d, uint64_t max_batches,
@@ -67,7 +73,9 @@ rm_status rm_evaluate(rm_session *s, const rm_model_io *io, const rm_dataset *d,
     int B, T, V;
     rm_status st = io_dims(s, io, &B, &T, &V);
     if (st != RM_OK) return st;
-    uint64_t nb = rm_data_num_batches(d, RM_DATA_VAL, B, T);
+    int P = 1;
+    rm_session_rank(s, &P);
+    uint64_t nb = rm_data_num_batches(d, RM_DATA_VAL, B * P, T); /* global batches */
     if (nb == 0)
         return rm_session_fail(s, RM_ERR_ARG, "rm_evaluate: '%s' has no validation batch (rm_data_split "
                                "with a val_fraction > 0)", d->name);
@@ -79,6 +87,8 @@ rm_status rm_evaluate(rm_session *s, const rm_model_io *io, const rm_dataset *d,
         if ((st = rm_forward(s, &l)) != RM_OK) return st;
         sum += l;
     }
+    rm_dist_sum(s, &sum, 1); /* every rank's mean over its rows, in rank order of the sum */
+    sum /= P;
     *mean_loss = (float)(sum / (double)nb);
     return RM_OK;
 }

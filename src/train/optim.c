@@ -1,6 +1,8 @@
 /* optim.c: AdamW and SGD over the session's flat parameter buffer, with
- * gradient clipping by global norm. All state is allocated once here. */
-#include "exec/exec.h"
+ * gradient clipping by global norm. All state is allocated once here.
+ * Sharded (ZeRO stage 1, dist/dist.c): this rank updates the floats
+ * [lo, hi) of the flat buffer and holds the moments of those only. */
+#include "dist/dist.h"
 #include "exec/trace.h"
 #include <math.h>
 #include <stdlib.h>
@@ -9,7 +11,10 @@
 struct rm_optim {
     rm_session *s;
     rm_optim_config c;
-    float *m, *v;     /* AdamW moments, one allocation each, laid out as the params */
+    float *m, *v;     /* AdamW moments of floats [lo, hi), laid out as the params */
+    size_t lo, hi;    /* [0, param_floats) unless sharded */
+    int sharded;
+    float *full_m, *full_v; /* rm_optim_unshard: every rank's moments, until rm_optim_reshard */
     double *partial;  /* per-chunk squared norms: a fixed-order reduction */
     size_t n_chunks;
     uint64_t t;       /* updates applied so far */
@@ -36,7 +41,10 @@ rm_status rm_optim_new(rm_session *s, const rm_optim_config *c, rm_optim **out) 
     if (!o) return rm_session_fail(s, RM_ERR_NOMEM, "out of memory creating the optimizer");
     o->s = s;
     o->c = *c;
-    size_t n = s->g->param_floats;
+    o->sharded = s->dist && s->dist->shard && s->dist->size > 1;
+    o->lo = o->sharded ? s->dist->lo : 0;
+    o->hi = o->sharded ? s->dist->hi : s->g->param_floats;
+    size_t n = o->hi - o->lo;
     o->n_chunks = (n + NORM_CHUNK - 1) / NORM_CHUNK;
     o->partial = calloc(o->n_chunks ? o->n_chunks : 1, sizeof *o->partial);
     if (c->kind == RM_OPTIM_ADAMW) {
@@ -59,6 +67,8 @@ void rm_optim_free(rm_optim *o) {
     free(o->m);
     free(o->v);
     free(o->partial);
+    free(o->full_m);
+    free(o->full_v);
     free(o);
 }
 
@@ -66,8 +76,8 @@ void rm_optim_free(rm_optim *o) {
  * so the flat buffer can be summed whole; chunk sums are added in order, so
  * the result does not depend on the thread count. */
 static double grad_norm(rm_optim *o) {
-    const float *g = o->s->grads;
-    size_t n = o->s->g->param_floats;
+    const float *g = o->s->grads + o->lo;
+    size_t n = o->hi - o->lo;
     #pragma omp parallel for schedule(static)
     for (size_t k = 0; k < o->n_chunks; k++) {
         size_t end = (k + 1) * NORM_CHUNK < n ? (k + 1) * NORM_CHUNK : n;
@@ -77,6 +87,7 @@ static double grad_norm(rm_optim *o) {
     }
     double total = 0.0;
     for (size_t k = 0; k < o->n_chunks; k++) total += o->partial[k];
+    if (o->sharded) rm_dist_sum(o->s, &total, 1); /* the shards' squares, over the ranks */
     return sqrt(total);
 }
 
@@ -101,14 +112,18 @@ rm_status rm_optim_step(rm_optim *o, float lr, float *norm_out) {
     for (int pi = 0; pi < g->n_params; pi++) {
         const rm_value *v = &g->vals[g->params[pi]];
         if (!v->trainable) continue; /* state such as running statistics */
-        float *w = s->params + v->param_off, *gr = s->grads + v->param_off;
-        int64_t n = v->numel;
+        /* this rank's part of the parameter: floats [a, b) of the flat buffer */
+        size_t a = v->param_off > o->lo ? v->param_off : o->lo;
+        size_t b = v->param_off + (size_t)v->numel < o->hi ? v->param_off + (size_t)v->numel : o->hi;
+        if (a >= b) continue;
+        float *w = s->params + a, *gr = s->grads + a;
+        int64_t n = (int64_t)(b - a);
         if (o->c.kind == RM_OPTIM_SGD) {
             #pragma omp parallel for schedule(static)
             for (int64_t i = 0; i < n; i++) w[i] -= lr * clip * gr[i];
             continue;
         }
-        float *m = o->m + v->param_off, *vv = o->v + v->param_off;
+        float *m = o->m + (a - o->lo), *vv = o->v + (a - o->lo);
         /* decoupled weight decay (Loshchilov & Hutter): shrink, then Adam step */
         const float decay = v->decay ? 1.0f - lr * o->c.weight_decay : 1.0f;
         #pragma omp parallel for schedule(static)
@@ -120,6 +135,7 @@ rm_status rm_optim_step(rm_optim *o, float lr, float *norm_out) {
             w[i] = w[i] * decay - lr * mhat / (sqrtf(vhat) + eps);
         }
     }
+    if (o->sharded) rm_dist_allgather_params(s); /* every rank's updated shard to all */
     if (s->trace) rm_trace_optimizer(s, t_start, rm_trace_now_ms());
     return RM_OK;
 }
@@ -128,8 +144,10 @@ rm_status rm_optim_step(rm_optim *o, float lr, float *norm_out) {
  * out as the parameter buffer, so a loader restores them in place. */
 rm_status rm_optim_state(rm_optim *o, float **m, float **v, uint64_t *t) {
     if (!o) return RM_ERR_ARG;
-    if (m) *m = o->m;
-    if (v) *v = o->v;
+    if (o->sharded && !o->full_m && (m || v))
+        return rm_session_fail(o->s, RM_ERR_STATE, "rm_optim_state: the optimizer is sharded: rm_optim_unshard first");
+    if (m) *m = o->sharded ? o->full_m : o->m;
+    if (v) *v = o->sharded ? o->full_v : o->v;
     if (t) *t = o->t;
     return RM_OK;
 }
@@ -138,6 +156,41 @@ rm_status rm_optim_set_updates(rm_optim *o, uint64_t t) {
     if (!o) return RM_ERR_ARG;
     o->t = t;
     return RM_OK;
+}
+
+rm_status rm_optim_unshard(rm_optim *o) {
+    if (!o) return RM_ERR_ARG;
+    if (!o->sharded || o->c.kind != RM_OPTIM_ADAMW || o->full_m) return RM_OK;
+    size_t n = o->s->g->param_floats;
+    o->full_m = malloc((n ? n : 1) * sizeof(float));
+    o->full_v = malloc((n ? n : 1) * sizeof(float));
+    int ok = o->full_m && o->full_v, all = ok;
+    double okd = ok; /* every rank must take part, or none */
+    rm_dist_sum(o->s, &okd, 1);
+    all = okd == (double)o->s->dist->size;
+    if (!all) {
+        free(o->full_m), free(o->full_v);
+        o->full_m = o->full_v = NULL;
+        return rm_session_fail(o->s, RM_ERR_NOMEM, "out of memory gathering the optimizer's moments (%.1f MiB)%s",
+                               2.0 * (double)(n * sizeof(float)) / (1 << 20), ok ? " on another rank" : "");
+    }
+    rm_dist_allgather(o->s, o->m, o->full_m);
+    rm_dist_allgather(o->s, o->v, o->full_v);
+    return RM_OK;
+}
+
+rm_status rm_optim_reshard(rm_optim *o) {
+    if (!o) return RM_ERR_ARG;
+    if (!o->full_m) return RM_OK;
+    memcpy(o->m, o->full_m + o->lo, (o->hi - o->lo) * sizeof(float));
+    memcpy(o->v, o->full_v + o->lo, (o->hi - o->lo) * sizeof(float));
+    free(o->full_m), free(o->full_v);
+    o->full_m = o->full_v = NULL;
+    return RM_OK;
+}
+
+size_t rm_optim_bytes(const rm_optim *o) {
+    return o && o->c.kind == RM_OPTIM_ADAMW ? 2 * (o->hi - o->lo) * sizeof(float) : 0;
 }
 
 rm_session *rm_optim_session(const rm_optim *o) { return o ? o->s : NULL; }

@@ -1,0 +1,193 @@
+/* dist.c: data-parallel training on MPI (docs/SCALING.md).
+ *
+ * Each of P ranks holds the whole model and b rows of a global batch of
+ * P*b rows: rank r holds global rows [r b, r b + b). A step on rank r is
+ * the micro-batch step of those rows with the loss gradient scaled by 1/P
+ * (rm_step_micro), so the sum over ranks of the gradients is the gradient
+ * of the global batch's mean loss:
+ *
+ *   dL/dw = sum_r (1/P) dL_r/dw,   L_r the mean loss over rank r's rows.
+ *
+ * That sum is one MPI_Allreduce of the flat gradient buffer (or, with a
+ * sharded optimizer, one MPI_Reduce_scatter: rank r only needs the sum on
+ * its shard). Dropout masks are keyed by the global row, so a rank draws
+ * the masks the single process would draw for the same rows. Before the
+ * gradients move, the ranks agree on the step's status with one small
+ * allreduce: a rank whose step failed or whose loss is not finite makes
+ * every rank return the same error, naming it; nobody waits forever. */
+#include "dist/dist.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <limits.h>
+
+#ifndef REMAT_MPI
+
+rm_status rm_session_set_comm_f(rm_session *s, int comm, int flags) {
+    (void)comm, (void)flags;
+    if (!s) return RM_ERR_ARG;
+    return rm_session_fail(s, RM_ERR_STATE, "rm_session_set_comm: this libremat was built without MPI "
+                           "(rebuild with `make MPI=1`, which needs mpicc from libopenmpi-dev)");
+}
+rm_status rm_step(rm_session *s, uint64_t step, float *loss) { return rm_step_micro(s, step, NULL, loss); }
+
+#else
+
+/* The batch rows b of the session: the first dimension of its first
+ * non-constant input (tokens or features). */
+static int64_t batch_rows(const rm_session *s) {
+    const rm_graph *g = s->g;
+    for (int v = 0; v < g->n_vals; v++)
+        if (g->vals[v].kind == RM_VALUE_INPUT && !g->vals[v].const_data && g->vals[v].ndim >= 1)
+            return g->vals[v].shape[0];
+    return 0;
+}
+
+
+/* Shard r of n floats: near-equal contiguous ranges. */
+static void split(rm_dist *d, size_t n) {
+    for (int r = 0; r < d->size; r++) {
+        size_t lo = n * (size_t)r / (size_t)d->size, hi = n * (size_t)(r + 1) / (size_t)d->size;
+        d->displs[r] = (int)lo;
+        d->counts[r] = (int)(hi - lo);
+    }
+    d->lo = (size_t)d->displs[d->rank];
+    d->hi = d->lo + (size_t)d->counts[d->rank];
+}
+
+/* Collective: every rank must call it with the same model. */
+rm_status rm_session_set_comm_f(rm_session *s, int fcomm, int flags) {
+    if (!s) return RM_ERR_ARG;
+    if (s->opt.dry_run || !s->params) return rm_session_fail(s, RM_ERR_STATE, "rm_session_set_comm: the session holds no parameters (dry_run)");
+    if (s->dist) return rm_session_fail(s, RM_ERR_STATE, "rm_session_set_comm: the session already has a communicator");
+    int init = 0;
+    MPI_Initialized(&init);
+    if (!init) return rm_session_fail(s, RM_ERR_STATE, "rm_session_set_comm: MPI is not initialised (MPI_Init first)");
+    MPI_Comm comm = MPI_Comm_f2c((MPI_Fint)fcomm);
+    int rank, size;
+    if (comm == MPI_COMM_NULL || MPI_Comm_rank(comm, &rank) != MPI_SUCCESS || MPI_Comm_size(comm, &size) != MPI_SUCCESS)
+        return rm_session_fail(s, RM_ERR_ARG, "rm_session_set_comm: not a valid communicator");
+    size_t n = s->g->param_floats;
+    /* the ranks must hold the same model and batch rows: compare min and max */
+    long long mine[2] = {(long long)n, (long long)batch_rows(s)}, lo[2], hi[2];
+    MPI_Allreduce(mine, lo, 2, MPI_LONG_LONG, MPI_MIN, comm);
+    MPI_Allreduce(mine, hi, 2, MPI_LONG_LONG, MPI_MAX, comm);
+    if (lo[0] != hi[0] || lo[1] != hi[1])
+        return rm_session_fail(s, RM_ERR_ARG, "rm_session_set_comm: the ranks' models differ (parameters %lld..%lld "
+                               "floats, batch rows %lld..%lld): every rank must build the same model", lo[0], hi[0],
+                               lo[1], hi[1]);
+    if (n / (size_t)size > (size_t)INT32_MAX)
+        return rm_session_fail(s, RM_ERR_ARG, "rm_session_set_comm: %zu parameter floats over %d ranks do not fit "
+                               "MPI's int counts", n, size);
+    /* one block: the struct, the overlap's requests (one per parameter, and
+     * one more per bucket a parameter spans), then the int arrays */
+    const int np = s->g->n_params;
+    const size_t n_reqs = (size_t)np + n / (1u << 22) + 1;
+    rm_dist *d = calloc(1, sizeof *d + n_reqs * sizeof(MPI_Request) + (2 * (size_t)size + 2 * (size_t)np) * sizeof(int));
+    if (!d) return rm_session_fail(s, RM_ERR_NOMEM, "out of memory for the communicator's state");
+    d->rank = rank, d->size = size, d->comm = comm, d->shard = (flags & RM_DIST_SHARD) != 0;
+    d->overlap = !d->shard && !(flags & RM_DIST_BLOCKING);
+    d->rows = lo[1];
+    d->reqs = (MPI_Request *)(d + 1);
+    d->counts = (int *)(d->reqs + n_reqs);
+    d->displs = d->counts + size;
+    d->order = d->displs + size;
+    d->last = d->order + np;
+    split(d, n);
+    s->dist = d;
+    if (d->overlap && !rm_dist_overlap_plan(s)) d->overlap = 0; /* out of memory: blocking still works */
+    /* every rank starts from rank 0's parameters (the same seed gives the same ones; a loaded file too) */
+    for (size_t off = 0; off < n; off += 1u << 30) {
+        size_t k = n - off < (1u << 30) ? n - off : (1u << 30);
+        MPI_Bcast(s->params + off, (int)k, MPI_FLOAT, 0, comm);
+    }
+    return RM_OK;
+}
+
+/* The ranks agree on the step: the lowest failing rank (size if none)
+ * sends its status and message to all. Returns RM_OK when all succeeded. */
+static rm_status agree(rm_session *s, uint64_t step, rm_status rc, float loss, int grads_bad) {
+    rm_dist *d = s->dist;
+    int bad = rc != RM_OK || !isfinite(loss) || grads_bad ? d->rank : d->size, first;
+    MPI_Allreduce(&bad, &first, 1, MPI_INT, MPI_MIN, d->comm);
+    if (first == d->size) return RM_OK;
+    struct { int status; char msg[320]; } why;
+    memset(&why, 0, sizeof why);
+    if (d->rank == first) {
+        why.status = rc != RM_OK ? (int)rc : (int)RM_ERR_ARG;
+        if (rc != RM_OK) snprintf(why.msg, sizeof why.msg, "%s", s->errmsg);
+        else snprintf(why.msg, sizeof why.msg, "the %s at step %llu: training diverged (try a lower learning rate)",
+                      isfinite(loss) ? "gradients are not finite" : "loss is not finite", (unsigned long long)step);
+    }
+    MPI_Bcast(&why, (int)sizeof why, MPI_BYTE, first, d->comm);
+    return rm_session_fail(s, (rm_status)why.status, "rank %d of %d: %s", first, d->size, why.msg);
+}
+
+/* The gradients summed over ranks: all of them, or this rank's shard. */
+static void reduce_grads(rm_session *s) {
+    rm_dist *d = s->dist;
+    if (d->shard) {
+        /* in place, the result lands at the start of the buffer: move it to the shard */
+        MPI_Reduce_scatter(MPI_IN_PLACE, s->grads, d->counts, MPI_FLOAT, MPI_SUM, d->comm);
+        memmove(s->grads + d->lo, s->grads, (size_t)d->counts[d->rank] * sizeof(float));
+        return;
+    }
+    size_t n = s->g->param_floats;
+    for (size_t off = 0; off < n; off += 1u << 30) {
+        size_t k = n - off < (1u << 30) ? n - off : (1u << 30);
+        MPI_Allreduce(MPI_IN_PLACE, s->grads + off, (int)k, MPI_FLOAT, MPI_SUM, d->comm);
+    }
+}
+
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+/* The executor's hook: the buckets final after instruction i start now. */
+static void after_instr(rm_session *s, int i) { rm_dist_overlap_post(s, i); }
+
+/* Whether this rank's gradients hold a NaN or inf: one pass (finite floats
+ * cannot overflow a double sum here). */
+static int grads_bad(const rm_session *s) {
+    double sum = 0;
+    const float *g = s->grads;
+    const int64_t n = (int64_t)s->g->param_floats;
+    #pragma omp parallel for reduction(+ : sum) schedule(static)
+    for (int64_t i = 0; i < n; i++) sum += g[i];
+    return !isfinite(sum);
+}
+
+rm_status rm_step(rm_session *s, uint64_t step, float *loss) {
+    if (!rm_dist_on(s)) return rm_step_micro(s, step, NULL, loss);
+    rm_dist *d = s->dist;
+    const rm_micro m = {(int64_t)d->rank * d->rows, 1.0f / (float)d->size, 0};
+    float l = NAN;
+    d->next = d->n_req = d->bad_grads = 0;
+    s->after_instr = d->overlap ? after_instr : NULL;
+    rm_status rc = rm_step_micro(s, step, &m, &l);
+    s->after_instr = NULL;
+    if (d->overlap) {
+        /* every rank starts every bucket, in the same order, even after a
+         * failure, so no collective is left unmatched; then agree */
+        rm_dist_overlap_post(s, INT_MAX);
+        double t0 = now_ms();
+        MPI_Waitall(d->n_req, d->reqs, MPI_STATUSES_IGNORE);
+        d->ms_wait = now_ms() - t0;
+        if ((rc = agree(s, step, rc, l, d->bad_grads)) != RM_OK) return rc;
+    } else {
+        if ((rc = agree(s, step, rc, l, rc == RM_OK && grads_bad(s))) != RM_OK) return rc;
+        double t0 = now_ms();
+        reduce_grads(s);
+        d->ms_wait = now_ms() - t0;
+    }
+    double mean = l;
+    MPI_Allreduce(MPI_IN_PLACE, &mean, 1, MPI_DOUBLE, MPI_SUM, d->comm);
+    if (loss) *loss = (float)(mean / d->size);
+    return RM_OK;
+}
+
+#endif

@@ -1,0 +1,94 @@
+#!/bin/sh
+# test_mpi.sh: data-parallel training under mpirun (docs/SCALING.md), two
+# ranks on tiny models, one thread each:
+#  - P=2 with global batch B, the gradients' allreduce overlapped with the
+#    backward (default) or not (--no-overlap), gives files bit-identical (parameters, AdamW
+#    moments, metadata) to one process with B as 2 accumulated
+#    micro-batches (--micro-batches 2), and parameters within 1e-5 of one
+#    process with batch B; dropout on, three recompute strategies and a
+#    memory budget, with and without --shard-optimizer (ZeRO-1);
+#  - save at P=2 (sharded) and resume at P=1, and the reverse: the same
+#    tensors as the uninterrupted run;
+#  - optimizer bytes per rank halve with --shard-optimizer;
+#  - a rank that fails at startup (bad --data) or mid-training (its
+#    gradients diverge) ends the job with exit 1 and a message naming it,
+#    within the timeout; a batch not divisible by the ranks is exit 2.
+# Skipped (0 passed) when remat was built without MPI or mpirun is missing.
+BUILD=${BUILD:-build}
+R=$(cd "$(dirname "$BUILD/remat")" && pwd)/remat
+. "$(dirname "$0")/lib.sh"
+CMP="python3 $(cd "$(dirname "$0")" && pwd)/st_compare.py"
+if ! command -v mpirun >/dev/null 2>&1 || ! ldd "$R" 2>/dev/null | grep -q libmpi; then
+    echo "test_mpi: skipped (remat built without MPI, or no mpirun)"
+    echo "test_mpi: 0 passed, 0 failed"
+    exit 0
+fi
+# Open MPI's own allocations at MPI_Init/MPI_Finalize are reported as leaks
+# by LeakSanitizer: the sanitized build (make asan) runs these tests with
+# leak detection off; every other ASan/UBSan check stays on.
+if nm "$R" 2>/dev/null | grep -q __asan_init; then
+    ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0
+    export ASAN_OPTIONS
+fi
+# Open MPI under root and on a machine with fewer cores than ranks (CI)
+MPI="timeout 120 mpirun --allow-run-as-root --oversubscribe --mca btl self,vader"
+cd "$T" || exit 1
+
+GPT="--layers 2 --dim 32 --heads 4 --context 16 --batch 4 --dropout 0.1 --seed 5 --steps 3 --threads 1 --quiet --grad-clip 0"
+MLP="--model mlp --widths 24,32 --context 8 --batch 8 --dropout 0.1 --seed 3 --steps 3 --threads 1 --quiet --grad-clip 0"
+
+# same NAME "FLAGS": P=2 (plain and sharded) == P=1 accumulated; P=2 ~ P=1 within 1e-5
+same() {
+    n=$1 # check evals its first argument, where $1 is its own
+    "$R" train $2 --micro-batches 2 --save "$n.acc.st" >/dev/null 2>"$n.err"
+    "$R" train $2 --save "$n.one.st" >/dev/null 2>>"$n.err"
+    $MPI -np 2 "$R" train $2 --save "$n.p2.st" --report "$n.p2.json" >/dev/null 2>>"$n.err"
+    $MPI -np 2 "$R" train $2 --shard-optimizer --save "$n.z2.st" --report "$n.z2.json" >/dev/null 2>>"$n.err"
+    check 'cmp -s "$n.p2.st" "$n.acc.st"' "$n: P=2 differs from P=1 with 2 micro-batches: $($CMP "$n.p2.st" "$n.acc.st"; cat "$n.err")"
+    check 'cmp -s "$n.z2.st" "$n.acc.st"' "$n: P=2 --shard-optimizer differs from P=1 with 2 micro-batches: $($CMP "$n.z2.st" "$n.acc.st")"
+    check '$CMP "$n.p2.st" "$n.one.st" 1e-5 >/dev/null' "$n: P=2 is not within 1e-5 of P=1 with the whole batch: $($CMP "$n.p2.st" "$n.one.st")"
+    o2=$(field "$n.p2.json" optimizer_bytes); z2=$(field "$n.z2.json" optimizer_bytes)
+    check '[ -n "$o2" ] && [ -n "$z2" ] && [ $((o2 / 2 - z2)) -le 64 ] && [ $((z2 - o2 / 2)) -le 64 ]' \
+        "$n: optimizer bytes per rank: $z2 sharded, expected half of $o2"
+}
+same gpt-selective "$GPT --checkpoint selective"
+same gpt-revolve "$GPT --checkpoint revolve:2"
+same gpt-budget "$GPT --memory-budget 60%"
+same mlp-blocks "$MLP --checkpoint blocks"
+# the overlapped allreduce (default: buckets start during the backward and
+# its recomputation) against the blocking one after the backward
+$MPI -np 2 "$R" train $GPT --checkpoint revolve:2 --no-overlap --save gpt-revolve.block.st >/dev/null 2>&1
+check 'cmp -s gpt-revolve.block.st gpt-revolve.p2.st' "--no-overlap differs from the overlapped allreduce: $($CMP gpt-revolve.block.st gpt-revolve.p2.st)"
+
+# resume across rank counts: 2 + 2 steps (P=2 sharded then P=1, and the
+# reverse) == 4 steps at P=2 sharded; parameters and moments compared
+F="$GPT --steps 4 --checkpoint sqrt"
+$MPI -np 2 "$R" train $F --shard-optimizer --save full.st >/dev/null 2>&1
+$MPI -np 2 "$R" train $F --steps 2 --shard-optimizer --save half2.st >/dev/null 2>&1
+"$R" train --resume half2.st --steps 4 --threads 1 --quiet --micro-batches 2 --save r1.st >/dev/null 2>res.err
+check '$CMP full.st r1.st >/dev/null' "save at P=2, resume at P=1: $($CMP full.st r1.st; cat res.err)"
+"$R" train $F --steps 2 --micro-batches 2 --save half1.st >/dev/null 2>&1
+$MPI -np 2 "$R" train --resume half1.st --steps 4 --threads 1 --quiet --shard-optimizer --save r2.st >/dev/null 2>res.err
+check '$CMP full.st r2.st >/dev/null' "save at P=1, resume at P=2: $($CMP full.st r2.st; cat res.err)"
+
+# failures: exit status, a message naming the rank, no hang (timeout: 124)
+$MPI -np 2 "$R" train $GPT --batch 5 >/dev/null 2>div.err; rc=$?
+check '[ $rc -eq 2 ] && grep -q "multiple of the 2 ranks" div.err' "--batch 5 on 2 ranks: exit $rc, $(head -2 div.err)"
+start=$(date +%s)
+$MPI -np 1 "$R" train $GPT : -np 1 "$R" train $GPT --data "$T/no-such-file" >/dev/null 2>start.err; rc=$?
+secs=$(($(date +%s) - start))
+check '[ $rc -eq 1 ] && grep -q "rank 1: cannot open" start.err' "bad --data on rank 1: exit $rc, $(head -3 start.err)"
+check '[ $secs -le 30 ]' "bad --data on rank 1 took ${secs}s to end the job"
+# rank 1 alone diverges (SGD at lr 100): every rank stops at that step, naming rank 1
+D="$GPT --optimizer sgd --steps 40"
+start=$(date +%s)
+$MPI -np 1 "$R" train $D : -np 1 "$R" train $D --lr 100 >/dev/null 2>nan.err; rc=$?
+secs=$(($(date +%s) - start))
+check '[ $rc -eq 1 ] && grep -q "rank 1 of 2: the gradients are not finite at step" nan.err' \
+    "rank 1 diverging: exit $rc, $(head -3 nan.err)"
+check '[ $secs -le 30 ]' "rank 1 diverging took ${secs}s to end the job"
+check '! grep -q "^remat: error: rank 0: .*rank 0 of" nan.err' "the failure blamed rank 0: $(head -3 nan.err)"
+
+echo "test_mpi: $pass checks"
+echo "test_mpi: $pass passed, $fail failed"
+[ $fail -eq 0 ]
