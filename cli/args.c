@@ -120,7 +120,7 @@ static int known_flag(const char *flag) {
         "--model", "--layers", "--dim", "--heads", "--context", "--vocab", "--batch", "--widths",
         "--dropout", "--data", "--val-fraction", "--sampler", "--steps", "--threads", "--eval-every",
         "--warmup", "--seed", "--optimizer", "--lr", "--weight-decay", "--grad-clip", "--lr-schedule",
-        "--checkpoint", "--memory-budget", "--init", "--save", "--resume", "--save-every", "--keep",
+        "--checkpoint", "--memory-budget", "--memory-limit", "--init", "--save", "--resume", "--save-every", "--keep",
         "--report", "--micro-batches", "--trace", "--trace-step", "--load", "--prompt", "--tokens", "--top-k", "--temperature", "--ffn-dim",
         "--enc-layers", "--dec-layers", "--source", NULL};
     for (int i = 0; flags[i]; i++)
@@ -175,6 +175,7 @@ static int set_value(cli_args *a, const char *flag, const char *v) {
         a->lr_schedule = v;
     } else if (IS("--checkpoint")) a->checkpoint = v;
     else if (IS("--memory-budget")) a->memory_budget = v;
+    else if (IS("--memory-limit")) a->memory_limit = v;
     else if (IS("--init")) a->init = v;
     else if (IS("--save")) a->save = v;
     else if (IS("--resume")) a->resume = v;

@@ -24,6 +24,7 @@ typedef struct cli_args {
     const char *lr_schedule;    /* constant | cosine */
     const char *checkpoint;     /* recompute strategy */
     const char *memory_budget;  /* "64MiB", "50%": plan to fit (NULL: none) */
+    const char *memory_limit;   /* "2GiB": the process's peak RSS (NULL: none; cli/limit.c) */
     const char *init, *save, *report, *load;
     const char *resume;         /* checkpoint file to continue from */
     int save_every, keep;       /* step files every N steps; keep the last K (0: all) */

@@ -35,6 +35,8 @@ static const char TRAIN_FLAGS[] =
     "  --lr-schedule constant|cosine --weight-decay X --grad-clip X (0 disables)\n"
     "  --eval-every N  --init FILE (.safetensors)  --report FILE (.json)  --quiet\n"
     "  --trace FILE.json (one step for Perfetto / chrome://tracing)  --trace-step N (default 2)\n"
+    "  --memory-limit SIZE (peak RSS of the whole process, e.g. 2GiB: plans recomputation to fit;\n"
+    "    with --memory-budget the smaller applies; a --checkpoint strategy that does not fit is refused)\n"
     "checkpoint files (training state; docs/CHECKPOINT_FILES.md):\n"
     "  --save FILE --save-every N (also FILE.stepNNNNNN) --keep K (last K step files)\n"
     "  --resume FILE (continue to --steps; model flags come from the file)\n"

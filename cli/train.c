@@ -6,6 +6,7 @@
 #include "bench.h"
 #include "ckptfile.h"
 #include "guard.h"
+#include "limit.h"
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -56,6 +57,7 @@ typedef struct trainer {
     double comm_ms;         /* the steps' wait for gradient communication after the backward, summed */
     void *gx;               /* --micro-batches: the global batch's inputs (tokens or features) */
     int32_t *gy;            /* and targets */
+    cli_limit limit;        /* --memory-limit (limit.h) */
 } trainer;
 
 /* encdec evaluates on 20 batches drawn with another seed than training's
@@ -243,8 +245,11 @@ static int build_session(trainer *t) {
     t->threads = o.threads ? o.threads : rm_default_threads();
     cli_run_info(a, "", 0, 0, 0, &r);
     o.optim = r.optim; /* the session knows its optimizer */
+    if ((rc = cli_limit_options(a, &o, &t->limit)) != 0) return rc; /* last: it measures the RSS */
     if ((st = rm_compile(t->g, &o, &t->s)) != RM_OK)
-        return cli_fail(st == RM_ERR_ARG ? 2 : 1, "%s", rm_graph_errmsg(t->g));
+        return st == RM_ERR_BUDGET && t->limit.limit ? cli_limit_refused(&t->limit, rm_graph_errmsg(t->g))
+                                                     : cli_fail(st == RM_ERR_ARG ? 2 : 1, "%s", rm_graph_errmsg(t->g));
+    if (!a->quiet) cli_limit_print(&t->limit, t->s, stdout);
     if (*rm_plan_notes(t->s)) fputs(rm_plan_notes(t->s), stderr);
     if (a->print_plan && cli_dist_rank() == 0) rm_print_plan(t->s, stdout);
     int flags = (a->shard_optimizer ? RM_DIST_SHARD : 0) | (a->no_overlap ? RM_DIST_BLOCKING : 0);
@@ -276,6 +281,8 @@ static int build_session(trainer *t) {
 /* For messages: a budget plans the strategy itself. */
 static void strategy_name(const cli_args *a, char *out, size_t cap) {
     if (a->memory_budget) snprintf(out, cap, "auto (--memory-budget %s)", a->memory_budget);
+    else if (a->memory_limit && strcmp(a->checkpoint, "none") == 0)
+        snprintf(out, cap, "auto (--memory-limit %s)", a->memory_limit);
     else snprintf(out, cap, "%s", a->checkpoint);
 }
 

@@ -200,6 +200,15 @@ typedef struct rm_options {
      * strategy/strategy_param and budget_bytes/budget_fraction. */
     const char *checkpoint;    /* "none", "blocks", "segments:4", "sqrt", "selective", "revolve:3" */
     const char *memory_budget; /* "64MiB", "1.5GiB", "500MB", "123456" or "50%" */
+    /* A limit on libremat's own bytes for this session (rm_limit_info):
+     * parameters, gradients, optimizer moments (of `optim`), inputs, the
+     * activation arena and a margin. With strategy NONE the session plans
+     * recomputation so the arena fits what the rest leaves; with a budget,
+     * the smaller of the two applies; a fixed strategy whose arena does not
+     * fit is refused. RM_ERR_BUDGET, with the breakdown and the least limit
+     * that works, when nothing fits. 0: no limit. */
+    int64_t limit_bytes;
+    const char *memory_limit;  /* the same as a string ("2GiB"); replaces limit_bytes */
 } rm_options;
 
 /* Fills o with the defaults: all cores, seed 1337, keep everything, no
@@ -317,6 +326,18 @@ typedef struct rm_memory_info {
 } rm_memory_info;
 /* Fills m for session s. */
 void rm_memory(const rm_session *s, rm_memory_info *m);
+
+/* What rm_options.limit_bytes was spent on (all 0 without a limit). The
+ * optimizer's bytes are those rm_optim_new will allocate (AdamW: two
+ * moments; SGD: none, but a budget's profiling step holds a copy of the
+ * parameters, counted instead); margin: the session's own small tables. */
+typedef struct rm_limit_info {
+    size_t limit_bytes;
+    size_t param_bytes, grad_bytes, optimizer_bytes, input_bytes, margin_bytes;
+    size_t activation_bytes; /* what the limit leaves for the activation arena */
+    size_t arena_bytes;      /* the arena planned (<= activation_bytes) */
+} rm_limit_info;
+void rm_limit(const rm_session *s, rm_limit_info *l);
 
 /* The cost of the plan: FLOPs per training step of the first forward, the
  * recomputations and the backward; the predicted overhead against storing

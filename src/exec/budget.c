@@ -7,6 +7,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
+/* Under a memory limit: gives the planner's freed tables back to the
+ * system (the allocator would keep them resident, counted by the RSS, next
+ * to the arena). */
+static void release_freed(const rm_session *s) {
+#ifdef __GLIBC__
+    if (s->opt.limit_bytes > 0) malloc_trim(0);
+#else
+    (void)s;
+#endif
+}
 
 rm_status rm_session_budget_program(rm_session *s, const rm_profile *prof, rm_program *out) {
     rm_graph *g = s->g;
@@ -22,6 +36,7 @@ rm_status rm_session_budget_program(rm_session *s, const rm_profile *prof, rm_pr
                  "are not applied under it\n");
     rc = rm_program_build(g, &sch, s->threads, out, err, sizeof err);
     rm_schedule_free(&sch);
+    release_freed(s);
     if (rc != RM_OK) return rm_graph_fail(g, rc, "%s", err);
     rm_memplan(out);
     /* the minimum is a search to half a percent over the dynamic program's
@@ -31,13 +46,16 @@ rm_status rm_session_budget_program(rm_session *s, const rm_profile *prof, rm_pr
     return RM_OK;
 }
 
-/* Grows the arena to `bytes`, before any real step (contents: zeros). */
+/* Grows the arena to `bytes`, before any real step (contents: zeros). The
+ * old arena is freed first, so the two are never held together (a memory
+ * limit counts one arena). */
 static rm_status grow_arena(rm_session *s, size_t bytes) {
     if (bytes <= s->arena_bytes) return RM_OK;
+    free(s->arena);
+    s->arena = NULL, s->arena_bytes = 0;
     unsigned char *a = aligned_alloc(RM_ALIGN, (bytes + RM_ALIGN - 1) / RM_ALIGN * RM_ALIGN);
     if (!a) return rm_graph_fail(s->g, RM_ERR_NOMEM, "out of memory for the activation arena");
     memset(a, 0, bytes);
-    free(s->arena);
     s->arena = a;
     s->arena_bytes = bytes;
     return RM_OK;
@@ -59,10 +77,15 @@ rm_status rm_session_profile(rm_session *s) {
     free(saved);
     if (rc != RM_OK) return rm_graph_fail(g, rc, "profiling step: %s", s->errmsg);
     if (!rm_profile_copy(&s->prof, &s->timing, g)) return rm_graph_fail(g, RM_ERR_NOMEM, "out of memory profiling");
+    if (s->opt.limit_bytes > 0) { /* under a limit the planner's table and the arena are never held together */
+        free(s->arena);
+        s->arena = NULL, s->arena_bytes = 0;
+    }
     rm_program p;
     rc = rm_session_budget_program(s, &s->prof, &p);
     if (rc != RM_OK) return rc;
-    if ((rc = grow_arena(s, p.arena_bytes)) != RM_OK) {
+    size_t need = p.arena_bytes > s->infer.arena_bytes ? p.arena_bytes : s->infer.arena_bytes;
+    if ((rc = grow_arena(s, need)) != RM_OK) {
         rm_program_free(&p);
         return rc;
     }

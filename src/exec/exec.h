@@ -37,6 +37,7 @@ struct rm_session {
     /* memory_budget (strategy auto): the figures of the plan */
     int64_t budget_bytes, store_all_bytes;
     rm_auto_info autoplan;
+    rm_limit_info limit; /* limit_bytes: what it was spent on (exec/limit.c) */
     rm_profile prof;    /* the profiling step's timing (NULL arrays: none) */
     /* timing of the last training step, by instruction kind, in ms */
     double ms_forward, ms_recompute, ms_backward;
@@ -63,6 +64,12 @@ void rm_profile_free(rm_profile *p);
  * plans again from measured times and grows the arena to fit. */
 rm_status rm_session_budget_program(rm_session *s, const rm_profile *prof, rm_program *out);
 rm_status rm_session_profile(rm_session *s);
+/* exec/limit.c: limit_bytes set and strategy NONE: the train program whose
+ * arena fits what the training state leaves. */
+rm_status rm_session_limit_program(rm_session *s);
+/* And, once s->arena_bytes is known (train and forward-only programs): the
+ * arena fits the limit, else RM_ERR_BUDGET with the breakdown. */
+rm_status rm_session_limit_check(rm_session *s);
 /* exec/exec.c: runs one program (train: a training step). */
 rm_status rm_execute(rm_session *s, const rm_program *p, uint64_t step, int train);
 void rm_trace_free(rm_session *s); /* exec/trace.c */

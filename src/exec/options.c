@@ -91,6 +91,13 @@ rm_status rm_session_options(rm_session *s, const rm_options *o) {
         return rm_graph_fail(g, RM_ERR_ARG, "rm_compile: rm_options.checkpoint: %s", err);
     if (p->memory_budget && rm_parse_size(p->memory_budget, &p->budget_bytes, &p->budget_fraction, err, sizeof err))
         return rm_graph_fail(g, RM_ERR_ARG, "rm_compile: rm_options.memory_budget: %s", err);
+    double frac = 0;
+    if (p->memory_limit && (rm_parse_size(p->memory_limit, &p->limit_bytes, &frac, err, sizeof err) != RM_OK || frac > 0))
+        return rm_graph_fail(g, RM_ERR_ARG, "rm_compile: rm_options.memory_limit: %s", frac > 0 ? "a limit is a size "
+                             "in bytes (e.g. 2GiB), not a percentage" : err);
+    if (p->limit_bytes < 0)
+        return rm_graph_fail(g, RM_ERR_ARG, "rm_compile: rm_options.limit_bytes %lld is negative (0: no limit)",
+                             (long long)p->limit_bytes);
     if (!rm_strategy_name(p->strategy, p->strategy_param, s->strategy_name, sizeof s->strategy_name) ||
         (takes_param(p->strategy) && p->strategy_param < 1))
         return rm_graph_fail(g, RM_ERR_ARG, "rm_compile: rm_options.strategy %d with strategy_param %d is not a "
@@ -110,5 +117,6 @@ rm_status rm_session_options(rm_session *s, const rm_options *o) {
     /* from here on, only the session's own strings */
     p->checkpoint = s->strategy_name;
     p->memory_budget = budget ? s->budget_name : NULL;
+    p->memory_limit = NULL;
     return RM_OK;
 }

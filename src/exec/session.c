@@ -78,7 +78,9 @@ static rm_status compile(rm_graph *g, const rm_options *o, rm_session **out) {
     s->loss_seed = 1.0f;
     if (g->loss >= 0 && !s->opt.forward_only) {
         rc = rm_autodiff(g);
-        if (rc == RM_OK && s->opt.memory_budget) {
+        if (rc == RM_OK && s->opt.limit_bytes > 0 && s->opt.strategy == RM_STRATEGY_NONE) {
+            rc = rm_session_limit_program(s);
+        } else if (rc == RM_OK && s->opt.memory_budget) {
             s->opt.checkpoint = "auto";
             rc = rm_session_budget_program(s, NULL, &s->train);
         } else if (rc == RM_OK) {
@@ -91,6 +93,10 @@ static rm_status compile(rm_graph *g, const rm_options *o, rm_session **out) {
         return rc;
     }
     s->arena_bytes = s->train.arena_bytes > s->infer.arena_bytes ? s->train.arena_bytes : s->infer.arena_bytes;
+    if ((rc = rm_session_limit_check(s)) != RM_OK) {
+        rm_session_free(s);
+        return rc;
+    }
     if (s->opt.dry_run) { /* a plan to look at: nothing to run */
         *out = s;
         return RM_OK;

@@ -1,0 +1,80 @@
+/* limit.c: --memory-limit SIZE bounds the peak RSS of the whole process.
+ *
+ *   limit = start-up RSS + margin + libremat's own bytes
+ *
+ * The start-up RSS is measured (VmRSS) right before the session is compiled:
+ * the program, its libraries, the embedded corpus, the data and the graph
+ * are resident by then. The margin is stated, not measured: the buffers
+ * OpenBLAS and OpenMP allocate on their first call, thread stacks, stdio,
+ * the per-step time arrays. The rest goes to the library
+ * (rm_options.limit_bytes), which subtracts the training state and plans
+ * recomputation so the activation arena fits what is left. */
+#include "limit.h"
+#include <stdio.h>
+#include <string.h>
+
+/* 8 MiB, and 1 MiB per thread beyond the first (OpenBLAS packs per thread):
+ * measured 5.2 MiB over the start-up and the library at 2 threads */
+static int64_t margin_bytes(int threads) { return ((int64_t)8 << 20) + ((int64_t)(threads - 1) << 20); }
+
+static double mib(int64_t b) { return (double)b / 1048576.0; }
+
+int64_t cli_rss_bytes(const char *field) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return -1;
+    char line[256];
+    size_t n = strlen(field);
+    long long kb = -1;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, field, n) == 0 && line[n] == ':' && sscanf(line + n + 1, "%lld", &kb) == 1) break;
+    fclose(f);
+    return kb < 0 ? -1 : (int64_t)kb * 1024;
+}
+
+int cli_limit_options(const cli_args *a, rm_options *o, cli_limit *l) {
+    memset(l, 0, sizeof *l);
+    if (!a->memory_limit) return 0;
+    char err[256];
+    double frac;
+    if (rm_parse_size(a->memory_limit, &l->limit, &frac, err, sizeof err) != RM_OK)
+        return cli_fail(2, "--memory-limit: %s", err);
+    if (frac > 0 || l->limit <= 0)
+        return cli_fail(2, "--memory-limit '%s': give a size in bytes (e.g. 2GiB, 500MB), not a percentage",
+                        a->memory_limit);
+    l->startup = cli_rss_bytes("VmRSS");
+    if (l->startup < 0)
+        return cli_fail(1, "--memory-limit needs /proc/self/status (Linux) to measure the process's memory");
+    l->margin = margin_bytes(a->threads > 0 ? a->threads : rm_default_threads());
+    if (l->startup + l->margin >= l->limit)
+        return cli_fail(1, "--memory-limit %.2f MiB: the process holds %.2f MiB before training (libraries, data, "
+                        "the graph) and %.2f MiB of margin is kept for BLAS/OpenMP buffers, leaving nothing for "
+                        "the model; raise the limit above %.2f MiB", mib(l->limit), mib(l->startup),
+                        mib(l->margin), mib(l->startup + l->margin));
+    o->limit_bytes = l->limit - l->startup - l->margin;
+    return 0;
+}
+
+void cli_limit_print(const cli_limit *l, const rm_session *s, FILE *f) {
+    if (!l->limit) return;
+    rm_limit_info li;
+    rm_limit(s, &li);
+    fprintf(f, "memory limit %.2f MiB: start-up %.2f + margin %.2f + parameters %.2f + gradients %.2f + optimizer "
+            "%.2f + inputs %.2f + library margin %.2f MiB; activations %.2f MiB of arena in the %.2f MiB left\n",
+            mib(l->limit), mib(l->startup), mib(l->margin), mib((int64_t)li.param_bytes), mib((int64_t)li.grad_bytes),
+            mib((int64_t)li.optimizer_bytes), mib((int64_t)li.input_bytes), mib((int64_t)li.margin_bytes),
+            mib((int64_t)li.arena_bytes), mib((int64_t)li.activation_bytes));
+}
+
+int cli_limit_refused(const cli_limit *l, const char *msg) {
+    /* the library words its least limit in its own bytes; the process's
+     * least limit adds the start-up RSS and the margin */
+    const char *key = "the least limit that works is ";
+    const char *at = strstr(msg, key);
+    double least;
+    if (!at || sscanf(at + strlen(key), "%lf", &least) != 1)
+        return cli_fail(1, "--memory-limit %.2f MiB (start-up %.2f + margin %.2f MiB): %s", mib(l->limit),
+                        mib(l->startup), mib(l->margin), msg);
+    return cli_fail(1, "--memory-limit %.2f MiB: start-up %.2f + margin %.2f MiB, then remat's own %s; "
+                    "the least --memory-limit that works is %.2fMiB", mib(l->limit), mib(l->startup),
+                    mib(l->margin), msg, mib(l->startup + l->margin) + least);
+}

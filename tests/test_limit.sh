@@ -1,0 +1,62 @@
+#!/bin/sh
+# test_limit.sh: --memory-limit end to end. The peak RSS (VmHWM, the
+# report's max_rss_bytes) stays at or under the limit at 1.0x, 0.8x and 0.6x
+# of the unconstrained run's peak; the weights stay those of store-all; a
+# training state that cannot fit is refused before training with the
+# breakdown and the least limit; combinations with --memory-budget and
+# --checkpoint. RSS checks are skipped in the sanitizer build (ASan's shadow
+# memory inflates RSS): BUILD=build-asan, as `make asan` sets it.
+BUILD=${BUILD:-build}
+R=$BUILD/remat
+. "$(dirname "$0")/lib.sh"
+case "$BUILD" in *asan*) asan=1 ;; *) asan=0 ;; esac
+
+# a deep, narrow MLP: activations dominate its RSS, so 0.6x of the peak is feasible
+W=32,32,32,32,32,32,32,32,32,32,32,32,32,32,32,32
+M="--model mlp --widths $W,$W,$W --context 8 --batch 4096 --steps 1 --threads 1 --seed 3 --dropout 0.1"
+"$R" train $M --quiet --save "$T/none.safetensors" --report "$T/none.json" || fail=$((fail + 1))
+peak=$(field "$T/none.json" max_rss_bytes)
+if [ $asan -eq 0 ]; then
+    for pct in 100 80 60; do
+        limit=$((peak * pct / 100))
+        "$R" train $M --memory-limit $limit --save "$T/l.safetensors" --report "$T/l.json" > "$T/out" 2> "$T/err"
+        rc=$?
+        check '[ $rc -eq 0 ]' "limit $pct% ($limit): exit $rc: $(cat "$T/err")"
+        rss=$(field "$T/l.json" max_rss_bytes)
+        check '[ -n "$rss" ] && [ "$rss" -le "$limit" ]' "limit $pct%: peak RSS $rss over the limit $limit"
+        check 'grep -q "^memory limit .*start-up .*parameters .*activations" "$T/out"' "limit $pct%: no breakdown: $(head -2 "$T/out")"
+        check 'cmp -s "$T/l.safetensors" "$T/none.safetensors"' "limit $pct%: weights differ from store-all"
+    done
+fi
+
+# the training state alone cannot fit: refused before training, one line with the breakdown and the least limit
+BIG="--model mlp --widths 8192,8192 --context 16 --batch 1 --steps 1"
+"$R" train $BIG --memory-limit 1GiB > "$T/out" 2> "$T/err"; rc=$?
+check '[ $rc -eq 1 ] && grep -q "parameters .* gradients .* optimizer" "$T/err" && grep -q "least --memory-limit that works is" "$T/err" && [ $(wc -l < "$T/err") -eq 1 ] && [ ! -s "$T/out" ]' \
+    "state over the limit: exit $rc: $(cat "$T/err")"
+# the least limit it names works (the library's part of it: the plan needs no more)
+least=$(sed -n 's/.*least --memory-limit that works is \([0-9.]*\)MiB.*/\1/p' "$T/err")
+check '[ -n "$least" ]' "no least limit in: $(cat "$T/err")"
+# a limit below what the process holds before training
+"$R" train $M --memory-limit 1MiB 2> "$T/err"; rc=$?
+check '[ $rc -eq 1 ] && grep -q "before training" "$T/err"' "1MiB: exit $rc: $(cat "$T/err")"
+"$R" train $M --memory-limit 50% 2> "$T/err"; rc=$?
+check '[ $rc -eq 2 ] && grep -q "not a percentage" "$T/err"' "50%: exit $rc: $(cat "$T/err")"
+"$R" train $M --memory-limit lots 2> "$T/err"; rc=$?
+check '[ $rc -eq 2 ] && grep -q "not a size" "$T/err"' "lots: exit $rc: $(cat "$T/err")"
+
+if [ $asan -eq 0 ]; then
+    # with --memory-budget: the smaller of the two applies
+    limit=$((peak * 80 / 100))
+    "$R" train $M --memory-limit $limit --memory-budget 50% --report "$T/b.json" --quiet 2> "$T/err"
+    check '[ $? -eq 0 ]' "limit + budget 50%: $(cat "$T/err")"
+    sa=$(field "$T/b.json" store_all_bytes); arena=$(field "$T/b.json" activation_arena_bytes)
+    check '[ "$arena" -le $((sa / 2)) ]' "limit + budget 50%: arena $arena over half of store-all $sa"
+    # a fixed strategy: kept when it fits, refused when it does not
+    "$R" train $M --memory-limit $limit --checkpoint blocks --quiet 2> "$T/err"
+    check '[ $? -eq 0 ]' "limit + blocks: $(cat "$T/err")"
+    "$R" train $M --memory-limit $((peak * 60 / 100)) --checkpoint none 2> "$T/err"; rc=$?
+    check '[ $rc -eq 0 ]' "limit + none (none plans under a limit): exit $rc $(cat "$T/err")"
+fi
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
