@@ -337,6 +337,7 @@ typedef struct rm_limit_info {
     size_t activation_bytes; /* what the limit leaves for the activation arena */
     size_t arena_bytes;      /* the arena planned (<= activation_bytes) */
 } rm_limit_info;
+/* Fills l for session s (zeroed for a NULL s; nothing for a NULL l). */
 void rm_limit(const rm_session *s, rm_limit_info *l);
 
 /* The cost of the plan: FLOPs per training step of the first forward, the

@@ -12,7 +12,8 @@ for t in "$@" tests/test_*.sh; do
     rc=$?
     end=$(date +%s)
     line=$(grep -E '[0-9]+ passed, [0-9]+ failed' "$log" | tail -1)
-    p=$(echo "$line" | sed -E 's/.* ([0-9]+) passed.*/\1/'); f=$(echo "$line" | sed -E 's/.* ([0-9]+) failed.*/\1/')
+    # the counts wherever they stand on the line (it may start with them)
+    p=$(echo "$line" | grep -oE '[0-9]+ passed' | grep -oE '[0-9]+'); f=$(echo "$line" | grep -oE '[0-9]+ failed' | grep -oE '[0-9]+')
     [ -n "$line" ] || { p=0; f=0; }
     if [ $rc -ne 0 ] && [ "$f" = 0 ]; then f=1; broken=1; fi
     total_pass=$((total_pass + p)); total_fail=$((total_fail + f))

@@ -58,5 +58,5 @@ if [ $asan -eq 0 ]; then
     "$R" train $M --memory-limit $((peak * 60 / 100)) --checkpoint none 2> "$T/err"; rc=$?
     check '[ $rc -eq 0 ]' "limit + none (none plans under a limit): exit $rc $(cat "$T/err")"
 fi
-echo "$pass passed, $fail failed"
+echo "test_limit: $pass passed, $fail failed"
 [ $fail -eq 0 ]
