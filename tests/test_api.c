@@ -372,8 +372,8 @@ static void test_options(void) {
 }
 
 int main(void) {
-    char dir[] = "/tmp/remat_api_XXXXXX";
-    if (!mkdtemp(dir)) return 1;
+    char dir[256];
+    if (check_tmpdir(dir, sizeof dir, "api")) return 1;
     test_version();
     test_lr();
     test_tokens();
@@ -382,8 +382,6 @@ int main(void) {
     test_fill_rows();
     test_options();
     test_state_roundtrip(dir);
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", dir);
+    check_rmdir(dir);
     return check_done("test_api");
 }

@@ -287,19 +287,13 @@ static void test_mlp(void) {
 }
 
 int main(void) {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/remat_test_data.XXXXXX");
-    if (!mkdtemp(tmpdir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (check_tmpdir(tmpdir, sizeof tmpdir, "test_data")) return 1;
     test_llmc();
     test_bytes();
     test_split();
     test_sequential();
     test_random();
     test_mlp();
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+    check_rmdir(tmpdir);
     return check_done("test_data");
 }

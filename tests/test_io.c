@@ -514,19 +514,13 @@ static void test_params(void) {
 }
 
 int main(void) {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/remat_test_io.XXXXXX");
-    if (!mkdtemp(tmpdir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (check_tmpdir(tmpdir, sizeof tmpdir, "test_io")) return 1;
     test_round_trip();
     test_handmade();
     test_bad_files();
     test_corruptions();
     test_atomic();
     test_params();
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+    check_rmdir(tmpdir);
     return check_done("test_io");
 }

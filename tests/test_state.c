@@ -231,19 +231,13 @@ static void test_stale_temps(void) {
 }
 
 int main(void) {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/remat_test_state.XXXXXX");
-    if (!mkdtemp(tmpdir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (check_tmpdir(tmpdir, sizeof tmpdir, "test_state")) return 1;
     test_digest();
     test_resume(0, RM_OPTIM_ADAMW);
     test_resume(0, RM_OPTIM_SGD);
     test_resume(1, RM_OPTIM_ADAMW);
     test_all_or_nothing();
     test_stale_temps();
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+    check_rmdir(tmpdir);
     return check_done("test_state");
 }
