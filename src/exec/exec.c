@@ -1,7 +1,9 @@
 /* exec.c: running a step program. Every pointer is arena base + a planned
  * offset, parameter storage, or input storage: nothing is allocated here.
  * The executor also keeps the books: the bytes of live buffers, whose
- * high-water mark is reported as activation_bytes_measured. */
+ * high-water mark is reported as activation_bytes_measured. Under a fused
+ * optimizer it also updates each parameter right after the instruction
+ * that makes it final, before that instruction's buffers are freed. */
 #include "exec/exec.h"
 #include "exec/trace.h"
 #include <math.h>
@@ -42,6 +44,14 @@ static rm_status verify(rm_session *s, const rm_instr *ins, const rm_kernel_ctx 
     return RM_OK;
 }
 
+/* Fused: the updates of the parameters final after instruction ins. */
+static void run_updates(rm_session *s, const rm_program *p, const rm_instr *ins) {
+    for (int f = 0; f < ins->n_final; f++) {
+        const int pi = p->finals[ins->final_at + f], b = p->param_buf[pi];
+        s->fused.update(s->fused.o, pi, b >= 0 ? (const float *)(s->arena + p->bufs[b].offset) : NULL);
+    }
+}
+
 static void *value_ptr(rm_session *s, const rm_program *p, int v, int buf) {
     const rm_value *val = &s->g->vals[v];
     switch (val->kind) {
@@ -56,8 +66,9 @@ rm_status rm_execute(rm_session *s, const rm_program *p, uint64_t step, int trai
     size_t live = 0, peak = 0;
     int next_buf = 0; /* buffers are numbered in order of definition */
     struct rm_trace *tr = train ? rm_trace_for(s, p, step) : NULL; /* NULL unless this step is traced */
+    const int fused = train && p->fused && s->fused.o; /* update parameters as they become final */
     if (train) {
-        if (!s->accumulate) memset(s->grads, 0, g->param_floats * sizeof(float));
+        if (!s->accumulate && !p->fused) memset(s->grads, 0, g->param_floats * sizeof(float));
         s->ms_forward = s->ms_recompute = s->ms_backward = 0;
         for (int st = 0; st < g->n_stages; st++) s->timing.stage_fwd[st] = s->timing.stage_bwd[st] = 0;
         for (int n = 0; n < g->n_nodes; n++) s->timing.node_fwd[n] = s->timing.node_rec[n] = 0;
@@ -85,7 +96,7 @@ rm_status rm_execute(rm_session *s, const rm_program *p, uint64_t step, int trai
             c.in[k] = value_ptr(s, p, v, ins->in_buf[k]);
             if (backward) {
                 c.acc[k] = ins->acc[k];
-                if (g->vals[v].kind == RM_VALUE_PARAM) c.din[k] = s->grads + g->vals[v].param_off;
+                if (g->vals[v].kind == RM_VALUE_PARAM && !p->fused) c.din[k] = s->grads + g->vals[v].param_off;
                 else if (ins->din_buf[k] >= 0) c.din[k] = (float *)(s->arena + p->bufs[ins->din_buf[k]].offset);
             }
         }
@@ -103,7 +114,8 @@ rm_status rm_execute(rm_session *s, const rm_program *p, uint64_t step, int trai
         if (backward) op->backward(&c);
         else op->forward(&c);
         double t1 = rm_trace_now_ms();
-        if (tr) tr->ev[tr->n] = (rm_trace_event){t0, t1, live, live, ins->node, ins->kind};
+        if (tr) tr->ev[tr->n] = (rm_trace_event){.t0 = t0, .t1 = t1, .u0 = 0, .u1 = 0, .live_in = live,
+                                                 .live_out = live, .node = ins->node, .kind = ins->kind};
         if (train) {
             double dt = t1 - t0;
             if (ins->kind == RM_INSTR_FORWARD) {
@@ -116,6 +128,11 @@ rm_status rm_execute(rm_session *s, const rm_program *p, uint64_t step, int trai
             }
         }
         if (train && s->after_instr) s->after_instr(s, i);
+        if (fused && ins->n_final) {
+            double u0 = tr ? rm_trace_now_ms() : 0;
+            run_updates(s, p, ins);
+            if (tr) tr->ev[tr->n].u0 = u0, tr->ev[tr->n].u1 = rm_trace_now_ms();
+        }
         if (s->hashes && !backward) {
             rm_status rc = verify(s, ins, &c);
             if (rc != RM_OK) return rc;
@@ -131,6 +148,9 @@ rm_status rm_execute(rm_session *s, const rm_program *p, uint64_t step, int trai
         }
         if (tr) tr->ev[tr->n++].live_out = live;
     }
+    /* parameters nothing reads: updated with a zero gradient, as unfused */
+    for (int pi = 0; fused && pi < p->n_params; pi++)
+        if (p->param_final[pi] < 0) s->fused.update(s->fused.o, pi, NULL);
     /* the figure reported is the training step's; forward-only runs are smaller */
     if ((train || !s->train.n_instrs) && peak > s->measured_peak) s->measured_peak = peak;
     s->last = p;

@@ -104,6 +104,10 @@ struct rm_graph {
     int region_depth; /* open rm_recompute_begin regions */
     size_t param_floats; /* total size of the flat parameter buffer */
     size_t input_bytes;  /* total size of the input buffer */
+    /* set by rm_compile while it plans a session with fuse_optimizer: the
+     * step programs built from the graph (the planner's candidates too) give
+     * parameter gradients arena buffers (plan/program.c) */
+    int fuse_grads;
     rm_status status;
     char errmsg[256];
 };
