@@ -109,7 +109,7 @@ struct rm_graph {
      * parameter gradients arena buffers (plan/program.c) */
     int fuse_grads;
     rm_status status;
-    char errmsg[256];
+    char errmsg[512]; /* room for a memory limit's whole breakdown (exec/limit.c) */
 };
 
 /* Sets the graph's sticky error and returns the status. */
