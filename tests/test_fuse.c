@@ -216,6 +216,26 @@ static void test_limit(void) {
     double unfused = least_limit(0), fused = least_limit(1);
     printf("least limit: unfused %.0f, fused %.0f bytes\n", unfused, fused);
     CHECK(unfused > 0 && fused > 0 && fused < unfused, "fusion lowers the least limit: %.0f vs %.0f", fused, unfused);
+    /* GPT-2 124M's breakdown, four-digit MiB figures and all, is whole (it
+     * is refused before anything is allocated) */
+    const cfg c = {"gpt", NULL, 0, RM_OPTIM_ADAMW};
+    rm_run_info ri;
+    config(&c, &ri);
+    ri.layers = 12, ri.dim = 768, ri.heads = 12, ri.context = 64, ri.vocab = 50257;
+    rm_model_io io;
+    rm_graph *g = graph_of(&ri, &io);
+    rm_options o;
+    options(&c, 1, &o);
+    o.limit_bytes = (int64_t)1 << 30;
+    rm_session *s = NULL;
+    CHECK(g && rm_compile(g, &o, &s) == RM_ERR_BUDGET, "1 GiB for GPT-2 124M refused");
+    const char *msg = g ? rm_graph_errmsg(g) : "", *at = strstr(msg, "the least limit that works is ");
+    size_t len = strlen(msg);
+    printf("breakdown (%zu chars): %s\n", len, msg);
+    CHECK(at && atof(at + strlen("the least limit that works is ")) > 1500 && len > 4 &&
+              strcmp(msg + len - 4, " MiB") == 0, "the message is cut: %s", msg);
+    rm_session_free(s);
+    rm_graph_free(g);
 }
 
 /* Fused steps saved after 2 and resumed give the 4-step run's state; an
