@@ -171,6 +171,9 @@ static int check_flags(const cli_args *a) {
         return cli_fail(2, "--resume and --init cannot be combined (--resume loads the weights too)");
     if (a->micro_batches > 1 && cli_dist_size() > 1)
         return cli_fail(2, "--micro-batches and several ranks cannot be combined yet: give one of them");
+    if (a->fuse_optimizer && cli_dist_size() > 1)
+        return cli_fail(2, "--fuse-optimizer runs in one process: with %d ranks every update would wait for the "
+                        "ranks' summed gradient (drop --fuse-optimizer, or run without mpirun)", cli_dist_size());
     if (a->batch % a->micro_batches != 0)
         return cli_fail(2, "--batch %d must be a multiple of --micro-batches %d", a->batch, a->micro_batches);
     if (a->batch % cli_dist_size() != 0)
@@ -345,6 +348,19 @@ static int micro_step(trainer *t, int s, uint64_t batch, float *loss) {
     return 0;
 }
 
+/* Step s on batch `batch` in one piece; fused, the update runs inside
+ * rm_step, at this step's learning rate. */
+static int whole_step(trainer *t, int s, uint64_t batch, float *loss) {
+    const cli_args *a = t->a;
+    rm_status st = t->encdec ? rm_seq2seq_fill(t->s, &t->io, pairs_of(t), a->seed, batch)
+                             : rm_data_fill(t->s, &t->io, &t->data, RM_DATA_TRAIN, t->sampler, a->seed, batch);
+    if (st != RM_OK) return cli_fail(1, "%s", rm_session_errmsg(t->s));
+    if ((a->fuse_optimizer && rm_optim_set_lr(t->opt, rm_lr_at(&t->lr, (uint64_t)s)) != RM_OK) ||
+        rm_step(t->s, (uint64_t)s, loss) != RM_OK)
+        return cli_fail(1, "step %d: %s", s, rm_session_errmsg(t->s));
+    return 0;
+}
+
 /* Runs steps until --steps or a signal; *step is where the run stands. */
 static int run_steps(trainer *t, int *step, float *loss, float *val_loss, int *have_val) {
     const cli_args *a = t->a;
@@ -356,17 +372,8 @@ static int run_steps(trainer *t, int *step, float *loss, float *val_loss, int *h
         double t0 = now_ms();
         uint64_t batch = (uint64_t)((int64_t)s + t->batch_offset);
         char why[256];
-        if (a->micro_batches > 1) {
-            if ((rc = micro_step(t, s, batch, loss)) != 0) return rc;
-        } else {
-            rm_status st = t->encdec ? rm_seq2seq_fill(t->s, &t->io, pairs_of(t), a->seed, batch)
-                                     : rm_data_fill(t->s, &t->io, &t->data, RM_DATA_TRAIN, t->sampler, a->seed, batch);
-            if (st != RM_OK) return cli_fail(1, "%s", rm_session_errmsg(t->s));
-            /* fused: the update runs inside rm_step, at this step's learning rate */
-            if ((a->fuse_optimizer && rm_optim_set_lr(t->opt, rm_lr_at(&t->lr, (uint64_t)s)) != RM_OK) ||
-                rm_step(t->s, (uint64_t)s, loss) != RM_OK)
-                return cli_fail(1, "step %d: %s", s, rm_session_errmsg(t->s));
-        }
+        if ((rc = a->micro_batches > 1 ? micro_step(t, s, batch, loss) : whole_step(t, s, batch, loss)) != 0)
+            return rc;
         /* before the update (fused: after it, but the state is not saved either way) */
         if (cli_diverged(&t->div, s, *loss, why, sizeof why))
             return cli_fail(1, "%s; %s (try a lower --lr)", why,
