@@ -88,6 +88,10 @@ $(BUILD)/%.o: %.c $(HDRS) $(BUILD)/cflags.txt
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Isrc -c $< -o $@
 
+# AdamW's sqrtf never sees a negative number: without errno its loop
+# vectorises (vsqrtps rounds as sqrtf does: the same weights, 1.6x faster)
+$(BUILD)/src/train/optim.o: CFLAGS += -fno-math-errno
+
 $(BUILD)/cli/%.o: cli/%.c include/remat.h cli/*.h $(BUILD)/cflags.txt
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@

@@ -200,6 +200,7 @@ static int *boolean_flag(cli_args *a, const char *f) {
            : !strcmp(f, "--verify-recompute") ? &a->verify_recompute
            : !strcmp(f, "--shard-optimizer")  ? &a->shard_optimizer
            : !strcmp(f, "--no-overlap")       ? &a->no_overlap
+           : !strcmp(f, "--fuse-optimizer")   ? &a->fuse_optimizer
            : !strcmp(f, "--print-plan")       ? &a->print_plan
            : !strcmp(f, "--batchnorm")        ? &a->batchnorm
                                               : NULL;

@@ -33,6 +33,7 @@ typedef struct cli_args {
     int quiet, verify_recompute, print_plan, batchnorm;
     int shard_optimizer;
     int no_overlap;             /* reduce the gradients after the backward, blocking (for comparison) */
+    int fuse_optimizer;         /* the optimizer inside the backward pass (rm_options.fuse_optimizer) */
     int micro_batches;          /* gradient accumulation: the batch as K micro-batches (one process) */        /* ZeRO-1 under mpirun: AdamW moments split over the ranks */
     /* sample */
     const char *prompt;

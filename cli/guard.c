@@ -11,6 +11,19 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* What --fuse-optimizer cannot do: each update runs as soon as that
+ * parameter's gradient is final, and the gradient is freed with it. */
+static int check_fuse(const cli_args *a) {
+    if (!a->fuse_optimizer) return 0;
+    if (a->grad_clip > 0)
+        return cli_fail(2, "--fuse-optimizer cannot clip by the global gradient norm (it needs every gradient "
+                        "before the first update): add --grad-clip 0");
+    if (a->micro_batches > 1)
+        return cli_fail(2, "--fuse-optimizer and --micro-batches cannot be combined: accumulating keeps every "
+                        "gradient until the last micro-batch, fusion frees each at its update (drop one)");
+    return 0; /* several ranks: train.c, with the other checks of the ranks */
+}
+
 int cli_check_flag_use(const cli_args *a) {
     int mlp = strcmp(a->model, "mlp") == 0;
     if (cli_given(a, "--checkpoint") && a->memory_budget)
@@ -23,7 +36,7 @@ int cli_check_flag_use(const cli_args *a) {
     if (!mlp && cli_given(a, "--widths"))
         return cli_fail(2, "--widths applies to --model mlp; a gpt's size is --layers, --dim and --heads");
     if (!mlp && a->batchnorm) return cli_fail(2, "--batchnorm applies to --model mlp only");
-    return 0;
+    return check_fuse(a);
 }
 
 /* The folder of path ("." when it has none) into dir. */

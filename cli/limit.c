@@ -58,9 +58,16 @@ void cli_limit_print(const cli_limit *l, const rm_session *s, FILE *f) {
     if (!l->limit) return;
     rm_limit_info li;
     rm_limit(s, &li);
-    fprintf(f, "memory limit %.2f MiB: start-up %.2f + margin %.2f + parameters %.2f + gradients %.2f + optimizer "
+    rm_memory_info m;
+    rm_memory(s, &m);
+    char grads[96];
+    if (!li.grad_bytes && li.param_bytes) /* fused: the gradients are arena buffers */
+        snprintf(grads, sizeof grads, "gradients 0 (fused: %.2f MiB of the arena at its peak)",
+                 mib((int64_t)m.grad_arena_bytes));
+    else snprintf(grads, sizeof grads, "gradients %.2f", mib((int64_t)li.grad_bytes));
+    fprintf(f, "memory limit %.2f MiB: start-up %.2f + margin %.2f + parameters %.2f + %s + optimizer "
             "%.2f + inputs %.2f + library margin %.2f MiB; activations %.2f MiB of arena in the %.2f MiB left\n",
-            mib(l->limit), mib(l->startup), mib(l->margin), mib((int64_t)li.param_bytes), mib((int64_t)li.grad_bytes),
+            mib(l->limit), mib(l->startup), mib(l->margin), mib((int64_t)li.param_bytes), grads,
             mib((int64_t)li.optimizer_bytes), mib((int64_t)li.input_bytes), mib((int64_t)li.margin_bytes),
             mib((int64_t)li.arena_bytes), mib((int64_t)li.activation_bytes));
 }

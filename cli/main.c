@@ -33,6 +33,8 @@ static const char TRAIN_FLAGS[] =
     "training flags:\n"
     "  --steps N --seed S --optimizer adamw|sgd --lr X --warmup N\n"
     "  --lr-schedule constant|cosine --weight-decay X --grad-clip X (0 disables)\n"
+    "  --fuse-optimizer (update each parameter in the backward pass as soon as its gradient is final:\n"
+    "    no gradient buffer for the whole model; needs --grad-clip 0, one process, no --micro-batches)\n"
     "  --eval-every N  --init FILE (.safetensors)  --report FILE (.json)  --quiet\n"
     "  --trace FILE.json (one step for Perfetto / chrome://tracing)  --trace-step N (default 2)\n"
     "  --memory-limit SIZE (peak RSS of the whole process, e.g. 2GiB: plans recomputation to fit;\n"

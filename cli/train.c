@@ -120,14 +120,15 @@ static int write_report(const trainer *t, float final_loss, float val_loss, int 
             "  \"ms_forward\": %.3f,\n  \"ms_recompute\": %.3f,\n  \"ms_backward\": %.3f,\n"
             "  \"memory_budget_bytes\": %zu,\n  \"store_all_bytes\": %zu,\n  \"min_budget_bytes\": %zu,\n"
             "  \"step_ms_min\": %.3f,\n  \"step_ms_max\": %.3f,\n  \"ranks\": %d,\n  \"shard_optimizer\": %s,\n"
-            "  \"comm_wait_ms\": %.3f\n}\n",
+            "  \"comm_wait_ms\": %.3f,\n  \"fuse_optimizer\": %s,\n  \"grad_arena_bytes\": %zu\n}\n",
             a->model, p.strategy, a->steps, fin, val, median_ms, tok_s, m.activation_bytes_planned, m.activation_bytes_measured,
             m.activation_arena_bytes, m.param_bytes, m.grad_bytes,
             rm_optim_bytes(t->opt), ru.ru_maxrss * 1024L, t->threads, rm_gemm_has_blas() ? "true" : "false",
             p.flops_recompute, p.flops_forward, p.flops_backward, p.predicted_overhead, t->overhead_median,
             p.ms_forward, p.ms_recompute, p.ms_backward, p.budget_bytes, p.store_all_bytes, p.min_budget_bytes,
             t->step_ms_min, t->step_ms_max, cli_dist_size(), a->shard_optimizer && cli_dist_size() > 1 ? "true" : "false",
-            a->steps > (int)t->start ? t->comm_ms / (a->steps - (int)t->start) : 0.0);
+            a->steps > (int)t->start ? t->comm_ms / (a->steps - (int)t->start) : 0.0,
+            a->fuse_optimizer ? "true" : "false", m.grad_arena_bytes);
     if (fclose(f) != 0) return cli_fail(1, "cannot write report '%s'", a->report);
     return 0;
 }
@@ -170,6 +171,9 @@ static int check_flags(const cli_args *a) {
         return cli_fail(2, "--resume and --init cannot be combined (--resume loads the weights too)");
     if (a->micro_batches > 1 && cli_dist_size() > 1)
         return cli_fail(2, "--micro-batches and several ranks cannot be combined yet: give one of them");
+    if (a->fuse_optimizer && cli_dist_size() > 1)
+        return cli_fail(2, "--fuse-optimizer runs in one process: with %d ranks every update would wait for the "
+                        "ranks' summed gradient (drop --fuse-optimizer, or run without mpirun)", cli_dist_size());
     if (a->batch % a->micro_batches != 0)
         return cli_fail(2, "--batch %d must be a multiple of --micro-batches %d", a->batch, a->micro_batches);
     if (a->batch % cli_dist_size() != 0)
@@ -245,6 +249,7 @@ static int build_session(trainer *t) {
     t->threads = o.threads ? o.threads : rm_default_threads();
     cli_run_info(a, "", 0, 0, 0, &r);
     o.optim = r.optim; /* the session knows its optimizer */
+    o.fuse_optimizer = a->fuse_optimizer;
     if ((rc = cli_limit_options(a, &o, &t->limit)) != 0) return rc; /* last: it measures the RSS */
     if ((st = rm_compile(t->g, &o, &t->s)) != RM_OK)
         return st == RM_ERR_BUDGET && t->limit.limit ? cli_limit_refused(&t->limit, rm_graph_errmsg(t->g))
@@ -343,6 +348,19 @@ static int micro_step(trainer *t, int s, uint64_t batch, float *loss) {
     return 0;
 }
 
+/* Step s on batch `batch` in one piece; fused, the update runs inside
+ * rm_step, at this step's learning rate. */
+static int whole_step(trainer *t, int s, uint64_t batch, float *loss) {
+    const cli_args *a = t->a;
+    rm_status st = t->encdec ? rm_seq2seq_fill(t->s, &t->io, pairs_of(t), a->seed, batch)
+                             : rm_data_fill(t->s, &t->io, &t->data, RM_DATA_TRAIN, t->sampler, a->seed, batch);
+    if (st != RM_OK) return cli_fail(1, "%s", rm_session_errmsg(t->s));
+    if ((a->fuse_optimizer && rm_optim_set_lr(t->opt, rm_lr_at(&t->lr, (uint64_t)s)) != RM_OK) ||
+        rm_step(t->s, (uint64_t)s, loss) != RM_OK)
+        return cli_fail(1, "step %d: %s", s, rm_session_errmsg(t->s));
+    return 0;
+}
+
 /* Runs steps until --steps or a signal; *step is where the run stands. */
 static int run_steps(trainer *t, int *step, float *loss, float *val_loss, int *have_val) {
     const cli_args *a = t->a;
@@ -354,18 +372,13 @@ static int run_steps(trainer *t, int *step, float *loss, float *val_loss, int *h
         double t0 = now_ms();
         uint64_t batch = (uint64_t)((int64_t)s + t->batch_offset);
         char why[256];
-        if (a->micro_batches > 1) {
-            if ((rc = micro_step(t, s, batch, loss)) != 0) return rc;
-        } else {
-            rm_status st = t->encdec ? rm_seq2seq_fill(t->s, &t->io, pairs_of(t), a->seed, batch)
-                                     : rm_data_fill(t->s, &t->io, &t->data, RM_DATA_TRAIN, t->sampler, a->seed, batch);
-            if (st != RM_OK) return cli_fail(1, "%s", rm_session_errmsg(t->s));
-            if (rm_step(t->s, (uint64_t)s, loss) != RM_OK) return cli_fail(1, "step %d: %s", s, rm_session_errmsg(t->s));
-        }
-        if (cli_diverged(&t->div, s, *loss, why, sizeof why)) /* before the update: the state stays good */
+        if ((rc = a->micro_batches > 1 ? micro_step(t, s, batch, loss) : whole_step(t, s, batch, loss)) != 0)
+            return rc;
+        /* before the update (fused: after it, but the state is not saved either way) */
+        if (cli_diverged(&t->div, s, *loss, why, sizeof why))
             return cli_fail(1, "%s; %s (try a lower --lr)", why,
                             a->save ? "the --save file was not written" : "nothing was saved");
-        if (rm_optim_step(t->opt, rm_lr_at(&t->lr, (uint64_t)s), NULL) != RM_OK)
+        if (!a->fuse_optimizer && rm_optim_step(t->opt, rm_lr_at(&t->lr, (uint64_t)s), NULL) != RM_OK)
             return cli_fail(1, "step %d: %s", s, rm_session_errmsg(t->s));
         t->times[i] = now_ms() - t0;
         t->overheads[i] = rm_step_overhead(t->s);
@@ -402,10 +415,14 @@ static void print_summary(const trainer *t, int n_done, float loss, float val_lo
     printf(", final loss %.4f", loss);
     if (have_val) printf(", val loss %.4f", val_loss);
     printf(", %.1f ms/step median, %.0f tok/s\n", median, tok_s);
+    char grads[96];
+    if (a->fuse_optimizer) snprintf(grads, sizeof grads, "grads fused (%.2f MiB of the planned peak)",
+                                    m.grad_arena_bytes / 1048576.0);
+    else snprintf(grads, sizeof grads, "grads %.2f MiB", m.grad_bytes / 1048576.0);
     printf("memory%s: activations %.2f MiB planned, %.2f MiB measured, arena %.2f MiB; params %.2f MiB, "
-           "grads %.2f MiB, optimizer %.2f MiB\n", cli_dist_size() > 1 ? " per rank" : "",
+           "%s, optimizer %.2f MiB\n", cli_dist_size() > 1 ? " per rank" : "",
            m.activation_bytes_planned / 1048576.0, m.activation_bytes_measured / 1048576.0,
-           m.activation_arena_bytes / 1048576.0, m.param_bytes / 1048576.0, m.grad_bytes / 1048576.0,
+           m.activation_arena_bytes / 1048576.0, m.param_bytes / 1048576.0, grads,
            rm_optim_bytes(t->opt) / 1048576.0);
     printf("recompute: strategy %s, %.2f GFLOP recomputed per step, overhead predicted %.1f%%, measured %.1f%%\n",
            strategy, p.flops_recompute / 1e9, 100.0 * p.predicted_overhead, 100.0 * t->overhead_median);

@@ -209,6 +209,19 @@ typedef struct rm_options {
      * that works, when nothing fits. 0: no limit. */
     int64_t limit_bytes;
     const char *memory_limit;  /* the same as a string ("2GiB"); replaces limit_bytes */
+    /* Runs the optimizer inside the backward pass (docs/PERFORMANCE.md,
+     * "Fused optimizer"): rm_step updates each parameter right after the
+     * last instruction that reads it or writes its gradient, and frees that
+     * gradient. Parameter gradients are then arena buffers like activations
+     * (in activation_bytes_planned, the budget and limit_bytes), there is no
+     * flat gradient buffer (rm_grad returns NULL), and a tied embedding's
+     * gradient simply lives longest. The optimizer is the one rm_optim_new
+     * attaches to the session (see rm_optim_set_lr); its state and the
+     * weights equal an unfused run's bit for bit. Needs optim.grad_clip 0
+     * (a global norm needs every gradient before the first update, else
+     * RM_ERR_ARG); gradient accumulation (rm_micro.accumulate) and several
+     * ranks (rm_session_set_comm_f) are refused with RM_ERR_ARG. */
+    int fuse_optimizer;
 } rm_options;
 
 /* Fills o with the defaults: all cores, seed 1337, keep everything, no
@@ -321,8 +334,11 @@ typedef struct rm_memory_info {
     size_t activation_bytes_planned;  /* peak of live activation bytes, from the plan */
     size_t activation_bytes_measured; /* peak observed while running */
     size_t activation_arena_bytes;    /* size of the arena (>= planned) */
-    size_t param_bytes, grad_bytes;
+    size_t param_bytes, grad_bytes;   /* grad_bytes: flat gradient buffers (0 under fuse_optimizer) */
     int n_instructions;
+    /* fuse_optimizer: the parameter-gradient bytes among activation_bytes_planned
+     * at its peak (they are arena buffers; the peak is of both together) */
+    size_t grad_arena_bytes;
 } rm_memory_info;
 /* Fills m for session s. */
 void rm_memory(const rm_session *s, rm_memory_info *m);
@@ -549,6 +565,20 @@ rm_status rm_optim_new(rm_session *s, const rm_optim_config *c, rm_optim **out);
 void rm_optim_free(rm_optim *o);
 /* Applies one update with learning rate lr; returns the pre-clip grad norm. */
 rm_status rm_optim_step(rm_optim *o, float lr, float *grad_norm);
+/* A session compiled with rm_options.fuse_optimizer runs its optimizer
+ * inside rm_step. rm_optim_new attaches the optimizer to the session (one
+ * per session, RM_ERR_STATE for a second; c->grad_clip must be 0, else
+ * RM_ERR_ARG; rm_optim_free it before the session), and rm_optim_set_lr
+ * gives the learning rate of the following steps (a finite lr, RM_ERR_ARG
+ * otherwise): rm_step without one is RM_ERR_STATE. Each rm_step is then one
+ * update, counted as rm_optim_step counts them (the checkpoint files hold
+ * the same state), and rm_optim_step is RM_ERR_STATE. A step whose gradient
+ * norm is not finite returns RM_ERR_ARG after its update was applied; so
+ * may a step failing half way (some parameters updated). A training loop:
+ *   rm_optim_set_lr(opt, rm_lr_at(&lr, step));
+ *   rm_step(s, step, &loss);
+ * RM_ERR_STATE for an optimizer that is not fused. */
+rm_status rm_optim_set_lr(rm_optim *o, float lr);
 
 /* ---- files -------------------------------------------------------------- */
 

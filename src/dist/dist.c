@@ -69,6 +69,10 @@ rm_status rm_session_set_comm_f(rm_session *s, int fcomm, int flags) {
     int rank, size;
     if (comm == MPI_COMM_NULL || MPI_Comm_rank(comm, &rank) != MPI_SUCCESS || MPI_Comm_size(comm, &size) != MPI_SUCCESS)
         return rm_session_fail(s, RM_ERR_ARG, "rm_session_set_comm: not a valid communicator");
+    if (s->opt.fuse_optimizer && size > 1) /* every rank has the same options: all refuse */
+        return rm_session_fail(s, RM_ERR_ARG, "rm_session_set_comm: the session fuses its optimizer (rm_options."
+                               "fuse_optimizer), which updates each parameter before the ranks' gradients could be "
+                               "summed: compile without it to train on %d ranks", size);
     size_t n = s->g->param_floats;
     /* the ranks must hold the same model and batch rows: compare min and max */
     long long mine[2] = {(long long)n, (long long)batch_rows(s)}, lo[2], hi[2];
@@ -97,7 +101,7 @@ rm_status rm_session_set_comm_f(rm_session *s, int fcomm, int flags) {
     d->last = d->order + np;
     split(d, n);
     s->dist = d;
-    if (d->overlap && !rm_dist_overlap_plan(s)) d->overlap = 0; /* out of memory: blocking still works */
+    if (d->overlap && !rm_dist_overlap_plan(s)) d->overlap = 0; /* no train program: blocking still works */
     /* every rank starts from rank 0's parameters (the same seed gives the same ones; a loaded file too) */
     for (size_t off = 0; off < n; off += 1u << 30) {
         size_t k = n - off < (1u << 30) ? n - off : (1u << 30);

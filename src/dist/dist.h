@@ -40,7 +40,7 @@ void rm_dist_allgather_params(rm_session *s);
 /* The moments' shards of every rank gathered into full-size buffers on all. */
 void rm_dist_allgather(const rm_session *s, const float *shard, float *full);
 /* overlap.c: when each parameter's gradient is final in the train program
- * (0: out of memory), and the buckets final at instruction `upto` started
+ * (0: no train program), and the buckets final at instruction `upto` started
  * (INT_MAX: all the rest). */
 int rm_dist_overlap_plan(rm_session *s);
 void rm_dist_overlap_post(rm_session *s, int upto);

@@ -4,7 +4,8 @@
  * that adds into it: for a stage's own weights, the end of that stage's
  * backward; for the GPT's tied embedding, the backward of the embedding
  * stage, the last one. The train program is fixed at compile time, so that
- * instruction is known in advance (rm_dist_overlap_plan). During a step,
+ * instruction is known in advance: the program's param_final (plan/program.c,
+ * where a fused optimizer finds it too). During a step,
  * after each instruction the executor calls rm_dist_overlap_post, which
  * starts one MPI_Iallreduce per bucket of gradients that just became final
  * (adjacent parameters merged up to BUCKET_FLOATS) and lets MPI progress
@@ -16,7 +17,6 @@
 #ifdef REMAT_MPI
 #include <limits.h>
 #include <math.h>
-#include <stdlib.h>
 
 enum { BUCKET_FLOATS = 1 << 22, PAD_FLOATS = 64 }; /* 16 MiB buckets; padding between parameters is zero */
 
@@ -33,17 +33,8 @@ int rm_dist_overlap_plan(rm_session *s) {
     rm_dist *d = s->dist;
     const rm_graph *g = s->g;
     const rm_program *p = &s->train;
-    int *param_of = malloc(((size_t)g->n_vals + 1) * sizeof *param_of);
-    if (!param_of) return 0;
-    for (int v = 0; v < g->n_vals; v++) param_of[v] = -1;
-    for (int i = 0; i < g->n_params; i++) param_of[g->params[i]] = i, d->last[i] = -1, d->order[i] = i;
-    for (int i = 0; i < p->n_instrs; i++) {
-        if (p->instrs[i].kind != RM_INSTR_BACKWARD) continue;
-        const rm_node *nd = &g->nodes[p->instrs[i].node];
-        for (int k = 0; k < nd->n_in; k++)
-            if (nd->in[k] >= 0 && param_of[nd->in[k]] >= 0) d->last[param_of[nd->in[k]]] = i;
-    }
-    free(param_of);
+    if (p->n_params != g->n_params) return 0; /* no train program */
+    for (int i = 0; i < g->n_params; i++) d->last[i] = p->param_final[i], d->order[i] = i;
     for (int i = 1; i < g->n_params; i++) /* insertion sort: a few hundred parameters, once */
         for (int j = i; j > 0 && before(s, d->order[j], d->order[j - 1]); j--) {
             int t = d->order[j];

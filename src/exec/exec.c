@@ -1,7 +1,9 @@
 /* exec.c: running a step program. Every pointer is arena base + a planned
  * offset, parameter storage, or input storage: nothing is allocated here.
  * The executor also keeps the books: the bytes of live buffers, whose
- * high-water mark is reported as activation_bytes_measured. */
+ * high-water mark is reported as activation_bytes_measured. Under a fused
+ * optimizer it also updates each parameter right after the instruction
+ * that makes it final, before that instruction's buffers are freed. */
 #include "exec/exec.h"
 #include "exec/trace.h"
 #include <math.h>
@@ -42,6 +44,14 @@ static rm_status verify(rm_session *s, const rm_instr *ins, const rm_kernel_ctx 
     return RM_OK;
 }
 
+/* Fused: the updates of the parameters final after instruction ins. */
+static void run_updates(rm_session *s, const rm_program *p, const rm_instr *ins) {
+    for (int f = 0; f < ins->n_final; f++) {
+        const int pi = p->finals[ins->final_at + f], b = p->param_buf[pi];
+        s->fused.update(s->fused.o, pi, b >= 0 ? (const float *)(s->arena + p->bufs[b].offset) : NULL);
+    }
+}
+
 static void *value_ptr(rm_session *s, const rm_program *p, int v, int buf) {
     const rm_value *val = &s->g->vals[v];
     switch (val->kind) {
@@ -51,51 +61,78 @@ static void *value_ptr(rm_session *s, const rm_program *p, int v, int buf) {
     }
 }
 
+/* The kernel context of instruction ins: its node, the step's keys, and a
+ * pointer for every operand (arena offset, parameter or input storage). */
+static void bind(rm_session *s, const rm_program *p, const rm_instr *ins, uint64_t step, int train, rm_kernel_ctx *c) {
+    const rm_graph *g = s->g;
+    const rm_node *nd = &g->nodes[ins->node];
+    memset(c, 0, sizeof *c);
+    c->node = nd;
+    c->node_id = ins->node;
+    c->threads = s->threads;
+    c->seed = s->opt.seed;
+    c->step = step;
+    c->row0 = s->row0;
+    c->train = train;
+    c->recompute = ins->kind == RM_INSTR_RECOMPUTE;
+    const int backward = ins->kind == RM_INSTR_BACKWARD;
+    for (int k = 0; k < nd->n_in; k++) {
+        int v = nd->in[k];
+        if (v < 0) continue;
+        c->vin[k] = &g->vals[v];
+        c->in[k] = value_ptr(s, p, v, ins->in_buf[k]);
+        if (backward) {
+            c->acc[k] = ins->acc[k];
+            if (g->vals[v].kind == RM_VALUE_PARAM && !p->fused) c->din[k] = s->grads + g->vals[v].param_off;
+            else if (ins->din_buf[k] >= 0) c->din[k] = (float *)(s->arena + p->bufs[ins->din_buf[k]].offset);
+        }
+    }
+    for (int j = 0; j < nd->n_out; j++) {
+        c->vout[j] = &g->vals[nd->out[j]];
+        c->out[j] = ins->out_buf[j] >= 0 ? s->arena + p->bufs[ins->out_buf[j]].offset : NULL;
+        if (ins->dout_buf[j] == -2) c->dout[j] = &s->loss_seed;
+        else if (ins->dout_buf[j] >= 0) c->dout[j] = (float *)(s->arena + p->bufs[ins->dout_buf[j]].offset);
+    }
+    if (ins->work_buf >= 0) c->work = s->arena + p->bufs[ins->work_buf].offset;
+}
+
+/* A training step starts: gradients zeroed (unless accumulating or fused:
+ * then the first writer overwrites) and the step's timings cleared. */
+static void begin_step(rm_session *s, const rm_program *p) {
+    const rm_graph *g = s->g;
+    if (!s->accumulate && !p->fused) memset(s->grads, 0, g->param_floats * sizeof(float));
+    s->ms_forward = s->ms_recompute = s->ms_backward = 0;
+    for (int st = 0; st < g->n_stages; st++) s->timing.stage_fwd[st] = s->timing.stage_bwd[st] = 0;
+    for (int n = 0; n < g->n_nodes; n++) s->timing.node_fwd[n] = s->timing.node_rec[n] = 0;
+}
+
+/* The training step's books: ms per kind of instruction, stage and node. */
+static void account(rm_session *s, const rm_instr *ins, double dt) {
+    const int stage = s->g->nodes[ins->node].stage;
+    if (ins->kind == RM_INSTR_FORWARD) {
+        s->ms_forward += dt, s->timing.stage_fwd[stage] += dt;
+        s->timing.node_fwd[ins->node] += dt;
+    } else if (ins->kind == RM_INSTR_RECOMPUTE) {
+        s->ms_recompute += dt, s->timing.node_rec[ins->node] = dt;
+    } else {
+        s->ms_backward += dt, s->timing.stage_bwd[stage] += dt;
+    }
+}
+
 rm_status rm_execute(rm_session *s, const rm_program *p, uint64_t step, int train) {
     const rm_graph *g = s->g;
     size_t live = 0, peak = 0;
     int next_buf = 0; /* buffers are numbered in order of definition */
     struct rm_trace *tr = train ? rm_trace_for(s, p, step) : NULL; /* NULL unless this step is traced */
-    if (train) {
-        if (!s->accumulate) memset(s->grads, 0, g->param_floats * sizeof(float));
-        s->ms_forward = s->ms_recompute = s->ms_backward = 0;
-        for (int st = 0; st < g->n_stages; st++) s->timing.stage_fwd[st] = s->timing.stage_bwd[st] = 0;
-        for (int n = 0; n < g->n_nodes; n++) s->timing.node_fwd[n] = s->timing.node_rec[n] = 0;
-    }
+    const int fused = train && p->fused && s->fused.o; /* update parameters as they become final */
+    if (train) begin_step(s, p);
     rm_set_threads(s->threads);
     for (int i = 0; i < p->n_instrs; i++) {
         const rm_instr *ins = &p->instrs[i];
-        const rm_node *nd = &g->nodes[ins->node];
-        const rm_op_def *op = rm_op_get(nd->op);
+        const rm_op_def *op = rm_op_get(g->nodes[ins->node].op);
+        const int backward = ins->kind == RM_INSTR_BACKWARD;
         rm_kernel_ctx c;
-        memset(&c, 0, sizeof c);
-        c.node = nd;
-        c.node_id = ins->node;
-        c.threads = s->threads;
-        c.seed = s->opt.seed;
-        c.step = step;
-        c.row0 = s->row0;
-        c.train = train;
-        c.recompute = ins->kind == RM_INSTR_RECOMPUTE;
-        int backward = ins->kind == RM_INSTR_BACKWARD;
-        for (int k = 0; k < nd->n_in; k++) {
-            int v = nd->in[k];
-            if (v < 0) continue;
-            c.vin[k] = &g->vals[v];
-            c.in[k] = value_ptr(s, p, v, ins->in_buf[k]);
-            if (backward) {
-                c.acc[k] = ins->acc[k];
-                if (g->vals[v].kind == RM_VALUE_PARAM) c.din[k] = s->grads + g->vals[v].param_off;
-                else if (ins->din_buf[k] >= 0) c.din[k] = (float *)(s->arena + p->bufs[ins->din_buf[k]].offset);
-            }
-        }
-        for (int j = 0; j < nd->n_out; j++) {
-            c.vout[j] = &g->vals[nd->out[j]];
-            c.out[j] = ins->out_buf[j] >= 0 ? s->arena + p->bufs[ins->out_buf[j]].offset : NULL;
-            if (ins->dout_buf[j] == -2) c.dout[j] = &s->loss_seed;
-            else if (ins->dout_buf[j] >= 0) c.dout[j] = (float *)(s->arena + p->bufs[ins->dout_buf[j]].offset);
-        }
-        if (ins->work_buf >= 0) c.work = s->arena + p->bufs[ins->work_buf].offset;
+        bind(s, p, ins, step, train, &c);
         while (next_buf < p->n_bufs && p->bufs[next_buf].first == i) live += p->bufs[next_buf++].bytes;
         if (live > peak) peak = live;
 
@@ -103,19 +140,15 @@ rm_status rm_execute(rm_session *s, const rm_program *p, uint64_t step, int trai
         if (backward) op->backward(&c);
         else op->forward(&c);
         double t1 = rm_trace_now_ms();
-        if (tr) tr->ev[tr->n] = (rm_trace_event){t0, t1, live, live, ins->node, ins->kind};
-        if (train) {
-            double dt = t1 - t0;
-            if (ins->kind == RM_INSTR_FORWARD) {
-                s->ms_forward += dt, s->timing.stage_fwd[nd->stage] += dt;
-                s->timing.node_fwd[ins->node] += dt;
-            } else if (ins->kind == RM_INSTR_RECOMPUTE) {
-                s->ms_recompute += dt, s->timing.node_rec[ins->node] = dt;
-            } else {
-                s->ms_backward += dt, s->timing.stage_bwd[nd->stage] += dt;
-            }
-        }
+        if (tr) tr->ev[tr->n] = (rm_trace_event){.t0 = t0, .t1 = t1, .u0 = 0, .u1 = 0, .live_in = live,
+                                                 .live_out = live, .node = ins->node, .kind = ins->kind};
+        if (train) account(s, ins, t1 - t0);
         if (train && s->after_instr) s->after_instr(s, i);
+        if (fused && ins->n_final) {
+            double u0 = tr ? rm_trace_now_ms() : 0;
+            run_updates(s, p, ins);
+            if (tr) tr->ev[tr->n].u0 = u0, tr->ev[tr->n].u1 = rm_trace_now_ms();
+        }
         if (s->hashes && !backward) {
             rm_status rc = verify(s, ins, &c);
             if (rc != RM_OK) return rc;
@@ -131,6 +164,9 @@ rm_status rm_execute(rm_session *s, const rm_program *p, uint64_t step, int trai
         }
         if (tr) tr->ev[tr->n++].live_out = live;
     }
+    /* parameters nothing reads: updated with a zero gradient, as unfused */
+    for (int pi = 0; fused && pi < p->n_params; pi++)
+        if (p->param_final[pi] < 0) s->fused.update(s->fused.o, pi, NULL);
     /* the figure reported is the training step's; forward-only runs are smaller */
     if ((train || !s->train.n_instrs) && peak > s->measured_peak) s->measured_peak = peak;
     s->last = p;

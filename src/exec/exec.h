@@ -18,12 +18,23 @@ struct rm_session {
     unsigned char *arena;
     size_t arena_bytes;
     float *params;      /* one allocation for all parameters */
-    float *grads;       /* and one for their gradients */
+    float *grads;       /* and one for their gradients (NULL under fuse_optimizer: they are in the arena) */
     float *grads_micro; /* an accumulating micro-batch's own gradients (rm_step_micro) */
     struct rm_dist *dist; /* data parallel: rank, ranks, communicator (dist/dist.h); NULL: alone */
     /* called after each instruction of a training step (dist/dist.c starts
      * the gradients' allreduce there); NULL: none */
     void (*after_instr)(rm_session *s, int instr);
+    /* fuse_optimizer: the optimizer rm_optim_new attached (train/optim.c;
+     * function pointers, so exec/ does not depend on train/). The executor
+     * calls update for each parameter once it is final in the train
+     * program (grad NULL: never written, zero); rm_step_micro calls begin
+     * before the step and end after it. o NULL: none attached. */
+    struct rm_fused {
+        rm_optim *o;
+        rm_status (*begin)(rm_optim *o);
+        void (*update)(rm_optim *o, int param, const float *grad);
+        rm_status (*end)(rm_optim *o);
+    } fused;
     unsigned char *inputs;
     const rm_program *last; /* the program run last (for rm_data of outputs) */
     float loss_seed;    /* d(loss)/d(loss): 1, or the micro-batch's loss_scale */

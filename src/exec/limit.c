@@ -7,7 +7,9 @@
  * fixed part and plans (through the memory-budget path, exec/budget.c) the
  * fastest schedule whose arena fits the rest. When even the least arena the
  * planner knows does not fit, it refuses before allocating anything, with
- * the breakdown and the least limit that would work. */
+ * the breakdown and the least limit that would work. Under a fused
+ * optimizer the gradients are arena buffers: they leave the fixed part and
+ * the planner fits them into the arena with the activations. */
 #include "exec/exec.h"
 #include "plan/rotor.h"
 #include <stdio.h>
@@ -25,7 +27,7 @@ static size_t fixed_bytes(rm_session *s) {
     const rm_graph *g = s->g;
     l->limit_bytes = (size_t)s->opt.limit_bytes;
     l->param_bytes = g->param_floats * sizeof(float);
-    l->grad_bytes = l->param_bytes;
+    l->grad_bytes = s->opt.fuse_optimizer ? 0 : l->param_bytes; /* fused: in the arena */
     /* AdamW's two moments; a profiling step (planned schedules) copies the
      * parameters before the optimizer exists: the larger of the two */
     size_t moments = s->opt.optim.kind == RM_OPTIM_ADAMW ? 2 * l->param_bytes : 0;
@@ -39,12 +41,14 @@ static size_t fixed_bytes(rm_session *s) {
 static rm_status refuse(rm_session *s, size_t fixed, size_t need, const char *why) {
     const rm_limit_info *l = &s->limit;
     return rm_graph_fail(s->g, RM_ERR_BUDGET,
-                         "memory limit %.2f MiB: parameters %.2f + gradients %.2f + optimizer %.2f + inputs %.2f + "
-                         "margin %.2f MiB leave %.2f MiB for activations; %s needs %.2f MiB: the least limit that "
+                         "memory limit %.2f MiB: parameters %.2f + gradients %.2f%s + optimizer %.2f + inputs %.2f + "
+                         "margin %.2f MiB leave %.2f MiB for activations%s; %s needs %.2f MiB: the least limit that "
                          "works is %.2f MiB",
                          mib((double)l->limit_bytes), mib((double)l->param_bytes), mib((double)l->grad_bytes),
+                         s->opt.fuse_optimizer ? " (fused: in the arena)" : "",
                          mib((double)l->optimizer_bytes), mib((double)l->input_bytes), mib((double)l->margin_bytes),
-                         fixed < l->limit_bytes ? mib((double)(l->limit_bytes - fixed)) : 0.0, why, mib((double)need),
+                         fixed < l->limit_bytes ? mib((double)(l->limit_bytes - fixed)) : 0.0,
+                         s->opt.fuse_optimizer ? " and gradients" : "", why, mib((double)need),
                          mib((double)(fixed + need)) + 0.01);
 }
 

@@ -112,6 +112,11 @@ rm_status rm_session_options(rm_session *s, const rm_options *o) {
     if (budget && p->strategy != RM_STRATEGY_NONE)
         return rm_graph_fail(g, RM_ERR_ARG, "rm_compile: rm_options.strategy '%s' and a memory budget exclude each "
                              "other: a budget plans the strategy itself", s->strategy_name);
+    if (p->fuse_optimizer && !(p->optim.grad_clip == 0.0f))
+        return rm_graph_fail(g, RM_ERR_ARG, "rm_compile: rm_options.fuse_optimizer cannot clip by the global "
+                             "gradient norm (it needs every gradient before the first update, and fused updates "
+                             "start during the backward pass): set optim.grad_clip to 0 (it is %g)",
+                             (double)p->optim.grad_clip);
     if (p->budget_bytes > 0) snprintf(s->budget_name, sizeof s->budget_name, "%lld", (long long)p->budget_bytes);
     else if (budget) snprintf(s->budget_name, sizeof s->budget_name, "%.17g%%", 100.0 * p->budget_fraction);
     /* from here on, only the session's own strings */

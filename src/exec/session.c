@@ -76,6 +76,7 @@ static rm_status compile(rm_graph *g, const rm_options *o, rm_session **out) {
     }
     s->threads = s->opt.threads > 0 ? s->opt.threads : rm_default_threads();
     s->loss_seed = 1.0f;
+    g->fuse_grads = s->opt.fuse_optimizer; /* the programs planned from here on (rm_compile resets it) */
     if (g->loss >= 0 && !s->opt.forward_only) {
         rc = rm_autodiff(g);
         if (rc == RM_OK && s->opt.limit_bytes > 0 && s->opt.strategy == RM_STRATEGY_NONE) {
@@ -101,15 +102,16 @@ static rm_status compile(rm_graph *g, const rm_options *o, rm_session **out) {
         *out = s;
         return RM_OK;
     }
+    const int flat_grads = !s->opt.fuse_optimizer; /* fused: the gradients are arena buffers */
     s->arena = alloc_aligned(s->arena_bytes);
     s->params = alloc_aligned(g->param_floats * sizeof(float));
-    s->grads = alloc_aligned(g->param_floats * sizeof(float));
+    if (flat_grads) s->grads = alloc_aligned(g->param_floats * sizeof(float));
     s->inputs = alloc_aligned(g->input_bytes);
     rm_profile_alloc(&s->timing, g); /* all NULL when out of memory */
     if (s->opt.verify_recompute) s->hashes = calloc((size_t)g->n_vals, sizeof *s->hashes);
-    if (!s->arena || !s->params || !s->grads || !s->inputs || !s->timing.node_fwd ||
+    if (!s->arena || !s->params || (flat_grads && !s->grads) || !s->inputs || !s->timing.node_fwd ||
         (s->opt.verify_recompute && !s->hashes)) {
-        size_t total = s->arena_bytes + 2 * g->param_floats * sizeof(float);
+        size_t total = s->arena_bytes + (size_t)(1 + flat_grads) * g->param_floats * sizeof(float);
         rm_session_free(s);
         return rm_graph_fail(g, RM_ERR_NOMEM, "cannot allocate %.1f MiB for activations and parameters",
                              (double)total / (1 << 20));
@@ -135,6 +137,7 @@ rm_status rm_compile(rm_graph *g, const rm_options *o, rm_session **out) {
     if (!out) return rm_graph_fail(g, RM_ERR_ARG, "rm_compile: out must not be NULL");
     if (g->status != RM_OK) return g->status; /* a builder's error sticks */
     rm_status rc = compile(g, o, out);
+    g->fuse_grads = 0; /* the graph as it was: the session's programs are built */
     /* A failed compile changes nothing the graph records: its message stays
      * readable (rm_graph_errmsg) but does not stick, so the caller can retry
      * with other options (e.g. a larger budget) on the same graph. */
@@ -171,7 +174,7 @@ void *rm_value_data(rm_session *s, rm_val v) {
 }
 
 float *rm_grad(rm_session *s, rm_val v) {
-    if (!s || v < 0 || v >= s->g->n_vals || s->g->vals[v].kind != RM_VALUE_PARAM) return NULL;
+    if (!s || !s->grads || v < 0 || v >= s->g->n_vals || s->g->vals[v].kind != RM_VALUE_PARAM) return NULL;
     return s->grads + s->g->vals[v].param_off;
 }
 
@@ -235,13 +238,24 @@ rm_status rm_step_micro(rm_session *s, uint64_t step, const rm_micro *m, float *
     if (m->row_offset < 0 || !isfinite(m->loss_scale))
         return rm_session_fail(s, RM_ERR_ARG, "rm_step_micro: row_offset %lld must be >= 0 and loss_scale finite",
                                (long long)m->row_offset);
+    const int fused = s->train.fused;
+    if (fused && m->accumulate)
+        return rm_session_fail(s, RM_ERR_ARG, "rm_step_micro: the session fuses its optimizer (rm_options."
+                               "fuse_optimizer), so no gradient outlives its update: it cannot accumulate "
+                               "micro-batches; compile without fuse_optimizer to accumulate");
+    if (fused && !s->fused.o)
+        return rm_session_fail(s, RM_ERR_STATE, "rm_step: the session fuses its optimizer (rm_options."
+                               "fuse_optimizer): create it with rm_optim_new and give the learning rate with "
+                               "rm_optim_set_lr first");
     rm_status rc = check_inputs(s, "rm_step");
     if (rc != RM_OK) return rc;
+    if (fused && (rc = s->fused.begin(s->fused.o)) != RM_OK) return rc;
     s->row0 = m->row_offset;
     s->loss_seed = m->loss_scale;
     if (m->accumulate) rc = accumulate(s, step);
     else rc = rm_execute(s, &s->train, step, 1);
     s->row0 = 0, s->accumulate = 0, s->loss_seed = 1.0f;
+    if (fused && rc == RM_OK) rc = s->fused.end(s->fused.o);
     if (rc == RM_OK && loss) *loss = read_loss(s);
     return rc;
 }

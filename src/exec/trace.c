@@ -11,7 +11,9 @@
  *     instruction starts (its outputs defined) and when it ends (dead buffers
  *     freed), so its maximum is the step's activation high-water mark,
  *     rm_memory_info.activation_bytes_measured;
- *   - "otherData": strategy, budget, the plan's figures and the caller's pairs. */
+ *   - "otherData": strategy, budget, the plan's figures and the caller's pairs.
+ * Under a fused optimizer the updates run inside the step: one "optimizer"
+ * event after each instruction that made parameters final. */
 #include "exec/trace.h"
 #include <stdlib.h>
 #include <string.h>
@@ -136,6 +138,10 @@ rm_status rm_trace_write(const rm_session *s, const char *path, int n_meta, cons
     for (int i = 0; i < t->n; i++) {
         const rm_trace_event *e = &t->ev[i];
         put_span(f, g, e, origin);
+        if (e->u0 > 0)
+            fprintf(f, ",\n{\"ph\":\"X\",\"pid\":1,\"tid\":1,\"name\":\"optimizer update after #%d\",\"cat\":"
+                    "\"optimizer\",\"ts\":%.3f,\"dur\":%.3f,\"args\":{}}", e->node, (e->u0 - origin) * 1e3,
+                    (e->u1 - e->u0) * 1e3);
         put_counter(f, (e->t0 - origin) * 1e3, e->live_in);
         put_counter(f, (e->t1 - origin) * 1e3, e->live_out);
     }

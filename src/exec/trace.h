@@ -11,6 +11,7 @@
  * maximum is the high-water mark) and once its dead buffers were freed. */
 typedef struct rm_trace_event {
     double t0, t1;
+    double u0, u1;        /* fuse_optimizer: the updates that ran after it (0, 0: none) */
     size_t live_in, live_out;
     int node;
     rm_instr_kind kind;

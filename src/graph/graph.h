@@ -104,8 +104,12 @@ struct rm_graph {
     int region_depth; /* open rm_recompute_begin regions */
     size_t param_floats; /* total size of the flat parameter buffer */
     size_t input_bytes;  /* total size of the input buffer */
+    /* set by rm_compile while it plans a session with fuse_optimizer: the
+     * step programs built from the graph (the planner's candidates too) give
+     * parameter gradients arena buffers (plan/program.c) */
+    int fuse_grads;
     rm_status status;
-    char errmsg[256];
+    char errmsg[512]; /* room for a memory limit's whole breakdown (exec/limit.c) */
 };
 
 /* Sets the graph's sticky error and returns the status. */

@@ -27,6 +27,8 @@ typedef struct rm_instr {
     int work_buf;            /* workspace buffer or -1 */
     int n_free;              /* buffers whose life ends after this instruction */
     int free_at;             /* index into rm_program.frees */
+    int n_final;             /* parameters final after this instruction (rm_program.param_final) */
+    int final_at;            /* index into rm_program.finals */
 } rm_instr;
 
 /* A buffer is one lifetime of one value in the arena: a value recomputed
@@ -48,6 +50,20 @@ typedef struct rm_program {
     int *final_buf;         /* value -> its buffer at the end of the step, or -1 */
     size_t peak_live_bytes; /* max over instructions of the sum of live buffers */
     size_t arena_bytes;     /* max over buffers of offset + bytes */
+    /* Per parameter (index into g->params): the instruction after which
+     * nothing reads it or writes its gradient any more (-1: none does), and
+     * the parameters grouped by that instruction (rm_instr.final_at). The
+     * MPI overlap starts a gradient's allreduce there; a fused optimizer
+     * updates the parameter there. */
+    int *param_final, *finals;
+    int n_params;
+    /* fused (g->fuse_grads at build): each trainable parameter's gradient
+     * is an arena buffer, param_buf[i] (-1: never written), from its first
+     * backward writer to param_final[i]; else they are the session's flat
+     * gradient buffer and param_buf is all -1 */
+    int fused;
+    int *param_buf;
+    size_t peak_grad_bytes; /* fused: the parameter-gradient bytes among peak_live_bytes */
 } rm_program;
 
 void rm_program_free(rm_program *p);

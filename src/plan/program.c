@@ -7,7 +7,14 @@
  * twice has two lifetimes and the first ends at its last read before the
  * recompute. A buffer lives from the instruction that defines it to its
  * last reader, and is freed right after that. This is all the liveness
- * analysis there is: the strategy only chooses the order of items. */
+ * analysis there is: the strategy only chooses the order of items.
+ *
+ * Parameters: the instruction after which each is final (nothing reads it
+ * or writes its gradient any more) is known here too. Under a fused
+ * optimizer (g->fuse_grads) a trainable parameter's gradient is a buffer
+ * like any other: defined by its first backward writer (which overwrites;
+ * later ones add) and live until that final instruction, after which the
+ * session updates the parameter and the buffer is freed. */
 #include "plan/plan.h"
 #include <stdarg.h>
 #include <stdio.h>
@@ -19,6 +26,9 @@ void rm_program_free(rm_program *p) {
     free(p->bufs);
     free(p->frees);
     free(p->final_buf);
+    free(p->param_final);
+    free(p->finals);
+    free(p->param_buf);
     memset(p, 0, sizeof *p);
 }
 
@@ -46,6 +56,7 @@ typedef struct builder {
     const rm_graph *g;
     rm_program *p;
     int *cur;
+    int *param_of; /* value -> its index in g->params, -1 for other values */
     char *err;
     size_t errlen;
 } builder;
@@ -105,6 +116,31 @@ static rm_status read_outputs_and_grads(builder *b, const rm_node *nd, const rm_
     return RM_OK;
 }
 
+/* The gradient of parameter v, input i of a backward: the session's flat
+ * buffer (zeroed per step, so every writer adds), or, fused, its own
+ * buffer, which the first writer defines and overwrites and which lives
+ * until the parameter is final. State (running statistics) gets none. */
+static rm_status write_param_grad(builder *b, int v, rm_instr *ins, int i) {
+    rm_program *p = b->p;
+    if (!p->fused) {
+        ins->acc[i] = 1;
+        return RM_OK;
+    }
+    ins->acc[i] = 0;
+    if (!b->g->vals[v].trainable) return RM_OK;
+    int pi = b->param_of[v];
+    if (p->param_buf[pi] >= 0) {
+        ins->din_buf[i] = p->param_buf[pi];
+        ins->acc[i] = 1;
+        return RM_OK;
+    }
+    int nb = new_buf(p, v, (size_t)b->g->vals[v].numel * sizeof(float), p->n_instrs);
+    if (nb < 0) return RM_ERR_NOMEM;
+    p->bufs[nb].last = p->param_final[pi]; /* >= this instruction: the pre-pass saw it */
+    p->param_buf[pi] = ins->din_buf[i] = nb;
+    return RM_OK;
+}
+
 /* A backward writes the gradients of its inputs: the first writer of a
  * gradient defines its buffer and overwrites it, later writers add. */
 static rm_status write_input_grads(builder *b, const rm_node *nd, rm_instr *ins) {
@@ -114,7 +150,7 @@ static rm_status write_input_grads(builder *b, const rm_node *nd, rm_instr *ins)
         int v = nd->in[i];
         if (v < 0) continue;
         if (g->vals[v].kind == RM_VALUE_PARAM) {
-            ins->acc[i] = 1; /* into the flat gradient buffer, zeroed per step */
+            if (write_param_grad(b, v, ins, i) != RM_OK) return fail(b, RM_ERR_NOMEM, "out of memory building the step program");
             continue;
         }
         int d = g->vals[v].grad;
@@ -170,9 +206,14 @@ static rm_status add_instr(builder *b, const rm_sched_item *it, int threads) {
     return RM_OK;
 }
 
+/* A fused parameter gradient's buffer (its value is the parameter). */
+static int is_param_grad(const rm_graph *g, const rm_buffer *b) {
+    return b->value >= 0 && g->vals[b->value].kind == RM_VALUE_PARAM;
+}
+
 /* Frees: each buffer right after its last use, grouped per instruction;
  * and the planned peak of live bytes. */
-static rm_status place_frees(rm_program *p) {
+static rm_status place_frees(const rm_graph *g, rm_program *p) {
     p->frees = malloc((size_t)(p->n_bufs ? p->n_bufs : 1) * sizeof *p->frees);
     int *count = calloc((size_t)p->n_instrs + 1, sizeof *count);
     if (!p->frees || !count) {
@@ -192,24 +233,74 @@ static rm_status place_frees(rm_program *p) {
         p->frees[ins->free_at + ins->n_free++] = b;
     }
     p->n_frees = p->n_bufs;
-    size_t live = 0, peak = 0;
+    size_t live = 0, peak = 0, grads = 0;
     int bi = 0; /* buffers are created in order of `first` */
     for (int i = 0; i < p->n_instrs; i++) {
-        while (bi < p->n_bufs && p->bufs[bi].first == i) live += p->bufs[bi++].bytes;
-        if (live > peak) peak = live;
+        for (; bi < p->n_bufs && p->bufs[bi].first == i; bi++) {
+            live += p->bufs[bi].bytes;
+            if (is_param_grad(g, &p->bufs[bi])) grads += p->bufs[bi].bytes;
+        }
+        if (live > peak) peak = live, p->peak_grad_bytes = grads;
         const rm_instr *ins = &p->instrs[i];
-        for (int f = 0; f < ins->n_free; f++) live -= p->bufs[p->frees[ins->free_at + f]].bytes;
+        for (int f = 0; f < ins->n_free; f++) {
+            const rm_buffer *fb = &p->bufs[p->frees[ins->free_at + f]];
+            live -= fb->bytes;
+            if (is_param_grad(g, fb)) grads -= fb->bytes;
+        }
     }
     p->peak_live_bytes = peak;
     return RM_OK;
 }
 
+/* Per parameter, the last instruction that reads it or writes its gradient
+ * (one instruction per schedule item, so item k is instruction k). */
+static rm_status find_param_finals(builder *b, const rm_schedule *s) {
+    const rm_graph *g = b->g;
+    rm_program *p = b->p;
+    const size_t np = (size_t)(g->n_params ? g->n_params : 1);
+    p->n_params = g->n_params;
+    p->param_final = malloc(np * sizeof *p->param_final);
+    p->param_buf = malloc(np * sizeof *p->param_buf);
+    p->finals = malloc(np * sizeof *p->finals);
+    b->param_of = malloc((size_t)(g->n_vals ? g->n_vals : 1) * sizeof *b->param_of);
+    if (!p->param_final || !p->param_buf || !p->finals || !b->param_of) return RM_ERR_NOMEM;
+    for (int v = 0; v < g->n_vals; v++) b->param_of[v] = -1;
+    for (int i = 0; i < g->n_params; i++) b->param_of[g->params[i]] = i, p->param_final[i] = p->param_buf[i] = -1;
+    for (int k = 0; k < s->n; k++) {
+        const rm_node *nd = &g->nodes[s->items[k].node];
+        for (int i = 0; i < nd->n_in; i++)
+            if (nd->in[i] >= 0 && b->param_of[nd->in[i]] >= 0) p->param_final[b->param_of[nd->in[i]]] = k;
+    }
+    return RM_OK;
+}
+
+/* The parameters grouped by the instruction after which they are final
+ * (those final nowhere, param_final -1, are in no group). */
+static void place_finals(rm_program *p) {
+    for (int i = 0; i < p->n_instrs; i++) p->instrs[i].n_final = 0;
+    for (int pi = 0; pi < p->n_params; pi++)
+        if (p->param_final[pi] >= 0) p->instrs[p->param_final[pi]].n_final++;
+    int at = 0;
+    for (int i = 0; i < p->n_instrs; i++) {
+        p->instrs[i].final_at = at;
+        at += p->instrs[i].n_final;
+        p->instrs[i].n_final = 0;
+    }
+    for (int pi = 0; pi < p->n_params; pi++) {
+        if (p->param_final[pi] < 0) continue;
+        rm_instr *ins = &p->instrs[p->param_final[pi]];
+        p->finals[ins->final_at + ins->n_final++] = pi;
+    }
+}
+
 rm_status rm_program_build(const rm_graph *g, const rm_schedule *s, int threads, rm_program *p,
                            char *err, size_t errlen) {
     memset(p, 0, sizeof *p);
-    builder b = {g, p, malloc((size_t)(g->n_vals ? g->n_vals : 1) * sizeof(int)), err, errlen};
+    builder b = {g, p, malloc((size_t)(g->n_vals ? g->n_vals : 1) * sizeof(int)), NULL, err, errlen};
     p->instrs = calloc((size_t)(s->n ? s->n : 1), sizeof *p->instrs);
-    rm_status rc = b.cur && p->instrs ? RM_OK : fail(&b, RM_ERR_NOMEM, "out of memory building the step program");
+    p->fused = g->fuse_grads;
+    rm_status rc = b.cur && p->instrs && find_param_finals(&b, s) == RM_OK
+                       ? RM_OK : fail(&b, RM_ERR_NOMEM, "out of memory building the step program");
     p->cap_instrs = s->n;
     for (int v = 0; v < g->n_vals && b.cur; v++) b.cur[v] = -1;
     for (int k = 0; k < s->n && rc == RM_OK; k++) rc = add_instr(&b, &s->items[k], threads);
@@ -217,13 +308,15 @@ rm_status rm_program_build(const rm_graph *g, const rm_schedule *s, int threads,
         /* outputs (the loss among them) stay readable after the step */
         for (int v = 0; v < g->n_vals; v++)
             if (g->vals[v].is_output && b.cur[v] >= 0) p->bufs[b.cur[v]].last = p->n_instrs - 1;
-        if (place_frees(p) != RM_OK) rc = fail(&b, RM_ERR_NOMEM, "out of memory building the step program");
+        if (place_frees(g, p) != RM_OK) rc = fail(&b, RM_ERR_NOMEM, "out of memory building the step program");
+        else place_finals(p);
     }
     if (rc == RM_OK) {
         p->final_buf = b.cur;
         b.cur = NULL;
     }
     free(b.cur);
+    free(b.param_of);
     if (rc != RM_OK) rm_program_free(p);
     return rc;
 }

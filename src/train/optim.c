@@ -1,7 +1,11 @@
 /* optim.c: AdamW and SGD over the session's flat parameter buffer, with
  * gradient clipping by global norm. All state is allocated once here.
  * Sharded (ZeRO stage 1, dist/dist.c): this rank updates the floats
- * [lo, hi) of the flat buffer and holds the moments of those only. */
+ * [lo, hi) of the flat buffer and holds the moments of those only.
+ * Fused (rm_options.fuse_optimizer): the session calls begin, then update
+ * for each parameter as its gradient becomes final in the backward pass,
+ * then end; every parameter gets the same arithmetic as rm_optim_step
+ * gives it (update_range), so the weights are the same bit for bit. */
 #include "dist/dist.h"
 #include "exec/trace.h"
 #include <math.h>
@@ -18,6 +22,12 @@ struct rm_optim {
     double *partial;  /* per-chunk squared norms: a fixed-order reduction */
     size_t n_chunks;
     uint64_t t;       /* updates applied so far */
+    float bc1, bc2;   /* AdamW's bias corrections of update t */
+    /* fused: attached to the session, the learning rate of rm_optim_set_lr,
+     * and per parameter its gradient's squared norm in the current step */
+    int fused, lr_set;
+    float lr;
+    double *param_sq;
 };
 
 enum { NORM_CHUNK = 4096 };
@@ -30,6 +40,26 @@ void rm_optim_config_default(rm_optim_config *c) {
     c->eps = 1e-8f;
     c->weight_decay = 0.1f;
     c->grad_clip = 1.0f;
+}
+
+static rm_status fused_begin(rm_optim *o);
+static void fused_update(rm_optim *o, int pi, const float *grad);
+static rm_status fused_end(rm_optim *o);
+
+/* A fused session's optimizer: one per session, without clipping. */
+static rm_status attach(rm_optim *o) {
+    rm_session *s = o->s;
+    if (s->fused.o)
+        return rm_session_fail(s, RM_ERR_STATE, "rm_optim_new: the session already has its fused optimizer (one per "
+                               "session: rm_optim_free the first)");
+    if (!(o->c.grad_clip == 0.0f))
+        return rm_session_fail(s, RM_ERR_ARG, "rm_optim_new: a fused optimizer cannot clip by the global gradient "
+                               "norm (grad_clip %g): set grad_clip to 0", (double)o->c.grad_clip);
+    o->param_sq = calloc((size_t)(s->g->n_params ? s->g->n_params : 1), sizeof *o->param_sq);
+    if (!o->param_sq) return rm_session_fail(s, RM_ERR_NOMEM, "out of memory for optimizer state");
+    o->fused = 1;
+    s->fused = (struct rm_fused){o, fused_begin, fused_update, fused_end};
+    return RM_OK;
 }
 
 rm_status rm_optim_new(rm_session *s, const rm_optim_config *c, rm_optim **out) {
@@ -58,12 +88,19 @@ rm_status rm_optim_new(rm_session *s, const rm_optim_config *c, rm_optim **out) 
         rm_optim_free(o);
         return rm_session_fail(s, RM_ERR_NOMEM, "out of memory for optimizer state");
     }
+    rm_status rc = s->opt.fuse_optimizer ? attach(o) : RM_OK;
+    if (rc != RM_OK) {
+        rm_optim_free(o);
+        return rc;
+    }
     *out = o;
     return RM_OK;
 }
 
 void rm_optim_free(rm_optim *o) {
     if (!o) return;
+    if (o->fused && o->s->fused.o == o) memset(&o->s->fused, 0, sizeof o->s->fused);
+    free(o->param_sq);
     free(o->m);
     free(o->v);
     free(o->partial);
@@ -91,52 +128,141 @@ static double grad_norm(rm_optim *o) {
     return sqrt(total);
 }
 
+/* The next update's count and AdamW bias corrections. */
+static rm_status next_update(rm_optim *o) {
+    if (o->t == UINT64_MAX) /* t + 1 would wrap to 0: bias correction 1 - beta^0 = 0 divides by zero */
+        return rm_session_fail(o->s, RM_ERR_STATE, "the optimizer's update count %llu cannot grow: it would wrap to 0",
+                               (unsigned long long)o->t);
+    o->t++;
+    o->bc1 = 1.0f - powf(o->c.beta1, (float)o->t);
+    o->bc2 = 1.0f - powf(o->c.beta2, (float)o->t);
+    return RM_OK;
+}
+
+/* AdamW's constants for one parameter in one update. */
+typedef struct adamw_k { float b1, b2, eps, bc1, bc2, lr, decay; } adamw_k;
+
+/* One AdamW element: decoupled weight decay (Loshchilov & Hutter), then
+ * the Adam step. The one expression both the fused and unfused paths use. */
+static inline void adamw_elem(float *w, float *m, float *v, float gi, adamw_k k) {
+    *m = k.b1 * *m + (1.0f - k.b1) * gi;
+    *v = k.b2 * *v + (1.0f - k.b2) * gi * gi;
+    float mhat = *m / k.bc1, vhat = *v / k.bc2;
+    *w = *w * k.decay - k.lr * mhat / (sqrtf(vhat) + k.eps);
+}
+
+/* Sum of squares in eight lanes, added in a fixed order (vectorizes, and
+ * the thread count changes nothing). */
+static double sum_sq(const float *g, size_t n) {
+    double lane[8] = {0}, s = 0.0;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) lane[j] += (double)g[i + j] * g[i + j];
+    for (; i < n; i++) s += (double)g[i] * g[i];
+    for (int j = 0; j < 8; j++) s += lane[j];
+    return s;
+}
+
+/* n elements of parameter storage w (moments m, v) from gradients g (NULL:
+ * zero, through the same arithmetic) times clip. */
+static void update_elems(const rm_optim *o, float *w, float *m, float *v, const float *g, size_t n, float lr,
+                         float clip, float decay) {
+    if (o->c.kind == RM_OPTIM_SGD) {
+        if (g) for (size_t i = 0; i < n; i++) w[i] -= lr * clip * g[i];
+        else for (size_t i = 0; i < n; i++) w[i] -= lr * clip * 0.0f;
+        return;
+    }
+    const adamw_k k = {o->c.beta1, o->c.beta2, o->c.eps, o->bc1, o->bc2, lr, decay};
+    if (g) for (size_t i = 0; i < n; i++) adamw_elem(&w[i], &m[i], &v[i], g[i] * clip, k);
+    else for (size_t i = 0; i < n; i++) adamw_elem(&w[i], &m[i], &v[i], 0.0f * clip, k);
+}
+
+/* Updates floats [a, b) of the flat parameters, all of parameter v, from
+ * their gradients gr (NULL: zero) times clip, chunk by chunk. With want_sq,
+ * returns the squared norm of gr, summed per chunk and then in chunk order.
+ * Elementwise, so fused and unfused runs get the same bits. */
+static double update_range(rm_optim *o, const rm_value *v, size_t a, size_t b, const float *gr, float lr, float clip,
+                           int want_sq) {
+    float *w = o->s->params + a;
+    float *m = o->m ? o->m + (a - o->lo) : NULL, *vv = o->v ? o->v + (a - o->lo) : NULL;
+    const size_t n = b - a;
+    const int64_t chunks = (int64_t)((n + NORM_CHUNK - 1) / NORM_CHUNK);
+    const float decay = v->decay ? 1.0f - lr * o->c.weight_decay : 1.0f;
+    #pragma omp parallel for schedule(static)
+    for (int64_t k = 0; k < chunks; k++) {
+        const size_t lo = (size_t)k * NORM_CHUNK, len = n - lo < NORM_CHUNK ? n - lo : NORM_CHUNK;
+        if (want_sq) o->partial[k] = gr ? sum_sq(gr + lo, len) : 0.0; /* read while the chunk is in cache */
+        update_elems(o, w + lo, m ? m + lo : NULL, vv ? vv + lo : NULL, gr ? gr + lo : NULL, len, lr, clip, decay);
+    }
+    double total = 0.0;
+    for (int64_t k = 0; want_sq && k < chunks; k++) total += o->partial[k];
+    return total;
+}
+
 rm_status rm_optim_step(rm_optim *o, float lr, float *norm_out) {
     if (!o) return RM_ERR_ARG;
     rm_session *s = o->s;
     const rm_graph *g = s->g;
+    if (o->fused)
+        return rm_session_fail(s, RM_ERR_STATE, "rm_optim_step: the optimizer is fused into the session's backward "
+                               "pass (rm_options.fuse_optimizer): rm_step applied the update; give the learning rate "
+                               "with rm_optim_set_lr before rm_step");
     double t_start = s->trace ? rm_trace_now_ms() : 0; /* a traced step: its update is timed too */
     double norm = grad_norm(o);
     if (norm_out) *norm_out = (float)norm;
     if (!isfinite(norm))
         return rm_session_fail(s, RM_ERR_ARG, "gradient norm is %g at update %llu: training diverged (try a lower learning rate)",
                                norm, (unsigned long long)o->t + 1);
-    if (o->t == UINT64_MAX) /* t + 1 would wrap to 0: bias correction 1 - beta^0 = 0 divides by zero */
-        return rm_session_fail(s, RM_ERR_STATE, "the optimizer's update count %llu cannot grow: it would wrap to 0",
-                               (unsigned long long)o->t);
+    rm_status rc = next_update(o);
+    if (rc != RM_OK) return rc;
     float clip = 1.0f;
     if (o->c.grad_clip > 0.0f && norm > o->c.grad_clip) clip = (float)(o->c.grad_clip / (norm + 1e-6));
-    o->t++;
-    const float b1 = o->c.beta1, b2 = o->c.beta2, eps = o->c.eps;
-    const float bc1 = 1.0f - powf(b1, (float)o->t), bc2 = 1.0f - powf(b2, (float)o->t);
     for (int pi = 0; pi < g->n_params; pi++) {
         const rm_value *v = &g->vals[g->params[pi]];
         if (!v->trainable) continue; /* state such as running statistics */
         /* this rank's part of the parameter: floats [a, b) of the flat buffer */
         size_t a = v->param_off > o->lo ? v->param_off : o->lo;
         size_t b = v->param_off + (size_t)v->numel < o->hi ? v->param_off + (size_t)v->numel : o->hi;
-        if (a >= b) continue;
-        float *w = s->params + a, *gr = s->grads + a;
-        int64_t n = (int64_t)(b - a);
-        if (o->c.kind == RM_OPTIM_SGD) {
-            #pragma omp parallel for schedule(static)
-            for (int64_t i = 0; i < n; i++) w[i] -= lr * clip * gr[i];
-            continue;
-        }
-        float *m = o->m + (a - o->lo), *vv = o->v + (a - o->lo);
-        /* decoupled weight decay (Loshchilov & Hutter): shrink, then Adam step */
-        const float decay = v->decay ? 1.0f - lr * o->c.weight_decay : 1.0f;
-        #pragma omp parallel for schedule(static)
-        for (int64_t i = 0; i < n; i++) {
-            float gi = gr[i] * clip;
-            m[i] = b1 * m[i] + (1.0f - b1) * gi;
-            vv[i] = b2 * vv[i] + (1.0f - b2) * gi * gi;
-            float mhat = m[i] / bc1, vhat = vv[i] / bc2;
-            w[i] = w[i] * decay - lr * mhat / (sqrtf(vhat) + eps);
-        }
+        if (a < b) update_range(o, v, a, b, s->grads + a, lr, clip, 0);
     }
     if (o->sharded) rm_dist_allgather_params(s); /* every rank's updated shard to all */
     if (s->trace) rm_trace_optimizer(s, t_start, rm_trace_now_ms());
+    return RM_OK;
+}
+
+/* Fused: a step begins (the session calls it before the train program). */
+static rm_status fused_begin(rm_optim *o) {
+    if (!o->lr_set)
+        return rm_session_fail(o->s, RM_ERR_STATE, "rm_step: the fused optimizer has no learning rate: "
+                               "rm_optim_set_lr first");
+    for (int pi = 0; pi < o->s->g->n_params; pi++) o->param_sq[pi] = 0.0;
+    return next_update(o);
+}
+
+/* Fused: parameter pi is final; grad is its gradient (NULL: zero). */
+static void fused_update(rm_optim *o, int pi, const float *grad) {
+    const rm_value *v = &o->s->g->vals[o->s->g->params[pi]];
+    if (!v->trainable) return;
+    o->param_sq[pi] = update_range(o, v, v->param_off, v->param_off + (size_t)v->numel, grad, o->lr, 1.0f, 1);
+}
+
+/* Fused: the step's gradient norm, in parameter order, must be finite. */
+static rm_status fused_end(rm_optim *o) {
+    double total = 0.0;
+    for (int pi = 0; pi < o->s->g->n_params; pi++) total += o->param_sq[pi];
+    if (!isfinite(total))
+        return rm_session_fail(o->s, RM_ERR_ARG, "gradient norm is %g at update %llu: training diverged (try a lower "
+                               "learning rate); the fused update was applied", sqrt(total), (unsigned long long)o->t);
+    return RM_OK;
+}
+
+rm_status rm_optim_set_lr(rm_optim *o, float lr) {
+    if (!o) return RM_ERR_ARG;
+    if (!o->fused)
+        return rm_session_fail(o->s, RM_ERR_STATE, "rm_optim_set_lr: the optimizer is not fused (rm_options."
+                               "fuse_optimizer): rm_optim_step takes the learning rate");
+    if (!isfinite(lr)) return rm_session_fail(o->s, RM_ERR_ARG, "rm_optim_set_lr: the learning rate %g is not finite", (double)lr);
+    o->lr = lr, o->lr_set = 1;
     return RM_OK;
 }
 
