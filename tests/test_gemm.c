@@ -30,7 +30,8 @@ static void reference(int ta, int tb, int M, int N, int K, float alpha, const fl
 }
 
 int main(void) {
-    static const int shapes[][3] = {{1, 1, 1}, {7, 5, 3}, {64, 64, 64}, {65, 130, 257}, {128, 33, 300}, {3, 200, 17}};
+    static const int shapes[][3] = {{1, 1, 1}, {7, 5, 3}, {64, 64, 64}, {65, 130, 257}, {128, 33, 300}, {3, 200, 17},
+                                     {4100, 9, 37}}; /* more rows than rm_sgemm gives OpenBLAS at once */
     for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++)
         for (int ta = 0; ta < 2; ta++)
             for (int tb = 0; tb < 2; tb++)

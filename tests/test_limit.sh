@@ -11,6 +11,10 @@ R=$BUILD/remat
 . "$(dirname "$0")/lib.sh"
 case "$BUILD" in *asan*) asan=1 ;; *) asan=0 ;; esac
 
+# an llm.c token file of 4096 ids below 50257 (header: magic, version, count)
+awk 'BEGIN { srand(5); for (i = 0; i < 4096; i++) printf "%d\n", int(rand() * 50257) }' > "$T/ids"
+/usr/bin/python3 -c "import struct,sys; ids=[int(x) for x in open(sys.argv[1])]; open(sys.argv[2],'wb').write(struct.pack('<256i', 20240520, 1, len(ids), *([0]*253)) + struct.pack('<%dH' % len(ids), *ids))" "$T/ids" "$T/tok.bin" 2>/dev/null || fail=$((fail + 1))
+
 # a deep, narrow MLP: activations dominate its RSS, so 0.6x of the peak is feasible
 W=32,32,32,32,32,32,32,32,32,32,32,32,32,32,32,32
 M="--model mlp --widths $W,$W,$W --context 8 --batch 4096 --steps 1 --threads 1 --seed 3 --dropout 0.1"
@@ -27,6 +31,22 @@ if [ $asan -eq 0 ]; then
         check 'grep -q "^memory limit .*start-up .*parameters .*activations" "$T/out"' "limit $pct%: no breakdown: $(head -2 "$T/out")"
         check 'cmp -s "$T/l.safetensors" "$T/none.safetensors"' "limit $pct%: weights differ from store-all"
     done
+fi
+
+# a wide vocabulary: the head's weight gradient is a multiply of 50257 rows,
+# for which OpenBLAS once packed ~50 MB no plan saw (rm_sgemm slices it)
+if [ $asan -eq 0 ]; then
+    V="--layers 1 --dim 64 --heads 2 --context 64 --batch 4 --vocab 50257 --steps 2 --threads 2 --val-fraction 0"
+    "$R" train $V --data "$T/tok.bin" --quiet --report "$T/v.json" 2> "$T/err" || fail=$((fail + 1))
+    vpeak=$(field "$T/v.json" max_rss_bytes)
+    # the least limit it names (the logits dominate: store-all is near it), then that limit
+    "$R" train $V --data "$T/tok.bin" --quiet --memory-limit $((vpeak / 2)) 2> "$T/err"
+    least=$(sed -n 's/.*least --memory-limit that works is \([0-9.]*\)MiB.*/\1/p' "$T/err")
+    limit=$(awk -v m="$least" 'BEGIN { printf "%d", m * 1048576 + 1 }')
+    "$R" train $V --data "$T/tok.bin" --quiet --memory-limit $limit --report "$T/vl.json" 2> "$T/err"; rc=$?
+    rss=$(field "$T/vl.json" max_rss_bytes)
+    check '[ -n "$least" ] && [ $rc -eq 0 ] && [ -n "$rss" ] && [ "$rss" -le "$limit" ]' \
+        "vocab 50257 at its least limit ($least MiB): exit $rc, peak RSS $rss (store-all $vpeak): $(cat "$T/err")"
 fi
 
 # the training state alone cannot fit: refused before training, one line with the breakdown and the least limit

@@ -151,12 +151,24 @@ void rm_gemm_fallback(int transA, int transB, int M, int N, int K, float alpha, 
     }
 }
 
+/* OpenBLAS packs a panel of op(A) that spans all M rows of a row-major
+ * multiply (up to ~512 of its K columns) into a buffer it keeps: ~2 KiB per
+ * row, 50 MB for a GPT-2 head's weight gradient (M = 50257), memory that no
+ * plan sees. Multiplies of more rows run as slices of at most this many
+ * rows (C's rows and op(A)'s rows are sliced alike; each element's sum over
+ * K is the same), so the buffer stays under ~4 MiB. */
+enum { BLAS_MAX_ROWS = 2048 };
+
 void rm_sgemm(int transA, int transB, int M, int N, int K, float alpha, const float *A, int lda,
               const float *B, int ldb, float beta, float *C, int ldc) {
 #ifdef REMAT_HAVE_BLAS
     if (blas_ready()) {
-        blas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, M, N, K,
-                   alpha, A, lda, B, ldb, beta, C, ldc);
+        for (int m0 = 0; m0 < M || m0 == 0; m0 += BLAS_MAX_ROWS) {
+            int mc = M - m0 < BLAS_MAX_ROWS ? M - m0 : BLAS_MAX_ROWS;
+            const float *a = transA ? A + m0 : A + (size_t)m0 * lda; /* op(A)'s rows m0.. */
+            blas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, mc,
+                       N, K, alpha, a, lda, B, ldb, beta, C + (size_t)m0 * ldc, ldc);
+        }
         return;
     }
 #endif
