@@ -206,6 +206,20 @@ static int *boolean_flag(cli_args *a, const char *f) {
                                               : NULL;
 }
 
+/* Flags of a training run that plan and sample would otherwise ignore. */
+static int check_command_flags(const cli_args *a) {
+    if (strcmp(a->command, "plan") != 0 && strcmp(a->command, "sample") != 0) return 1;
+    static const char *const train_only[] = {"--memory-limit", "--fuse-optimizer", "--resume", "--save-every",
+                                             "--keep", "--trace", "--trace-step", "--micro-batches"};
+    for (size_t i = 0; i < sizeof train_only / sizeof *train_only; i++)
+        if (cli_given(a, train_only[i])) {
+            cli_fail(2, "%s applies to remat train (and bench), not remat %s%s", train_only[i], a->command,
+                     strcmp(a->command, "plan") == 0 ? ": plan a budget with --memory-budget BYTES" : "");
+            return 0;
+        }
+    return 1;
+}
+
 /* Flags that belong to one model are usage errors with another. */
 static int check_model_flags(cli_args *a) {
     const int encdec = strcmp(a->model, "encdec") == 0;
@@ -216,7 +230,7 @@ static int check_model_flags(cli_args *a) {
     if (cli_given(a, "--ffn-dim") && strcmp(a->model, "llama") != 0)
         return cli_fail(2, "--ffn-dim is for --model llama (gpt and uvit use 4 x --dim)"), 0;
     if (encdec && !cli_given(a, "--vocab")) a->vocab = RM_ENCDEC_VOCAB;
-    return 1;
+    return check_command_flags(a);
 }
 
 int cli_args_parse(cli_args *a, int argc, char **argv, int first) {

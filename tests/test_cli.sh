@@ -82,5 +82,14 @@ check '[ $? -eq 0 ]' "train on a text file"
 "$R" sample --load "$T/m.safetensors" --prompt "hel" --tokens 10 --seed 1 > "$T/s.txt"; rc=$?
 check '[ $rc -eq 0 ] && grep -q "^hel" "$T/s.txt"' "sample: exit $rc"
 
+# flags of a training run are usage errors for plan and sample, not ignored
+for c in "plan --layers 1 --dim 32 --heads 2 --context 16 --memory-limit 1GiB" \
+         "plan --layers 1 --dim 32 --heads 2 --context 16 --fuse-optimizer" \
+         "sample --load $T/m.safetensors --memory-limit 1GiB" "sample --load $T/m.safetensors --resume x"; do
+    # shellcheck disable=SC2086
+    "$R" $c > "$T/out" 2> "$T/err"; rc=$?
+    check '[ $rc -eq 2 ] && grep -q "applies to remat train" "$T/err" && [ $(wc -l < "$T/err") -eq 1 ]' "$c: exit $rc $(cat "$T/err")"
+done
+
 echo "test_cli: $pass passed, $fail failed"
 [ $fail -eq 0 ]
