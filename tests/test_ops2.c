@@ -163,7 +163,7 @@ static void attention_case(int Tq, int Tk, int causal, int masked, const char *w
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++)
             for (int i = 0; i < Tq; i++) {
-                double s[64], mx = -INFINITY, sum = 0;
+                double s[160], mx = -INFINITY, sum = 0;
                 for (int j = 0; j < Tk; j++) {
                     s[j] = 0;
                     for (int d = 0; d < HD; d++) s[j] += (double)Q[(b * Tq + i) * C + h * HD + d] * K[(b * Tk + j) * C + h * HD + d];
@@ -193,9 +193,10 @@ static void attention_case(int Tq, int Tk, int causal, int masked, const char *w
 }
 
 /* Causal, Tq = Tk, one set of weights: the general op and the fused
- * rm_attention(qkv) agree (one is GPT's fast path of the other). */
+ * rm_attention(qkv) agree (one is GPT's fast path of the other), over
+ * more than one causal block. */
 static void test_attention_matches_fused(void) {
-    enum { B = 2, T = 7, H = 2, C = 8 };
+    enum { B = 2, T = 70, H = 2, C = 8 };
     rm_graph *g = rm_graph_new();
     rm_val qkv = rm_input(g, "qkv", RM_DTYPE_F32, 3, (int64_t[]){B, T, 3 * C});
     rm_val fused = rm_attention(g, qkv, H);
@@ -205,8 +206,8 @@ static void test_attention_matches_fused(void) {
     rm_val gen = rm_attention_general(g, q, k, v, -1, H, 1);
     CHECK(fused >= 0 && gen >= 0, "attention builders: %s", rm_graph_errmsg(g));
     if (fused < 0 || gen < 0) { rm_graph_free(g); return; }
-    float X[B * T * 3 * C], Qv[B * T * C], Kv[B * T * C], Vv[B * T * C], P1[B * H * T * T], P2[B * H * T * T];
-    float O1[B * T * C], O2[B * T * C];
+    static float X[B * T * 3 * C], Qv[B * T * C], Kv[B * T * C], Vv[B * T * C], P1[B * H * T * T], P2[B * H * T * T];
+    static float O1[B * T * C], O2[B * T * C];
     for (int i = 0; i < B * T * 3 * C; i++) X[i] = rndu(-1, 1);
     for (int r = 0; r < B * T; r++)
         for (int d = 0; d < C; d++) {
@@ -300,6 +301,12 @@ int main(void) {
     attention_case(4, 6, 0, 0, "attention_general cross Tq=4 Tk=6");
     attention_case(4, 6, 0, 1, "attention_general cross masked");
     attention_case(5, 5, 1, 1, "attention_general causal masked");
+    /* more queries than one causal block (RM_ATT_BLOCK = 64): blocks of 64 and 6 or 26 */
+    attention_case(70, 70, 1, 0, "attention_general causal T=70, in blocks");
+    attention_case(70, 70, 1, 1, "attention_general causal masked T=70");
+    attention_case(70, 90, 1, 0, "attention_general causal Tq=70 Tk=90");
+    attention_case(90, 70, 1, 1, "attention_general causal masked Tq=90 Tk=70");
+    attention_case(70, 90, 0, 1, "attention_general cross masked Tq=70 Tk=90");
     test_attention_matches_fused();
     test_softmax_ce_ignore();
     test_rmsnorm_threads();

@@ -77,4 +77,24 @@ static inline int rm_op_node(rm_graph *g, const rm_op_def *d, const int *in, int
  * output of that shape. Returns the output or -1 (error set on g). */
 rm_val rm_elementwise(rm_graph *g, const rm_op_def *d, const rm_val *in, int n_in);
 
+/* ops/attn_head.c: attention of one (batch row, head) on the calling
+ * thread, for attention.c and xattention.c. Q is (Tq,hd), K and V (Tk,hd),
+ * O (Tq,hd), each with a row stride; P is (Tq,Tk), dense; mask (Tk) i32 or
+ * NULL. Causal products run in row blocks of RM_ATT_BLOCK queries. */
+#define RM_ATT_BLOCK 64
+typedef struct rm_attn_head {
+    const float *q, *k, *v;
+    int ldq, ldk, ldv;
+    float *p, *o;
+    int ldo;
+    int Tq, Tk, hd, causal;
+    float scale;
+    const int32_t *mask;
+} rm_attn_head;
+void rm_attn_head_forward(const rm_attn_head *a);
+/* dO (Tq,hd) with stride lddo, ds a (Tq,Tk) scratch; dq, dk, dv (stride
+ * ldd) may be NULL; beta 1 adds into them. */
+void rm_attn_head_backward(const rm_attn_head *a, const float *dO, int lddo, float *ds, float *dq, float *dk,
+                           float *dv, int ldd, float bq, float bk, float bv);
+
 #endif
