@@ -124,6 +124,8 @@ rm_val rm_custom(rm_graph *g, const char *name, rm_val x, rm_custom_forward forw
 rm_val rm_rmsnorm(rm_graph *g, rm_val x, rm_val w, float eps);
 rm_val rm_mul(rm_graph *g, rm_val a, rm_val b);                  /* elementwise a * b, same shapes */
 rm_val rm_silu(rm_graph *g, rm_val x);                           /* x * sigmoid(x) */
+/* SwiGLU's gate in one op: silu(gate) * up, same shapes (faster than rm_mul of rm_silu) */
+rm_val rm_swiglu(rm_graph *g, rm_val gate, rm_val up);
 /* Rotary position embedding of x (B,T,C) as `heads` heads, Hugging Face LLaMA's
  * convention (rotate_half pairs each head's first and second halves); the
  * position of a row is its index along T; theta: 10000 in LLaMA. */

@@ -246,6 +246,7 @@ static void null_newer_api(void) {
     SURVIVES("rm_rmsnorm(NULL g)", rm_rmsnorm(NULL, 0, 1, 1e-5f) == -1);
     SURVIVES("rm_rope(NULL g)", rm_rope(NULL, 0, 1, 1e4f) == -1);
     SURVIVES("rm_silu(NULL g)", rm_silu(NULL, 0) == -1);
+    SURVIVES("rm_swiglu(NULL g)", rm_swiglu(NULL, 0, 1) == -1);
     SURVIVES("rm_softmax_ce_ignore(NULL g)", rm_softmax_ce_ignore(NULL, 0, 1, -1) == -1);
     rm_graph *g = rm_graph_new();
     SURVIVES("rm_llama_build(NULL config)", rm_llama_build(g, NULL, &io) == RM_ERR_ARG);

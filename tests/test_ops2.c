@@ -1,7 +1,7 @@
 /* test_ops2.c: the ops of the LLaMA-style, encoder-decoder and U-shaped
  * models (issue 11) against central finite differences (opcheck.h) and
  * against double-precision references of their definitions: RMSNorm,
- * elementwise multiply, SiLU, RoPE in Hugging Face's rotate_half convention,
+ * elementwise multiply, SiLU, SwiGLU, RoPE in Hugging Face's rotate_half convention,
  * general (cross, masked, causal) attention, concatenation and the
  * cross-entropy that ignores a PAD target. PyTorch checks the same ops
  * inside whole models (tests/torch_models.py). */
@@ -91,6 +91,25 @@ static void test_mul_silu_concat(void) {
         CHECK(bad == 0, "silu: forward differs from x*sigmoid(x) in %d elements", bad);
         fx_f(&f, x)[0] = rndu(-3, 3);
         gradcheck(&f, "silu", 0);
+    }
+    fx_end(&f);
+
+    fx_begin(&f); /* swiglu = silu(gate) * up, against doubles; 40 elements: the vector loop and its tail */
+    a = fx_input(&f, RM_DTYPE_F32, 2, (int64_t[]){5, 8});
+    b = fx_input(&f, RM_DTYPE_F32, 2, (int64_t[]){5, 8});
+    out = rm_swiglu(f.g, a, b);
+    if (fx_finish(&f, out, "swiglu")) {
+        for (int i = 0; i < 40; i++) fx_f(&f, a)[i] = rndu(-6, 6);
+        fx_f(&f, a)[0] = -100.0f, fx_f(&f, a)[1] = 100.0f; /* saturated: 0 and up, no NaN */
+        fx_forward(&f);
+        int bad = 0;
+        for (int i = 0; i < 40; i++) {
+            double v = fx_f(&f, a)[i], ref = v / (1 + exp(-v)) * fx_f(&f, b)[i];
+            if (!(fabs(fx_f(&f, out)[i] - ref) <= 1e-6 * (1 + fabs(ref)))) bad++;
+        }
+        CHECK(bad == 0, "swiglu: forward differs from silu(gate)*up in %d elements", bad);
+        fx_f(&f, a)[0] = rndu(-3, 3), fx_f(&f, a)[1] = rndu(-3, 3);
+        gradcheck(&f, "swiglu", 0);
     }
     fx_end(&f);
 
@@ -265,7 +284,7 @@ static void test_softmax_ce_ignore(void) {
 }
 
 static void test_builders2(void) {
-    for (int which = 0; which < 9; which++) {
+    for (int which = 0; which < 10; which++) {
         rm_graph *g = rm_graph_new();
         rm_val x = rm_input(g, "x", RM_DTYPE_F32, 3, (int64_t[]){2, 4, 6});
         rm_val y = rm_input(g, "y", RM_DTYPE_F32, 3, (int64_t[]){2, 5, 6});
@@ -284,6 +303,7 @@ static void test_builders2(void) {
         case 7: got = rm_attention_general(g, x, y, rm_input(g, "v", RM_DTYPE_F32, 3, (int64_t[]){2, 5, 6}), m, 2, 0);
             break;                                                     /* mask (2,4), Tk 5 */
         case 8: got = rm_concat(g, x, y); break;                      /* leading dims differ */
+        case 9: got = rm_swiglu(g, x, z); break;                      /* shapes */
         }
         CHECK(got == -1 && rm_graph_status(g) == RM_ERR_ARG && strlen(rm_graph_errmsg(g)) > 0,
               "builder case %d: expected RM_ERR_ARG with a message, got %d (%s)", which, got, rm_graph_errmsg(g));

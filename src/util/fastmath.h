@@ -75,6 +75,10 @@ static inline float rm_maxf(const float *x, int64_t n) {
     return acc[0];
 }
 
+/* 1 / (1 + exp(-x)); exp(-x) clamps at exp(88) for x < -88, where the
+ * result (6e-39) stands for the exact one (< 6e-39) */
+static inline float rm_sigmoidf(float x) { return 1.0f / (1.0f + rm_fast_expf(-x)); }
+
 static inline float rm_fast_tanhf(float x) {
     float ax = x < 0.0f ? -x : x;
     float e = rm_fast_expf(-2.0f * ax);
