@@ -29,6 +29,11 @@
  * library has no other global mutable state: parsers, data samplers,
  * schedules and files are reentrant. Results are bit-for-bit reproducible
  * for a given thread count (OpenBLAS may round differently at another).
+ * Idle OpenMP threads spin before they sleep, as long as the environment
+ * said when the OpenMP runtime loaded (libgomp: GOMP_SPINCOUNT, 300000 by
+ * default); on a machine shared with other work, GOMP_SPINCOUNT=1000 or
+ * OMP_WAIT_POLICY=passive makes steps much faster. The remat command sets
+ * GOMP_SPINCOUNT=1000 itself unless either is set (docs/PERFORMANCE.md).
  */
 #ifndef REMAT_H
 #define REMAT_H
