@@ -24,7 +24,7 @@ static int block_cols(const rm_attn_head *a, int r1) { return a->causal ? min_in
 
 
 /* Row i of S, its first `end` keys in range, into row i of P. */
-static void softmax_row(float *row, int end, int Tk, const int32_t *mask) {
+RM_WIDE_VECTORS static void softmax_row(float *row, int end, int Tk, const int32_t *mask) {
     if (mask) {
         int seen = 0;
         for (int j = 0; j < end; j++) {
@@ -47,7 +47,7 @@ static void softmax_row(float *row, int end, int Tk, const int32_t *mask) {
     for (int j = end; j < Tk; j++) row[j] = 0.0f;
 }
 
-void rm_attn_head_forward(const rm_attn_head *a) {
+RM_WIDE_VECTORS void rm_attn_head_forward(const rm_attn_head *a) {
     const int step = a->causal ? RM_ATT_BLOCK : a->Tq;
     for (int r0 = 0; r0 < a->Tq; r0 += step) {
         const int r1 = min_int(r0 + step, a->Tq), cols = block_cols(a, r1);
@@ -82,7 +82,7 @@ static void gemm_tn_rows(int m, int hd, int k, float alpha, const float *A, int 
  * [r0,r1) of dP, dS and dQ stop at key r1, and key blocks [c0,c1) of dK
  * and dV (products with P^T, dS^T) start their sums at query c0. A NULL
  * dq, dk or dv is not computed; beta 1 adds into it. */
-void rm_attn_head_backward(const rm_attn_head *a, const float *dO, int lddo, float *ds, float *dq, float *dk,
+RM_WIDE_VECTORS void rm_attn_head_backward(const rm_attn_head *a, const float *dO, int lddo, float *ds, float *dq, float *dk,
                            float *dv, int ldd, float bq, float bk, float bv) {
     const int Tq = a->Tq, Tk = a->Tk, hd = a->hd;
     const int rstep = a->causal ? RM_ATT_BLOCK : Tq, cstep = a->causal ? RM_ATT_BLOCK : Tk;

@@ -10,7 +10,7 @@
 
 rm_val rm_silu(rm_graph *g, rm_val x) { return rm_elementwise(g, &rm_op_silu, &x, 1); }
 
-static void silu_forward(const rm_kernel_ctx *c) {
+RM_WIDE_VECTORS static void silu_forward(const rm_kernel_ctx *c) {
     // x is (N), out is (N), flattened
     const float *x = c->in[0];
     float *out = c->out[0];
@@ -19,7 +19,7 @@ static void silu_forward(const rm_kernel_ctx *c) {
     for (int64_t i = 0; i < N; i++) out[i] = x[i] * rm_sigmoidf(x[i]);
 }
 
-static void silu_backward(const rm_kernel_ctx *c) {
+RM_WIDE_VECTORS static void silu_backward(const rm_kernel_ctx *c) {
     // x is (N), dout is (N), dx is (N)
     float *dx = c->din[0];
     if (!dx) return;

@@ -13,7 +13,7 @@ rm_val rm_swiglu(rm_graph *g, rm_val gate, rm_val up) {
     return rm_elementwise(g, &rm_op_swiglu, in, 2);
 }
 
-static void swiglu_forward(const rm_kernel_ctx *c) {
+RM_WIDE_VECTORS static void swiglu_forward(const rm_kernel_ctx *c) {
     // gate is (N), up is (N), out is (N), all flattened
     const float *gt = c->in[0], *up = c->in[1];
     float *out = c->out[0];
@@ -22,7 +22,7 @@ static void swiglu_forward(const rm_kernel_ctx *c) {
     for (int64_t i = 0; i < N; i++) out[i] = gt[i] * rm_sigmoidf(gt[i]) * up[i];
 }
 
-static void swiglu_backward(const rm_kernel_ctx *c) {
+RM_WIDE_VECTORS static void swiglu_backward(const rm_kernel_ctx *c) {
     // dout is (N); dgate and dup are (N)
     const float *gt = c->in[0], *up = c->in[1], *dout = c->dout[0];
     float *dg = c->din[0], *du = c->din[1];

@@ -1,15 +1,24 @@
-/* fastmath.h: branch-free expf and tanhf that the compiler can vectorise.
- * glibc's expf/tanhf are scalar calls without -ffast-math, and GELU and the
- * softmaxes call them once per element: they were 20% of a GPT step.
+/* fastmath.h: a branch-free expf (and sigmoid) that the compiler can
+ * vectorise. glibc's expf/tanhf are scalar calls without -ffast-math, and
+ * GELU, SiLU and the softmaxes call them once per element: they were 20% of
+ * a GPT step.
  *
  * exp(x) = 2^n * exp(r), n = round(x / ln 2), |r| <= ln(2)/2, with ln 2 split
  * in a high and a low part (Cody & Waite) so r is exact, and exp(r) by its
- * degree-6 Taylor polynomial (error r^7/7! < 1.3e-7 relative, ~1 ulp).
- * tanh(x) = sign(x) (1 - e) / (1 + e), e = exp(-2|x|): absolute error ~1e-7. */
+ * degree-6 Taylor polynomial (error r^7/7! < 1.3e-7 relative, ~1 ulp). */
 #ifndef REMAT_FASTMATH_H
 #define REMAT_FASTMATH_H
 #include <stdint.h>
 #include <string.h>
+
+/* On a function whose loops compute exp: 512-bit vectors where the CPU has
+ * them (GCC's default on x86 is 256 bits). Element by element the result is
+ * the same at any width; GELU's forward took 2.4x less time. */
+#if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__)
+#define RM_WIDE_VECTORS __attribute__((target("prefer-vector-width=512")))
+#else
+#define RM_WIDE_VECTORS
+#endif
 
 static inline float rm_fast_expf(float x0) {
     /* clamp with comparisons that are false for NaN, so a NaN becomes -87
@@ -78,11 +87,4 @@ static inline float rm_maxf(const float *x, int64_t n) {
 /* 1 / (1 + exp(-x)); exp(-x) clamps at exp(88) for x < -88, where the
  * result (6e-39) stands for the exact one (< 6e-39) */
 static inline float rm_sigmoidf(float x) { return 1.0f / (1.0f + rm_fast_expf(-x)); }
-
-static inline float rm_fast_tanhf(float x) {
-    float ax = x < 0.0f ? -x : x;
-    float e = rm_fast_expf(-2.0f * ax);
-    float t = (1.0f - e) / (1.0f + e);
-    return x < 0.0f ? -t : t;
-}
 #endif
