@@ -12,6 +12,7 @@
  * normalised output itself is never needed again.
  */
 #include "ops/ops.h"
+#include "util/fastmath.h"
 #include <math.h>
 #include <string.h>
 
@@ -55,16 +56,9 @@ static void layernorm_forward(const rm_kernel_ctx *c) {
     for (int64_t n = 0; n < N; n++) {
         const float *xr = x + n * C;
         /* two passes (mean, then squared deviations) rather than E[x^2]-E[x]^2,
-         * which cancels catastrophically when |mean| >> std */
-        float m = 0.0f;
-        for (int64_t i = 0; i < C; i++) m += xr[i];
-        m /= (float)C;
-        float v = 0.0f;
-        for (int64_t i = 0; i < C; i++) {
-            float d = xr[i] - m;
-            v += d * d;
-        }
-        v /= (float)C;
+         * which cancels catastrophically when |mean| >> std; sums in lanes */
+        const float m = rm_sumf(xr, C) / (float)C;
+        const float v = rm_sqdevf(xr, m, C) / (float)C;
         const float s = 1.0f / sqrtf(v + eps);
         float *o = out + n * C;
         for (int64_t i = 0; i < C; i++) o[i] = (xr[i] - m) * s * w[i] + b[i];
@@ -97,14 +91,8 @@ static void layernorm_backward(const rm_kernel_ctx *c) {
         for (int64_t n = 0; n < N; n++) {
             const float *xr = x + n * C, *gr = dout + n * C;
             const float m = mean[n], s = rstd[n];
-            float gmean = 0.0f, gxmean = 0.0f; // means over the row of g and g*xhat
-            for (int64_t i = 0; i < C; i++) {
-                const float gi = gr[i] * w[i];
-                gmean += gi;
-                gxmean += gi * (xr[i] - m) * s;
-            }
-            gmean /= (float)C;
-            gxmean /= (float)C;
+            // means over the row of g and g*xhat
+            const float gmean = rm_dotf(gr, w, C) / (float)C, gxmean = rm_dot_devf(gr, w, xr, m, C) * s / (float)C;
             float *d = dx + n * C;
             for (int64_t i = 0; i < C; i++) {
                 const float xhat = (xr[i] - m) * s;

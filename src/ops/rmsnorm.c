@@ -11,6 +11,7 @@
  * eps is a parameter (Hugging Face LlamaConfig's rms_norm_eps is 1e-6).
  */
 #include "ops/ops.h"
+#include "util/fastmath.h"
 #include <math.h>
 #include <string.h>
 
@@ -53,9 +54,7 @@ static void rmsnorm_forward(const rm_kernel_ctx *c) {
 #pragma omp parallel for schedule(static)
     for (int64_t n = 0; n < N; n++) {
         const float *xr = x + n * C;
-        float ss = 0.0f;
-        for (int64_t i = 0; i < C; i++) ss += xr[i] * xr[i];
-        const float s = 1.0f / sqrtf(ss / (float)C + eps);
+        const float s = 1.0f / sqrtf(rm_dotf(xr, xr, C) / (float)C + eps); /* lanes: vectorised */
         float *o = out + n * C;
         for (int64_t i = 0; i < C; i++) o[i] = xr[i] * s * w[i];
         rstd[n] = s;
@@ -81,9 +80,7 @@ static void rmsnorm_backward(const rm_kernel_ctx *c) {
         for (int64_t n = 0; n < N; n++) {
             const float *xr = x + n * C, *gr = dout + n * C;
             const float s = rstd[n];
-            float gx = 0.0f; // mean over the row of g * xhat
-            for (int64_t i = 0; i < C; i++) gx += gr[i] * w[i] * xr[i] * s;
-            gx /= (float)C;
+            const float gx = rm_dot_devf(gr, w, xr, 0.0f, C) * s / (float)C; // mean over the row of g * xhat
             float *d = dx + n * C;
             for (int64_t i = 0; i < C; i++) {
                 const float v = s * (gr[i] * w[i] - xr[i] * s * gx);

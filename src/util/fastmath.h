@@ -72,6 +72,26 @@ static inline float rm_dotf(const float *x, const float *y, int64_t n) {
     return rm_lanes_combine(acc);
 }
 
+/* sum (x - m)^2: a variance's numerator */
+static inline float rm_sqdevf(const float *x, float m, int64_t n) {
+    float acc[RM_LANES] = {0};
+    int64_t i = 0;
+    for (; i + RM_LANES <= n; i += RM_LANES)
+        for (int l = 0; l < RM_LANES; l++) acc[l] += (x[i + l] - m) * (x[i + l] - m);
+    for (int l = 0; i + l < n; l++) acc[l] += (x[i + l] - m) * (x[i + l] - m);
+    return rm_lanes_combine(acc);
+}
+
+/* sum a b (x - m): the normalisations' backward row sums */
+static inline float rm_dot_devf(const float *a, const float *b, const float *x, float m, int64_t n) {
+    float acc[RM_LANES] = {0};
+    int64_t i = 0;
+    for (; i + RM_LANES <= n; i += RM_LANES)
+        for (int l = 0; l < RM_LANES; l++) acc[l] += a[i + l] * b[i + l] * (x[i + l] - m);
+    for (int l = 0; i + l < n; l++) acc[l] += a[i + l] * b[i + l] * (x[i + l] - m);
+    return rm_lanes_combine(acc);
+}
+
 /* max is exact in any order */
 static inline float rm_maxf(const float *x, int64_t n) {
     float acc[RM_LANES];
