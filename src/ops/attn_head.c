@@ -53,7 +53,8 @@ RM_WIDE_VECTORS void rm_attn_head_forward(const rm_attn_head *a) {
         const int r1 = min_int(r0 + step, a->Tq), cols = block_cols(a, r1);
         float *p = a->p + (size_t)r0 * a->Tk; /* P[r0:r1, :] */
         /* S[r0:r1, 0:cols] = Q[r0:r1] K[0:cols]^T * scale (cols >= 1: Tq, Tk >= 1) */
-        rm_sgemm(0, 1, r1 - r0, cols, a->hd, a->scale, a->q + (size_t)r0 * a->ldq, a->ldq, a->k, a->ldk, 0.0f, p, a->Tk);
+        rm_sgemm(0, 1, r1 - r0, cols, a->hd, a->scale, a->q + (size_t)r0 * a->ldq, a->ldq, a->k, a->ldk, 0.0f, p,
+                 a->Tk);
         for (int i = r0; i < r1; i++) {
             const int end = a->causal ? min_int(i + 1, a->Tk) : a->Tk;
             softmax_row(p + (size_t)(i - r0) * a->Tk, end, a->Tk, a->mask);
@@ -82,8 +83,8 @@ static void gemm_tn_rows(int m, int hd, int k, float alpha, const float *A, int 
  * [r0,r1) of dP, dS and dQ stop at key r1, and key blocks [c0,c1) of dK
  * and dV (products with P^T, dS^T) start their sums at query c0. A NULL
  * dq, dk or dv is not computed; beta 1 adds into it. */
-RM_WIDE_VECTORS void rm_attn_head_backward(const rm_attn_head *a, const float *dO, int lddo, float *ds, float *dq, float *dk,
-                           float *dv, int ldd, float bq, float bk, float bv) {
+RM_WIDE_VECTORS void rm_attn_head_backward(const rm_attn_head *a, const float *dO, int lddo, float *ds, float *dq,
+                                           float *dk, float *dv, int ldd, float bq, float bk, float bv) {
     const int Tq = a->Tq, Tk = a->Tk, hd = a->hd;
     const int rstep = a->causal ? RM_ATT_BLOCK : Tq, cstep = a->causal ? RM_ATT_BLOCK : Tk;
     for (int r0 = 0; (dq || dk) && r0 < Tq; r0 += rstep) {
