@@ -24,7 +24,8 @@ static const char RECOMPUTE_FLAGS[] =
     "  --memory-budget SIZE (64MiB, 1.5GiB, 500MB, bytes, or 50% of store-all: plan to fit)\n"
     "  --print-plan (list kept and recomputed values per stage)\n"
     "  --verify-recompute (check every recomputed value equals its first computation)\n"
-    "  --threads N (OpenMP and OpenBLAS threads; default all cores)\n";
+    "  --threads N (OpenMP and OpenBLAS threads; default all cores; idle threads spin\n"
+    "    GOMP_SPINCOUNT=1000 pauses, then sleep, unless OMP_WAIT_POLICY or GOMP_SPINCOUNT is set)\n";
 static const char TRAIN_FLAGS[] =
     "data flags:\n"
     "  --data FILE (text as bytes, or llm.c token file; default: built-in corpus;\n"
@@ -153,6 +154,7 @@ static int run(int argc, char **argv) {
 
 /* Under mpirun every rank runs the command; see dist.c. */
 int main(int argc, char **argv) {
+    cli_wait_policy(argv);
     cli_dist_init(&argc, &argv);
     return cli_dist_finish(run(argc, argv));
 }

@@ -29,6 +29,11 @@
  * library has no other global mutable state: parsers, data samplers,
  * schedules and files are reentrant. Results are bit-for-bit reproducible
  * for a given thread count (OpenBLAS may round differently at another).
+ * Idle OpenMP threads spin before they sleep, as long as the environment
+ * said when the OpenMP runtime loaded (libgomp: GOMP_SPINCOUNT, 300000 by
+ * default); on a machine shared with other work, GOMP_SPINCOUNT=1000 or
+ * OMP_WAIT_POLICY=passive makes steps much faster. The remat command sets
+ * GOMP_SPINCOUNT=1000 itself unless either is set (docs/PERFORMANCE.md).
  */
 #ifndef REMAT_H
 #define REMAT_H
@@ -124,6 +129,8 @@ rm_val rm_custom(rm_graph *g, const char *name, rm_val x, rm_custom_forward forw
 rm_val rm_rmsnorm(rm_graph *g, rm_val x, rm_val w, float eps);
 rm_val rm_mul(rm_graph *g, rm_val a, rm_val b);                  /* elementwise a * b, same shapes */
 rm_val rm_silu(rm_graph *g, rm_val x);                           /* x * sigmoid(x) */
+/* SwiGLU's gate in one op: silu(gate) * up, same shapes (faster than rm_mul of rm_silu) */
+rm_val rm_swiglu(rm_graph *g, rm_val gate, rm_val up);
 /* Rotary position embedding of x (B,T,C) as `heads` heads, Hugging Face LLaMA's
  * convention (rotate_half pairs each head's first and second halves); the
  * position of a row is its index along T; theta: 10000 in LLaMA. */

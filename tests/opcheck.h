@@ -91,6 +91,7 @@ static int fx_finish(fx *f, rm_val out, const char *what) {
             w = s > w ? s : w;
         }
     f->work = malloc(w ? w : 1);
+    if (f->work) memset(f->work, 0xff, w); /* NaN: a kernel must write the scratch it reads */
     return 1;
 }
 static void fx_end(fx *f) {

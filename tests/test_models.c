@@ -74,7 +74,8 @@ static void train(model_kind m, const char *strategy, float dropout, int steps, 
     }
     int marks = !strcmp(strategy, "marks"); /* the user's marks: recompute every GELU and attention output */
     for (int n = 0; marks && n < g->n_nodes; n++)
-        if (g->nodes[n].op == RM_OP_GELU || g->nodes[n].op == RM_OP_SILU || g->nodes[n].op == RM_OP_XATTENTION ||
+        if (g->nodes[n].op == RM_OP_GELU || g->nodes[n].op == RM_OP_SILU || g->nodes[n].op == RM_OP_SWIGLU ||
+            g->nodes[n].op == RM_OP_XATTENTION ||
             g->nodes[n].op == RM_OP_ATTENTION)
             rm_set_policy(g, g->nodes[n].out[0], RM_POLICY_RECOMPUTE);
     rm_options o;

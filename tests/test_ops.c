@@ -443,7 +443,8 @@ static void test_registry(void) {
     const char *names[RM_OP_COUNT] = {"embedding", "linear",    "add",       "layernorm", "gelu",
                                       "relu",      "dropout",   "attention", "softmax_ce",
                                       "batchnorm", "custom",    "rmsnorm",   "mul",
-                                      "silu",      "rope",      "attention_general", "concat"};
+                                      "silu",      "rope",      "attention_general", "concat",
+                                      "swiglu"};
     for (int k = 0; k < RM_OP_COUNT; k++) {
         const rm_op_def *d = rm_op_get((rm_op_kind)k);
         CHECK(d && d->forward && d->backward && d->flops && strcmp(d->name, names[k]) == 0,
@@ -454,7 +455,7 @@ static void test_registry(void) {
               d ? (int)d->kind : -1, k);
         int cheap = k == RM_OP_LAYERNORM || k == RM_OP_GELU || k == RM_OP_DROPOUT || k == RM_OP_ATTENTION ||
                     k == RM_OP_RMSNORM || k == RM_OP_MUL || k == RM_OP_SILU || k == RM_OP_ROPE ||
-                    k == RM_OP_XATTENTION; /* issue 11's ops: the same kinds (norms, pointwise, attention) */
+                    k == RM_OP_XATTENTION || k == RM_OP_SWIGLU; /* issue 11's ops: the same kinds (norms, pointwise, attention) */
         CHECK(d && d->cheap == cheap, "registry: op '%s' cheap = %d, the selective policy expects %d", names[k],
               d ? d->cheap : -1, cheap);
     }

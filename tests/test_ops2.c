@@ -1,7 +1,7 @@
 /* test_ops2.c: the ops of the LLaMA-style, encoder-decoder and U-shaped
  * models (issue 11) against central finite differences (opcheck.h) and
  * against double-precision references of their definitions: RMSNorm,
- * elementwise multiply, SiLU, RoPE in Hugging Face's rotate_half convention,
+ * elementwise multiply, SiLU, SwiGLU, RoPE in Hugging Face's rotate_half convention,
  * general (cross, masked, causal) attention, concatenation and the
  * cross-entropy that ignores a PAD target. PyTorch checks the same ops
  * inside whole models (tests/torch_models.py). */
@@ -94,6 +94,25 @@ static void test_mul_silu_concat(void) {
     }
     fx_end(&f);
 
+    fx_begin(&f); /* swiglu = silu(gate) * up, against doubles; 40 elements: the vector loop and its tail */
+    a = fx_input(&f, RM_DTYPE_F32, 2, (int64_t[]){5, 8});
+    b = fx_input(&f, RM_DTYPE_F32, 2, (int64_t[]){5, 8});
+    out = rm_swiglu(f.g, a, b);
+    if (fx_finish(&f, out, "swiglu")) {
+        for (int i = 0; i < 40; i++) fx_f(&f, a)[i] = rndu(-6, 6);
+        fx_f(&f, a)[0] = -100.0f, fx_f(&f, a)[1] = 100.0f; /* saturated: 0 and up, no NaN */
+        fx_forward(&f);
+        int bad = 0;
+        for (int i = 0; i < 40; i++) {
+            double v = fx_f(&f, a)[i], ref = v / (1 + exp(-v)) * fx_f(&f, b)[i];
+            if (!(fabs(fx_f(&f, out)[i] - ref) <= 1e-6 * (1 + fabs(ref)))) bad++;
+        }
+        CHECK(bad == 0, "swiglu: forward differs from silu(gate)*up in %d elements", bad);
+        fx_f(&f, a)[0] = rndu(-3, 3), fx_f(&f, a)[1] = rndu(-3, 3);
+        gradcheck(&f, "swiglu", 0);
+    }
+    fx_end(&f);
+
     fx_begin(&f);
     a = fx_input(&f, RM_DTYPE_F32, 3, (int64_t[]){2, 3, 4});
     b = fx_input(&f, RM_DTYPE_F32, 3, (int64_t[]){2, 3, 5});
@@ -163,7 +182,7 @@ static void attention_case(int Tq, int Tk, int causal, int masked, const char *w
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++)
             for (int i = 0; i < Tq; i++) {
-                double s[64], mx = -INFINITY, sum = 0;
+                double s[160], mx = -INFINITY, sum = 0;
                 for (int j = 0; j < Tk; j++) {
                     s[j] = 0;
                     for (int d = 0; d < HD; d++) s[j] += (double)Q[(b * Tq + i) * C + h * HD + d] * K[(b * Tk + j) * C + h * HD + d];
@@ -193,9 +212,10 @@ static void attention_case(int Tq, int Tk, int causal, int masked, const char *w
 }
 
 /* Causal, Tq = Tk, one set of weights: the general op and the fused
- * rm_attention(qkv) agree (one is GPT's fast path of the other). */
+ * rm_attention(qkv) agree (one is GPT's fast path of the other), over
+ * more than one causal block. */
 static void test_attention_matches_fused(void) {
-    enum { B = 2, T = 7, H = 2, C = 8 };
+    enum { B = 2, T = 70, H = 2, C = 8 };
     rm_graph *g = rm_graph_new();
     rm_val qkv = rm_input(g, "qkv", RM_DTYPE_F32, 3, (int64_t[]){B, T, 3 * C});
     rm_val fused = rm_attention(g, qkv, H);
@@ -205,8 +225,8 @@ static void test_attention_matches_fused(void) {
     rm_val gen = rm_attention_general(g, q, k, v, -1, H, 1);
     CHECK(fused >= 0 && gen >= 0, "attention builders: %s", rm_graph_errmsg(g));
     if (fused < 0 || gen < 0) { rm_graph_free(g); return; }
-    float X[B * T * 3 * C], Qv[B * T * C], Kv[B * T * C], Vv[B * T * C], P1[B * H * T * T], P2[B * H * T * T];
-    float O1[B * T * C], O2[B * T * C];
+    static float X[B * T * 3 * C], Qv[B * T * C], Kv[B * T * C], Vv[B * T * C], P1[B * H * T * T], P2[B * H * T * T];
+    static float O1[B * T * C], O2[B * T * C];
     for (int i = 0; i < B * T * 3 * C; i++) X[i] = rndu(-1, 1);
     for (int r = 0; r < B * T; r++)
         for (int d = 0; d < C; d++) {
@@ -264,7 +284,7 @@ static void test_softmax_ce_ignore(void) {
 }
 
 static void test_builders2(void) {
-    for (int which = 0; which < 9; which++) {
+    for (int which = 0; which < 10; which++) {
         rm_graph *g = rm_graph_new();
         rm_val x = rm_input(g, "x", RM_DTYPE_F32, 3, (int64_t[]){2, 4, 6});
         rm_val y = rm_input(g, "y", RM_DTYPE_F32, 3, (int64_t[]){2, 5, 6});
@@ -283,6 +303,7 @@ static void test_builders2(void) {
         case 7: got = rm_attention_general(g, x, y, rm_input(g, "v", RM_DTYPE_F32, 3, (int64_t[]){2, 5, 6}), m, 2, 0);
             break;                                                     /* mask (2,4), Tk 5 */
         case 8: got = rm_concat(g, x, y); break;                      /* leading dims differ */
+        case 9: got = rm_swiglu(g, x, z); break;                      /* shapes */
         }
         CHECK(got == -1 && rm_graph_status(g) == RM_ERR_ARG && strlen(rm_graph_errmsg(g)) > 0,
               "builder case %d: expected RM_ERR_ARG with a message, got %d (%s)", which, got, rm_graph_errmsg(g));
@@ -300,6 +321,12 @@ int main(void) {
     attention_case(4, 6, 0, 0, "attention_general cross Tq=4 Tk=6");
     attention_case(4, 6, 0, 1, "attention_general cross masked");
     attention_case(5, 5, 1, 1, "attention_general causal masked");
+    /* more queries than one causal block (RM_ATT_BLOCK = 64): blocks of 64 and 6 or 26 */
+    attention_case(70, 70, 1, 0, "attention_general causal T=70, in blocks");
+    attention_case(70, 70, 1, 1, "attention_general causal masked T=70");
+    attention_case(70, 90, 1, 0, "attention_general causal Tq=70 Tk=90");
+    attention_case(90, 70, 1, 1, "attention_general causal masked Tq=90 Tk=70");
+    attention_case(70, 90, 0, 1, "attention_general cross masked Tq=70 Tk=90");
     test_attention_matches_fused();
     test_softmax_ce_ignore();
     test_rmsnorm_threads();

@@ -46,7 +46,7 @@ static rm_val llama_mlp(rm_graph *g, rm_val h, const char *prefix, int64_t C, in
 #define P(suffix) (snprintf(p, sizeof p, "%s." suffix, prefix), p)
     rm_val gate = rm_model_linear(g, h, P("mlp.gate_proj"), F, C, std, 0); // (B,T,F)
     rm_val up = rm_model_linear(g, h, P("mlp.up_proj"), F, C, std, 0);     // (B,T,F)
-    rm_val m = rm_mul(g, rm_silu(g, gate), up);
+    rm_val m = rm_swiglu(g, gate, up); // silu(gate) * up
     return rm_model_linear(g, m, P("mlp.down_proj"), C, F, std, 0);
 #undef P
 }

@@ -1,8 +1,10 @@
 /* gelu.c: the Gaussian Error Linear Unit (Hendrycks & Gimpel 2016), in the
  * tanh approximation GPT-2 uses:
  *   gelu(x) = 0.5 x (1 + tanh(u)),   u = sqrt(2/pi) (x + 0.044715 x^3)
- * Its derivative, by the product rule and tanh' = 1 - tanh^2:
- *   gelu'(x) = 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) sqrt(2/pi) (1 + 3*0.044715 x^2)
+ * computed as x s with s = sigmoid(2u), since 0.5 (1 + tanh u) = sigmoid(2u)
+ * (one exp and one division). Its derivative, by the product rule and
+ * tanh' = 1 - tanh^2 = 4 s (1 - s):
+ *   gelu'(x) = s + 2 x s (1 - s) sqrt(2/pi) (1 + 3*0.044715 x^2)
  * The backward needs x (not the output: gelu is not invertible cheaply).
  */
 #include "ops/ops.h"
@@ -14,20 +16,21 @@
 
 rm_val rm_gelu(rm_graph *g, rm_val x) { return rm_elementwise(g, &rm_op_gelu, &x, 1); }
 
-static void gelu_forward(const rm_kernel_ctx *c) {
+/* sigmoid(2u) = 0.5 (1 + tanh u) */
+static inline float gelu_s(float v) { return rm_sigmoidf(2.0f * GELU_K * (v + GELU_A * v * v * v)); }
+
+RM_WIDE_VECTORS static void gelu_forward(const rm_kernel_ctx *c) {
     // x is (N), out is (N), flattened
     const float *x = c->in[0];
     float *out = c->out[0];
     const int64_t N = c->vin[0]->numel;
 #pragma omp parallel for simd schedule(static)
     for (int64_t i = 0; i < N; i++) {
-        const float v = x[i];
-        const float u = GELU_K * (v + GELU_A * v * v * v);
-        out[i] = 0.5f * v * (1.0f + rm_fast_tanhf(u));
+        out[i] = x[i] * gelu_s(x[i]);
     }
 }
 
-static void gelu_backward(const rm_kernel_ctx *c) {
+RM_WIDE_VECTORS static void gelu_backward(const rm_kernel_ctx *c) {
     // x is (N), dout is (N), dx is (N)
     float *dx = c->din[0];
     if (!dx) return;
@@ -36,10 +39,9 @@ static void gelu_backward(const rm_kernel_ctx *c) {
     const int acc = c->acc[0];
 #pragma omp parallel for simd schedule(static)
     for (int64_t i = 0; i < N; i++) {
-        const float v = x[i];
-        const float t = rm_fast_tanhf(GELU_K * (v + GELU_A * v * v * v));
+        const float v = x[i], s = gelu_s(v);
         const float du = GELU_K * (1.0f + 3.0f * GELU_A * v * v);
-        const float grad = 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du;
+        const float grad = s + 2.0f * v * s * (1.0f - s) * du;
         const float d = grad * dout[i];
         dx[i] = acc ? dx[i] + d : d;
     }

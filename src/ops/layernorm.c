@@ -12,6 +12,7 @@
  * normalised output itself is never needed again.
  */
 #include "ops/ops.h"
+#include "util/fastmath.h"
 #include <math.h>
 #include <string.h>
 
@@ -55,16 +56,9 @@ static void layernorm_forward(const rm_kernel_ctx *c) {
     for (int64_t n = 0; n < N; n++) {
         const float *xr = x + n * C;
         /* two passes (mean, then squared deviations) rather than E[x^2]-E[x]^2,
-         * which cancels catastrophically when |mean| >> std */
-        float m = 0.0f;
-        for (int64_t i = 0; i < C; i++) m += xr[i];
-        m /= (float)C;
-        float v = 0.0f;
-        for (int64_t i = 0; i < C; i++) {
-            float d = xr[i] - m;
-            v += d * d;
-        }
-        v /= (float)C;
+         * which cancels catastrophically when |mean| >> std; sums in lanes */
+        const float m = rm_sumf(xr, C) / (float)C;
+        const float v = rm_sqdevf(xr, m, C) / (float)C;
         const float s = 1.0f / sqrtf(v + eps);
         float *o = out + n * C;
         for (int64_t i = 0; i < C; i++) o[i] = (xr[i] - m) * s * w[i] + b[i];
@@ -91,50 +85,50 @@ static void layernorm_backward(const rm_kernel_ctx *c) {
     float *dx = c->din[0], *dw = c->din[1], *db = c->din[2];
     const int64_t N = rm_rows(c->vin[0]), C = rm_cols(c->vin[0]);
 
-    if (dx) {
-        const int acc = c->acc[0];
-#pragma omp parallel for schedule(static)
-        for (int64_t n = 0; n < N; n++) {
-            const float *xr = x + n * C, *gr = dout + n * C;
-            const float m = mean[n], s = rstd[n];
-            float gmean = 0.0f, gxmean = 0.0f; // means over the row of g and g*xhat
-            for (int64_t i = 0; i < C; i++) {
-                const float gi = gr[i] * w[i];
-                gmean += gi;
-                gxmean += gi * (xr[i] - m) * s;
-            }
-            gmean /= (float)C;
-            gxmean /= (float)C;
-            float *d = dx + n * C;
-            for (int64_t i = 0; i < C; i++) {
-                const float xhat = (xr[i] - m) * s;
-                const float v = s * (gr[i] * w[i] - gmean - xhat * gxmean);
-                d[i] = acc ? d[i] + v : v;
-            }
-        }
-    }
-
-    if (dw || db) {
-        /* Column sums over all rows. Threads own blocks of columns and walk
-         * the rows in order, so each sum has one fixed order whatever the
-         * thread count (no atomics, no per-thread partials to combine). */
-        const int64_t nblocks = (C + LN_COL_BLOCK - 1) / LN_COL_BLOCK;
-#pragma omp parallel for schedule(static)
-        for (int64_t blk = 0; blk < nblocks; blk++) {
-            const int64_t c0 = blk * LN_COL_BLOCK;
-            const int64_t c1 = c0 + LN_COL_BLOCK < C ? c0 + LN_COL_BLOCK : C;
-            float sw[LN_COL_BLOCK] = {0}, sb[LN_COL_BLOCK] = {0};
+    const int acc = c->acc[0];
+    const int64_t nblocks = (C + LN_COL_BLOCK - 1) / LN_COL_BLOCK;
+    /* one parallel region: the rows of dx and the column sums of dw, db are
+     * independent (no barrier between them) */
+#pragma omp parallel
+    {
+        if (dx) {
+#pragma omp for schedule(static) nowait
             for (int64_t n = 0; n < N; n++) {
                 const float *xr = x + n * C, *gr = dout + n * C;
                 const float m = mean[n], s = rstd[n];
-                for (int64_t i = c0; i < c1; i++) {
-                    sw[i - c0] += gr[i] * (xr[i] - m) * s;
-                    sb[i - c0] += gr[i];
+                // means over the row of g and g*xhat
+                const float gmean = rm_dotf(gr, w, C) / (float)C;
+                const float gxmean = rm_dot_devf(gr, w, xr, m, C) * s / (float)C;
+                float *d = dx + n * C;
+                for (int64_t i = 0; i < C; i++) {
+                    const float xhat = (xr[i] - m) * s;
+                    const float v = s * (gr[i] * w[i] - gmean - xhat * gxmean);
+                    d[i] = acc ? d[i] + v : v;
                 }
             }
-            for (int64_t i = c0; i < c1; i++) {
-                if (dw) dw[i] = c->acc[1] ? dw[i] + sw[i - c0] : sw[i - c0];
-                if (db) db[i] = c->acc[2] ? db[i] + sb[i - c0] : sb[i - c0];
+        }
+
+        if (dw || db) {
+            /* Column sums over all rows. Threads own blocks of columns and walk
+             * the rows in order, so each sum has one fixed order whatever the
+             * thread count (no atomics, no per-thread partials to combine). */
+#pragma omp for schedule(static)
+            for (int64_t blk = 0; blk < nblocks; blk++) {
+                const int64_t c0 = blk * LN_COL_BLOCK;
+                const int64_t c1 = c0 + LN_COL_BLOCK < C ? c0 + LN_COL_BLOCK : C;
+                float sw[LN_COL_BLOCK] = {0}, sb[LN_COL_BLOCK] = {0};
+                for (int64_t n = 0; n < N; n++) {
+                    const float *xr = x + n * C, *gr = dout + n * C;
+                    const float m = mean[n], s = rstd[n];
+                    for (int64_t i = c0; i < c1; i++) {
+                        sw[i - c0] += gr[i] * (xr[i] - m) * s;
+                        sb[i - c0] += gr[i];
+                    }
+                }
+                for (int64_t i = c0; i < c1; i++) {
+                    if (dw) dw[i] = c->acc[1] ? dw[i] + sw[i - c0] : sw[i - c0];
+                    if (db) db[i] = c->acc[2] ? db[i] + sb[i - c0] : sb[i - c0];
+                }
             }
         }
     }

@@ -66,6 +66,7 @@ rm_status rm_check_ids(const int32_t *ids, int64_t n, int64_t V, const char *wha
 extern const rm_op_def rm_op_embedding, rm_op_linear, rm_op_add, rm_op_layernorm, rm_op_gelu,
     rm_op_relu, rm_op_dropout, rm_op_attention, rm_op_softmax_ce, rm_op_batchnorm, rm_op_custom;
 extern const rm_op_def rm_op_rmsnorm, rm_op_mul, rm_op_silu, rm_op_rope, rm_op_xattention, rm_op_concat;
+extern const rm_op_def rm_op_swiglu;
 
 /* Records a node of op `d` (see rm_node_new). */
 static inline int rm_op_node(rm_graph *g, const rm_op_def *d, const int *in, int n_in) {
@@ -76,5 +77,25 @@ static inline int rm_op_node(rm_graph *g, const rm_op_def *d, const int *in, int
  * one shape (checked, errors name the op), one node of op `d`, one f32
  * output of that shape. Returns the output or -1 (error set on g). */
 rm_val rm_elementwise(rm_graph *g, const rm_op_def *d, const rm_val *in, int n_in);
+
+/* ops/attn_head.c: attention of one (batch row, head) on the calling
+ * thread, for attention.c and xattention.c. Q is (Tq,hd), K and V (Tk,hd),
+ * O (Tq,hd), each with a row stride; P is (Tq,Tk), dense; mask (Tk) i32 or
+ * NULL. Causal products run in row blocks of RM_ATT_BLOCK queries. */
+#define RM_ATT_BLOCK 64
+typedef struct rm_attn_head {
+    const float *q, *k, *v;
+    int ldq, ldk, ldv;
+    float *p, *o;
+    int ldo;
+    int Tq, Tk, hd, causal;
+    float scale;
+    const int32_t *mask;
+} rm_attn_head;
+void rm_attn_head_forward(const rm_attn_head *a);
+/* dO (Tq,hd) with stride lddo, ds a (Tq,Tk) scratch; dq, dk, dv (stride
+ * ldd) may be NULL; beta 1 adds into them. */
+void rm_attn_head_backward(const rm_attn_head *a, const float *dO, int lddo, float *ds, float *dq, float *dk,
+                           float *dv, int ldd, float bq, float bk, float bv);
 
 #endif

@@ -20,6 +20,7 @@ static const rm_op_def *const op_table[RM_OP_COUNT] = {
     [RM_OP_ROPE] = &rm_op_rope,
     [RM_OP_XATTENTION] = &rm_op_xattention,
     [RM_OP_CONCAT] = &rm_op_concat,
+    [RM_OP_SWIGLU] = &rm_op_swiglu,
 };
 
 /* NULL for a kind out of range: callers index with kinds they created. */

@@ -11,6 +11,7 @@
  * eps is a parameter (Hugging Face LlamaConfig's rms_norm_eps is 1e-6).
  */
 #include "ops/ops.h"
+#include "util/fastmath.h"
 #include <math.h>
 #include <string.h>
 
@@ -53,9 +54,7 @@ static void rmsnorm_forward(const rm_kernel_ctx *c) {
 #pragma omp parallel for schedule(static)
     for (int64_t n = 0; n < N; n++) {
         const float *xr = x + n * C;
-        float ss = 0.0f;
-        for (int64_t i = 0; i < C; i++) ss += xr[i] * xr[i];
-        const float s = 1.0f / sqrtf(ss / (float)C + eps);
+        const float s = 1.0f / sqrtf(rm_dotf(xr, xr, C) / (float)C + eps); /* lanes: vectorised */
         float *o = out + n * C;
         for (int64_t i = 0; i < C; i++) o[i] = xr[i] * s * w[i];
         rstd[n] = s;
@@ -75,35 +74,36 @@ static void rmsnorm_backward(const rm_kernel_ctx *c) {
     const float *x = c->in[0], *w = c->in[1], *rstd = c->out[1], *dout = c->dout[0];
     float *dx = c->din[0], *dw = c->din[1];
     const int64_t N = rm_rows(c->vin[0]), C = rm_cols(c->vin[0]);
-    if (dx) {
-        const int acc = c->acc[0];
-#pragma omp parallel for schedule(static)
-        for (int64_t n = 0; n < N; n++) {
-            const float *xr = x + n * C, *gr = dout + n * C;
-            const float s = rstd[n];
-            float gx = 0.0f; // mean over the row of g * xhat
-            for (int64_t i = 0; i < C; i++) gx += gr[i] * w[i] * xr[i] * s;
-            gx /= (float)C;
-            float *d = dx + n * C;
-            for (int64_t i = 0; i < C; i++) {
-                const float v = s * (gr[i] * w[i] - xr[i] * s * gx);
-                d[i] = acc ? d[i] + v : v;
-            }
-        }
-    }
-    if (dw) {
-        /* column sums: threads own blocks of columns and walk the rows in
-         * order, so the result does not depend on the thread count */
-        const int64_t nblocks = (C + RMS_COL_BLOCK - 1) / RMS_COL_BLOCK;
-#pragma omp parallel for schedule(static)
-        for (int64_t blk = 0; blk < nblocks; blk++) {
-            const int64_t c0 = blk * RMS_COL_BLOCK, c1 = c0 + RMS_COL_BLOCK < C ? c0 + RMS_COL_BLOCK : C;
-            float sw[RMS_COL_BLOCK] = {0};
+    const int acc = c->acc[0];
+    const int64_t nblocks = (C + RMS_COL_BLOCK - 1) / RMS_COL_BLOCK;
+#pragma omp parallel /* one region: dx's rows and dw's columns are independent */
+    {
+        if (dx) {
+#pragma omp for schedule(static) nowait
             for (int64_t n = 0; n < N; n++) {
                 const float *xr = x + n * C, *gr = dout + n * C;
-                for (int64_t i = c0; i < c1; i++) sw[i - c0] += gr[i] * xr[i] * rstd[n];
+                const float s = rstd[n];
+                const float gx = rm_dot_devf(gr, w, xr, 0.0f, C) * s / (float)C; // mean over the row of g * xhat
+                float *d = dx + n * C;
+                for (int64_t i = 0; i < C; i++) {
+                    const float v = s * (gr[i] * w[i] - xr[i] * s * gx);
+                    d[i] = acc ? d[i] + v : v;
+                }
             }
-            for (int64_t i = c0; i < c1; i++) dw[i] = c->acc[1] ? dw[i] + sw[i - c0] : sw[i - c0];
+        }
+        if (dw) {
+            /* column sums: threads own blocks of columns and walk the rows in
+             * order, so the result does not depend on the thread count */
+#pragma omp for schedule(static)
+            for (int64_t blk = 0; blk < nblocks; blk++) {
+                const int64_t c0 = blk * RMS_COL_BLOCK, c1 = c0 + RMS_COL_BLOCK < C ? c0 + RMS_COL_BLOCK : C;
+                float sw[RMS_COL_BLOCK] = {0};
+                for (int64_t n = 0; n < N; n++) {
+                    const float *xr = x + n * C, *gr = dout + n * C;
+                    for (int64_t i = c0; i < c1; i++) sw[i - c0] += gr[i] * xr[i] * rstd[n];
+                }
+                for (int64_t i = c0; i < c1; i++) dw[i] = c->acc[1] ? dw[i] + sw[i - c0] : sw[i - c0];
+            }
         }
     }
 }

@@ -6,24 +6,20 @@
  * The backward reads x (recomputing s is cheaper than storing it).
  */
 #include "ops/ops.h"
-#include <math.h>
+#include "util/fastmath.h"
 
 rm_val rm_silu(rm_graph *g, rm_val x) { return rm_elementwise(g, &rm_op_silu, &x, 1); }
 
-/* exact expf, not the fast one: for x < -88 exp(-x) overflows to inf and
- * s = 1/(1+inf) = 0, the right limit */
-static inline float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
-
-static void silu_forward(const rm_kernel_ctx *c) {
+RM_WIDE_VECTORS static void silu_forward(const rm_kernel_ctx *c) {
     // x is (N), out is (N), flattened
     const float *x = c->in[0];
     float *out = c->out[0];
     const int64_t N = c->vin[0]->numel;
 #pragma omp parallel for simd schedule(static)
-    for (int64_t i = 0; i < N; i++) out[i] = x[i] * sigmoidf(x[i]);
+    for (int64_t i = 0; i < N; i++) out[i] = x[i] * rm_sigmoidf(x[i]);
 }
 
-static void silu_backward(const rm_kernel_ctx *c) {
+RM_WIDE_VECTORS static void silu_backward(const rm_kernel_ctx *c) {
     // x is (N), dout is (N), dx is (N)
     float *dx = c->din[0];
     if (!dx) return;
@@ -32,7 +28,7 @@ static void silu_backward(const rm_kernel_ctx *c) {
     const int acc = c->acc[0];
 #pragma omp parallel for simd schedule(static)
     for (int64_t i = 0; i < N; i++) {
-        const float s = sigmoidf(x[i]);
+        const float s = rm_sigmoidf(x[i]);
         const float d = dout[i] * s * (1.0f + x[i] * (1.0f - s));
         dx[i] = acc ? dx[i] + d : d;
     }

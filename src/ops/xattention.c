@@ -14,7 +14,6 @@
  * backward pass; its invisible entries are exactly zero.
  */
 #include "ops/ops.h"
-#include "util/fastmath.h"
 #include <math.h>
 
 static int shape_is(const rm_value *v, int64_t B, int64_t C) {
@@ -58,83 +57,56 @@ rm_val rm_attention_general(rm_graph *g, rm_val q, rm_val k, rm_val v, rm_val ke
     return g->status == RM_OK ? out : -1;
 }
 
-/* Row i of S (Tk scores) -> row i of P, over the visible keys. */
-static void softmax_row(float *row, int i, int Tk, int causal, const int32_t *mask) {
-    const int end = causal && i + 1 < Tk ? i + 1 : Tk; /* keys [end, Tk) are the future */
-    float mx = -INFINITY;
-    for (int j = 0; j < end; j++)
-        if ((!mask || mask[j]) && row[j] > mx) mx = row[j];
-    if (mx == -INFINITY) { /* no visible key */
-        for (int j = 0; j < Tk; j++) row[j] = 0.0f;
-        return;
-    }
-    float sum = 0.0f;
-    for (int j = 0; j < Tk; j++) {
-        row[j] = j < end && (!mask || mask[j]) ? rm_fast_expf(row[j] - mx) : 0.0f;
-        sum += row[j];
-    }
-    const float inv = 1.0f / sum;
-    for (int j = 0; j < end; j++) row[j] *= inv;
-}
-
-static void xattention_forward(const rm_kernel_ctx *c) {
-    // q is (B,Tq,C), k and v are (B,Tk,C), mask is (B,Tk) i32 or absent
-    // out is (B,Tq,C), att is (B,H,Tq,Tk)
-    const float *Q = c->in[0], *K = c->in[1], *V = c->in[2];
+/* head h of batch row b: its columns of q (B,Tq,C), k and v (B,Tk,C) */
+static rm_attn_head head_of(const rm_kernel_ctx *c, int bh) {
+    const int Tq = (int)c->vin[0]->shape[1], C = (int)c->vin[0]->shape[2], Tk = (int)c->vin[1]->shape[1];
+    const int H = c->node->iarg[0], hd = C / H, b = bh / H, h = bh % H;
+    const size_t qo = (size_t)b * Tq * C + h * hd, ko = (size_t)b * Tk * C + h * hd;
     const int32_t *mask = c->in[3];
-    float *out = c->out[0], *att = c->out[1];
-    const int B = (int)c->vin[0]->shape[0], Tq = (int)c->vin[0]->shape[1], C = (int)c->vin[0]->shape[2];
-    const int Tk = (int)c->vin[1]->shape[1], H = c->node->iarg[0], causal = c->node->iarg[1], hd = C / H;
-    const float scale = 1.0f / sqrtf((float)hd);
+    return (rm_attn_head){.q = (const float *)c->in[0] + qo, .k = (const float *)c->in[1] + ko,
+                          .v = (const float *)c->in[2] + ko, .ldq = C, .ldk = C, .ldv = C,
+                          .p = (float *)c->out[1] + (size_t)bh * Tq * Tk, .o = (float *)c->out[0] + qo, .ldo = C,
+                          .Tq = Tq, .Tk = Tk, .hd = hd, .causal = c->node->iarg[1],
+                          .scale = 1.0f / sqrtf((float)hd), .mask = mask ? mask + (size_t)b * Tk : NULL};
+}
+
+/* q is (B,Tq,C), k and v are (B,Tk,C), mask is (B,Tk) i32 or absent;
+ * out is (B,Tq,C), att is (B,H,Tq,Tk). Causal: attn_head.c's row blocks. */
+static void xattention_forward(const rm_kernel_ctx *c) {
+    const int BH = (int)c->vin[0]->shape[0] * c->node->iarg[0];
 #pragma omp parallel for schedule(static)
-    for (int bh = 0; bh < B * H; bh++) {
-        const int b = bh / H, h = bh % H;
-        const float *q = Q + (size_t)b * Tq * C + h * hd, *k = K + (size_t)b * Tk * C + h * hd;
-        const float *v = V + (size_t)b * Tk * C + h * hd;
-        float *p = att + (size_t)bh * Tq * Tk, *o = out + (size_t)b * Tq * C + h * hd;
-        rm_sgemm(0, 1, Tq, Tk, hd, scale, q, C, k, C, 0.0f, p, Tk); /* S = Q K^T * scale */
-        for (int i = 0; i < Tq; i++) softmax_row(p + (size_t)i * Tk, i, Tk, causal, mask ? mask + (size_t)b * Tk : NULL);
-        rm_sgemm(0, 0, Tq, hd, Tk, 1.0f, p, Tk, v, C, 0.0f, o, C); /* O = P V */
+    for (int bh = 0; bh < BH; bh++) {
+        const rm_attn_head a = head_of(c, bh);
+        rm_attn_head_forward(&a);
     }
 }
 
-/* Backward, per (b,h), with dO the (Tq,hd) slice of dout:
- *   dV = P^T dO,   dP = dO V^T
- *   dS = P * (dP - rowsum(dP * P))       the softmax Jacobian, row by row
- *   dQ = dS K / sqrt(hd),   dK = dS^T Q / sqrt(hd)
+/* Backward (attn_head.c): each (b,h) writes its own columns of dq, dk, dv.
  * Invisible entries of P are zero, so those of dS are too: the mask needs
- * no second look. Each (b,h) writes its own columns of dq, dk, dv. */
+ * no second look. */
 static void xattention_backward(const rm_kernel_ctx *c) {
-    const float *Q = c->in[0], *K = c->in[1], *V = c->in[2], *att = c->out[1], *dout = c->dout[0];
     float *dQ = c->din[0], *dK = c->din[1], *dV = c->din[2];
-    const int B = (int)c->vin[0]->shape[0], Tq = (int)c->vin[0]->shape[1], C = (int)c->vin[0]->shape[2];
-    const int Tk = (int)c->vin[1]->shape[1], H = c->node->iarg[0], hd = C / H;
-    const float scale = 1.0f / sqrtf((float)hd);
+    const int Tq = (int)c->vin[0]->shape[1], C = (int)c->vin[0]->shape[2], Tk = (int)c->vin[1]->shape[1];
+    const int H = c->node->iarg[0], BH = (int)c->vin[0]->shape[0] * H, hd = C / H;
     const float bq = c->acc[0] ? 1.0f : 0.0f, bk = c->acc[1] ? 1.0f : 0.0f, bv = c->acc[2] ? 1.0f : 0.0f;
 #pragma omp parallel for schedule(static)
-    for (int bh = 0; bh < B * H; bh++) {
+    for (int bh = 0; bh < BH; bh++) {
+        const rm_attn_head a = head_of(c, bh);
         const int b = bh / H, h = bh % H;
         const size_t qo = (size_t)b * Tq * C + h * hd, ko = (size_t)b * Tk * C + h * hd;
-        const float *p = att + (size_t)bh * Tq * Tk, *dO = dout + qo;
-        if (dV) rm_sgemm(1, 0, Tk, hd, Tq, 1.0f, p, Tk, dO, C, bv, dV + ko, C);
-        if (!dQ && !dK) continue;
         float *ds = (float *)c->work + (size_t)rm_thread_id() * Tq * Tk;
-        rm_sgemm(0, 1, Tq, Tk, hd, 1.0f, dO, C, V + ko, C, 0.0f, ds, Tk); /* dP */
-        for (int i = 0; i < Tq; i++) {
-            const float *pr = p + (size_t)i * Tk;
-            float *dr = ds + (size_t)i * Tk;
-            const float dot = rm_dotf(pr, dr, Tk);
-            for (int j = 0; j < Tk; j++) dr[j] = pr[j] * (dr[j] - dot);
-        }
-        if (dQ) rm_sgemm(0, 0, Tq, hd, Tk, scale, ds, Tk, K + ko, C, bq, dQ + qo, C);
-        if (dK) rm_sgemm(1, 0, Tk, hd, Tq, scale, ds, Tk, Q + qo, C, bk, dK + ko, C);
+        rm_attn_head_backward(&a, c->dout[0] + qo, C, ds, dQ ? dQ + qo : NULL, dK ? dK + ko : NULL,
+                              dV ? dV + ko : NULL, C, bq, bk, bv);
     }
 }
 
 static double xattention_flops(const rm_node *n, const rm_value *vals, int backward) {
     const rm_value *q = &vals[n->in[0]], *k = &vals[n->in[1]];
     const double B = (double)q->shape[0], Tq = (double)q->shape[1], C = (double)q->shape[2];
-    const double Tk = (double)k->shape[1], H = n->iarg[0], gemm = 2.0 * B * Tq * Tk * C;
+    const double Tk = (double)k->shape[1], H = n->iarg[0];
+    /* causal: row block r of nb meets about r+1 key blocks, (nb+1)/(2 nb) of the rectangle */
+    const double nb = ceil(Tq / RM_ATT_BLOCK), share = n->iarg[1] ? (nb + 1) / (2 * nb) : 1.0;
+    const double gemm = 2.0 * B * Tq * Tk * C * share;
     return backward ? 4.0 * gemm + 4.0 * B * H * Tq * Tk : 2.0 * gemm + 5.0 * B * H * Tq * Tk;
 }
 

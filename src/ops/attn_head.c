@@ -1,0 +1,118 @@
+/* attn_head.c: the attention of one (batch row, head), shared by the fused
+ * causal rm_attention(qkv) (attention.c) and the general op (xattention.c).
+ *
+ * Q is (Tq,hd), K and V are (Tk,hd), each with its own row stride:
+ *   S = Q K^T * scale                  (Tq,Tk) scores
+ *   P = softmax over the visible keys  (Tq,Tk) kept for the backward
+ *   O = P V                            (Tq,hd)
+ * Key j is visible to query i unless causal and j > i, or mask[j] == 0. A
+ * query that sees no key gets P = 0 and O = 0. Invisible entries of P are
+ * exactly zero.
+ *
+ * Causal: the products run in row blocks of RM_ATT_BLOCK queries; block
+ * [r0,r1) only meets keys [0,r1), so the upper triangle is skipped (about
+ * 40% of the work at T = 256) rather than computed and thrown away. Every
+ * GEMM runs on the calling thread: callers run (b,h) pairs in parallel. */
+#include "ops/ops.h"
+#include "util/fastmath.h"
+#include <math.h>
+
+static int min_int(int a, int b) { return a < b ? a : b; }
+
+/* The keys [0, cols) that rows [r0, r1) can see. */
+static int block_cols(const rm_attn_head *a, int r1) { return a->causal ? min_int(r1, a->Tk) : a->Tk; }
+
+
+/* Row i of S, its first `end` keys in range, into row i of P. */
+RM_WIDE_VECTORS static void softmax_row(float *row, int end, int Tk, const int32_t *mask) {
+    if (mask) {
+        int seen = 0;
+        for (int j = 0; j < end; j++) {
+            seen += mask[j] != 0;
+            row[j] = mask[j] ? row[j] : -INFINITY;
+        }
+        if (!seen) end = 0; /* no visible key: a zero row */
+    }
+    if (end > 0) {
+        const float mx = rm_maxf(row, end);
+        if (mask)
+            for (int j = 0; j < end; j++) row[j] = mask[j] ? rm_fast_expf(row[j] - mx) : 0.0f;
+        else
+            for (int j = 0; j < end; j++) row[j] = rm_fast_expf(row[j] - mx);
+        const float inv = 1.0f / rm_sumf(row, end);
+        for (int j = 0; j < end; j++) row[j] *= inv;
+    }
+    /* the future (and all of a row with no visible key): zero, so P is fully
+     * defined (recompute checks hash it) */
+    for (int j = end; j < Tk; j++) row[j] = 0.0f;
+}
+
+RM_WIDE_VECTORS void rm_attn_head_forward(const rm_attn_head *a) {
+    const int step = a->causal ? RM_ATT_BLOCK : a->Tq;
+    for (int r0 = 0; r0 < a->Tq; r0 += step) {
+        const int r1 = min_int(r0 + step, a->Tq), cols = block_cols(a, r1);
+        float *p = a->p + (size_t)r0 * a->Tk; /* P[r0:r1, :] */
+        /* S[r0:r1, 0:cols] = Q[r0:r1] K[0:cols]^T * scale (cols >= 1: Tq, Tk >= 1) */
+        rm_sgemm(0, 1, r1 - r0, cols, a->hd, a->scale, a->q + (size_t)r0 * a->ldq, a->ldq, a->k, a->ldk, 0.0f, p,
+                 a->Tk);
+        for (int i = r0; i < r1; i++) {
+            const int end = a->causal ? min_int(i + 1, a->Tk) : a->Tk;
+            softmax_row(p + (size_t)(i - r0) * a->Tk, end, a->Tk, a->mask);
+        }
+        /* O[r0:r1] = P[r0:r1, 0:cols] V[0:cols] */
+        rm_sgemm(0, 0, r1 - r0, a->hd, cols, 1.0f, p, a->Tk, a->v, a->ldv, 0.0f, a->o + (size_t)r0 * a->ldo, a->ldo);
+    }
+}
+
+/* C[0:m, 0:hd] = alpha * A^T B + beta * C over k >= 0 rows (causal keys
+ * past the last query: k = 0, which BLAS need not handle) */
+static void gemm_tn_rows(int m, int hd, int k, float alpha, const float *A, int lda, const float *B, int ldb,
+                         float beta, float *C, int ldc) {
+    if (k > 0) {
+        rm_sgemm(1, 0, m, hd, k, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    for (int i = 0; i < m; i++)
+        for (int d = 0; d < hd; d++) C[(size_t)i * ldc + d] = beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + d];
+}
+
+/* Backward, with dO (Tq,hd) and a (Tq,Tk) scratch ds:
+ *   dP = dO V^T,   dS = P * (dP - rowsum(dP * P))   (the softmax Jacobian)
+ *   dQ = dS K * scale,   dK = dS^T Q * scale,   dV = P^T dO
+ * P and dS are zero wherever a key is invisible. Causal: row blocks
+ * [r0,r1) of dP, dS and dQ stop at key r1, and key blocks [c0,c1) of dK
+ * and dV (products with P^T, dS^T) start their sums at query c0. A NULL
+ * dq, dk or dv is not computed; beta 1 adds into it. */
+RM_WIDE_VECTORS void rm_attn_head_backward(const rm_attn_head *a, const float *dO, int lddo, float *ds, float *dq,
+                                           float *dk, float *dv, int ldd, float bq, float bk, float bv) {
+    const int Tq = a->Tq, Tk = a->Tk, hd = a->hd;
+    const int rstep = a->causal ? RM_ATT_BLOCK : Tq, cstep = a->causal ? RM_ATT_BLOCK : Tk;
+    for (int r0 = 0; (dq || dk) && r0 < Tq; r0 += rstep) {
+        const int r1 = min_int(r0 + rstep, Tq), cols = block_cols(a, r1);
+        const int zc = a->causal ? min_int(r0 + rstep, Tk) : Tk; /* dK's sums read dS[i, 0:zc) */
+        float *d = ds + (size_t)r0 * Tk;
+        /* dP[r0:r1, 0:cols], then dS row by row, zero from the first invisible key to zc */
+        rm_sgemm(0, 1, r1 - r0, cols, hd, 1.0f, dO + (size_t)r0 * lddo, lddo, a->v, a->ldv, 0.0f, d, Tk);
+        for (int i = r0; i < r1; i++) {
+            const float *pr = a->p + (size_t)i * Tk;
+            float *dr = ds + (size_t)i * Tk;
+            const int end = a->causal ? min_int(i + 1, Tk) : Tk;
+            const float dot = rm_dotf(pr, dr, end);
+            for (int j = 0; j < end; j++) dr[j] = pr[j] * (dr[j] - dot);
+            for (int j = end; j < zc; j++) dr[j] = 0.0f;
+        }
+        /* dQ[r0:r1] = dS[r0:r1, 0:cols] K[0:cols] * scale */
+        if (dq) rm_sgemm(0, 0, r1 - r0, hd, cols, a->scale, d, Tk, a->k, a->ldk, bq, dq + (size_t)r0 * ldd, ldd);
+    }
+    for (int c0 = 0; c0 < Tk; c0 += cstep) {
+        const int c1 = min_int(c0 + cstep, Tk), rs = a->causal ? min_int(c0, Tq) : 0;
+        const size_t at = (size_t)rs * Tk + (size_t)c0; /* P[rs:Tq, c0:c1], dS[rs:Tq, c0:c1] */
+        /* dV[c0:c1] = P[rs:Tq, c0:c1]^T dO[rs:Tq];  dK[c0:c1] = dS[rs:Tq, c0:c1]^T Q[rs:Tq] * scale */
+        if (dv)
+            gemm_tn_rows(c1 - c0, hd, Tq - rs, 1.0f, a->p + at, Tk, dO + (size_t)rs * lddo, lddo, bv,
+                         dv + (size_t)c0 * ldd, ldd);
+        if (dk)
+            gemm_tn_rows(c1 - c0, hd, Tq - rs, a->scale, ds + at, Tk, a->q + (size_t)rs * a->ldq, a->ldq, bk,
+                         dk + (size_t)c0 * ldd, ldd);
+    }
+}
