@@ -66,7 +66,7 @@ extern int cli_fail_rank;
  * threads per rank, the session told MPI_COMM_WORLD, and the end (a
  * failure on any rank aborts the job with its exit status). */
 void cli_dist_init(int *argc, char ***argv);
-/* waitpolicy.c: GOMP_SPINCOUNT=1000 unless the user set a wait policy (re-executes the command once) */
+/* waitpolicy.c: GOMP_SPINCOUNT=10000 unless the user set a wait policy (re-executes the command once) */
 void cli_wait_policy(char **argv);
 int cli_dist_rank(void);
 int cli_dist_size(void);

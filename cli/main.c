@@ -25,7 +25,7 @@ static const char RECOMPUTE_FLAGS[] =
     "  --print-plan (list kept and recomputed values per stage)\n"
     "  --verify-recompute (check every recomputed value equals its first computation)\n"
     "  --threads N (OpenMP and OpenBLAS threads; default all cores; idle threads spin\n"
-    "    GOMP_SPINCOUNT=1000 pauses, then sleep, unless OMP_WAIT_POLICY or GOMP_SPINCOUNT is set)\n";
+    "    GOMP_SPINCOUNT=10000 pauses, then sleep, unless OMP_WAIT_POLICY or GOMP_SPINCOUNT is set)\n";
 static const char TRAIN_FLAGS[] =
     "data flags:\n"
     "  --data FILE (text as bytes, or llm.c token file; default: built-in corpus;\n"

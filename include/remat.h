@@ -31,9 +31,9 @@
  * for a given thread count (OpenBLAS may round differently at another).
  * Idle OpenMP threads spin before they sleep, as long as the environment
  * said when the OpenMP runtime loaded (libgomp: GOMP_SPINCOUNT, 300000 by
- * default); on a machine shared with other work, GOMP_SPINCOUNT=1000 or
+ * default); on a machine shared with other work, GOMP_SPINCOUNT=10000 or
  * OMP_WAIT_POLICY=passive makes steps much faster. The remat command sets
- * GOMP_SPINCOUNT=1000 itself unless either is set (docs/PERFORMANCE.md).
+ * GOMP_SPINCOUNT=10000 itself unless either is set (docs/PERFORMANCE.md).
  */
 #ifndef REMAT_H
 #define REMAT_H
