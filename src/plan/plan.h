@@ -120,8 +120,12 @@ rm_status rm_schedule_revolve(const rm_graph *g, const rm_chain *c, int slots, r
 
 /* plan/lower.c: schedule items from stage operations (plan/rotor.h). */
 struct rm_rotor_op;
+/* `outputs`: a recomputed Fall whose output the next stage reads before
+ * the stage's backward rebuilds that output (as Rotor's model has it),
+ * instead of reading the copy made before (held all along, which the
+ * model does not count: cheaper, and larger). */
 rm_status rm_schedule_lower(const rm_graph *g, const rm_chain *c, const struct rm_rotor_op *ops, int n_ops,
-                            rm_schedule *out, char *err, size_t errlen);
+                            int outputs, rm_schedule *out, char *err, size_t errlen);
 
 /* plan/program.c: instructions + buffers from a schedule (liveness). */
 rm_status rm_program_build(const rm_graph *g, const rm_schedule *s, int threads,
@@ -163,11 +167,27 @@ typedef struct rm_auto_info {
  * of store-all, ...). prof: a measured step, or NULL for FLOP estimates. */
 rm_status rm_schedule_budget(const rm_graph *g, const char *budget, int threads, const rm_profile *prof,
                              rm_schedule *out, rm_auto_info *info, char *err, size_t errlen);
-rm_status rm_schedule_auto(const rm_graph *g, int64_t budget, int slots, int threads, const rm_profile *prof,
-                           const rm_program *none, rm_schedule *out, rm_auto_info *info, char *err, size_t errlen);
+/* The same in bytes, `slots` the dynamic program's discretisation and
+ * `groups` the groups of stages it runs over (0: rm_rotor_groups' choice;
+ * the number of stages or more: exact); `none` is store-all's program. */
+rm_status rm_schedule_auto(const rm_graph *g, int64_t budget, int slots, int groups, int threads,
+                           const rm_profile *prof, const rm_program *none, rm_schedule *out, rm_auto_info *info,
+                           char *err, size_t errlen);
 rm_status rm_chain_model_from_graph(const rm_graph *g, const rm_chain *c, const rm_profile *prof, int threads,
                                     const rm_program *store_all, struct rm_chain_model *m);
-int64_t rm_planner_min_budget(const rm_graph *g, const rm_chain *c, const struct rm_chain_model *m, int slots,
-                              int threads, int64_t store_all);
+/* plan/planfit.c: Rotor's plans checked on the engine's arena. */
+typedef struct rm_fit_ctx {
+    const rm_graph *g;
+    const rm_chain *c;
+    const struct rm_chain_model *m;
+    int slots, groups, threads;
+    int64_t store_all;         /* store-all's arena */
+    const rm_profile *prof;    /* prices the candidates (NULL: FLOPs) */
+} rm_fit_ctx;
+/* The cheapest plan found whose arena is at most `budget` (RM_ERR_BUDGET:
+ * none). */
+rm_status rm_chain_fit(const rm_fit_ctx *x, int64_t budget, rm_schedule *out, char *err, size_t errlen);
+/* The least budget rm_chain_fit plans, to about half a percent (-1: none). */
+int64_t rm_chain_min_budget(const rm_fit_ctx *x);
 
 #endif
