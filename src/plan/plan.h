@@ -175,6 +175,10 @@ rm_status rm_schedule_auto(const rm_graph *g, int64_t budget, int slots, int gro
                            char *err, size_t errlen);
 rm_status rm_chain_model_from_graph(const rm_graph *g, const rm_chain *c, const rm_profile *prof, int threads,
                                     const rm_program *store_all, struct rm_chain_model *m);
+/* The same with the second way to keep each stage (the selective policy),
+ * as the budget planner uses it. */
+rm_status rm_chain_model_build(const rm_graph *g, const rm_chain *c, const rm_profile *prof, int threads,
+                               const rm_program *store_all, struct rm_chain_model *m);
 /* plan/planfit.c: Rotor's plans checked on the engine's arena. */
 typedef struct rm_fit_ctx {
     const rm_graph *g;

@@ -166,6 +166,16 @@ static rm_status add_selective_option(const rm_graph *g, const rm_chain *c, int 
     return rc;
 }
 
+rm_status rm_chain_model_build(const rm_graph *g, const rm_chain *c, const rm_profile *prof, int threads,
+                               const rm_program *store_all, rm_chain_model *m) {
+    if (rm_chain_model_from_graph(g, c, prof, threads, store_all, m) != RM_OK) return RM_ERR_NOMEM;
+    if (add_selective_option(g, c, threads, prof, m) != RM_OK) { /* planning still works without it */
+        free(m->ub2), free(m->ab2), free(m->bt2);
+        m->ub2 = NULL, m->ab2 = NULL, m->bt2 = NULL;
+    }
+    return RM_OK;
+}
+
 /* A schedule's recompute cost and, when its live bytes fit `budget` and it
  * is cheaper than `than`, its arena (else -1): the layout, the costly part,
  * is laid out only for a candidate that can win. All candidates of one plan
@@ -269,14 +279,10 @@ rm_status rm_schedule_auto(const rm_graph *g, int64_t budget, int slots, int gro
     if (rc == RM_ERR_ARG) return graph_auto(g, budget, threads, prof, out, info, err, errlen);
     if (rc != RM_OK) return rc;
     rm_chain_model m;
-    if (rm_chain_model_from_graph(g, &c, prof, threads, none, &m) != RM_OK) {
+    if (rm_chain_model_build(g, &c, prof, threads, none, &m) != RM_OK) {
         rm_chain_free(&c);
         snprintf(err, errlen, "out of memory planning");
         return RM_ERR_NOMEM;
-    }
-    if (add_selective_option(g, &c, threads, prof, &m) != RM_OK) { /* planning still works without it */
-        free(m.ub2), free(m.ab2), free(m.bt2);
-        m.ub2 = NULL, m.ab2 = NULL, m.bt2 = NULL;
     }
     if (groups <= 0) groups = rm_rotor_groups(c.n, slots);
     rm_fit_ctx fx = {g, &c, &m, slots, groups, threads, store_all, prof};
