@@ -84,24 +84,41 @@ enum { ALWAYS = -2, GONE = -1 };
 typedef struct gen {
     const rm_gmodel *m;
     const char *mode;
-    int *ok, epoch;
-    char *rec;
-    int *marked, n_marked, *stack;
+    rm_gwork *w;
+    int epoch, n_marked;
     rm_schedule *out;
 } gen;
 
-static int usable(const gen *G, int v) { return G->ok[v] == ALWAYS || G->ok[v] == G->epoch; }
+rm_status rm_gwork_alloc(rm_gwork *w, int n) {
+    memset(w, 0, sizeof *w);
+    size_t k = (size_t)n + 1;
+    w->ok = malloc(k * sizeof *w->ok), w->marked = malloc(k * sizeof *w->marked);
+    w->stack = malloc(k * sizeof *w->stack), w->rec = calloc(k, 1);
+    if (!w->ok || !w->marked || !w->stack || !w->rec) {
+        rm_gwork_free(w);
+        return RM_ERR_NOMEM;
+    }
+    return RM_OK;
+}
+
+void rm_gwork_free(rm_gwork *w) {
+    free(w->ok), free(w->marked), free(w->stack), free(w->rec);
+    memset(w, 0, sizeof *w);
+}
+
+static int usable(const gen *G, int v) { return G->w->ok[v] == ALWAYS || G->w->ok[v] == G->epoch; }
 
 /* Marks v and, transitively, the inputs it needs rebuilt. */
 static void need(gen *G, int v) {
+    rm_gwork *w = G->w;
     int top = 0;
-    if (usable(G, v) || G->rec[v]) return;
-    G->rec[v] = 1, G->stack[top++] = v, G->marked[G->n_marked++] = v;
+    if (usable(G, v) || w->rec[v]) return;
+    w->rec[v] = 1, w->stack[top++] = v, w->marked[G->n_marked++] = v;
     while (top > 0) {
-        int u = G->stack[--top];
+        int u = w->stack[--top];
         for (int e = G->m->off[u]; e < G->m->off[u + 1]; e++) {
             int p = G->m->src[e];
-            if (!usable(G, p) && !G->rec[p]) G->rec[p] = 1, G->stack[top++] = p, G->marked[G->n_marked++] = p;
+            if (!usable(G, p) && !w->rec[p]) w->rec[p] = 1, w->stack[top++] = p, w->marked[G->n_marked++] = p;
         }
     }
 }
@@ -111,34 +128,40 @@ static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(co
 /* RECOMPUTE items for the marked nodes, in topological order. ONCE copies
  * then serve every later reader, EACH and FEACH ones this epoch only. */
 static rm_status emit_recomputes(gen *G) {
-    qsort(G->marked, (size_t)G->n_marked, sizeof *G->marked, cmp_int);
-    for (int k = 0; k < G->n_marked; k++) {
-        int v = G->marked[k];
+    rm_gwork *w = G->w;
+    int *mk = w->marked, n = G->n_marked;
+    if (n > 16) qsort(mk, (size_t)n, sizeof *mk, cmp_int);
+    else /* a few: insertion sort */
+        for (int i = 1; i < n; i++)
+            for (int j = i, v = mk[i]; j > 0 && mk[j - 1] > v; j--) mk[j] = mk[j - 1], mk[j - 1] = v;
+    for (int k = 0; k < n; k++) {
+        int v = mk[k];
         if (rm_schedule_push(G->out, RM_INSTR_RECOMPUTE, v) != RM_OK) return RM_ERR_NOMEM;
-        G->rec[v] = 0;
-        G->ok[v] = G->mode[v] >= RM_GEACH ? G->epoch : ALWAYS;
+        w->rec[v] = 0;
+        w->ok[v] = G->mode[v] >= RM_GEACH ? G->epoch : ALWAYS;
     }
     G->n_marked = 0;
     return RM_OK;
 }
 
-rm_status rm_gplan_schedule(const rm_gmodel *m, const char *mode, const int *block, rm_schedule *out) {
+rm_status rm_gplan_schedule_with(const rm_gmodel *m, const char *mode, const int *block, rm_gwork *w,
+                                 rm_schedule *out) {
     int n = m->n;
-    memset(out, 0, sizeof *out);
-    gen G = {m, mode, malloc(((size_t)n + 1) * sizeof(int)), 0, calloc((size_t)n + 1, 1),
-             malloc(((size_t)n + 1) * sizeof(int)), 0, malloc(((size_t)n + 1) * sizeof(int)), out};
-    rm_status rc = G.ok && G.rec && G.marked && G.stack ? RM_OK : RM_ERR_NOMEM;
+    gen G = {m, mode, w, 0, 0, out};
+    int *ok = w->ok;
+    rm_status rc = RM_OK;
+    out->n = 0;
     /* the forward pass: a FEACH value is rebuilt before each reader after its first */
     for (int v = 0; v < n && rc == RM_OK; v++) {
         G.epoch = v;
         for (int e = m->off[v]; e < m->off[v + 1]; e++) need(&G, m->src[e]);
         rc = emit_recomputes(&G);
         if (rc == RM_OK) rc = rm_schedule_push(out, RM_INSTR_FORWARD, v);
-        G.ok[v] = ALWAYS;
+        ok[v] = ALWAYS;
         for (int e = m->off[v]; e < m->off[v + 1]; e++)
-            if (mode[m->src[e]] == RM_GFEACH) G.ok[m->src[e]] = GONE;
+            if (mode[m->src[e]] == RM_GFEACH) ok[m->src[e]] = GONE;
     }
-    for (int v = 0; v < n; v++) G.ok[v] = mode[v] == RM_GKEEP ? ALWAYS : GONE;
+    for (int v = 0; v < n; v++) ok[v] = mode[v] == RM_GKEEP ? ALWAYS : GONE;
     for (int hi = n - 1; hi >= 0 && rc == RM_OK;) {
         int lo = hi;
         while (lo > 0 && block[lo - 1] == block[hi]) lo--;
@@ -154,41 +177,80 @@ rm_status rm_gplan_schedule(const rm_gmodel *m, const char *mode, const int *blo
             if (m->has_bwd[i]) rc = rm_schedule_push(out, RM_INSTR_BACKWARD, i);
         hi = lo - 1;
     }
-    free(G.ok), free(G.rec), free(G.marked), free(G.stack);
+    for (int k = 0; k < G.n_marked; k++) w->rec[w->marked[k]] = 0; /* left clean after an error */
+    return rc;
+}
+
+rm_status rm_gplan_schedule(const rm_gmodel *m, const char *mode, const int *block, rm_schedule *out) {
+    rm_gwork w;
+    memset(out, 0, sizeof *out);
+    rm_status rc = rm_gwork_alloc(&w, m->n);
+    if (rc == RM_OK) rc = rm_gplan_schedule_with(m, mode, block, &w, out);
+    rm_gwork_free(&w);
     if (rc != RM_OK) rm_schedule_free(out);
     return rc;
 }
 
 /* ---- the default evaluator: plan/program.c's liveness ---------------------- */
 
-typedef struct live_ctx {
-    int64_t *delta; /* delta[t]: bytes born at t; after t the bytes dying at t are subtracted via dies */
-    int64_t *dies;
-} live_ctx;
-
-/* One lifetime [first, last] of `bytes`. */
-static void span(live_ctx *c, int first, int last, int64_t bytes) {
-    c->delta[first] += bytes;
-    c->dies[last] += bytes;
+void rm_gsim_free(rm_gsim *w) {
+    free(w->born), free(w->last), free(w->gborn), free(w->glast), free(w->delta), free(w->dies), free(w->live);
+    free(w->copy_last);
+    memset(w, 0, sizeof *w);
 }
 
-rm_status rm_gmodel_simulate(void *ctx, const rm_gmodel *m, const rm_schedule *s, int64_t budget,
-                             rm_geval_result *r) {
-    (void)ctx;
+/* Room for n nodes and T items. */
+static rm_status gsim_reserve(rm_gsim *w, int n, int T) {
+    if (n > w->cap_n) {
+        size_t k = (size_t)n + 1;
+        int *a = realloc(w->born, k * sizeof *a), *b = a ? realloc(w->last, k * sizeof *b) : NULL;
+        if (a) w->born = a;
+        if (b) w->last = b;
+        int *c = b ? realloc(w->gborn, k * sizeof *c) : NULL, *d = c ? realloc(w->glast, k * sizeof *d) : NULL;
+        if (c) w->gborn = c;
+        if (d) w->glast = d;
+        if (!d) return RM_ERR_NOMEM;
+        w->cap_n = n;
+    }
+    if (T > w->cap_t) {
+        size_t k = (size_t)T + T / 2 + 1;
+        int64_t *a = realloc(w->delta, k * sizeof *a), *b = a ? realloc(w->dies, k * sizeof *b) : NULL;
+        if (a) w->delta = a;
+        if (b) w->dies = b;
+        int64_t *c = b ? realloc(w->live, k * sizeof *c) : NULL;
+        if (c) w->live = c;
+        int *d = c ? realloc(w->copy_last, k * sizeof *d) : NULL;
+        if (d) w->copy_last = d;
+        if (!d) return RM_ERR_NOMEM;
+        w->cap_t = (int)k - 1;
+    }
+    return RM_OK;
+}
+
+/* One lifetime [first, last] of `bytes`. */
+static void span(rm_gsim *w, int first, int last, int64_t bytes) {
+    w->delta[first] += bytes;
+    w->dies[last] += bytes;
+}
+
+rm_status rm_gsim_run(const rm_gmodel *m, const rm_schedule *s, int64_t budget, rm_gsim *w,
+                      rm_geval_result *r) {
     int n = m->n, T = s->n;
-    int *born = malloc(((size_t)n + 1) * sizeof *born), *last = malloc(((size_t)n + 1) * sizeof *last);
-    int *gborn = malloc(((size_t)n + 1) * sizeof *gborn), *glast = malloc(((size_t)n + 1) * sizeof *glast);
-    live_ctx c = {calloc((size_t)T + 1, sizeof(int64_t)), calloc((size_t)T + 1, sizeof(int64_t))};
-    rm_status rc = born && last && gborn && glast && c.delta && c.dies ? RM_OK : RM_ERR_NOMEM;
     memset(r, 0, sizeof *r);
-    for (int v = 0; v < n && rc == RM_OK; v++) born[v] = gborn[v] = -1;
-    for (int t = 0; t < T && rc == RM_OK; t++) {
+    if (gsim_reserve(w, n, T) != RM_OK) return RM_ERR_NOMEM;
+    int *born = w->born, *last = w->last, *gborn = w->gborn, *glast = w->glast;
+    memset(w->delta, 0, sizeof *w->delta * ((size_t)T + 1)), memset(w->dies, 0, sizeof *w->dies * ((size_t)T + 1));
+    for (int v = 0; v < n; v++) born[v] = gborn[v] = -1;
+    for (int t = 0; t < T; t++) {
         int v = s->items[t].node;
         if (s->items[t].kind != RM_INSTR_BACKWARD) {
             for (int e = m->off[v]; e < m->off[v + 1]; e++) last[m->src[e]] = t;
-            if (born[v] >= 0) span(&c, born[v], last[v], m->bytes[v]); /* the previous copy ends */
+            if (born[v] >= 0) { /* the previous copy ends */
+                span(w, born[v], last[v], m->bytes[v]);
+                w->copy_last[born[v]] = last[v];
+            }
             born[v] = last[v] = t;
-            if (m->ws_f[v]) span(&c, t, t, m->ws_f[v]);
+            if (m->ws_f[v]) span(w, t, t, m->ws_f[v]);
             if (s->items[t].kind == RM_INSTR_RECOMPUTE) r->cost += m->fwd[v];
             continue;
         }
@@ -200,21 +262,31 @@ rm_status rm_gmodel_simulate(void *ctx, const rm_gmodel *m, const rm_schedule *s
         }
         if (m->reads_out[v]) last[v] = t;
         if (gborn[v] >= 0) glast[v] = t;
-        if (m->ws_b[v]) span(&c, t, t, m->ws_b[v]);
+        if (m->ws_b[v]) span(w, t, t, m->ws_b[v]);
     }
-    if (rc == RM_OK && n > 0 && born[n - 1] >= 0) last[n - 1] = T - 1; /* the loss stays readable */
-    for (int v = 0; v < n && rc == RM_OK; v++) {
-        if (born[v] >= 0) span(&c, born[v], last[v], m->bytes[v]);
-        if (gborn[v] >= 0) span(&c, gborn[v], glast[v], m->grad[v]);
+    if (n > 0 && born[n - 1] >= 0) last[n - 1] = T - 1; /* the loss stays readable */
+    for (int v = 0; v < n; v++) {
+        if (born[v] >= 0) span(w, born[v], last[v], m->bytes[v]), w->copy_last[born[v]] = last[v];
+        if (gborn[v] >= 0) span(w, gborn[v], glast[v], m->grad[v]);
     }
     int64_t live = 0;
-    for (int t = 0; t < T && rc == RM_OK; t++) {
-        live += c.delta[t];
+    for (int t = 0; t < T; t++) {
+        live += w->delta[t];
+        w->live[t] = live;
         if (live > r->peak) r->peak = live;
         if (live > budget) r->excess += live - budget;
-        live -= c.dies[t];
+        live -= w->dies[t];
     }
-    free(born), free(last), free(gborn), free(glast), free(c.delta), free(c.dies);
+    return RM_OK;
+}
+
+rm_status rm_gmodel_simulate(void *ctx, const rm_gmodel *m, const rm_schedule *s, int64_t budget,
+                             rm_geval_result *r) {
+    (void)ctx;
+    rm_gsim w;
+    memset(&w, 0, sizeof w);
+    rm_status rc = rm_gsim_run(m, s, budget, &w, r);
+    rm_gsim_free(&w);
     return rc;
 }
 
@@ -223,16 +295,18 @@ rm_status rm_gmodel_simulate(void *ctx, const rm_gmodel *m, const rm_schedule *s
 typedef struct search {
     const rm_gmodel *m;
     int64_t budget;
-    rm_geval_fn eval;
+    rm_geval_fn eval; /* NULL: the default, on the kept workspace */
     void *ctx;
     const int *block;
     rm_schedule sch;
+    rm_gwork work;
+    rm_gsim sim;
 } search;
 
 static rm_status price(search *S, const char *mode, rm_geval_result *r) {
-    rm_schedule_free(&S->sch);
-    rm_status rc = rm_gplan_schedule(S->m, mode, S->block, &S->sch);
-    if (rc == RM_OK) rc = S->eval(S->ctx, S->m, &S->sch, S->budget, r);
+    rm_status rc = rm_gplan_schedule_with(S->m, mode, S->block, &S->work, &S->sch);
+    if (rc == RM_OK) rc = S->eval ? S->eval(S->ctx, S->m, &S->sch, S->budget, r)
+                                  : rm_gsim_run(S->m, &S->sch, S->budget, &S->sim, r);
     return rc;
 }
 
@@ -463,8 +537,8 @@ rm_status rm_gplan_solve(const rm_gmodel *m, int64_t budget, const int *hint, rm
         free(mode), free(work), free(block), rm_gplan_free(plan);
         return RM_ERR_NOMEM;
     }
-    search S = {m, budget, eval ? eval : rm_gmodel_simulate, ctx, block, {0}};
-    rm_status rc = RM_OK;
+    search S = {m, budget, eval == rm_gmodel_simulate ? NULL : eval, ctx, block, {0}, {0}, {0}};
+    rm_status rc = rm_gwork_alloc(&S.work, n);
     int root = (int)ceil(sqrt((double)n));
     /* groupings: one node per block, the hint, automatic blocks of ~sqrt(n), ~n/4 and ~2 sqrt(n) */
     int ks[] = {n, -1, root, n / 4 > 1 ? n / 4 : 2, 2 * root};
@@ -488,6 +562,7 @@ rm_status rm_gplan_solve(const rm_gmodel *m, int64_t budget, const int *hint, rm
     }
     if (rc == RM_OK && n > 0 && n <= 64) rc = perturb(&S, plan, mode, block);
     rm_schedule_free(&S.sch);
+    rm_gwork_free(&S.work), rm_gsim_free(&S.sim);
     free(mode), free(work), free(block);
     if (rc != RM_OK) rm_gplan_free(plan);
     return rc;

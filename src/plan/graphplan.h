@@ -65,6 +65,16 @@ void rm_gplan_free(rm_gplan *p);
 /* The schedule of a plan (node ids of the model; for the engine's graph
  * they are its node ids). */
 rm_status rm_gplan_schedule(const rm_gmodel *m, const char *mode, const int *block, rm_schedule *out);
+/* The same with a kept workspace of m->n nodes, into `out` (emptied, its
+ * room kept): no allocation once `out` is large enough. */
+typedef struct rm_gwork {
+    int *ok, *marked, *stack;
+    char *rec;
+} rm_gwork;
+rm_status rm_gwork_alloc(rm_gwork *w, int n);
+void rm_gwork_free(rm_gwork *w);
+rm_status rm_gplan_schedule_with(const rm_gmodel *m, const char *mode, const int *block, rm_gwork *w,
+                                 rm_schedule *out);
 
 /* What a schedule costs: its recomputation time, peak bytes, and the bytes
  * above `budget` summed over its instructions (0: it fits). */
@@ -77,6 +87,18 @@ typedef rm_status (*rm_geval_fn)(void *ctx, const rm_gmodel *m, const rm_schedul
 /* The default evaluator: plan/program.c's liveness on the model. */
 rm_status rm_gmodel_simulate(void *ctx, const rm_gmodel *m, const rm_schedule *s, int64_t budget,
                              rm_geval_result *r);
+/* The same with a kept workspace (grown as needed; zero it first), which it
+ * leaves holding the profile: live[t] the bytes live during item t, and for
+ * each item t that computes a copy (forward or recompute), copy_last[t] the
+ * last item that reads that copy. */
+typedef struct rm_gsim {
+    int cap_n, cap_t;
+    int *born, *last, *gborn, *glast;
+    int64_t *delta, *dies, *live;
+    int *copy_last;
+} rm_gsim;
+rm_status rm_gsim_run(const rm_gmodel *m, const rm_schedule *s, int64_t budget, rm_gsim *w, rm_geval_result *r);
+void rm_gsim_free(rm_gsim *w);
 
 /* The cheapest plan found whose peak (by `eval`, NULL: rm_gmodel_simulate)
  * is at most budget. hint: optional block ids (declared stages) tried as
