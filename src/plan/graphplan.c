@@ -129,8 +129,11 @@ static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(co
  * then serve every later reader, EACH and FEACH ones this epoch only. */
 static rm_status emit_recomputes(gen *G) {
     rm_gwork *w = G->w;
-    int *mk = w->marked, n = G->n_marked;
-    if (n > 16) qsort(mk, (size_t)n, sizeof *mk, cmp_int);
+    int *mk = w->marked, n = G->n_marked, lo = n ? mk[0] : 0, hi = lo;
+    for (int k = 1; k < n; k++) lo = mk[k] < lo ? mk[k] : lo, hi = mk[k] > hi ? mk[k] : hi;
+    if (n > 16 && hi - lo < 8 * n) /* dense: read them off the marks in order */
+        for (int v = lo, k = 0; v <= hi; v++) mk[k] = v, k += w->rec[v];
+    else if (n > 16) qsort(mk, (size_t)n, sizeof *mk, cmp_int);
     else /* a few: insertion sort */
         for (int i = 1; i < n; i++)
             for (int j = i, v = mk[i]; j > 0 && mk[j - 1] > v; j--) mk[j] = mk[j - 1], mk[j - 1] = v;
@@ -459,6 +462,16 @@ static rm_status exchange(search *S, char *mode, rm_geval_result *cur) {
     return RM_OK;
 }
 
+/* The uniform plan of a grouping: what is read across blocks kept, the
+ * rest of every block but the last recomputed in each block. */
+static void uniform_plan(const rm_gmodel *m, const int *block, char *mode) {
+    int n = m->n;
+    for (int v = 0; v < n; v++) mode[v] = block[v] == block[n - 1] ? RM_GKEEP : RM_GEACH;
+    for (int j = 0; j < n; j++)
+        for (int e = m->off[j]; e < m->off[j + 1]; e++)
+            if (block[m->src[e]] != block[j]) mode[m->src[e]] = RM_GKEEP;
+}
+
 /* One grouping, from four starting points: store-all (descend, then
  * prune), everything recomputed but the loss (FEACH, then EACH; prune), and the uniform plan
  * of the grouping: what crosses blocks kept, the rest of every block but
@@ -471,18 +484,17 @@ static rm_status plan_grouping(search *S, char *mode, char *work, rm_geval_resul
     for (int start = 0; start < 4; start++) {
         if (n > 64 && (start == 1 || start == 2)) continue; /* large graphs: store-all and uniform starts */
         for (int v = 0; v < n; v++) work[v] = start == 0 || v == n - 1 ? RM_GKEEP : start == 1 ? RM_GFEACH : RM_GEACH;
-        if (start == 3) {
-            for (int v = 0; v < n; v++)
-                if (S->block[v] == S->block[n - 1]) work[v] = RM_GKEEP;
-            for (int j = 0; j < n; j++)
-                for (int e = m->off[j]; e < m->off[j + 1]; e++)
-                    if (S->block[m->src[e]] != S->block[j]) work[m->src[e]] = RM_GKEEP;
-        }
+        if (start == 3) uniform_plan(m, S->block, work);
         rm_geval_result w;
-        rm_status rc = price(S, work, &w);
-        if (rc == RM_OK && start == 0) rc = descend(S, work, &w);
-        if (rc == RM_OK && w.excess == 0) rc = prune(S, work, &w);
-        if (rc == RM_OK && w.excess == 0) rc = exchange(S, work, &w);
+        rm_status rc;
+        if (n > 64 && !S->eval) { /* large graphs: graphfast.c */
+            rc = rm_gplan_fast(m, S->budget, S->block, 1, work, &w);
+        } else {
+            rc = price(S, work, &w);
+            if (rc == RM_OK && start == 0) rc = descend(S, work, &w);
+            if (rc == RM_OK && w.excess == 0) rc = prune(S, work, &w);
+            if (rc == RM_OK && w.excess == 0) rc = exchange(S, work, &w);
+        }
         if (rc != RM_OK) return rc;
         if (w.excess == 0 && (r->excess > 0 || w.cost < r->cost)) {
             *r = w;
@@ -525,8 +537,33 @@ static rm_status perturb(search *S, rm_gplan *plan, char *mode, int *block) {
     return RM_OK;
 }
 
-rm_status rm_gplan_solve(const rm_gmodel *m, int64_t budget, const int *hint, rm_geval_fn eval, void *ctx,
-                         rm_gplan *plan) {
+/* Keeps (mode, block) in `plan` when it fits and is cheaper. */
+static void keep_best(rm_gplan *plan, int n, const char *mode, const int *block, const rm_geval_result *r) {
+    if (r->excess > 0 || (plan->feasible && r->cost >= plan->cost)) return;
+    plan->feasible = 1, plan->cost = r->cost, plan->peak = r->peak, plan->n_blocks = block[n - 1] + 1;
+    memcpy(plan->mode, mode, (size_t)n);
+    memcpy(plan->block, block, (size_t)n * sizeof *block);
+}
+
+/* The seed as one more start: pruned if it fits (descended if it does not). */
+static rm_status from_seed(search *S, const rm_gplan *seed, rm_gplan *plan, char *mode, int *block) {
+    int n = S->m->n;
+    memcpy(mode, seed->mode, (size_t)n), memcpy(block, seed->block, (size_t)n * sizeof *block);
+    rm_geval_result r;
+    rm_status rc;
+    if (n > 64 && !S->eval) {
+        rc = rm_gplan_fast(S->m, S->budget, block, 1, mode, &r);
+    } else {
+        rc = price(S, mode, &r);
+        if (rc == RM_OK && r.excess > 0) rc = descend(S, mode, &r);
+        if (rc == RM_OK && r.excess == 0) rc = prune(S, mode, &r);
+    }
+    if (rc == RM_OK) keep_best(plan, n, mode, block, &r);
+    return rc;
+}
+
+rm_status rm_gplan_solve_from(const rm_gmodel *m, int64_t budget, const int *hint, rm_geval_fn eval, void *ctx,
+                              const rm_gplan *seed, rm_gplan *plan) {
     int n = m->n;
     memset(plan, 0, sizeof *plan);
     plan->mode = calloc((size_t)n + 1, 1);
@@ -543,23 +580,17 @@ rm_status rm_gplan_solve(const rm_gmodel *m, int64_t budget, const int *hint, rm
     /* groupings: one node per block, the hint, automatic blocks of ~sqrt(n), ~n/4 and ~2 sqrt(n) */
     int ks[] = {n, -1, root, n / 4 > 1 ? n / 4 : 2, 2 * root};
     for (int gi = 0; gi < (n > 64 ? 3 : 5) && rc == RM_OK && n > 0; gi++) {
-        int nb;
         if (gi == 1) {
             if (!hint) continue;
             memcpy(block, hint, (size_t)n * sizeof *block);
-            nb = block[n - 1] + 1;
         } else {
-            nb = rm_auto_blocks(m, ks[gi], block);
+            rm_auto_blocks(m, ks[gi], block);
         }
         rm_geval_result r;
         rc = plan_grouping(&S, mode, work, &r);
-        if (rc != RM_OK || r.excess > 0) continue;
-        if (!plan->feasible || r.cost < plan->cost) {
-            plan->feasible = 1, plan->cost = r.cost, plan->peak = r.peak, plan->n_blocks = nb;
-            memcpy(plan->mode, mode, (size_t)n);
-            memcpy(plan->block, block, (size_t)n * sizeof *block);
-        }
+        if (rc == RM_OK) keep_best(plan, n, mode, block, &r);
     }
+    if (rc == RM_OK && seed && seed->feasible && n > 0) rc = from_seed(&S, seed, plan, mode, block);
     if (rc == RM_OK && n > 0 && n <= 64) rc = perturb(&S, plan, mode, block);
     rm_schedule_free(&S.sch);
     rm_gwork_free(&S.work), rm_gsim_free(&S.sim);
@@ -568,18 +599,76 @@ rm_status rm_gplan_solve(const rm_gmodel *m, int64_t budget, const int *hint, rm
     return rc;
 }
 
-int64_t rm_gplan_min_budget(const rm_gmodel *m, const int *hint, rm_geval_fn eval, void *ctx) {
+rm_status rm_gplan_solve(const rm_gmodel *m, int64_t budget, const int *hint, rm_geval_fn eval, void *ctx,
+                         rm_gplan *plan) {
+    return rm_gplan_solve_from(m, budget, hint, eval, ctx, NULL, plan);
+}
+
+/* Large graphs: a bisection, to half a percent, whose probe is the descent
+ * of graphfast.c (no pruning, which frees nothing) from the uniform plan
+ * over blocks of about sqrt(n), else from store-all with one node per
+ * block. *at gets the plan at the least budget found. */
+static int64_t least_by_descent(const rm_gmodel *m, rm_gplan *at) {
+    int n = m->n;
+    char *mode = calloc((size_t)n + 1, 1), *work = malloc((size_t)n + 1);
+    int *block = malloc(((size_t)n + 1) * sizeof *block), *coarse = malloc(((size_t)n + 1) * sizeof *coarse);
+    int64_t hi = -1, lo = 0;
+    rm_geval_result r;
+    if (mode && work && block && coarse) {
+        for (int v = 0; v < n; v++) block[v] = v;
+        rm_auto_blocks(m, (int)ceil(sqrt((double)n)), coarse);
+        if (rm_gplan_fast(m, INT64_MAX / 4, block, 0, mode, &r) == RM_OK) hi = r.peak; /* store-all */
+    }
+    int *at_block = block;
+    while (hi > 0 && hi - lo > hi / 200 + 1) {
+        int64_t mid = lo + (hi - lo) / 2;
+        uniform_plan(m, coarse, work);
+        int *used = coarse;
+        rm_status rc = rm_gplan_fast(m, mid, coarse, 0, work, &r);
+        if (rc == RM_OK && r.excess > 0) {
+            memset(work, RM_GKEEP, (size_t)n), used = block;
+            rc = rm_gplan_fast(m, mid, block, 0, work, &r);
+        }
+        if (rc != RM_OK) break;
+        if (r.excess == 0) memcpy(mode, work, (size_t)n), hi = mid, at_block = used;
+        else lo = mid;
+    }
+    if (hi > 0 && at) {
+        memcpy(at->mode, mode, (size_t)n), memcpy(at->block, at_block, (size_t)n * sizeof *at->block);
+        at->feasible = 1, at->peak = hi, at->n_blocks = at_block[n - 1] + 1;
+    }
+    free(mode), free(work), free(block), free(coarse);
+    return hi;
+}
+
+int64_t rm_gplan_least(const rm_gmodel *m, const int *hint, rm_geval_fn eval, void *ctx, rm_gplan *at) {
+    int n = m->n;
+    if (at) {
+        memset(at, 0, sizeof *at);
+        at->mode = calloc((size_t)n + 1, 1), at->block = calloc((size_t)n + 1, sizeof *at->block);
+        if (!at->mode || !at->block) return rm_gplan_free(at), -1;
+    }
+    if (n > 64 && (!eval || eval == rm_gmodel_simulate)) return least_by_descent(m, at);
     /* upper end: store-all's peak */
     rm_gplan p;
     if (rm_gplan_solve(m, INT64_MAX / 4, hint, eval, ctx, &p) != RM_OK) return -1;
     int64_t hi = p.peak, lo = 0;
-    rm_gplan_free(&p);
+    if (at) rm_gplan_free(at), *at = p;
+    else rm_gplan_free(&p);
     while (hi - lo > hi / 1000 + 1) {
         int64_t mid = lo + (hi - lo) / 2;
         if (rm_gplan_solve(m, mid, hint, eval, ctx, &p) != RM_OK) return -1;
-        if (p.feasible) hi = mid; /* not p.peak: a plan is found at mid, maybe not at its own peak */
-        else lo = mid;
+        if (p.feasible) { /* not p.peak: a plan is found at mid, maybe not at its own peak */
+            hi = mid;
+            if (at) rm_gplan_free(at), *at = p, p.mode = NULL, p.block = NULL;
+        } else {
+            lo = mid;
+        }
         rm_gplan_free(&p);
     }
     return hi;
+}
+
+int64_t rm_gplan_min_budget(const rm_gmodel *m, const int *hint, rm_geval_fn eval, void *ctx) {
+    return rm_gplan_least(m, hint, eval, ctx, NULL);
 }

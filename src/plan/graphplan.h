@@ -105,7 +105,23 @@ void rm_gsim_free(rm_gsim *w);
  * one of the groupings. plan->feasible = 0 when none fits. */
 rm_status rm_gplan_solve(const rm_gmodel *m, int64_t budget, const int *hint, rm_geval_fn eval, void *ctx,
                          rm_gplan *plan);
-/* The least budget at which rm_gplan_solve finds a plan (bisection). */
+/* plan/graphfast.c: the search of large graphs (default evaluator): from
+ * `mode`, a batched descent scored from one pricing's profile until the
+ * plan fits, then (prune_too) undoes that an upper bound of the live bytes
+ * shows safe, and a few more priced exactly. mode is left as the plan
+ * found; r->excess > 0 when it does not fit. */
+rm_status rm_gplan_fast(const rm_gmodel *m, int64_t budget, const int *block, int prune_too, char *mode,
+                        rm_geval_result *r);
+/* rm_gplan_solve with one more starting point, `seed` (a plan, or NULL):
+ * a budget the seed fits always gets a plan. */
+rm_status rm_gplan_solve_from(const rm_gmodel *m, int64_t budget, const int *hint, rm_geval_fn eval, void *ctx,
+                              const rm_gplan *seed, rm_gplan *plan);
+/* The least budget at which rm_gplan_solve finds a plan: a bisection (on
+ * graphs of up to 64 nodes, or another evaluator), else the descent of
+ * graphfast.c followed down from store-all by budgets 20% lower, then
+ * closer, each from the last plan that fitted. `at` (optional) gets a plan
+ * that fits it, to seed rm_gplan_solve_from. */
+int64_t rm_gplan_least(const rm_gmodel *m, const int *hint, rm_geval_fn eval, void *ctx, rm_gplan *at);
 int64_t rm_gplan_min_budget(const rm_gmodel *m, const int *hint, rm_geval_fn eval, void *ctx);
 
 /* plan/blocks.c: automatic blocks. Cuts the topological order into about
