@@ -2,7 +2,8 @@
  * A network built from the C API with no stages declared, a skip around
  * every layer, a long U-shaped skip and one value (an "encoder output")
  * read by every layer: every strategy and memory budgets must train it
- * bit for bit like store-all (dropout on), recompute something, keep the
+ * bit for bit like store-all (dropout on; revolve too, over the graph's
+ * units), recompute something, keep the
  * measured bytes equal to the planned ones and within the budget, and
  * refuse an infeasible budget naming the least feasible one. Also: the
  * automatic blocks cut where few bytes cross. */
@@ -94,12 +95,12 @@ static void test_strategies(int stages) {
     char err[512];
     result none;
     CHECK(train(stages, "none", NULL, &none, err, sizeof err), "none: %s", err);
-    const char *strategies[] = {"blocks", "segments:2", "segments:3", "sqrt"};
+    const char *strategies[] = {"blocks", "segments:2", "segments:3", "sqrt", "revolve:1", "revolve:2", "revolve:3"};
     const char *budgets[] = {"70%", "50%", NULL};
-    for (int i = 0; i < 7; i++) {
-        const char *st = i < 4 ? strategies[i] : "none", *bud = i < 4 ? NULL : budgets[i - 4];
+    for (int i = 0; i < 10; i++) {
+        const char *st = i < 7 ? strategies[i] : "none", *bud = i < 7 ? NULL : budgets[i - 7];
         char mid[32];
-        if (i == 6) { /* just above the least feasible budget */
+        if (i == 9) { /* just above the least feasible budget */
             result probe;
             const char *at = NULL;
             if (!train(stages, "none", "1", &probe, err, sizeof err) && (at = strstr(err, "MiB (")) != NULL) {

@@ -145,6 +145,11 @@ int rm_graph_units(const rm_graph *g, const rm_gmodel *m, int *unit);
  * the rest of every group but the last is recomputed before its backward. */
 rm_status rm_schedule_uniform_graph(const rm_graph *g, int k, int sqrt_k, rm_schedule *out, char *err,
                                     size_t errlen);
+/* revolve:S on any graph: Griewank and Walther's schedule over the units
+ * (declared stages or automatic blocks) as a chain of units
+ * (rm_chain_units): what one unit hands the next is checkpointed or
+ * recomputed, what is read two or more units later is kept. */
+rm_status rm_schedule_revolve_graph(const rm_graph *g, int slots, rm_schedule *out, char *err, size_t errlen);
 /* The budget planner for graphs that are not chains: rm_gplan_solve on the
  * graph's model, lowered and checked against the engine's arena (tightened
  * and planned again while the arena exceeds the budget). Sets info->chosen

@@ -38,8 +38,13 @@ static rm_status forward_stage(lowering *l, int st) {
  * copy (held since it was made). */
 static rm_status run_stage(lowering *l, int st, int keep_all, int output) {
     if (!l->forwarded[st]) return forward_stage(l, st);
-    rm_val out = st + 1 < l->c->n ? l->c->input[st + 1] : -1;
-    return rm_schedule_recompute(l->g, l->c->first[st], l->c->last[st], l->all, keep_all && !output ? -1 : out,
+    const rm_chain *c = l->c;
+    const char *want = c->want ? c->want : l->all;
+    if (keep_all && !output) return rm_schedule_recompute(l->g, c->first[st], c->last[st], want, -1, 1, l->out);
+    if (c->outs) /* a chain of units hands over several values */
+        return rm_schedule_recompute_set(l->g, c->first[st], c->last[st], want, c->outs + c->out_off[st],
+                                         c->out_off[st + 1] - c->out_off[st], keep_all, l->out);
+    return rm_schedule_recompute(l->g, c->first[st], c->last[st], want, st + 1 < c->n ? c->input[st + 1] : -1,
                                  keep_all, l->out);
 }
 

@@ -77,6 +77,9 @@ rm_status rm_schedule_backward(const rm_graph *g, int lo, int hi, rm_schedule *o
  * the backwards of [lo, hi] read. */
 rm_status rm_schedule_recompute(const rm_graph *g, int lo, int hi, const char *want, rm_val also,
                                 int for_backward, rm_schedule *out);
+/* The same with several values to rebuild (also[0 .. n_also)). */
+rm_status rm_schedule_recompute_set(const rm_graph *g, int lo, int hi, const char *want, const rm_val *also,
+                                    int n_also, int for_backward, rm_schedule *out);
 /* Forward everything, then for each group of nodes from the last: recompute
  * what the group's backward needs among the wanted nodes, run its backward. */
 rm_status rm_schedule_grouped(const rm_graph *g, const int *group_first, const int *group_last, int n_groups,
@@ -87,12 +90,22 @@ void rm_cheap_mask(const rm_graph *g, char *want);
 
 /* plan/chain.c: the graph as a chain of stages. Empty stages are skipped;
  * chain stage i covers nodes [first[i], last[i]] and receives exactly one
- * activation, input[i] (-1 for the first), from chain stage i-1. */
+ * activation, input[i] (-1 for the first), from chain stage i-1.
+ * A chain of units (rm_chain_units: any graph cut into contiguous node
+ * ranges) hands several values from unit i to unit i+1 instead, outs[
+ * out_off[i] .. out_off[i+1]), and may recompute only the nodes `want`
+ * marks (out_off, outs, want are NULL for a chain of stages). */
 typedef struct rm_chain {
     int n;
     int *first, *last, *input, *graph_stage;
+    int *out_off, *outs;
+    char *want;
 } rm_chain;
 rm_status rm_chain_build(const rm_graph *g, rm_chain *c, char *err, size_t errlen);
+/* Units unit[node] (nondecreasing from 0) as a chain: a value produced in
+ * unit i and read in unit i+1 is handed over; a node with an output read
+ * two or more units later is never recomputed (kept over its whole range). */
+rm_status rm_chain_units(const rm_graph *g, const int *unit, rm_chain *c);
 void rm_chain_free(rm_chain *c);
 
 /* What the user's marks (rm_recompute_begin/end, rm_set_policy) changed in
