@@ -50,12 +50,15 @@ typedef struct fast {
     int64_t *tree_max, *tree_add; /* segment tree over items */
     int cap_t, cap_reads, tree_n;
     move *cands;
+    int *stamp, *stk, *dep, epoch; /* n each: the walk of rebuild_cost */
+    int max_items;                 /* the longest schedule the descent makes */
 } fast;
 
 static void fast_free(fast *F) {
     rm_gwork_free(&F->work), rm_gsim_free(&F->sim), rm_schedule_free(&F->sch);
     free(F->copy_off), free(F->copies), free(F->read_off), free(F->reads), free(F->item_block), free(F->fill);
     free(F->over_n), free(F->over_s), free(F->tree_max), free(F->tree_add), free(F->cands);
+    free(F->stamp), free(F->stk), free(F->dep);
 }
 
 
@@ -150,16 +153,37 @@ static int held(const fast *F, const char *mode, int p, int t) {
     return 0;
 }
 
-/* The time of recomputing v once at item t: v, and its inputs not held. */
-static double rebuild_cost(const fast *F, const char *mode, int v, int t) {
-    double c = F->m->fwd[v];
-    for (int e = F->m->off[v]; e < F->m->off[v + 1]; e++)
-        if (!held(F, mode, F->m->src[e], t)) c += F->m->fwd[F->m->src[e]];
+/* The last item reading p. */
+static int last_read(const fast *F, int p) {
+    int a = F->read_off[p], b = F->read_off[p + 1];
+    return b > a ? F->reads[b - 1] : F->copies[F->copy_off[p]];
+}
+
+/* The time of recomputing v at item t: v, and transitively (to a depth of
+ * 8) its inputs not held there; *back gets the bytes above the budget the
+ * copies of those inputs add (a copy rebuilt once is held to its last
+ * reader). */
+static double rebuild_cost(fast *F, const char *mode, int v, int t, double *back) {
+    const rm_gmodel *m = F->m;
+    double c = m->fwd[v];
+    int top = 0;
+    F->epoch++;
+    F->stamp[v] = F->epoch, F->stk[top] = v, F->dep[top++] = 0;
+    while (top > 0) {
+        int u = F->stk[--top], d = F->dep[top];
+        for (int e = m->off[u]; e < m->off[u + 1]; e++) {
+            int p = m->src[e];
+            if (F->stamp[p] == F->epoch || held(F, mode, p, t)) continue;
+            F->stamp[p] = F->epoch, c += m->fwd[p];
+            if (mode[p] == RM_GONCE) *back += relief(F, t, last_read(F, p), m->bytes[p]);
+            if (d < 8) F->stk[top] = p, F->dep[top++] = d + 1;
+        }
+    }
     return c;
 }
 
 /* The estimated effect of moving v one step towards recomputing. */
-static move score_down(const fast *F, const char *mode, int v) {
+static move score_down(fast *F, const char *mode, int v) {
     move mv = {v, 0, 0, 0};
     const int *rd = F->reads + F->read_off[v];
     int nr = F->read_off[v + 1] - F->read_off[v], fe = F->fwd_end;
@@ -171,8 +195,9 @@ static move score_down(const fast *F, const char *mode, int v) {
     int64_t bytes = F->m->bytes[v];
     if (mode[v] == RM_GKEEP) {
         if (first_b < 0) return mv;
-        mv.gain = relief(F, last_f, first_b, bytes);
-        mv.cost = rebuild_cost(F, mode, v, first_b);
+        double back = 0;
+        mv.cost = rebuild_cost(F, mode, v, first_b, &back);
+        mv.gain = relief(F, last_f, first_b, bytes) - back;
     } else if (mode[v] == RM_GONCE) { /* freed between the blocks that read it */
         int blocks = 0;
         for (int k = 0; k < nr; k++) {
@@ -181,14 +206,16 @@ static move score_down(const fast *F, const char *mode, int v) {
                 mv.gain += relief(F, rd[k - 1], rd[k], bytes);
             blocks += k == 0 || rd[k - 1] <= fe || F->item_block[rd[k]] != F->item_block[rd[k - 1]];
         }
-        if (blocks > 1) mv.cost = (blocks - 1) * rebuild_cost(F, mode, v, first_b);
+        double back = 0;
+        if (blocks > 1) mv.cost = (blocks - 1) * rebuild_cost(F, mode, v, first_b, &back);
     } else { /* EACH -> FEACH: freed between its forward readers */
         int readers = 0;
         for (int k = 0; k < nr && rd[k] <= fe; k++) {
             if (k > 0) mv.gain += relief(F, rd[k - 1], rd[k], bytes);
             readers++;
         }
-        if (readers > 1) mv.cost = (readers - 1) * rebuild_cost(F, mode, v, last_f);
+        double back = 0;
+        if (readers > 1) mv.cost = (readers - 1) * rebuild_cost(F, mode, v, last_f, &back);
     }
     return mv;
 }
@@ -229,10 +256,10 @@ static rm_status descend(fast *F, char *mode) {
         for (double sum = 0; take < nc && take < batch && (take == 0 || sum < 2.0 * (double)excess); take++)
             sum += F->cands[take].gain;
         int ok = 0;
-        for (int tries = 0; !ok && tries < 8 && take > 0; tries++) {
+        for (int tries = 0; !ok && tries < 4 && take > 0; tries++) {
             for (int k = 0; k < take; k++) mode[F->cands[k].node]++;
             if ((rc = price(F, mode, 0)) != RM_OK) return rc;
-            if (F->r.excess < excess && (rc = profile(F)) == RM_OK) ok = 1;
+            if (F->r.excess < excess && F->sch.n <= F->max_items && (rc = profile(F)) == RM_OK) ok = 1;
             else {
                 for (int k = 0; k < take; k++) mode[F->cands[k].node]--;
                 if (take > 1) take /= 2; /* the better half */
@@ -365,10 +392,13 @@ static rm_status prune(fast *F, char *mode, char *saved) {
 static int fast_alloc(fast *F, const rm_gmodel *m, int64_t budget, const int *block) {
     memset(F, 0, sizeof *F);
     F->m = m, F->budget = budget, F->block = block;
+    F->max_items = RM_GFAST_MAX_RECOMPUTE * 2 * m->n; /* store-all has about 2n items */
     size_t k = (size_t)m->n + 1;
     F->copy_off = calloc(k, sizeof *F->copy_off), F->read_off = calloc(k, sizeof *F->read_off);
     F->fill = malloc(2 * k * sizeof *F->fill), F->cands = malloc(k * sizeof *F->cands);
-    return F->copy_off && F->read_off && F->fill && F->cands && rm_gwork_alloc(&F->work, m->n) == RM_OK;
+    F->stamp = calloc(k, sizeof *F->stamp), F->stk = malloc(k * sizeof *F->stk), F->dep = malloc(k * sizeof *F->dep);
+    return F->copy_off && F->read_off && F->fill && F->cands && F->stamp && F->stk && F->dep &&
+           rm_gwork_alloc(&F->work, m->n) == RM_OK;
 }
 
 /* The tree for T items, grown once a plan's schedule is longer. */

@@ -112,6 +112,11 @@ rm_status rm_gplan_solve(const rm_gmodel *m, int64_t budget, const int *hint, rm
  * found; r->excess > 0 when it does not fit. */
 rm_status rm_gplan_fast(const rm_gmodel *m, int64_t budget, const int *block, int prune_too, char *mode,
                         rm_geval_result *r);
+/* Its descent makes no schedule longer than this many times store-all's
+ * (about 2n items): no plan that recomputes each node more than about
+ * five times on average (near the least budget such plans run 40 times the
+ * forward pass, and pricing them would outlast the search). */
+#define RM_GFAST_MAX_RECOMPUTE 6
 /* rm_gplan_solve with one more starting point, `seed` (a plan, or NULL):
  * a budget the seed fits always gets a plan. */
 rm_status rm_gplan_solve_from(const rm_gmodel *m, int64_t budget, const int *hint, rm_geval_fn eval, void *ctx,
