@@ -368,7 +368,7 @@ static double old_planner_cost(const rm_graph *g, const rm_program *none, int64_
             rm_rotor_plan_free(&p);
             break;
         }
-        rm_schedule s;
+        rm_schedule s = {0};
         rm_program prog;
         int ok = rm_schedule_lower(g, &c, p.ops, p.n_ops, 0, &s, err, sizeof err) == RM_OK &&
                  rm_program_build(g, &s, 1, &prog, err, sizeof err) == RM_OK;
