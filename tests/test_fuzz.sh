@@ -80,6 +80,6 @@ fuzz fuzz_chain "$EACH_SECONDS" fuzz/corpus_chain 600 "src/plan/chainfile.c src/
 fuzz fuzz_size "$EACH_SECONDS" fuzz/corpus_size 64 "src/util/util.c"
 fuzz fuzz_args "$EACH_SECONDS" fuzz/corpus_args 1024 "cli/args.c cli/guard.c" fuzz/args.dict
 fuzz fuzz_graph "$EACH_SECONDS" fuzz/corpus_graph 2048 \
-    "src/plan/graphfile.c src/plan/graphplan.c src/plan/graphfast.c src/plan/blocks.c src/plan/schedule.c"
+    "src/plan/graphfile.c src/plan/graphplan.c src/plan/graphsched.c src/plan/graphfast.c src/plan/blocks.c src/plan/schedule.c"
 echo "test_fuzz: $pass passed, $fail failed"
 [ $fail -eq 0 ]
