@@ -2,7 +2,8 @@
  * A network built from the C API with no stages declared, a skip around
  * every layer, a long U-shaped skip and one value (an "encoder output")
  * read by every layer: every strategy and memory budgets must train it
- * bit for bit like store-all (dropout on), recompute something, keep the
+ * bit for bit like store-all (dropout on; revolve too, over the graph's
+ * units), recompute something, keep the
  * measured bytes equal to the planned ones and within the budget, and
  * refuse an infeasible budget naming the least feasible one. Also: the
  * automatic blocks cut where few bytes cross. */
@@ -94,12 +95,12 @@ static void test_strategies(int stages) {
     char err[512];
     result none;
     CHECK(train(stages, "none", NULL, &none, err, sizeof err), "none: %s", err);
-    const char *strategies[] = {"blocks", "segments:2", "segments:3", "sqrt"};
+    const char *strategies[] = {"blocks", "segments:2", "segments:3", "sqrt", "revolve:1", "revolve:2", "revolve:3"};
     const char *budgets[] = {"70%", "50%", NULL};
-    for (int i = 0; i < 7; i++) {
-        const char *st = i < 4 ? strategies[i] : "none", *bud = i < 4 ? NULL : budgets[i - 4];
+    for (int i = 0; i < 10; i++) {
+        const char *st = i < 7 ? strategies[i] : "none", *bud = i < 7 ? NULL : budgets[i - 7];
         char mid[32];
-        if (i == 6) { /* just above the least feasible budget */
+        if (i == 9) { /* just above the least feasible budget */
             result probe;
             const char *at = NULL;
             if (!train(stages, "none", "1", &probe, err, sizeof err) && (at = strstr(err, "MiB (")) != NULL) {
@@ -220,6 +221,82 @@ static void test_large_graph(void) {
     rm_gmodel_free(&m);
 }
 
+/* The default evaluator called through a pointer: rm_gplan_solve then
+ * takes the search of graphplan.c (every move priced), not graphfast.c's. */
+static rm_status priced_each(void *ctx, const rm_gmodel *m, const rm_schedule *s, int64_t budget,
+                             rm_geval_result *r) {
+    (void)ctx;
+    return rm_gmodel_simulate(NULL, m, s, budget, r);
+}
+
+/* n nodes: a chain with skips of up to 20 (kind 0), a U shape (node i read
+ * by node n-1-i, kind 1), or an encoder output read by every fourth node
+ * of the second half (kind 2). */
+static void shaped_graph(int n, int kind, unsigned seed, rm_gmodel *m) {
+    rm_gmodel_alloc(m, n);
+    unsigned r = seed;
+    for (int i = 0; i < n; i++) {
+        r = r * 1103515245u + 12345u;
+        m->fwd[i] = 1 + (r >> 16) % 10, m->bwd[i] = 2 * m->fwd[i], m->bytes[i] = 64 * (1 + (r >> 8) % 8);
+        m->grad[i] = i == n - 1 ? 0 : m->bytes[i], m->has_bwd[i] = 1, m->reads_out[i] = (r >> 4) % 10 < 3;
+        if (i > 0) rm_gmodel_edge(m, i - 1, 1);
+        if (kind == 0 && i > 21 && (r >> 12) % 10 < 3) rm_gmodel_edge(m, i - 2 - (int)((r >> 20) % 20), 1);
+        if (kind == 1 && i > n / 2 && i % 3 == 0 && n - 1 - i < i - 1) rm_gmodel_edge(m, n - 1 - i, 1);
+        if (kind == 2 && i > n / 2 + 1 && i % 4 == 0) rm_gmodel_edge(m, n / 2, 1);
+        rm_gmodel_close_node(m, i);
+    }
+}
+
+/* Large graphs (graphfast.c): plans fit and re-price to themselves, find a
+ * plan wherever the every-move search does, and above the least budget
+ * compute no more than 2% more than it (it is the better of the two on
+ * these graphs); the least budget comes with a plan that fits it, from
+ * which any larger budget plans. */
+static void test_fast_search(void) {
+    int worse = 0, missed = 0, cases = 0;
+    double total_fast = 0, total_each = 0;
+    for (int kind = 0; kind < 3; kind++) {
+        rm_gmodel m;
+        shaped_graph(kind == 0 ? 400 : 240, kind, 5 + kind, &m);
+        double fwd = 0;
+        for (int i = 0; i < m.n; i++) fwd += m.fwd[i] + m.bwd[i];
+        rm_gplan at, all;
+        int64_t least = rm_gplan_least(&m, NULL, NULL, NULL, &at);
+        CHECK(rm_gplan_solve(&m, INT64_MAX / 4, NULL, NULL, NULL, &all) == RM_OK && all.feasible, "store-all");
+        CHECK(least > 0 && at.feasible && least < all.peak, "kind %d: least %lld of store-all %lld", kind,
+              (long long)least, (long long)all.peak);
+        for (int b = 0; b < 4 && least > 0; b++) {
+            int64_t budget = b == 0 ? least : least + (all.peak - least) * b / 4;
+            rm_gplan f, e;
+            CHECK(rm_gplan_solve_from(&m, budget, NULL, NULL, NULL, &at, &f) == RM_OK && f.feasible,
+                  "kind %d budget %lld (least %lld): no plan", kind, (long long)budget, (long long)least);
+            rm_gplan_solve(&m, budget, NULL, priced_each, NULL, &e);
+            rm_schedule s;
+            rm_geval_result r = {0, 0, 0};
+            if (f.feasible && rm_gplan_schedule(&m, f.mode, f.block, &s) == RM_OK) {
+                rm_gmodel_simulate(NULL, &m, &s, budget, &r);
+                rm_schedule_free(&s);
+            }
+            CHECK(r.excess == 0 && r.peak == f.peak && r.cost == f.cost, "kind %d budget %lld: re-priced %lld/%g",
+                  kind, (long long)budget, (long long)r.peak, r.cost);
+            cases++;
+            missed += e.feasible && !f.feasible;
+            if (e.feasible && f.feasible && b > 0) { /* at the least budget itself: only a plan */
+                worse += fwd + f.cost > 1.02 * (fwd + e.cost);
+                total_fast += fwd + f.cost, total_each += fwd + e.cost;
+            }
+            printf("  kind %d, %d nodes, budget %.2fx least: recompute %g (every move priced: %g%s)\n", kind, m.n,
+                   (double)budget / least, f.cost, e.cost, e.feasible ? "" : ", no plan");
+            rm_gplan_free(&f), rm_gplan_free(&e);
+        }
+        rm_gplan_free(&at), rm_gplan_free(&all);
+        rm_gmodel_free(&m);
+    }
+    CHECK(worse == 0 && missed == 0, "%d of %d budgets 2%% dearer than the every-move search, %d without a plan",
+          worse, cases, missed);
+    printf("large graphs: total compute %.4fx the every-move search's\n", total_fast / total_each);
+}
+
 /* rm_plan_graph: a graph profiled elsewhere (an encoder output read by two
  * decoder layers), its answer, and bad files refused with a message. */
 static void test_plan_graph(void) {
@@ -258,6 +335,7 @@ static void test_plan_graph(void) {
 int main(void) {
     test_plan_graph();
     test_large_graph();
+    test_fast_search();
     test_auto_blocks();
     test_print_blocks();
     test_strategies(0);

@@ -41,17 +41,14 @@ for s in none selective; do
 done
 check '[ "$(weights_sha "$T/uvit_selective.safetensors")" = "$(weights_sha "$T/uvit_none.safetensors")" ]' \
     "uvit weights under selective differ from none"
-# not a chain: blocks, sqrt and budgets plan on the graph itself (docs/RECOMPUTE.md, "Any graph")
-for s in blocks sqrt budget; do
+# not a chain: blocks, sqrt, revolve and budgets plan on the graph itself (docs/RECOMPUTE.md, "Any graph")
+for s in blocks sqrt revolve:2 budget; do
     how="--checkpoint $s"; [ $s = budget ] && how="--memory-budget 50%"
     "$R" train $UVIT --steps 4 $how --verify-recompute --save "$T/uvit_$s.safetensors" \
         || bad "uvit train $how exited $?"
     check '[ "$(weights_sha "$T/uvit_$s.safetensors")" = "$(weights_sha "$T/uvit_none.safetensors")" ]' \
         "uvit weights under $how differ from none"
 done
-"$R" train $UVIT --steps 1 --checkpoint revolve:2 2>"$T/uvit_err.txt"
-check '[ $? -eq 2 ] && grep -q "not a chain of stages.*h.3.*h.0" "$T/uvit_err.txt"' \
-    "uvit --checkpoint revolve:2: no refusal naming the skip from h.0 to h.3: $(cat "$T/uvit_err.txt")"
 check '[ -n "$("$R" sample --load "$T/uvit_none.safetensors" --prompt "a" --tokens 4 --threads 1)" ]' "uvit sample"
 
 ED="--model encdec --enc-layers 2 --dec-layers 1 --dim 32 --heads 4 --context 12 --batch 8 --seed 5 --threads 2 --quiet"
@@ -61,16 +58,13 @@ for s in none selective; do
 done
 check '[ "$(weights_sha "$T/ed_selective.safetensors")" = "$(weights_sha "$T/ed_none.safetensors")" ]' \
     "encdec weights under selective differ from none"
-for s in blocks sqrt budget; do
+for s in blocks sqrt revolve:2 budget; do
     how="--checkpoint $s"; [ $s = budget ] && how="--memory-budget 50%"
     "$R" train $ED --dropout 0.1 --steps 4 $how --verify-recompute --save "$T/ed_$s.safetensors" \
         || bad "encdec train $how exited $?"
     check '[ "$(weights_sha "$T/ed_$s.safetensors")" = "$(weights_sha "$T/ed_none.safetensors")" ]' \
         "encdec weights under $how differ from none"
 done
-"$R" train $ED --steps 1 --checkpoint revolve:2 2>"$T/ed_err.txt"
-check '[ $? -eq 2 ] && grep -q "not a chain of stages.*dec.0.*enc.1" "$T/ed_err.txt"' \
-    "encdec --checkpoint revolve:2: no refusal naming the encoder output: $(cat "$T/ed_err.txt")"
 # the built-in reverse task: ln 259 = 5.56 at the start; below 3.3 after 60 steps (letters alone: ln 26 = 3.26)
 "$R" train $ED --steps 60 --lr 3e-3 --report "$T/ed.json" --save "$T/ed.safetensors" || bad "encdec train exited $?"
 echo "encdec: final loss $(final "$T/ed.json") after 60 steps"

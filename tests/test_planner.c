@@ -1,6 +1,7 @@
 /* test_planner.c: the Rotor dynamic program against the published example
  * and against an exhaustive search over all operation sequences. */
 #include "check.h"
+#include "exec/exec.h"
 #include "plan/rotor.h"
 #include <math.h>
 #include <stdlib.h>
@@ -214,6 +215,7 @@ static void random_chain(rm_chain_model *c, int stages, int selective) {
 static void test_brute_force(void) {
     srand(12345);
     int bad = 0, cases = 0, feasible = 0, selective_used = 0;
+    int grouped_bad = 0, grouped_cases = 0, grouped_optimal = 0, grouped_feasible = 0;
     for (int trial = 0; trial < 50; trial++) {
         /* 2..6 stages, then the loss: chains of up to 7 */
         int stages = 2 + trial % 5, sel = trial % 2;
@@ -239,6 +241,19 @@ static void test_brute_force(void) {
                 for (int k = 0; k < p.n_ops; k++) selective_used += p.ops[k].kind == RM_ROTOR_FSEL;
             }
             rm_rotor_plan_free(&p);
+            /* grouped (as long chains are planned): a valid sequence in the
+             * budget, never faster than the optimum */
+            for (int groups = 2; groups < c.n; groups++) {
+                rm_rotor_solve_groups(&c, budget, 500, groups, &p);
+                double t;
+                int64_t peak;
+                if (p.feasible && (!rm_rotor_simulate(&c, p.ops, p.n_ops, &t, &peak) || t != p.time ||
+                                   peak > budget || t < brute))
+                    grouped_bad++;
+                grouped_cases++, grouped_optimal += p.feasible && p.time == brute;
+                grouped_feasible += p.feasible;
+                rm_rotor_plan_free(&p);
+            }
         }
         rm_chain_model_free(&c);
     }
@@ -246,6 +261,12 @@ static void test_brute_force(void) {
     /* the sweep must exercise both sides, and the selective option */
     CHECK(feasible > 0 && feasible < cases, "%d of %d budgets feasible", feasible, cases);
     CHECK(selective_used > 0, "no plan used the selective option");
+    CHECK(grouped_bad == 0, "%d of %d grouped plans do not replay, exceed the budget or beat the optimum",
+          grouped_bad, grouped_cases);
+    printf("grouped plans on chains of 3 to 7: %d of %d budgets feasible, %d optimal\n", grouped_feasible,
+           grouped_cases, grouped_optimal);
+    CHECK(grouped_feasible > grouped_cases / 2, "grouped plans found for only %d of %d budgets", grouped_feasible,
+          grouped_cases);
 }
 
 static void test_monotone(void) {
@@ -279,10 +300,166 @@ static void test_monotone(void) {
     rm_chain_model_free(&c);
 }
 
+/* A long chain's plan over groups against the exact program on the same
+ * chain (90 stages: the exact table is cheap): valid, in the budget, and
+ * its time within 10% of the exact plan's from twice the least budget up
+ * (nearer the least, checkpoints on group boundaries only cost more). */
+static void test_grouped_quality(void) {
+    rm_chain_model c;
+    rm_chain_model_alloc(&c, 90);
+    srand(11);
+    int64_t total = 0;
+    for (int i = 0; i < 89; i++) {
+        c.uf[i] = 1 + rand() % 10, c.ub[i] = 2 + rand() % 20;
+        c.a[i] = 1000 + rand() % 5000, c.ab[i] = 3000 + rand() % 20000;
+        c.ft[i] = rand() % 2000, c.bt[i] = c.a[i] + rand() % 2000;
+        total += c.ab[i] + c.ft[i];
+    }
+    c.a[89] = 1000, c.a[90] = 0;
+    for (int i = 0; i + 1 < 90; i++)
+        if (c.ab[i] < c.a[i + 1]) c.ab[i] = c.a[i + 1];
+    int64_t least = rm_rotor_min_budget(&c, 500);
+    int bad = 0, compared = 0;
+    double worst = 0;
+    for (int gi = 0; gi < 3; gi++) {
+        int groups = (int[]){10, 20, 45}[gi];
+        for (int k = 0; k < 7; k++) {
+            int64_t budget = (int64_t)(least * (double[]){1.0, 1.25, 1.5, 2, 4, 10, 25}[k]);
+            rm_rotor_plan e, p;
+            rm_rotor_solve_groups(&c, budget, 500, 90, &e);
+            rm_rotor_solve_groups(&c, budget, 500, groups, &p);
+            double t;
+            int64_t peak;
+            if (p.feasible && (!rm_rotor_simulate(&c, p.ops, p.n_ops, &t, &peak) || peak > budget)) bad++;
+            if (e.feasible && p.feasible) {
+                double ratio = p.time / e.time;
+                printf("  90 stages, %2d groups, budget %.2fx least: time %.0f, exact %.0f (%.3fx)\n", groups,
+                       (double)budget / least, p.time, e.time, ratio);
+                if (budget >= 2 * least) {
+                    compared++;
+                    if (ratio > worst) worst = ratio;
+                }
+            }
+            rm_rotor_plan_free(&e), rm_rotor_plan_free(&p);
+        }
+    }
+    CHECK(bad == 0, "%d grouped plans do not replay or exceed their budget", bad);
+    CHECK(compared >= 12 && worst <= 1.10, "grouped plans from twice the least budget: worst %.3fx the exact "
+          "time over %d budgets", worst, compared);
+    rm_chain_model_free(&c);
+}
+
+/* The chain planner as it was before long chains were grouped (the exact
+ * program at 500 slots; its plan lowered reading the copies made before;
+ * while the arena exceeds the budget, the budget given to the program
+ * lowered by the excess; the uniform schedules priced alongside): the
+ * recomputation it costs at `budget`, INFINITY when it finds no plan. */
+static double old_planner_cost(const rm_graph *g, const rm_program *none, int64_t budget) {
+    char err[256];
+    rm_chain c;
+    rm_chain_model m;
+    if (rm_chain_build(g, &c, err, sizeof err) != RM_OK) return NAN;
+    if (rm_chain_model_build(g, &c, NULL, 1, none, &m) != RM_OK) return rm_chain_free(&c), NAN;
+    double best = INFINITY;
+    int64_t target = budget;
+    for (int attempt = 0; attempt < 16 && target > 0 && best == INFINITY; attempt++) {
+        rm_rotor_plan p;
+        if (rm_rotor_solve_groups(&m, target, 500, m.n, &p) != RM_OK || !p.feasible) {
+            rm_rotor_plan_free(&p);
+            break;
+        }
+        rm_schedule s = {0};
+        rm_program prog;
+        int ok = rm_schedule_lower(g, &c, p.ops, p.n_ops, 0, &s, err, sizeof err) == RM_OK &&
+                 rm_program_build(g, &s, 1, &prog, err, sizeof err) == RM_OK;
+        rm_rotor_plan_free(&p);
+        rm_schedule_free(&s);
+        if (!ok) break;
+        rm_memplan(&prog);
+        int64_t arena = (int64_t)prog.arena_bytes;
+        if (arena <= budget) best = rm_recompute_cost(g, &prog, NULL);
+        rm_program_free(&prog);
+        target -= arena - budget > target / 100 ? arena - budget : target / 100 + 1;
+    }
+    for (int k = 2; k <= c.n + 1; k++) {
+        char name[32];
+        snprintf(name, sizeof name, k <= c.n ? "segments:%d" : "blocks", k);
+        rm_schedule s;
+        rm_program prog;
+        if (rm_schedule_build(g, name, 1, NULL, &s, err, sizeof err) != RM_OK) continue;
+        if (rm_program_build(g, &s, 1, &prog, err, sizeof err) == RM_OK) {
+            rm_memplan(&prog);
+            double cost = rm_recompute_cost(g, &prog, NULL);
+            if ((int64_t)prog.arena_bytes <= budget && cost < best) best = cost;
+            rm_program_free(&prog);
+        }
+        rm_schedule_free(&s);
+    }
+    rm_chain_model_free(&m);
+    rm_chain_free(&c);
+    return best;
+}
+
+/* GPT and MLP plans are no worse than that planner's at the same budgets
+ * (chains it plans in seconds), and fit their budgets on the real arena. */
+static void test_no_worse_than_before(void) {
+    int worse = 0, lost = 0, better = 0, cases = 0;
+    for (int model = 0; model < 5; model++) {
+        rm_graph *g = rm_graph_new();
+        rm_model_io io;
+        int layers = (int[]){4, 16, 40, 12, 40}[model];
+        if (model < 3) {
+            rm_gpt_config gc = {.layers = layers, .dim = 8, .heads = 1, .context = 8, .vocab = 256, .batch = 1};
+            rm_gpt_build(g, &gc, &io);
+        } else {
+            rm_mlp_config mc = {.context = 4, .vocab = 32, .batch = 4, .n_widths = layers};
+            for (int i = 0; i < layers; i++) mc.widths[i] = 16 + 8 * (i % 3);
+            rm_mlp_build(g, &mc, &io);
+        }
+        rm_autodiff(g);
+        char err[256];
+        rm_schedule s;
+        rm_program none;
+        rm_schedule_build(g, "none", 1, NULL, &s, err, sizeof err);
+        rm_program_build(g, &s, 1, &none, err, sizeof err);
+        rm_schedule_free(&s);
+        rm_memplan(&none);
+        for (int b = 0; b < 4; b++) {
+            int64_t budget = (int64_t)((double)none.arena_bytes * (double[]){0.12, 0.3, 0.5, 0.7}[b]);
+            double before = old_planner_cost(g, &none, budget), now = INFINITY;
+            rm_auto_info info = {0};
+            info.store_all = (int64_t)none.arena_bytes;
+            if (rm_schedule_auto(g, budget, 500, 0, 1, NULL, &none, &s, &info, err, sizeof err) == RM_OK) {
+                rm_program p;
+                if (rm_program_build(g, &s, 1, &p, err, sizeof err) == RM_OK) {
+                    rm_memplan(&p);
+                    CHECK((int64_t)p.arena_bytes <= budget, "%s %d: arena %zu over the budget %lld",
+                          model < 3 ? "gpt" : "mlp", layers, p.arena_bytes, (long long)budget);
+                    now = rm_recompute_cost(g, &p, NULL);
+                    rm_program_free(&p);
+                }
+                rm_schedule_free(&s);
+            }
+            cases++;
+            worse += now > before * (1 + 1e-9);
+            lost += now == INFINITY && before < INFINITY;
+            better += now < before * (1 - 1e-9);
+            printf("  %s %2d layers, budget %4.0f%%: recompute %.6g, before %.6g\n", model < 3 ? "gpt" : "mlp", layers,
+                   100.0 * budget / none.arena_bytes, now, before);
+        }
+        rm_program_free(&none);
+        rm_graph_free(g);
+    }
+    CHECK(worse == 0 && lost == 0, "%d of %d budgets cost more than before (%d with no plan)", worse, cases, lost);
+    printf("GPT and MLP chains: %d of %d budgets cheaper than before, none dearer\n", better, cases);
+}
+
 int main(void) {
     test_published();
     test_published_exhaustive();
     test_brute_force();
     test_monotone();
+    test_grouped_quality();
+    test_no_worse_than_before();
     return check_done("test_planner");
 }

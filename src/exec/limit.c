@@ -52,12 +52,9 @@ static rm_status refuse(rm_session *s, size_t fixed, size_t need, const char *wh
                          mib((double)(fixed + need)) + 0.01);
 }
 
-/* The planner's dynamic-programming table (a cost and a choice per cell,
- * (slots + 1) x stages^2): held while planning, when no arena is. */
-static size_t planner_bytes(const rm_graph *g) {
-    int n = g->n_stages + 1, slots = rm_rotor_slots(n, 500);
-    return (size_t)(slots + 1) * (size_t)n * (size_t)n * (sizeof(double) + sizeof(int));
-}
+/* The planner's dynamic-programming table: held while planning, when no
+ * arena is. */
+static size_t planner_bytes(const rm_graph *g) { return rm_rotor_table_bytes(g->n_stages + 1, 500); }
 
 /* The planner's schedule for `budget` bytes as the train program. */
 static rm_status plan_bytes(rm_session *s, int64_t budget) {

@@ -13,6 +13,7 @@ void rm_chain_free(rm_chain *c) {
     free(c->last);
     free(c->input);
     free(c->graph_stage);
+    free(c->out_off), free(c->outs), free(c->want);
     memset(c, 0, sizeof *c);
 }
 
@@ -71,5 +72,53 @@ rm_status rm_chain_build(const rm_graph *g, rm_chain *c, char *err, size_t errle
         }
     }
     free(of_stage);
+    return RM_OK;
+}
+
+rm_status rm_chain_units(const rm_graph *g, const int *unit, rm_chain *c) {
+    memset(c, 0, sizeof *c);
+    int nn = g->n_nodes, nu = nn ? unit[nn - 1] + 1 : 0;
+    size_t k = (size_t)nu + 1;
+    c->first = malloc(k * sizeof(int)), c->last = malloc(k * sizeof(int)), c->input = malloc(k * sizeof(int));
+    c->graph_stage = malloc(k * sizeof(int)), c->out_off = calloc(k + 1, sizeof(int));
+    c->outs = malloc(((size_t)g->n_vals + 1) * sizeof(int)), c->want = malloc((size_t)nn + 1);
+    int *handed = malloc(((size_t)g->n_vals + 1) * sizeof *handed); /* value -> unit it was handed from, or -1 */
+    if (!c->first || !c->last || !c->input || !c->graph_stage || !c->out_off || !c->outs || !c->want || !handed) {
+        free(handed);
+        rm_chain_free(c);
+        return RM_ERR_NOMEM;
+    }
+    c->n = nu;
+    for (int n = 0; n < nn; n++) {
+        if (n == 0 || unit[n] != unit[n - 1]) c->first[unit[n]] = n, c->graph_stage[unit[n]] = g->nodes[n].stage;
+        c->last[unit[n]] = n;
+        c->want[n] = 1;
+    }
+    for (int u = 0; u < nu; u++) c->input[u] = -1;
+    for (int v = 0; v < g->n_vals; v++) handed[v] = -1;
+    /* values produced in unit u and read in u+1, grouped by u (nodes are in unit order) */
+    int n_outs = 0;
+    for (int u = 0; u < nu; u++) {
+        c->out_off[u] = n_outs;
+        for (int n = u + 1 < nu ? c->first[u + 1] : nn; u + 1 < nu && n <= c->last[u + 1]; n++) {
+            const rm_node *nd = &g->nodes[n];
+            for (int i = 0; i < nd->n_in; i++) {
+                int v = nd->in[i];
+                if (v < 0 || g->vals[v].kind != RM_VALUE_ACT || unit[g->vals[v].node] != u || handed[v] == u) continue;
+                handed[v] = u, c->outs[n_outs++] = v;
+            }
+        }
+    }
+    c->out_off[nu] = n_outs;
+    /* read two or more units later: kept */
+    for (int n = 0; n < nn; n++) {
+        const rm_node *nd = &g->nodes[n];
+        for (int i = 0; i < nd->n_in; i++) {
+            int v = nd->in[i];
+            if (v >= 0 && g->vals[v].kind == RM_VALUE_ACT && unit[n] >= unit[g->vals[v].node] + 2)
+                c->want[g->vals[v].node] = 0;
+        }
+    }
+    free(handed);
     return RM_OK;
 }

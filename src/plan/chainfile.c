@@ -90,7 +90,7 @@ rm_status rm_plan_chain(const char *chain_json, int64_t budget, char **result_js
     int64_t cap = 2 * store_all(&m) + 1;
     rc = rm_rotor_solve(&m, budget < cap ? budget : cap, 500, &p);
     if (rc != RM_OK && !rm_rotor_slots(m.n, 500))
-        snprintf(err, errlen, "%d stages are too many for the planner (about 900 at most)", m.n);
+        snprintf(err, errlen, "%d stages are too many for the planner (%d at most)", m.n, RM_ROTOR_MAX_STAGES);
     else if (rc != RM_OK)
         snprintf(err, errlen, "out of memory planning the chain");
     /* a feasible solve knows the minimum at its resolution; else search */

@@ -83,6 +83,22 @@ rm_status rm_schedule_uniform_graph(const rm_graph *g, int k, int sqrt_k, rm_sch
     return rc;
 }
 
+rm_status rm_schedule_revolve_graph(const rm_graph *g, int slots, rm_schedule *out, char *err, size_t errlen) {
+    rm_gmodel m;
+    memset(out, 0, sizeof *out);
+    if (rm_gmodel_from_graph(g, NULL, 1, &m) != RM_OK) return RM_ERR_NOMEM;
+    int *unit = malloc(((size_t)m.n + 1) * sizeof *unit);
+    rm_chain c = {0};
+    rm_status rc = unit ? RM_OK : RM_ERR_NOMEM;
+    if (rc == RM_OK) rm_graph_units(g, &m, unit);
+    if (rc == RM_OK) rc = rm_chain_units(g, unit, &c);
+    if (rc == RM_OK) rc = rm_schedule_revolve(g, &c, slots, out, err, errlen);
+    rm_chain_free(&c);
+    free(unit);
+    rm_gmodel_free(&m);
+    return rc;
+}
+
 /* Plans under `budget` and checks the engine's arena; *arena gets it. */
 static rm_status fit(const rm_graph *g, const rm_gmodel *m, const int *hint, int64_t budget, int threads,
                      rm_schedule *out, int64_t *arena, int *blocks, char *err, size_t errlen) {

@@ -187,8 +187,10 @@ rm_status rm_plan_graph(const char *graph_json, int64_t budget, char **result_js
     int64_t store_all = rc == RM_OK ? all.peak : 0;
     if (rc == RM_OK) rm_gplan_free(&all);
     if (budget < 0) budget = store_all;
-    int64_t least = rc == RM_OK ? rm_gplan_min_budget(&m, NULL, NULL, NULL) : -1;
-    if (rc == RM_OK) rc = rm_gplan_solve(&m, budget, NULL, NULL, NULL, &p);
+    rm_gplan at = {0}; /* a plan at the least budget: a start, so any budget above it plans */
+    int64_t least = rc == RM_OK ? rm_gplan_least(&m, NULL, NULL, NULL, &at) : -1;
+    if (rc == RM_OK) rc = rm_gplan_solve_from(&m, budget, NULL, NULL, NULL, &at, &p);
+    rm_gplan_free(&at);
     if (rc == RM_OK) {
         *result_json = answer(&m, &p, budget, store_all, least);
         if (!*result_json) rc = RM_ERR_NOMEM;

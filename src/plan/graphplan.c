@@ -4,8 +4,9 @@
  * (memory, first stage, last stage) is exact for it. A general graph has
  * values that cross many blocks (skips, an encoder output read by every
  * decoder layer); what to keep is then a set, and the exact answer is
- * Checkmate's integer program (tests/test_graphplan.c solves it as the
- * oracle). Here we search the plans of graphplan.h instead:
+ * Checkmate's integer program (tests/test_oracle.c solves it as the
+ * oracle). Here we search the plans of graphplan.h instead (graphs of up
+ * to 64 nodes, or another evaluator; larger ones: graphfast.c):
  *
  *   1. Greedy descent from store-all: while the schedule exceeds the budget,
  *      apply the mode change (KEEP -> ONCE -> EACH -> FEACH of one node) that removes
@@ -19,220 +20,30 @@
  * Each is tried over several groupings into blocks (one node per block,
  * automatic blocks of several sizes, the declared stages) and the cheapest
  * feasible plan wins. Every candidate is priced by the evaluator, so a plan
- * is feasible for exactly the memory model the caller checks against. */
+ * is feasible for exactly the memory model the caller checks against. The
+ * model, schedules and default evaluator are graphsched.c's. */
 #include "plan/graphplan.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-rm_status rm_gmodel_alloc(rm_gmodel *m, int n) {
-    memset(m, 0, sizeof *m);
-    size_t k = (size_t)(n > 0 ? n : 1);
-    m->n = n;
-    m->fwd = calloc(k, sizeof *m->fwd), m->bwd = calloc(k, sizeof *m->bwd);
-    m->bytes = calloc(k, sizeof *m->bytes), m->grad = calloc(k, sizeof *m->grad);
-    m->ws_f = calloc(k, sizeof *m->ws_f), m->ws_b = calloc(k, sizeof *m->ws_b);
-    m->has_bwd = calloc(k, 1), m->reads_out = calloc(k, 1);
-    m->off = calloc(k + 1, sizeof *m->off);
-    if (!m->fwd || !m->bwd || !m->bytes || !m->grad || !m->ws_f || !m->ws_b || !m->has_bwd || !m->reads_out ||
-        !m->off) {
-        rm_gmodel_free(m);
-        return RM_ERR_NOMEM;
-    }
-    return RM_OK;
-}
-
-rm_status rm_gmodel_edge(rm_gmodel *m, int src, int reads_in) {
-    if (m->n_edges == m->cap_edges) {
-        int nc = m->cap_edges ? m->cap_edges * 2 : 64;
-        int *s = realloc(m->src, (size_t)nc * sizeof *s);
-        if (!s) return RM_ERR_NOMEM;
-        m->src = s;
-        char *r = realloc(m->reads_in, (size_t)nc);
-        if (!r) return RM_ERR_NOMEM;
-        m->reads_in = r;
-        m->cap_edges = nc;
-    }
-    m->src[m->n_edges] = src;
-    m->reads_in[m->n_edges++] = (char)(reads_in != 0);
-    return RM_OK;
-}
-
-void rm_gmodel_close_node(rm_gmodel *m, int i) { m->off[i + 1] = m->n_edges; }
-
-void rm_gmodel_free(rm_gmodel *m) {
-    free(m->fwd), free(m->bwd), free(m->bytes), free(m->grad), free(m->ws_f), free(m->ws_b);
-    free(m->has_bwd), free(m->reads_out), free(m->off), free(m->src), free(m->reads_in);
-    if (m->names)
-        for (int i = 0; i < m->n; i++) free(m->names[i]);
-    free(m->names);
-    memset(m, 0, sizeof *m);
-}
-
-void rm_gplan_free(rm_gplan *p) {
-    free(p->mode), free(p->block);
-    memset(p, 0, sizeof *p);
-}
-
-/* ---- schedule ------------------------------------------------------------ */
-
-/* The state of schedule generation: value v's current copy may be read
- * when ok[v] is ALWAYS or the current epoch (one forward node, or one
- * block of the backward); rec marks what is to be recomputed, listed in
- * marked[0 .. n_marked). */
-enum { ALWAYS = -2, GONE = -1 };
-typedef struct gen {
-    const rm_gmodel *m;
-    const char *mode;
-    int *ok, epoch;
-    char *rec;
-    int *marked, n_marked, *stack;
-    rm_schedule *out;
-} gen;
-
-static int usable(const gen *G, int v) { return G->ok[v] == ALWAYS || G->ok[v] == G->epoch; }
-
-/* Marks v and, transitively, the inputs it needs rebuilt. */
-static void need(gen *G, int v) {
-    int top = 0;
-    if (usable(G, v) || G->rec[v]) return;
-    G->rec[v] = 1, G->stack[top++] = v, G->marked[G->n_marked++] = v;
-    while (top > 0) {
-        int u = G->stack[--top];
-        for (int e = G->m->off[u]; e < G->m->off[u + 1]; e++) {
-            int p = G->m->src[e];
-            if (!usable(G, p) && !G->rec[p]) G->rec[p] = 1, G->stack[top++] = p, G->marked[G->n_marked++] = p;
-        }
-    }
-}
-
-static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
-
-/* RECOMPUTE items for the marked nodes, in topological order. ONCE copies
- * then serve every later reader, EACH and FEACH ones this epoch only. */
-static rm_status emit_recomputes(gen *G) {
-    qsort(G->marked, (size_t)G->n_marked, sizeof *G->marked, cmp_int);
-    for (int k = 0; k < G->n_marked; k++) {
-        int v = G->marked[k];
-        if (rm_schedule_push(G->out, RM_INSTR_RECOMPUTE, v) != RM_OK) return RM_ERR_NOMEM;
-        G->rec[v] = 0;
-        G->ok[v] = G->mode[v] >= RM_GEACH ? G->epoch : ALWAYS;
-    }
-    G->n_marked = 0;
-    return RM_OK;
-}
-
-rm_status rm_gplan_schedule(const rm_gmodel *m, const char *mode, const int *block, rm_schedule *out) {
-    int n = m->n;
-    memset(out, 0, sizeof *out);
-    gen G = {m, mode, malloc(((size_t)n + 1) * sizeof(int)), 0, calloc((size_t)n + 1, 1),
-             malloc(((size_t)n + 1) * sizeof(int)), 0, malloc(((size_t)n + 1) * sizeof(int)), out};
-    rm_status rc = G.ok && G.rec && G.marked && G.stack ? RM_OK : RM_ERR_NOMEM;
-    /* the forward pass: a FEACH value is rebuilt before each reader after its first */
-    for (int v = 0; v < n && rc == RM_OK; v++) {
-        G.epoch = v;
-        for (int e = m->off[v]; e < m->off[v + 1]; e++) need(&G, m->src[e]);
-        rc = emit_recomputes(&G);
-        if (rc == RM_OK) rc = rm_schedule_push(out, RM_INSTR_FORWARD, v);
-        G.ok[v] = ALWAYS;
-        for (int e = m->off[v]; e < m->off[v + 1]; e++)
-            if (mode[m->src[e]] == RM_GFEACH) G.ok[m->src[e]] = GONE;
-    }
-    for (int v = 0; v < n; v++) G.ok[v] = mode[v] == RM_GKEEP ? ALWAYS : GONE;
-    for (int hi = n - 1; hi >= 0 && rc == RM_OK;) {
-        int lo = hi;
-        while (lo > 0 && block[lo - 1] == block[hi]) lo--;
-        G.epoch = n + hi; /* EACH: no copy carries over from another block */
-        for (int i = lo; i <= hi; i++) {
-            if (!m->has_bwd[i]) continue;
-            for (int e = m->off[i]; e < m->off[i + 1]; e++)
-                if (m->reads_in[e]) need(&G, m->src[e]);
-            if (m->reads_out[i]) need(&G, i);
-        }
-        rc = emit_recomputes(&G);
-        for (int i = hi; i >= lo && rc == RM_OK; i--)
-            if (m->has_bwd[i]) rc = rm_schedule_push(out, RM_INSTR_BACKWARD, i);
-        hi = lo - 1;
-    }
-    free(G.ok), free(G.rec), free(G.marked), free(G.stack);
-    if (rc != RM_OK) rm_schedule_free(out);
-    return rc;
-}
-
-/* ---- the default evaluator: plan/program.c's liveness ---------------------- */
-
-typedef struct live_ctx {
-    int64_t *delta; /* delta[t]: bytes born at t; after t the bytes dying at t are subtracted via dies */
-    int64_t *dies;
-} live_ctx;
-
-/* One lifetime [first, last] of `bytes`. */
-static void span(live_ctx *c, int first, int last, int64_t bytes) {
-    c->delta[first] += bytes;
-    c->dies[last] += bytes;
-}
-
-rm_status rm_gmodel_simulate(void *ctx, const rm_gmodel *m, const rm_schedule *s, int64_t budget,
-                             rm_geval_result *r) {
-    (void)ctx;
-    int n = m->n, T = s->n;
-    int *born = malloc(((size_t)n + 1) * sizeof *born), *last = malloc(((size_t)n + 1) * sizeof *last);
-    int *gborn = malloc(((size_t)n + 1) * sizeof *gborn), *glast = malloc(((size_t)n + 1) * sizeof *glast);
-    live_ctx c = {calloc((size_t)T + 1, sizeof(int64_t)), calloc((size_t)T + 1, sizeof(int64_t))};
-    rm_status rc = born && last && gborn && glast && c.delta && c.dies ? RM_OK : RM_ERR_NOMEM;
-    memset(r, 0, sizeof *r);
-    for (int v = 0; v < n && rc == RM_OK; v++) born[v] = gborn[v] = -1;
-    for (int t = 0; t < T && rc == RM_OK; t++) {
-        int v = s->items[t].node;
-        if (s->items[t].kind != RM_INSTR_BACKWARD) {
-            for (int e = m->off[v]; e < m->off[v + 1]; e++) last[m->src[e]] = t;
-            if (born[v] >= 0) span(&c, born[v], last[v], m->bytes[v]); /* the previous copy ends */
-            born[v] = last[v] = t;
-            if (m->ws_f[v]) span(&c, t, t, m->ws_f[v]);
-            if (s->items[t].kind == RM_INSTR_RECOMPUTE) r->cost += m->fwd[v];
-            continue;
-        }
-        for (int e = m->off[v]; e < m->off[v + 1]; e++) {
-            int p = m->src[e];
-            if (m->reads_in[e]) last[p] = t;
-            if (m->grad[p] > 0 && gborn[p] < 0) gborn[p] = t; /* first writer creates the gradient */
-            if (m->grad[p] > 0) glast[p] = t;
-        }
-        if (m->reads_out[v]) last[v] = t;
-        if (gborn[v] >= 0) glast[v] = t;
-        if (m->ws_b[v]) span(&c, t, t, m->ws_b[v]);
-    }
-    if (rc == RM_OK && n > 0 && born[n - 1] >= 0) last[n - 1] = T - 1; /* the loss stays readable */
-    for (int v = 0; v < n && rc == RM_OK; v++) {
-        if (born[v] >= 0) span(&c, born[v], last[v], m->bytes[v]);
-        if (gborn[v] >= 0) span(&c, gborn[v], glast[v], m->grad[v]);
-    }
-    int64_t live = 0;
-    for (int t = 0; t < T && rc == RM_OK; t++) {
-        live += c.delta[t];
-        if (live > r->peak) r->peak = live;
-        if (live > budget) r->excess += live - budget;
-        live -= c.dies[t];
-    }
-    free(born), free(last), free(gborn), free(glast), free(c.delta), free(c.dies);
-    return rc;
-}
 
 /* ---- search ----------------------------------------------------------------- */
 
 typedef struct search {
     const rm_gmodel *m;
     int64_t budget;
-    rm_geval_fn eval;
+    rm_geval_fn eval; /* NULL: the default, on the kept workspace */
     void *ctx;
     const int *block;
     rm_schedule sch;
+    rm_gwork work;
+    rm_gsim sim;
 } search;
 
 static rm_status price(search *S, const char *mode, rm_geval_result *r) {
-    rm_schedule_free(&S->sch);
-    rm_status rc = rm_gplan_schedule(S->m, mode, S->block, &S->sch);
-    if (rc == RM_OK) rc = S->eval(S->ctx, S->m, &S->sch, S->budget, r);
+    rm_status rc = rm_gplan_schedule_with(S->m, mode, S->block, &S->work, &S->sch);
+    if (rc == RM_OK) rc = S->eval ? S->eval(S->ctx, S->m, &S->sch, S->budget, r)
+                                  : rm_gsim_run(S->m, &S->sch, S->budget, &S->sim, r);
     return rc;
 }
 
@@ -385,6 +196,16 @@ static rm_status exchange(search *S, char *mode, rm_geval_result *cur) {
     return RM_OK;
 }
 
+/* The uniform plan of a grouping: what is read across blocks kept, the
+ * rest of every block but the last recomputed in each block. */
+static void uniform_plan(const rm_gmodel *m, const int *block, char *mode) {
+    int n = m->n;
+    for (int v = 0; v < n; v++) mode[v] = block[v] == block[n - 1] ? RM_GKEEP : RM_GEACH;
+    for (int j = 0; j < n; j++)
+        for (int e = m->off[j]; e < m->off[j + 1]; e++)
+            if (block[m->src[e]] != block[j]) mode[m->src[e]] = RM_GKEEP;
+}
+
 /* One grouping, from four starting points: store-all (descend, then
  * prune), everything recomputed but the loss (FEACH, then EACH; prune), and the uniform plan
  * of the grouping: what crosses blocks kept, the rest of every block but
@@ -397,18 +218,17 @@ static rm_status plan_grouping(search *S, char *mode, char *work, rm_geval_resul
     for (int start = 0; start < 4; start++) {
         if (n > 64 && (start == 1 || start == 2)) continue; /* large graphs: store-all and uniform starts */
         for (int v = 0; v < n; v++) work[v] = start == 0 || v == n - 1 ? RM_GKEEP : start == 1 ? RM_GFEACH : RM_GEACH;
-        if (start == 3) {
-            for (int v = 0; v < n; v++)
-                if (S->block[v] == S->block[n - 1]) work[v] = RM_GKEEP;
-            for (int j = 0; j < n; j++)
-                for (int e = m->off[j]; e < m->off[j + 1]; e++)
-                    if (S->block[m->src[e]] != S->block[j]) work[m->src[e]] = RM_GKEEP;
-        }
+        if (start == 3) uniform_plan(m, S->block, work);
         rm_geval_result w;
-        rm_status rc = price(S, work, &w);
-        if (rc == RM_OK && start == 0) rc = descend(S, work, &w);
-        if (rc == RM_OK && w.excess == 0) rc = prune(S, work, &w);
-        if (rc == RM_OK && w.excess == 0) rc = exchange(S, work, &w);
+        rm_status rc;
+        if (n > 64 && !S->eval) { /* large graphs: graphfast.c */
+            rc = rm_gplan_fast(m, S->budget, S->block, 1, work, &w);
+        } else {
+            rc = price(S, work, &w);
+            if (rc == RM_OK && start == 0) rc = descend(S, work, &w);
+            if (rc == RM_OK && w.excess == 0) rc = prune(S, work, &w);
+            if (rc == RM_OK && w.excess == 0) rc = exchange(S, work, &w);
+        }
         if (rc != RM_OK) return rc;
         if (w.excess == 0 && (r->excess > 0 || w.cost < r->cost)) {
             *r = w;
@@ -451,8 +271,33 @@ static rm_status perturb(search *S, rm_gplan *plan, char *mode, int *block) {
     return RM_OK;
 }
 
-rm_status rm_gplan_solve(const rm_gmodel *m, int64_t budget, const int *hint, rm_geval_fn eval, void *ctx,
-                         rm_gplan *plan) {
+/* Keeps (mode, block) in `plan` when it fits and is cheaper. */
+static void keep_best(rm_gplan *plan, int n, const char *mode, const int *block, const rm_geval_result *r) {
+    if (r->excess > 0 || (plan->feasible && r->cost >= plan->cost)) return;
+    plan->feasible = 1, plan->cost = r->cost, plan->peak = r->peak, plan->n_blocks = block[n - 1] + 1;
+    memcpy(plan->mode, mode, (size_t)n);
+    memcpy(plan->block, block, (size_t)n * sizeof *block);
+}
+
+/* The seed as one more start: pruned if it fits (descended if it does not). */
+static rm_status from_seed(search *S, const rm_gplan *seed, rm_gplan *plan, char *mode, int *block) {
+    int n = S->m->n;
+    memcpy(mode, seed->mode, (size_t)n), memcpy(block, seed->block, (size_t)n * sizeof *block);
+    rm_geval_result r;
+    rm_status rc;
+    if (n > 64 && !S->eval) {
+        rc = rm_gplan_fast(S->m, S->budget, block, 1, mode, &r);
+    } else {
+        rc = price(S, mode, &r);
+        if (rc == RM_OK && r.excess > 0) rc = descend(S, mode, &r);
+        if (rc == RM_OK && r.excess == 0) rc = prune(S, mode, &r);
+    }
+    if (rc == RM_OK) keep_best(plan, n, mode, block, &r);
+    return rc;
+}
+
+rm_status rm_gplan_solve_from(const rm_gmodel *m, int64_t budget, const int *hint, rm_geval_fn eval, void *ctx,
+                              const rm_gplan *seed, rm_gplan *plan) {
     int n = m->n;
     memset(plan, 0, sizeof *plan);
     plan->mode = calloc((size_t)n + 1, 1);
@@ -463,48 +308,101 @@ rm_status rm_gplan_solve(const rm_gmodel *m, int64_t budget, const int *hint, rm
         free(mode), free(work), free(block), rm_gplan_free(plan);
         return RM_ERR_NOMEM;
     }
-    search S = {m, budget, eval ? eval : rm_gmodel_simulate, ctx, block, {0}};
-    rm_status rc = RM_OK;
+    search S = {m, budget, eval == rm_gmodel_simulate ? NULL : eval, ctx, block, {0}, {0}, {0}};
+    rm_status rc = rm_gwork_alloc(&S.work, n);
     int root = (int)ceil(sqrt((double)n));
     /* groupings: one node per block, the hint, automatic blocks of ~sqrt(n), ~n/4 and ~2 sqrt(n) */
     int ks[] = {n, -1, root, n / 4 > 1 ? n / 4 : 2, 2 * root};
     for (int gi = 0; gi < (n > 64 ? 3 : 5) && rc == RM_OK && n > 0; gi++) {
-        int nb;
         if (gi == 1) {
             if (!hint) continue;
             memcpy(block, hint, (size_t)n * sizeof *block);
-            nb = block[n - 1] + 1;
         } else {
-            nb = rm_auto_blocks(m, ks[gi], block);
+            rm_auto_blocks(m, ks[gi], block);
         }
         rm_geval_result r;
         rc = plan_grouping(&S, mode, work, &r);
-        if (rc != RM_OK || r.excess > 0) continue;
-        if (!plan->feasible || r.cost < plan->cost) {
-            plan->feasible = 1, plan->cost = r.cost, plan->peak = r.peak, plan->n_blocks = nb;
-            memcpy(plan->mode, mode, (size_t)n);
-            memcpy(plan->block, block, (size_t)n * sizeof *block);
-        }
+        if (rc == RM_OK) keep_best(plan, n, mode, block, &r);
     }
+    if (rc == RM_OK && seed && seed->feasible && n > 0) rc = from_seed(&S, seed, plan, mode, block);
     if (rc == RM_OK && n > 0 && n <= 64) rc = perturb(&S, plan, mode, block);
     rm_schedule_free(&S.sch);
+    rm_gwork_free(&S.work), rm_gsim_free(&S.sim);
     free(mode), free(work), free(block);
     if (rc != RM_OK) rm_gplan_free(plan);
     return rc;
 }
 
-int64_t rm_gplan_min_budget(const rm_gmodel *m, const int *hint, rm_geval_fn eval, void *ctx) {
+rm_status rm_gplan_solve(const rm_gmodel *m, int64_t budget, const int *hint, rm_geval_fn eval, void *ctx,
+                         rm_gplan *plan) {
+    return rm_gplan_solve_from(m, budget, hint, eval, ctx, NULL, plan);
+}
+
+/* Large graphs: a bisection, to half a percent, whose probe is the descent
+ * of graphfast.c (no pruning, which frees nothing) from the uniform plan
+ * over blocks of about sqrt(n), else from store-all with one node per
+ * block. *at gets the plan at the least budget found. */
+static int64_t least_by_descent(const rm_gmodel *m, rm_gplan *at) {
+    int n = m->n;
+    char *mode = calloc((size_t)n + 1, 1), *work = malloc((size_t)n + 1);
+    int *block = malloc(((size_t)n + 1) * sizeof *block), *coarse = malloc(((size_t)n + 1) * sizeof *coarse);
+    int64_t hi = -1, lo = 0;
+    rm_geval_result r;
+    if (mode && work && block && coarse) {
+        for (int v = 0; v < n; v++) block[v] = v;
+        rm_auto_blocks(m, (int)ceil(sqrt((double)n)), coarse);
+        if (rm_gplan_fast(m, INT64_MAX / 4, block, 0, mode, &r) == RM_OK) hi = r.peak; /* store-all */
+    }
+    int *at_block = block;
+    while (hi > 0 && hi - lo > hi / 200 + 1) {
+        int64_t mid = lo + (hi - lo) / 2;
+        uniform_plan(m, coarse, work);
+        int *used = coarse;
+        rm_status rc = rm_gplan_fast(m, mid, coarse, 0, work, &r);
+        if (rc == RM_OK && r.excess > 0) {
+            memset(work, RM_GKEEP, (size_t)n), used = block;
+            rc = rm_gplan_fast(m, mid, block, 0, work, &r);
+        }
+        if (rc != RM_OK) break;
+        if (r.excess == 0) memcpy(mode, work, (size_t)n), hi = mid, at_block = used;
+        else lo = mid;
+    }
+    if (hi > 0 && at) {
+        memcpy(at->mode, mode, (size_t)n), memcpy(at->block, at_block, (size_t)n * sizeof *at->block);
+        at->feasible = 1, at->peak = hi, at->n_blocks = at_block[n - 1] + 1;
+    }
+    free(mode), free(work), free(block), free(coarse);
+    return hi;
+}
+
+int64_t rm_gplan_least(const rm_gmodel *m, const int *hint, rm_geval_fn eval, void *ctx, rm_gplan *at) {
+    int n = m->n;
+    if (at) {
+        memset(at, 0, sizeof *at);
+        at->mode = calloc((size_t)n + 1, 1), at->block = calloc((size_t)n + 1, sizeof *at->block);
+        if (!at->mode || !at->block) return rm_gplan_free(at), -1;
+    }
+    if (n > 64 && (!eval || eval == rm_gmodel_simulate)) return least_by_descent(m, at);
     /* upper end: store-all's peak */
     rm_gplan p;
     if (rm_gplan_solve(m, INT64_MAX / 4, hint, eval, ctx, &p) != RM_OK) return -1;
     int64_t hi = p.peak, lo = 0;
-    rm_gplan_free(&p);
+    if (at) rm_gplan_free(at), *at = p;
+    else rm_gplan_free(&p);
     while (hi - lo > hi / 1000 + 1) {
         int64_t mid = lo + (hi - lo) / 2;
         if (rm_gplan_solve(m, mid, hint, eval, ctx, &p) != RM_OK) return -1;
-        if (p.feasible) hi = mid; /* not p.peak: a plan is found at mid, maybe not at its own peak */
-        else lo = mid;
+        if (p.feasible) { /* not p.peak: a plan is found at mid, maybe not at its own peak */
+            hi = mid;
+            if (at) rm_gplan_free(at), *at = p, p.mode = NULL, p.block = NULL;
+        } else {
+            lo = mid;
+        }
         rm_gplan_free(&p);
     }
     return hi;
+}
+
+int64_t rm_gplan_min_budget(const rm_gmodel *m, const int *hint, rm_geval_fn eval, void *ctx) {
+    return rm_gplan_least(m, hint, eval, ctx, NULL);
 }

@@ -65,6 +65,16 @@ void rm_gplan_free(rm_gplan *p);
 /* The schedule of a plan (node ids of the model; for the engine's graph
  * they are its node ids). */
 rm_status rm_gplan_schedule(const rm_gmodel *m, const char *mode, const int *block, rm_schedule *out);
+/* The same with a kept workspace of m->n nodes, into `out` (emptied, its
+ * room kept): no allocation once `out` is large enough. */
+typedef struct rm_gwork {
+    int *ok, *marked, *stack;
+    char *rec;
+} rm_gwork;
+rm_status rm_gwork_alloc(rm_gwork *w, int n);
+void rm_gwork_free(rm_gwork *w);
+rm_status rm_gplan_schedule_with(const rm_gmodel *m, const char *mode, const int *block, rm_gwork *w,
+                                 rm_schedule *out);
 
 /* What a schedule costs: its recomputation time, peak bytes, and the bytes
  * above `budget` summed over its instructions (0: it fits). */
@@ -77,13 +87,46 @@ typedef rm_status (*rm_geval_fn)(void *ctx, const rm_gmodel *m, const rm_schedul
 /* The default evaluator: plan/program.c's liveness on the model. */
 rm_status rm_gmodel_simulate(void *ctx, const rm_gmodel *m, const rm_schedule *s, int64_t budget,
                              rm_geval_result *r);
+/* The same with a kept workspace (grown as needed; zero it first), which it
+ * leaves holding the profile: live[t] the bytes live during item t, and for
+ * each item t that computes a copy (forward or recompute), copy_last[t] the
+ * last item that reads that copy. */
+typedef struct rm_gsim {
+    int cap_n, cap_t;
+    int *born, *last, *gborn, *glast;
+    int64_t *delta, *dies, *live;
+    int *copy_last;
+} rm_gsim;
+rm_status rm_gsim_run(const rm_gmodel *m, const rm_schedule *s, int64_t budget, rm_gsim *w, rm_geval_result *r);
+void rm_gsim_free(rm_gsim *w);
 
 /* The cheapest plan found whose peak (by `eval`, NULL: rm_gmodel_simulate)
  * is at most budget. hint: optional block ids (declared stages) tried as
  * one of the groupings. plan->feasible = 0 when none fits. */
 rm_status rm_gplan_solve(const rm_gmodel *m, int64_t budget, const int *hint, rm_geval_fn eval, void *ctx,
                          rm_gplan *plan);
-/* The least budget at which rm_gplan_solve finds a plan (bisection). */
+/* plan/graphfast.c: the search of large graphs (default evaluator): from
+ * `mode`, a batched descent scored from one pricing's profile until the
+ * plan fits, then (prune_too) undoes that an upper bound of the live bytes
+ * shows safe, and a few more priced exactly. mode is left as the plan
+ * found; r->excess > 0 when it does not fit. */
+rm_status rm_gplan_fast(const rm_gmodel *m, int64_t budget, const int *block, int prune_too, char *mode,
+                        rm_geval_result *r);
+/* Its descent makes no schedule longer than this many times store-all's
+ * (about 2n items): no plan that recomputes each node more than about
+ * five times on average (near the least budget such plans run 40 times the
+ * forward pass, and pricing them would outlast the search). */
+#define RM_GFAST_MAX_RECOMPUTE 6
+/* rm_gplan_solve with one more starting point, `seed` (a plan, or NULL):
+ * a budget the seed fits always gets a plan. */
+rm_status rm_gplan_solve_from(const rm_gmodel *m, int64_t budget, const int *hint, rm_geval_fn eval, void *ctx,
+                              const rm_gplan *seed, rm_gplan *plan);
+/* The least budget at which rm_gplan_solve finds a plan: a bisection (on
+ * graphs of up to 64 nodes, or another evaluator), else the descent of
+ * graphfast.c followed down from store-all by budgets 20% lower, then
+ * closer, each from the last plan that fitted. `at` (optional) gets a plan
+ * that fits it, to seed rm_gplan_solve_from. */
+int64_t rm_gplan_least(const rm_gmodel *m, const int *hint, rm_geval_fn eval, void *ctx, rm_gplan *at);
 int64_t rm_gplan_min_budget(const rm_gmodel *m, const int *hint, rm_geval_fn eval, void *ctx);
 
 /* plan/blocks.c: automatic blocks. Cuts the topological order into about
@@ -107,6 +150,11 @@ int rm_graph_units(const rm_graph *g, const rm_gmodel *m, int *unit);
  * the rest of every group but the last is recomputed before its backward. */
 rm_status rm_schedule_uniform_graph(const rm_graph *g, int k, int sqrt_k, rm_schedule *out, char *err,
                                     size_t errlen);
+/* revolve:S on any graph: Griewank and Walther's schedule over the units
+ * (declared stages or automatic blocks) as a chain of units
+ * (rm_chain_units): what one unit hands the next is checkpointed or
+ * recomputed, what is read two or more units later is kept. */
+rm_status rm_schedule_revolve_graph(const rm_graph *g, int slots, rm_schedule *out, char *err, size_t errlen);
 /* The budget planner for graphs that are not chains: rm_gplan_solve on the
  * graph's model, lowered and checked against the engine's arena (tightened
  * and planned again while the arena exceeds the budget). Sets info->chosen

@@ -1,7 +1,9 @@
 /* lower.c: from a sequence of stage operations (Fn, Fck, Fall, B, L; what
  * revolve and the Rotor planner produce) to the engine's schedule items.
  *   Fn s, Fck s   run stage s to rebuild its output (its insides are freed)
- *   Fall s        run stage s keeping what its backward reads
+ *   Fall s        run stage s keeping what its backward reads (lowered with
+ *                 `outputs`: and its output, when stage s+1 runs again
+ *                 before B s, as Rotor's model counts it)
  *   B s           run the backward of stage s
  *   Fsel s        like Fall, but the selective policy's cheap values are
  *                 freed and rebuilt right before B s
@@ -31,18 +33,49 @@ static rm_status forward_stage(lowering *l, int st) {
     return RM_OK;
 }
 
-static rm_status run_stage(lowering *l, int st, int keep_all) {
+/* A recomputed Fall keeps what its stage's backward reads; with `output`
+ * it also rebuilds the stage's output, which else is read from its last
+ * copy (held since it was made). */
+static rm_status run_stage(lowering *l, int st, int keep_all, int output) {
     if (!l->forwarded[st]) return forward_stage(l, st);
-    rm_val out = st + 1 < l->c->n ? l->c->input[st + 1] : -1;
-    return rm_schedule_recompute(l->g, l->c->first[st], l->c->last[st], l->all, keep_all ? -1 : out, keep_all,
-                                 l->out);
+    const rm_chain *c = l->c;
+    const char *want = c->want ? c->want : l->all;
+    if (keep_all && !output) return rm_schedule_recompute(l->g, c->first[st], c->last[st], want, -1, 1, l->out);
+    if (c->outs) /* a chain of units hands over several values */
+        return rm_schedule_recompute_set(l->g, c->first[st], c->last[st], want, c->outs + c->out_off[st],
+                                         c->out_off[st + 1] - c->out_off[st], keep_all, l->out);
+    return rm_schedule_recompute(l->g, c->first[st], c->last[st], want, st + 1 < c->n ? c->input[st + 1] : -1,
+                                 keep_all, l->out);
 }
 
-rm_status rm_schedule_lower(const rm_graph *g, const rm_chain *c, const rm_rotor_op *ops, int n_ops,
+/* rebuild[k]: op k keeps stage s (Fall, Fsel) and stage s+1 runs again
+ * before B s, reading s's output: Rotor's model has the output rebuilt
+ * inside what Fall keeps. Found from the back in one pass. */
+static char *outputs_read_again(const rm_chain *c, const rm_rotor_op *ops, int n_ops) {
+    char *rebuild = calloc((size_t)n_ops + 1, 1);
+    int *next_fwd = malloc(sizeof *next_fwd * ((size_t)c->n + 1)), *next_b = malloc(sizeof *next_b * ((size_t)c->n + 1));
+    if (!rebuild || !next_fwd || !next_b) {
+        free(rebuild), free(next_fwd), free(next_b);
+        return NULL;
+    }
+    for (int s = 0; s <= c->n; s++) next_fwd[s] = next_b[s] = n_ops;
+    for (int k = n_ops - 1; k >= 0; k--) {
+        int s = ops[k].stage;
+        if (s < 0 || s >= c->n) continue;
+        if (ops[k].kind == RM_ROTOR_FALL || ops[k].kind == RM_ROTOR_FSEL) rebuild[k] = next_fwd[s + 1] < next_b[s];
+        if (ops[k].kind == RM_ROTOR_B) next_b[s] = k;
+        else next_fwd[s] = k;
+    }
+    free(next_fwd), free(next_b);
+    return rebuild;
+}
+
+rm_status rm_schedule_lower(const rm_graph *g, const rm_chain *c, const rm_rotor_op *ops, int n_ops, int outputs,
                             rm_schedule *out, char *err, size_t errlen) {
     lowering l = {g, c, calloc((size_t)c->n + 1, 1), malloc((size_t)g->n_nodes + 1), out,
                   malloc((size_t)g->n_nodes + 1), calloc((size_t)c->n + 1, 1)};
-    rm_status rc = (l.forwarded && l.all && l.cheap && l.sel) ? RM_OK : RM_ERR_NOMEM;
+    char *rebuild = outputs ? outputs_read_again(c, ops, n_ops) : NULL;
+    rm_status rc = (l.forwarded && l.all && l.cheap && l.sel && (rebuild || !outputs)) ? RM_OK : RM_ERR_NOMEM;
     for (int n = 0; n < g->n_nodes && rc == RM_OK; n++) l.all[n] = 1;
     if (rc == RM_OK) rm_cheap_mask(g, l.cheap);
     for (int k = 0; k < n_ops && rc == RM_OK; k++) {
@@ -54,10 +87,10 @@ rm_status rm_schedule_lower(const rm_graph *g, const rm_chain *c, const rm_rotor
         }
         switch (ops[k].kind) {
         case RM_ROTOR_FN:
-        case RM_ROTOR_FCK: rc = run_stage(&l, st, 0); break;
+        case RM_ROTOR_FCK: rc = run_stage(&l, st, 0, 0); break;
         case RM_ROTOR_FALL:
         case RM_ROTOR_FSEL:
-            rc = run_stage(&l, st, 1);
+            rc = run_stage(&l, st, 1, rebuild && rebuild[k]);
             l.sel[st] = ops[k].kind == RM_ROTOR_FSEL;
             break;
         case RM_ROTOR_B:
@@ -66,12 +99,13 @@ rm_status rm_schedule_lower(const rm_graph *g, const rm_chain *c, const rm_rotor
             l.sel[st] = 0;
             break;
         case RM_ROTOR_L:
-            rc = run_stage(&l, st, 1);
+            rc = run_stage(&l, st, 1, 0);
             if (rc == RM_OK) rc = rm_schedule_backward(g, c->first[st], c->last[st], out);
             break;
         }
     }
     if (rc == RM_ERR_NOMEM) snprintf(err, errlen, "out of memory lowering a plan");
+    free(rebuild);
     free(l.forwarded);
     free(l.all);
     free(l.cheap);

@@ -93,6 +93,9 @@ rm_status rm_schedule_backward(const rm_graph *g, int lo, int hi, rm_schedule *o
  * the backwards of [lo, hi] read. */
 rm_status rm_schedule_recompute(const rm_graph *g, int lo, int hi, const char *want, rm_val also,
                                 int for_backward, rm_schedule *out);
+/* The same with several values to rebuild (also[0 .. n_also)). */
+rm_status rm_schedule_recompute_set(const rm_graph *g, int lo, int hi, const char *want, const rm_val *also,
+                                    int n_also, int for_backward, rm_schedule *out);
 /* Forward everything, then for each group of nodes from the last: recompute
  * what the group's backward needs among the wanted nodes, run its backward. */
 rm_status rm_schedule_grouped(const rm_graph *g, const int *group_first, const int *group_last, int n_groups,
@@ -103,12 +106,22 @@ void rm_cheap_mask(const rm_graph *g, char *want);
 
 /* plan/chain.c: the graph as a chain of stages. Empty stages are skipped;
  * chain stage i covers nodes [first[i], last[i]] and receives exactly one
- * activation, input[i] (-1 for the first), from chain stage i-1. */
+ * activation, input[i] (-1 for the first), from chain stage i-1.
+ * A chain of units (rm_chain_units: any graph cut into contiguous node
+ * ranges) hands several values from unit i to unit i+1 instead, outs[
+ * out_off[i] .. out_off[i+1]), and may recompute only the nodes `want`
+ * marks (out_off, outs, want are NULL for a chain of stages). */
 typedef struct rm_chain {
     int n;
     int *first, *last, *input, *graph_stage;
+    int *out_off, *outs;
+    char *want;
 } rm_chain;
 rm_status rm_chain_build(const rm_graph *g, rm_chain *c, char *err, size_t errlen);
+/* Units unit[node] (nondecreasing from 0) as a chain: a value produced in
+ * unit i and read in unit i+1 is handed over; a node with an output read
+ * two or more units later is never recomputed (kept over its whole range). */
+rm_status rm_chain_units(const rm_graph *g, const int *unit, rm_chain *c);
 void rm_chain_free(rm_chain *c);
 
 /* What the user's marks (rm_recompute_begin/end, rm_set_policy) changed in
@@ -136,8 +149,12 @@ rm_status rm_schedule_revolve(const rm_graph *g, const rm_chain *c, int slots, r
 
 /* plan/lower.c: schedule items from stage operations (plan/rotor.h). */
 struct rm_rotor_op;
+/* `outputs`: a recomputed Fall whose output the next stage reads before
+ * the stage's backward rebuilds that output (as Rotor's model has it),
+ * instead of reading the copy made before (held all along, which the
+ * model does not count: cheaper, and larger). */
 rm_status rm_schedule_lower(const rm_graph *g, const rm_chain *c, const struct rm_rotor_op *ops, int n_ops,
-                            rm_schedule *out, char *err, size_t errlen);
+                            int outputs, rm_schedule *out, char *err, size_t errlen);
 
 /* plan/program.c: instructions + buffers from a schedule (liveness). */
 rm_status rm_program_build(const rm_graph *g, const rm_schedule *s, int threads,
@@ -179,11 +196,31 @@ typedef struct rm_auto_info {
  * of store-all, ...). prof: a measured step, or NULL for FLOP estimates. */
 rm_status rm_schedule_budget(const rm_graph *g, const char *budget, int threads, const rm_profile *prof,
                              rm_schedule *out, rm_auto_info *info, char *err, size_t errlen);
-rm_status rm_schedule_auto(const rm_graph *g, int64_t budget, int slots, int threads, const rm_profile *prof,
-                           const rm_program *none, rm_schedule *out, rm_auto_info *info, char *err, size_t errlen);
+/* The same in bytes, `slots` the dynamic program's discretisation and
+ * `groups` the groups of stages it runs over (0: rm_rotor_groups' choice;
+ * the number of stages or more: exact); `none` is store-all's program. */
+rm_status rm_schedule_auto(const rm_graph *g, int64_t budget, int slots, int groups, int threads,
+                           const rm_profile *prof, const rm_program *none, rm_schedule *out, rm_auto_info *info,
+                           char *err, size_t errlen);
 rm_status rm_chain_model_from_graph(const rm_graph *g, const rm_chain *c, const rm_profile *prof, int threads,
                                     const rm_program *store_all, struct rm_chain_model *m);
-int64_t rm_planner_min_budget(const rm_graph *g, const rm_chain *c, const struct rm_chain_model *m, int slots,
-                              int threads, int64_t store_all);
+/* The same with the second way to keep each stage (the selective policy),
+ * as the budget planner uses it. */
+rm_status rm_chain_model_build(const rm_graph *g, const rm_chain *c, const rm_profile *prof, int threads,
+                               const rm_program *store_all, struct rm_chain_model *m);
+/* plan/planfit.c: Rotor's plans checked on the engine's arena. */
+typedef struct rm_fit_ctx {
+    const rm_graph *g;
+    const rm_chain *c;
+    const struct rm_chain_model *m;
+    int slots, groups, threads;
+    int64_t store_all;         /* store-all's arena */
+    const rm_profile *prof;    /* prices the candidates (NULL: FLOPs) */
+} rm_fit_ctx;
+/* The cheapest plan found whose arena is at most `budget` (RM_ERR_BUDGET:
+ * none). */
+rm_status rm_chain_fit(const rm_fit_ctx *x, int64_t budget, rm_schedule *out, char *err, size_t errlen);
+/* The least budget rm_chain_fit plans, to about half a percent (-1: none). */
+int64_t rm_chain_min_budget(const rm_fit_ctx *x);
 
 #endif

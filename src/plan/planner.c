@@ -126,82 +126,6 @@ rm_status rm_chain_model_from_graph(const rm_graph *g, const rm_chain *c, const 
     return RM_OK;
 }
 
-/* Lowers a plan and lays out its arena; returns the arena bytes or -1. */
-static int64_t arena_of(const rm_graph *g, const rm_chain *c, const rm_rotor_plan *p, int threads,
-                        rm_schedule *sch, char *err, size_t errlen) {
-    memset(sch, 0, sizeof *sch);
-    if (rm_schedule_lower(g, c, p->ops, p->n_ops, sch, err, errlen) != RM_OK) return -1;
-    rm_program prog;
-    if (rm_program_build(g, sch, threads, &prog, err, errlen) != RM_OK) {
-        rm_schedule_free(sch);
-        return -1;
-    }
-    rm_memplan(&prog);
-    int64_t bytes = (int64_t)prog.arena_bytes;
-    rm_program_free(&prog);
-    return bytes;
-}
-
-/* Plans under `budget`: on success *out holds the schedule and the arena is
- * at most `budget`. Returns RM_ERR_BUDGET when no plan fits. */
-static rm_status fit(const rm_graph *g, const rm_chain *c, const rm_chain_model *m, int64_t budget, int slots,
-                     int threads, rm_schedule *out, rm_rotor_plan *plan, char *err, size_t errlen) {
-    int64_t target = budget;
-    for (int attempt = 0; attempt < 16 && target > 0; attempt++) {
-        rm_rotor_plan p;
-        rm_status rc = rm_rotor_solve(m, target, slots, &p);
-        if (rc != RM_OK && !rm_rotor_slots(m->n, slots)) {
-            snprintf(err, errlen, "the model is a chain of %d stages, too many for the budget planner (about 900 at "
-                     "most): plan fewer layers, or use a fixed --checkpoint strategy", m->n);
-            return RM_ERR_ARG;
-        }
-        if (rc != RM_OK) {
-            snprintf(err, errlen, "out of memory planning");
-            return RM_ERR_NOMEM;
-        }
-        if (!p.feasible) {
-            rm_rotor_plan_free(&p);
-            break;
-        }
-        rm_schedule sch;
-        int64_t arena = arena_of(g, c, &p, threads, &sch, err, errlen);
-        if (arena < 0) {
-            rm_rotor_plan_free(&p);
-            return RM_ERR_STATE;
-        }
-        if (arena <= budget) {
-            *out = sch;
-            if (plan) *plan = p;
-            else rm_rotor_plan_free(&p);
-            return RM_OK;
-        }
-        rm_schedule_free(&sch);
-        rm_rotor_plan_free(&p);
-        int64_t excess = arena - budget;
-        target -= excess > target / 100 ? excess : target / 100 + 1;
-    }
-    return RM_ERR_BUDGET;
-}
-
-int64_t rm_planner_min_budget(const rm_graph *g, const rm_chain *c, const rm_chain_model *m, int slots,
-                              int threads, int64_t store_all) {
-    int64_t lo = 0, hi = store_all;
-    char err[256];
-    rm_schedule sch;
-    if (fit(g, c, m, hi, slots, threads, &sch, NULL, err, sizeof err) != RM_OK) return -1;
-    rm_schedule_free(&sch);
-    while (hi - lo > hi / 200 + RM_ALIGN) { /* to half a percent */
-        int64_t mid = lo + (hi - lo) / 2;
-        if (fit(g, c, m, mid, slots, threads, &sch, NULL, err, sizeof err) == RM_OK) {
-            rm_schedule_free(&sch);
-            hi = mid;
-        } else {
-            lo = mid;
-        }
-    }
-    return hi;
-}
-
 /* The second way to keep each stage: the selective policy, measured on the
  * engine's own selective program; its backward also pays for rebuilding the
  * cheap values: their measured forward times, or without a profile their
@@ -242,19 +166,41 @@ static rm_status add_selective_option(const rm_graph *g, const rm_chain *c, int 
     return rc;
 }
 
-/* A schedule's arena bytes and recompute cost (all candidates of one plan
- * are priced the same way: profiled ms, or FLOPs without a profile). */
+rm_status rm_chain_model_build(const rm_graph *g, const rm_chain *c, const rm_profile *prof, int threads,
+                               const rm_program *store_all, rm_chain_model *m) {
+    if (rm_chain_model_from_graph(g, c, prof, threads, store_all, m) != RM_OK) return RM_ERR_NOMEM;
+    if (add_selective_option(g, c, threads, prof, m) != RM_OK) { /* planning still works without it */
+        free(m->ub2), free(m->ab2), free(m->bt2);
+        m->ub2 = NULL, m->ab2 = NULL, m->bt2 = NULL;
+    }
+    return RM_OK;
+}
+
+/* A schedule's recompute cost and, when its live bytes fit `budget` and it
+ * is cheaper than `than`, its arena (else -1): the layout, the costly part,
+ * is laid out only for a candidate that can win. All candidates of one plan
+ * are priced the same way: profiled ms, or FLOPs without a profile. */
 static rm_status price(const rm_graph *g, const rm_schedule *sch, int threads, const rm_profile *prof,
-                       double *cost, int64_t *arena) {
+                       int64_t budget, double than, double *cost, int64_t *arena) {
     rm_program p;
     char err[256];
     rm_status rc = rm_program_build(g, sch, threads, &p, err, sizeof err);
     if (rc != RM_OK) return rc;
-    rm_memplan(&p);
-    *arena = (int64_t)p.arena_bytes;
     *cost = rm_recompute_cost(g, &p, prof);
+    *arena = -1;
+    if ((int64_t)p.peak_live_bytes <= budget && *cost < than) { /* the arena is never below the live peak */
+        rm_memplan(&p);
+        *arena = (int64_t)p.arena_bytes;
+    }
     rm_program_free(&p);
     return RM_OK;
+}
+
+/* The segment counts priced for a chain of n stages: every one on chains
+ * the exact program plans; on longer ones 2..16, then 25% apart. */
+static int next_segments(int k, int n, int every) {
+    if (every || k < 16 || k >= n) return k + 1;
+    return k + k / 4 < n ? k + k / 4 : n;
 }
 
 /* The dynamic program is optimal for its model of the chain, but sizes are
@@ -263,19 +209,20 @@ static rm_status price(const rm_graph *g, const rm_schedule *sch, int threads, c
  * schedule. So the uniform schedules (segments:2..n, blocks) that fit the
  * budget are priced alongside, and the cheapest wins. `have`: *out holds the
  * dynamic program's schedule. RM_ERR_BUDGET when nothing fits. */
-static rm_status try_uniform(const rm_graph *g, int stages, int64_t budget, int threads, const rm_profile *prof,
-                             int have, rm_schedule *out, rm_auto_info *info) {
+static rm_status try_uniform(const rm_graph *g, int stages, int every, int64_t budget, int threads,
+                             const rm_profile *prof, int have, rm_schedule *out, rm_auto_info *info) {
     double best = INFINITY;
     int64_t arena;
-    if (have && price(g, out, threads, prof, &best, &arena) != RM_OK) return RM_ERR_NOMEM;
-    for (int k = 2; k <= stages + 1; k++) {
+    if (have && price(g, out, threads, prof, INT64_MAX, INFINITY, &best, &arena) != RM_OK) return RM_ERR_NOMEM;
+    for (int k = 2; k <= stages + 1; k = next_segments(k, stages, every)) {
         char name[32], err[256];
         if (k <= stages) snprintf(name, sizeof name, "segments:%d", k);
         else snprintf(name, sizeof name, "blocks");
         rm_schedule sch;
-        double cost;
+        double cost, than = best * (1 - 1e-9);
         if (rm_schedule_build(g, name, 1, NULL, &sch, err, sizeof err) != RM_OK) continue;
-        if (price(g, &sch, threads, prof, &cost, &arena) == RM_OK && arena <= budget && cost < best * (1 - 1e-9)) {
+        if (price(g, &sch, threads, prof, budget, than, &cost, &arena) == RM_OK && arena >= 0 && arena <= budget &&
+            cost < than) {
             if (have) rm_schedule_free(out);
             *out = sch, have = 1, best = cost;
             snprintf(info->chosen, sizeof info->chosen, "%s", name);
@@ -312,15 +259,16 @@ static rm_status graph_auto(const rm_graph *g, int64_t budget, int threads, cons
         rm_gmodel_free(&m);
     }
     free(unit);
-    rm_status u = try_uniform(g, units, budget, threads, prof, rc == RM_OK, out, info);
+    rm_status u = try_uniform(g, units, 1, budget, threads, prof, rc == RM_OK, out, info);
     if (u == RM_OK) rc = RM_OK;
     else if (u != RM_ERR_BUDGET) return u;
     if (rc == RM_ERR_BUDGET) budget_message(budget, info, err, errlen);
     return rc;
 }
 
-rm_status rm_schedule_auto(const rm_graph *g, int64_t budget, int slots, int threads, const rm_profile *prof,
-                           const rm_program *none, rm_schedule *out, rm_auto_info *info, char *err, size_t errlen) {
+rm_status rm_schedule_auto(const rm_graph *g, int64_t budget, int slots, int groups, int threads,
+                           const rm_profile *prof, const rm_program *none, rm_schedule *out, rm_auto_info *info,
+                           char *err, size_t errlen) {
     int64_t store_all = (int64_t)none->arena_bytes;
     info->min_budget = 0;
     info->chosen[0] = 0;
@@ -331,19 +279,17 @@ rm_status rm_schedule_auto(const rm_graph *g, int64_t budget, int slots, int thr
     if (rc == RM_ERR_ARG) return graph_auto(g, budget, threads, prof, out, info, err, errlen);
     if (rc != RM_OK) return rc;
     rm_chain_model m;
-    if (rm_chain_model_from_graph(g, &c, prof, threads, none, &m) != RM_OK) {
+    if (rm_chain_model_build(g, &c, prof, threads, none, &m) != RM_OK) {
         rm_chain_free(&c);
         snprintf(err, errlen, "out of memory planning");
         return RM_ERR_NOMEM;
     }
-    if (add_selective_option(g, &c, threads, prof, &m) != RM_OK) { /* planning still works without it */
-        free(m.ub2), free(m.ab2), free(m.bt2);
-        m.ub2 = NULL, m.ab2 = NULL, m.bt2 = NULL;
-    }
-    info->min_budget = rm_planner_min_budget(g, &c, &m, slots, threads, store_all);
-    rc = fit(g, &c, &m, budget, slots, threads, out, NULL, err, errlen);
+    if (groups <= 0) groups = rm_rotor_groups(c.n, slots);
+    rm_fit_ctx fx = {g, &c, &m, slots, groups, threads, store_all, prof};
+    rc = rm_chain_fit(&fx, budget, out, err, errlen);
     if (rc == RM_OK || rc == RM_ERR_BUDGET) {
-        rm_status u = try_uniform(g, c.n, budget, threads, prof, rc == RM_OK, out, info);
+        info->min_budget = rm_chain_min_budget(&fx);
+        rm_status u = try_uniform(g, c.n, groups >= c.n, budget, threads, prof, rc == RM_OK, out, info);
         if (u == RM_OK) rc = RM_OK;
         else if (u != RM_ERR_BUDGET) rc = u, snprintf(err, errlen, "out of memory planning");
     }
@@ -386,7 +332,7 @@ rm_status rm_schedule_budget(const rm_graph *g, const char *budget, int threads,
         return RM_ERR_ARG;
     }
     info->budget = (int64_t)bytes;
-    rc = rm_schedule_auto(g, info->budget, 500, threads, prof, &none, out, info, err, errlen);
+    rc = rm_schedule_auto(g, info->budget, 500, 0, threads, prof, &none, out, info, err, errlen);
     rm_program_free(&none);
     return rc;
 }

@@ -106,7 +106,7 @@ rm_status rm_schedule_revolve(const rm_graph *g, const rm_chain *c, int slots, r
         snprintf(err, errlen, "out of memory planning revolve");
         rc = RM_ERR_NOMEM;
     } else {
-        rc = rm_schedule_lower(g, c, r.seq.ops, r.seq.n, out, err, errlen);
+        rc = rm_schedule_lower(g, c, r.seq.ops, r.seq.n, 0, out, err, errlen);
     }
     free(r.cost);
     free(r.split);

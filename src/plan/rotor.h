@@ -26,13 +26,22 @@ typedef struct rm_chain_model {
  * then cannot overflow; larger budgets are planned as this one. */
 #define RM_ROTOR_MAX_BYTES ((int64_t)1 << 60)
 
-/* The dynamic program costs (slots+1) n^2 cells of memory and ~slots n^3 / 6
- * steps of time: slots are lowered so that a plan takes at most ~2e9 steps and
- * 2^27 cells (1.5 GiB); a chain too long for even RM_ROTOR_MIN_SLOTS slots
- * (about 900 stages) is refused rather than planned for minutes. Returns
- * the slots to use, or 0 for a chain that is too long. */
-#define RM_ROTOR_MIN_SLOTS 16
+/* The dynamic program's table has (slots+1) n (n+1) / 2 cells (a double
+ * and an int each) and its fill takes ~slots n^3 / 6 steps. A chain whose
+ * table would exceed RM_ROTOR_MAX_CELLS (about 130 stages at 500 slots) is
+ * coarsened into RM_ROTOR_COARSE_GROUPS groups of consecutive stages
+ * (rotor_dp.c says how); chains of more than RM_ROTOR_MAX_STAGES stages are
+ * refused rather than planned for minutes. */
+#define RM_ROTOR_MAX_CELLS 4200000
+#define RM_ROTOR_COARSE_GROUPS 128
+#define RM_ROTOR_GROUP_OPTIONS 16
+#define RM_ROTOR_MAX_STAGES 10000
+/* The groups the program runs over for n stages (n: exact), 0 when refused. */
+int rm_rotor_groups(int n, int slots);
+/* `slots` when a chain of n stages is planned, 0 when it is refused. */
 int rm_rotor_slots(int n, int slots);
+/* The bytes of the table while planning n stages. */
+size_t rm_rotor_table_bytes(int n, int slots);
 
 rm_status rm_chain_model_alloc(rm_chain_model *c, int n);
 /* Adds the arrays of the second (selective) option. */
@@ -74,8 +83,21 @@ const char *rm_rotor_op_name(rm_rotor_op_kind k);
 
 /* The fastest sequence whose memory (the chain input a[0] included) fits in
  * `budget` bytes; `slots` is the discretisation (e.g. 500). Infeasible
- * budgets give plan->feasible = 0 and RM_OK. */
+ * budgets give plan->feasible = 0 and RM_OK. Exact (per Rotor's model) up
+ * to rm_rotor_groups' limit, over groups of stages beyond. */
 rm_status rm_rotor_solve(const rm_chain_model *c, int64_t budget, int slots, rm_rotor_plan *plan);
+/* The same over `groups` groups (>= c->n: exact, whatever the table costs). */
+rm_status rm_rotor_solve_groups(const rm_chain_model *c, int64_t budget, int slots, int groups, rm_rotor_plan *plan);
+/* The program's table filled once at `budget` (slots of budget/slots) and
+ * kept: it plans any budget up to that one without filling again (at the
+ * filled budget's resolution), and knows the least budget it plans. The
+ * chain model must outlive it. */
+typedef struct rm_rotor_table rm_rotor_table;
+rm_status rm_rotor_table_fill(const rm_chain_model *c, int64_t budget, int slots, int groups, rm_rotor_table **t);
+rm_status rm_rotor_table_plan(const rm_rotor_table *t, int64_t budget, rm_rotor_plan *plan);
+int64_t rm_rotor_table_least(const rm_rotor_table *t); /* -1: none */
+int64_t rm_rotor_table_budget(const rm_rotor_table *t); /* the budget it was filled at */
+void rm_rotor_table_free(rm_rotor_table *t);
 void rm_rotor_plan_free(rm_rotor_plan *p);
 
 /* The simulator's state: which x_i, x̄_i and d_i are held, memory, time. */
@@ -93,7 +115,10 @@ int rm_rotor_apply(const rm_chain_model *c, rm_rotor_sim *st, rm_rotor_op op);
  * found what it needs. Returns 0 for an invalid sequence. */
 int rm_rotor_simulate(const rm_chain_model *c, const rm_rotor_op *ops, int n_ops, double *time, int64_t *peak);
 
-/* The smallest budget (bytes) for which a schedule exists, by bisection
- * over rm_rotor_solve. */
+/* The smallest budget (bytes) for which a schedule exists, to a fraction
+ * of a percent (three fills, each at the least the one before found). */
 int64_t rm_rotor_min_budget(const rm_chain_model *c, int slots);
+/* The same over `groups` groups in at most `rounds` fills, the first at
+ * `from` bytes (> 0: a budget known to be feasible; 0: twice everything). */
+int64_t rm_rotor_min_budget_groups(const rm_chain_model *c, int slots, int groups, int64_t from, int rounds);
 #endif

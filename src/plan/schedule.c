@@ -56,6 +56,11 @@ static void need_value(const rm_graph *g, int v, int lo, int hi, const char *wan
 
 rm_status rm_schedule_recompute(const rm_graph *g, int lo, int hi, const char *want, rm_val also, int for_backward,
                                 rm_schedule *out) {
+    return rm_schedule_recompute_set(g, lo, hi, want, &also, also >= 0, for_backward, out);
+}
+
+rm_status rm_schedule_recompute_set(const rm_graph *g, int lo, int hi, const char *want, const rm_val *also,
+                                    int n_also, int for_backward, rm_schedule *out) {
     char *need = calloc((size_t)g->n_nodes, 1);
     if (!need) return RM_ERR_NOMEM;
     /* what the backwards of [lo, hi] read ... */
@@ -68,7 +73,7 @@ rm_status rm_schedule_recompute(const rm_graph *g, int lo, int hi, const char *w
         for (int j = 0; j < nd->n_out; j++)
             if (reads & RM_READS_OUT(j)) need_value(g, nd->out[j], lo, hi, want, need);
     }
-    need_value(g, also, lo, hi, want, need);
+    for (int k = 0; k < n_also; k++) need_value(g, also[k], lo, hi, want, need);
     /* ... and, to rebuild those, what their recomputations read */
     for (int n = hi; n >= lo; n--) {
         if (!need[n]) continue;

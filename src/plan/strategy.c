@@ -125,14 +125,22 @@ rm_status rm_schedule_build(const rm_graph *g, const char *strategy, int backwar
     int k = 0, is_revolve = parse_count(strategy, "revolve:", &k);
     int is_segments = parse_count(strategy, "segments:", &k);
     int needs_chain = is_revolve || is_segments || !strcmp(strategy, "blocks") || !strcmp(strategy, "sqrt");
-    if (rc == RM_OK && c.n <= 1 && needs_chain && !is_revolve) rm_chain_free(&c), rc = RM_ERR_ARG; /* no stages */
+    if (rc == RM_OK && c.n <= 1 && needs_chain) rm_chain_free(&c), rc = RM_ERR_ARG; /* no stages */
+    if (is_revolve && k < 1) {
+        if (rc == RM_OK) rm_chain_free(&c);
+        snprintf(err, errlen, "revolve:S needs a slot count S >= 1, got '%s'", strategy);
+        return RM_ERR_ARG;
+    }
+    if (rc == RM_ERR_ARG && is_revolve) { /* not a chain: revolve over the graph's units */
+        rc = rm_schedule_revolve_graph(g, k, out, err, errlen);
+        if (marks) marks->ignored = rm_graph_has_marks(g);
+        if (rc == RM_ERR_NOMEM) snprintf(err, errlen, "out of memory building the schedule");
+        return rc;
+    }
     if (rc == RM_ERR_ARG && needs_chain && !is_revolve) /* not a chain: the same strategy on any graph */
         return uniform_graph(g, strategy, is_segments, k, marks, out, err, errlen);
     if (rc != RM_OK && (needs_chain || rc == RM_ERR_NOMEM)) return rc;
-    if (is_revolve && k < 1) {
-        snprintf(err, errlen, "revolve:S needs a slot count S >= 1, got '%s'", strategy);
-        rc = RM_ERR_ARG;
-    } else if (is_revolve) {
+    if (is_revolve) {
         /* revolve schedules whole stages: per-node marks do not apply */
         rc = rm_schedule_revolve(g, &c, k, out, err, errlen);
         if (marks) marks->ignored = rm_graph_has_marks(g);
