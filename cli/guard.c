@@ -151,15 +151,20 @@ static double machine_bytes(void) {
     return ram > 0 ? ram : 1e300;
 }
 
-int cli_check_fits(const rm_run_info *r, int training, const char *file) {
-    /* parameters, and when training their gradients and the two AdamW moments */
-    double need = 4.0 * param_count(r) * (training ? 4 : 1) + activation_bytes(r, training);
+double cli_train_state_copies(const cli_args *a, int ranks) {
+    double moments = strcmp(a->optimizer, "adamw") == 0 ? 2.0 : 0.0;
+    if (a->shard_optimizer && ranks > 1) moments /= ranks;
+    return (a->fuse_optimizer ? 0.0 : 1.0) + moments;
+}
+
+int cli_check_fits(const rm_run_info *r, int training, double state, const char *file) {
+    double need = 4.0 * param_count(r) * (1.0 + (training ? state : 0)) + activation_bytes(r, training);
     double have = machine_bytes();
     if (need <= have) return 0;
     char where[1100] = "";
     if (file) snprintf(where, sizeof where, "'%s': ", file);
     return cli_fail(1, "%sthe model needs at least %.1f GiB (%.3g parameters%s), more than this machine's %.1f GiB%s",
-                    where, need / 1073741824.0, param_count(r), training ? ", with gradients and AdamW state" : "",
+                    where, need / 1073741824.0, param_count(r), training ? ", with the training's gradients and optimizer state" : "",
                     have / 1073741824.0, file ? "" : ": use a smaller model (remat plan plans any size)");
 }
 

@@ -13,10 +13,15 @@ int cli_check_flag_use(const cli_args *a);
  * writable, it is not a folder, a FIFO or a device, and --save is none of
  * the run's inputs (--data, --init, --resume). Prints, returns 1 or 0. */
 int cli_check_outputs(const cli_args *a);
-/* The bytes the run described by r needs (parameters, their gradients and
- * AdamW moments when training, activations stored whole), against this
- * machine's memory. `file`: where r came from (NULL: the flags). */
-int cli_check_fits(const rm_run_info *r, int training, const char *file);
+/* The bytes the run described by r needs at least (parameters, `state`
+ * more parameter-sized arrays when training: gradients and optimizer state;
+ * activations stored whole), against this machine's memory. `file`: where r
+ * came from (NULL: the flags). */
+int cli_check_fits(const rm_run_info *r, int training, double state, const char *file);
+/* The parameter-sized arrays a's training holds besides the parameters: the
+ * flat gradients unless fused, AdamW's two moments (sharded over the ranks
+ * with --shard-optimizer); plain SGD keeps no state. */
+double cli_train_state_copies(const cli_args *a, int ranks);
 
 /* Divergence: a loss that is not finite, or above DIV_FACTOR times the
  * median of the last DIV_WINDOW losses (all of them while fewer, from

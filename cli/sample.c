@@ -107,7 +107,7 @@ int cli_sample(const cli_args *a0) {
     a.dropout = 0.0f;
     rm_run_info r;
     cli_run_info(&a, "", 0, 0, 0, &r);
-    int fits = cli_check_fits(&r, 0, a.load); /* before building: the same limits as train */
+    int fits = cli_check_fits(&r, 0, 0, a.load); /* before building: the same limits as train */
     if (fits) return fits;
     int T = a.context, V = a.vocab, rc = 1;
     rm_graph *g = rm_graph_new();

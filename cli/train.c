@@ -486,7 +486,7 @@ int cli_train(const cli_args *a0) {
     if (!rc) {
         rm_run_info r;
         cli_run_info(&args, "", 0, 0, 0, &r);
-        rc = cli_check_fits(&r, 1, args.resume);
+        rc = cli_check_fits(&r, 1, cli_train_state_copies(&args, cli_dist_size()), args.resume);
     }
     if (!rc) rc = load_data(&t);
     if (!rc) rc = build_session(&t);

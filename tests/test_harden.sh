@@ -124,6 +124,15 @@ check '[ $rc -eq 1 ] && grep -q "meta.st" "$T/err"' "sample of a 2^24-layer file
 run "$R" train --layers 4096 --dim 65536 --heads 64 --context 1024 --steps 1
 check '[ $rc -eq 1 ] && grep -q "GiB" "$T/err"' "a model larger than the machine: exit $rc: $(cat "$T/err")"
 check '[ $rc -ne 124 ]' "a model larger than the machine was not refused at once"
+# the estimate counts what the run holds: no flat gradients when fused, no
+# moments for plain SGD (parameters dominate: 4, 3 and 2 copies of them)
+gib() { sed -n 's/.*needs at least \([0-9.]*\) GiB.*/\1/p' "$T/err"; }
+HUGE="--layers 4096 --dim 65536 --heads 64 --context 1024 --steps 1"
+run "$R" train $HUGE; g_adamw=$(gib)
+run "$R" train $HUGE --fuse-optimizer --grad-clip 0; g_fused=$(gib)
+run "$R" train $HUGE --optimizer sgd; g_sgd=$(gib)
+check 'awk -v a="$g_adamw" -v f="$g_fused" -v s="$g_sgd" "BEGIN { exit !(a > 0 && f / a > 0.7 && f / a < 0.8 && s / a > 0.45 && s / a < 0.55) }"' \
+    "needed GiB: adamw $g_adamw, fused $g_fused, sgd $g_sgd (want ~3/4 and ~1/2 of adamw's)"
 
 # class 11: a sweep with no feasible point exits non-zero
 printf '{"stages":[{"uf":1,"ub":1,"a":0,"ab":0}]}' > "$T/zero.json"
