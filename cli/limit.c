@@ -72,6 +72,14 @@ void cli_limit_print(const cli_limit *l, const rm_session *s, FILE *f) {
             mib((int64_t)li.arena_bytes), mib((int64_t)li.activation_bytes));
 }
 
+/* The start-up RSS of the next run differs from this one's by tens of KiB
+ * (lazy binding, the allocator's first arenas): the least limit named for a
+ * rerun allows 1% of it, at least 256 KiB, so that it works. */
+static double startup_jitter_mib(const cli_limit *l) {
+    double j = 0.01 * mib(l->startup);
+    return j > 0.25 ? j : 0.25;
+}
+
 int cli_limit_refused(const cli_limit *l, const char *msg) {
     /* the library words its least limit in its own bytes; the process's
      * least limit adds the start-up RSS and the margin */
@@ -83,5 +91,5 @@ int cli_limit_refused(const cli_limit *l, const char *msg) {
                         mib(l->startup), mib(l->margin), msg);
     return cli_fail(1, "--memory-limit %.2f MiB: start-up %.2f + margin %.2f MiB, then remat's own %s; "
                     "the least --memory-limit that works is %.2fMiB", mib(l->limit), mib(l->startup),
-                    mib(l->margin), msg, mib(l->startup + l->margin) + least);
+                    mib(l->margin), msg, mib(l->startup + l->margin) + least + startup_jitter_mib(l));
 }

@@ -320,11 +320,12 @@ static int plan_mlp(const char *strategy, const char *budget, size_t *arena, dou
     return ok;
 }
 
-/* At exactly the memory of each uniform schedule, the budget planner
+/* At exactly the memory of each uniform schedule, and of revolve's (whose
+ * least memory the dynamic program's slots can miss), the budget planner
  * recomputes no more (priced in FLOPs without a profile) and fits. */
 static void test_budget_beats_uniform(void) {
-    const char *uniform[] = {"segments:2", "segments:3", "segments:4", "blocks"};
-    for (int i = 0; i < 4; i++) {
+    const char *uniform[] = {"segments:2", "segments:3", "segments:4", "blocks", "revolve:1", "revolve:2", "revolve:3"};
+    for (int i = 0; i < (int)(sizeof uniform / sizeof *uniform); i++) {
         size_t arena, auto_arena;
         double flops, auto_flops;
         if (!plan_mlp(uniform[i], NULL, &arena, &flops)) {

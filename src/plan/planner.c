@@ -203,34 +203,75 @@ static int next_segments(int k, int n, int every) {
     return k + k / 4 < n ? k + k / 4 : n;
 }
 
+enum { REVOLVE_MAX_STAGES = 130 };
+
+/* Prices one named schedule: it replaces *out when it fits the budget and
+ * costs less than *best. */
+static rm_status try_named(const rm_graph *g, const char *name, int64_t budget, int threads,
+                           const rm_profile *prof, int *have, double *best, rm_schedule *out, rm_auto_info *info) {
+    char err[256];
+    rm_schedule sch;
+    double cost, than = *best * (1 - 1e-9);
+    int64_t arena;
+    if (rm_schedule_build(g, name, 1, NULL, &sch, err, sizeof err) != RM_OK) return RM_OK; /* does not apply */
+    rm_status rc = price(g, &sch, threads, prof, budget, than, &cost, &arena);
+    if (rc == RM_OK && arena >= 0 && arena <= budget && cost < than) {
+        if (*have) rm_schedule_free(out);
+        *out = sch, *have = 1, *best = cost;
+        snprintf(info->chosen, sizeof info->chosen, "%s", name);
+        return RM_OK;
+    }
+    rm_schedule_free(&sch);
+    return rc == RM_ERR_NOMEM ? rc : RM_OK;
+}
+
 /* The dynamic program is optimal for its model of the chain, but sizes are
  * rounded up to slots and its stage model is coarser than the engine's
  * liveness: at exactly the memory of a uniform schedule it can miss that
- * schedule. So the uniform schedules (segments:2..n, blocks) that fit the
- * budget are priced alongside, and the cheapest wins. `have`: *out holds the
- * dynamic program's schedule. RM_ERR_BUDGET when nothing fits. */
+ * schedule, and near the least budget, where a slot's rounding is a large
+ * share of the memory, it can plan far more recomputation than revolve's
+ * binomial schedule in the same bytes (GPT shape A at its least budget,
+ * 81 MiB: 181% predicted against revolve:2's 78%). So the uniform schedules
+ * (segments:2..n, blocks) and, up to 130 stages, revolve:1..n-2 that fit the budget are priced
+ * alongside, and the cheapest wins. `have`: *out holds the dynamic
+ * program's schedule. RM_ERR_BUDGET when nothing fits. */
 static rm_status try_uniform(const rm_graph *g, int stages, int every, int64_t budget, int threads,
                              const rm_profile *prof, int have, rm_schedule *out, rm_auto_info *info) {
     double best = INFINITY;
     int64_t arena;
+    char name[32];
     if (have && price(g, out, threads, prof, INT64_MAX, INFINITY, &best, &arena) != RM_OK) return RM_ERR_NOMEM;
     for (int k = 2; k <= stages + 1; k = next_segments(k, stages, every)) {
-        char name[32], err[256];
         if (k <= stages) snprintf(name, sizeof name, "segments:%d", k);
         else snprintf(name, sizeof name, "blocks");
-        rm_schedule sch;
-        double cost, than = best * (1 - 1e-9);
-        if (rm_schedule_build(g, name, 1, NULL, &sch, err, sizeof err) != RM_OK) continue;
-        if (price(g, &sch, threads, prof, budget, than, &cost, &arena) == RM_OK && arena >= 0 && arena <= budget &&
-            cost < than) {
-            if (have) rm_schedule_free(out);
-            *out = sch, have = 1, best = cost;
-            snprintf(info->chosen, sizeof info->chosen, "%s", name);
-        } else {
-            rm_schedule_free(&sch);
-        }
+        if (try_named(g, name, budget, threads, prof, &have, &best, out, info) != RM_OK) return RM_ERR_NOMEM;
+    }
+    /* revolve only on chains the exact program plans: on longer ones its
+     * schedules with few slots are long to build (1,000 stages: 4x the time
+     * of the whole plan) and the grouped program's slots are fine enough */
+    for (int k = 1; stages <= REVOLVE_MAX_STAGES && k < stages - 1; k++) {
+        snprintf(name, sizeof name, "revolve:%d", k);
+        if (try_named(g, name, budget, threads, prof, &have, &best, out, info) != RM_OK) return RM_ERR_NOMEM;
     }
     return have ? RM_OK : RM_ERR_BUDGET;
+}
+
+/* The arena of revolve:1, the least memory of the revolve schedules priced
+ * above (0 where they are not), so the least budget named is one that
+ * plans. */
+static int64_t revolve_least(const rm_graph *g, int stages, int threads) {
+    if (stages > REVOLVE_MAX_STAGES || stages < 3) return 0;
+    char err[256];
+    rm_schedule sch;
+    rm_program p;
+    if (rm_schedule_build(g, "revolve:1", 1, NULL, &sch, err, sizeof err) != RM_OK) return 0;
+    rm_status rc = rm_program_build(g, &sch, threads, &p, err, sizeof err);
+    rm_schedule_free(&sch);
+    if (rc != RM_OK) return 0;
+    rm_memplan(&p);
+    int64_t arena = (int64_t)p.arena_bytes;
+    rm_program_free(&p);
+    return arena;
 }
 
 /* The message of an infeasible budget, naming the least feasible one. */
@@ -289,6 +330,8 @@ rm_status rm_schedule_auto(const rm_graph *g, int64_t budget, int slots, int gro
     rc = rm_chain_fit(&fx, budget, out, err, errlen);
     if (rc == RM_OK || rc == RM_ERR_BUDGET) {
         info->min_budget = rm_chain_min_budget(&fx);
+        int64_t rev = revolve_least(g, c.n, threads);
+        if (rev > 0 && (info->min_budget <= 0 || rev < info->min_budget)) info->min_budget = rev;
         rm_status u = try_uniform(g, c.n, groups >= c.n, budget, threads, prof, rc == RM_OK, out, info);
         if (u == RM_OK) rc = RM_OK;
         else if (u != RM_ERR_BUDGET) rc = u, snprintf(err, errlen, "out of memory planning");
