@@ -339,6 +339,10 @@ static void test_budget_beats_uniform(void) {
               "budget %s (the memory of %s): arena %zu, recompute %.3g FLOPs against %.3g", budget, uniform[i],
               auto_arena, auto_flops, flops);
     }
+    size_t arena;
+    double flops;
+    int ok = plan_mlp("none", "100%", &arena, &flops);
+    CHECK(ok && flops == 0, "a 100%% budget recomputes %.3g FLOPs (store-all fits it)", ok ? flops : -1.0);
 }
 
 /* A small GPT under memory_budget, with (marked) or without user marks;

@@ -231,16 +231,20 @@ static rm_status try_named(const rm_graph *g, const char *name, int64_t budget, 
  * schedule, and near the least budget, where a slot's rounding is a large
  * share of the memory, it can plan far more recomputation than revolve's
  * binomial schedule in the same bytes (GPT shape A at its least budget,
- * 81 MiB: 181% predicted against revolve:2's 78%). So the uniform schedules
- * (segments:2..n, blocks) and, up to 130 stages, revolve:1..n-2 that fit the budget are priced
- * alongside, and the cheapest wins. `have`: *out holds the dynamic
- * program's schedule. RM_ERR_BUDGET when nothing fits. */
+ * 81 MiB: 181% predicted against revolve:2's 78%), or store-all's memory
+ * (a 100% budget recomputed 9 ms a step). So store-all, the uniform
+ * schedules (segments:2..n, blocks) and, up to 130 stages, revolve:1..n-2
+ * that fit the budget are priced alongside, and the cheapest wins. `have`:
+ * *out holds the dynamic program's schedule. RM_ERR_BUDGET when nothing
+ * fits. */
 static rm_status try_uniform(const rm_graph *g, int stages, int every, int64_t budget, int threads,
                              const rm_profile *prof, int have, rm_schedule *out, rm_auto_info *info) {
     double best = INFINITY;
     int64_t arena;
     char name[32];
     if (have && price(g, out, threads, prof, INT64_MAX, INFINITY, &best, &arena) != RM_OK) return RM_ERR_NOMEM;
+    /* store-all, which recomputes nothing, where the budget holds it */
+    if (try_named(g, "none", budget, threads, prof, &have, &best, out, info) != RM_OK) return RM_ERR_NOMEM;
     for (int k = 2; k <= stages + 1; k = next_segments(k, stages, every)) {
         if (k <= stages) snprintf(name, sizeof name, "segments:%d", k);
         else snprintf(name, sizeof name, "blocks");
