@@ -15,16 +15,13 @@
 #   CONFIGS ["segments:2 segments:3 segments:4 blocks"]
 set -eu
 cd "$(dirname "$0")/.."
-REMAT=${REMAT:-build/remat}
-PYTHON=${PYTHON:-python3}
-THREADS=${THREADS:-$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)}
+. bench/lib.sh
 REPS=${REPS:-3}
 STEPS=${STEPS:-6}
 MODEL=${MODEL:-"--layers 12 --dim 384 --heads 6 --context 256 --vocab 256 --batch 8"}
 CONFIGS=${CONFIGS:-"segments:2 segments:3 segments:4 blocks"}
 OUT=${OUT:-$(mktemp -d /tmp/remat_bvs.XXXXXX)}
 mkdir -p "$OUT"
-field() { sed -n "s/.*\"$2\": \([0-9.]*\).*/\1/p" "$1"; }
 run() { # name flags...
     name=$1
     shift

@@ -15,9 +15,7 @@
 #   PYTHON [/usr/bin/python3]
 set -eu
 cd "$(dirname "$0")/.."
-REMAT=${REMAT:-build/remat}
-PYTHON=${PYTHON:-/usr/bin/python3}
-THREADS=${THREADS:-$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)}
+. bench/lib.sh
 REPS=${REPS:-3}
 STEPS=${STEPS:-5}
 SHAPE=${SHAPE:-"--layers 12 --dim 384 --heads 6 --context 256 --vocab 256 --batch 8"}
@@ -25,7 +23,6 @@ FRACTIONS=${FRACTIONS:-"1.0 0.8 0.6"}
 OUT=${OUT:-$(mktemp -d /tmp/remat_limit_levels.XXXXXX)}
 mkdir -p "$OUT"
 echo "limit_levels: OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE-<unset>} OPENBLAS_L2_SIZE=${OPENBLAS_L2_SIZE-<unset>}, $THREADS threads, results in $OUT" >&2
-field() { sed -n "s/.*\"$2\": \([0-9.]*\).*/\1/p" "$1" | head -1; }
 train() { # name flags...: a refused run leaves its message in name.err
     n=$1
     shift

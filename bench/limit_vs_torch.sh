@@ -21,9 +21,7 @@
 #       OPENBLAS_L2_SIZE for both sides alike
 set -eu
 cd "$(dirname "$0")/.."
-REMAT=${REMAT:-build/remat}
-PYTHON=${PYTHON:-/usr/bin/python3}
-THREADS=${THREADS:-$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)}
+. bench/lib.sh
 REPS=${REPS:-3}
 STEPS=${STEPS:-5}
 SHAPE=${SHAPE:-"--layers 12 --dim 384 --heads 6 --context 256 --vocab 256 --batch 8"}
@@ -31,7 +29,6 @@ OUT=${OUT:-$(mktemp -d /tmp/remat_limit_torch.XXXXXX)}
 mkdir -p "$OUT"
 [ "${BENCH_UNSET_OPENBLAS_ENV:-0}" = 1 ] && unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE
 echo "limit_vs_torch: OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE-<unset>} OPENBLAS_L2_SIZE=${OPENBLAS_L2_SIZE-<unset>}, $THREADS threads, results in $OUT" >&2
-field() { sed -n "s/.*\"$2\": \([0-9.]*\).*/\1/p" "$1" | head -1; }
 torch() { # name flags...
     n=$1
     shift

@@ -18,9 +18,7 @@
 #   MODELS ["encdec uvit"] CONFIGS ["none 50% 25%"]
 set -eu
 cd "$(dirname "$0")/.."
-REMAT=${REMAT:-build/remat}
-PYTHON=${PYTHON:-python3}
-THREADS=${THREADS:-$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)}
+. bench/lib.sh
 REPS=${REPS:-3}
 STEPS=${STEPS:-5}
 MODELS=${MODELS:-"encdec uvit"}
@@ -42,7 +40,7 @@ for r in $(seq 1 "$REPS"); do
             # shellcheck disable=SC2046
             "$REMAT" train $(shape "$m") --threads "$THREADS" --steps "$STEPS" --quiet $flag \
                 --report "$OUT/$n.json" >/dev/null
-            echo "round $r $m $c: $(sed -n 's/.*"step_ms_median": \([0-9.]*\).*/\1/p' "$OUT/$n.json") ms" >&2
+            echo "round $r $m $c: $(field "$OUT/$n.json" step_ms_median) ms" >&2
         done
     done
 done
