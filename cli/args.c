@@ -33,6 +33,9 @@ void cli_args_default(cli_args *a) {
     a->optimizer = "adamw";
     a->lr = 1e-3f;
     a->weight_decay = 0.1f;
+    a->beta1 = 0.9f;
+    a->beta2 = 0.95f;
+    a->adam_eps = 1e-8f;
     a->grad_clip = 1.0f;
     a->lr_schedule = "constant";
     a->checkpoint = "none";
@@ -91,6 +94,21 @@ static int parse_float(const char *flag, const char *s, float lo, float hi, floa
     return 1;
 }
 
+/* "0.9,0.999": AdamW's beta1 and beta2, each in [0, 1) */
+static int parse_betas(const char *s, float *b1, float *b2) {
+    char *end, *end2;
+    errno = 0;
+    float x = strtof(s, &end), y = 0;
+    int ok = !errno && end != s && *end == ',';
+    if (ok) y = strtof(end + 1, &end2), ok = !errno && end2 != end + 1 && !*end2;
+    if (!ok || !(x >= 0.0f && x < 1.0f) || !(y >= 0.0f && y < 1.0f)) {
+        cli_fail(2, "--adam-betas expects two numbers in [0, 1) like 0.9,0.95; got '%s'", s);
+        return 0;
+    }
+    *b1 = x, *b2 = y;
+    return 1;
+}
+
 /* "256,1024,256": the hidden widths of the mlp */
 static int parse_widths(cli_args *a, const char *s) {
     const char *p = s;
@@ -119,7 +137,7 @@ static int known_flag(const char *flag) {
     static const char *const flags[] = {
         "--model", "--layers", "--dim", "--heads", "--context", "--vocab", "--batch", "--widths",
         "--dropout", "--data", "--val-fraction", "--sampler", "--steps", "--threads", "--eval-every",
-        "--warmup", "--seed", "--optimizer", "--lr", "--weight-decay", "--grad-clip", "--lr-schedule",
+        "--warmup", "--seed", "--optimizer", "--lr", "--weight-decay", "--adam-betas", "--adam-eps", "--grad-clip", "--lr-schedule",
         "--checkpoint", "--memory-budget", "--memory-limit", "--init", "--save", "--resume", "--save-every", "--keep",
         "--report", "--micro-batches", "--trace", "--trace-step", "--load", "--prompt", "--tokens", "--top-k", "--temperature", "--ffn-dim",
         "--enc-layers", "--dec-layers", "--source", NULL};
@@ -168,6 +186,8 @@ static int set_value(cli_args *a, const char *flag, const char *v) {
         a->optimizer = v;
     } else if (IS("--lr")) ok = parse_float(flag, v, 0.0f, 100.0f, &a->lr);
     else if (IS("--weight-decay")) ok = parse_float(flag, v, 0.0f, 10.0f, &a->weight_decay);
+    else if (IS("--adam-betas")) ok = parse_betas(v, &a->beta1, &a->beta2);
+    else if (IS("--adam-eps")) ok = parse_float(flag, v, 1e-30f, 1.0f, &a->adam_eps);
     else if (IS("--grad-clip")) ok = parse_float(flag, v, 0.0f, 1e9f, &a->grad_clip);
     else if (IS("--lr-schedule")) {
         if (strcmp(v, "constant") && strcmp(v, "cosine"))

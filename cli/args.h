@@ -21,6 +21,7 @@ typedef struct cli_args {
     uint64_t seed;
     const char *optimizer;      /* adamw | sgd */
     float lr, weight_decay, grad_clip;
+    float beta1, beta2, adam_eps; /* AdamW's betas and eps */
     const char *lr_schedule;    /* constant | cosine */
     const char *checkpoint;     /* recompute strategy */
     const char *memory_budget;  /* "64MiB", "50%": plan to fit (NULL: none) */

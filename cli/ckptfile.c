@@ -51,6 +51,16 @@ static void train_float(ctx *c, const char *flag, float *field, float file) {
     else if (*field != file) snprintf(b, sizeof b, "%g", (double)file), note_override(c, flag, b);
 }
 
+/* --adam-betas: both from the file unless given. */
+static void train_betas(ctx *c, const rm_run_info *r) {
+    char b[48];
+    if (c->rc) return;
+    if (!cli_given(c->a, "--adam-betas")) c->a->beta1 = r->optim.beta1, c->a->beta2 = r->optim.beta2;
+    else if (c->a->beta1 != r->optim.beta1 || c->a->beta2 != r->optim.beta2)
+        snprintf(b, sizeof b, "%g,%g", (double)r->optim.beta1, (double)r->optim.beta2),
+            note_override(c, "--adam-betas", b);
+}
+
 /* A named choice; *field points at a literal. must_match: an explicit flag
  * that differs is a usage error, else a note. */
 static void choice(ctx *c, const char *flag, const char **field, const char *file, int must_match) {
@@ -120,6 +130,8 @@ int cli_resume_args(cli_args *a, const rm_run_info *r, const char *path) {
     train_float(&c, "--lr", &a->lr, r->lr.lr);
     train_int(&c, "--warmup", &a->warmup, r->lr.warmup);
     train_float(&c, "--weight-decay", &a->weight_decay, r->optim.weight_decay);
+    train_float(&c, "--adam-eps", &a->adam_eps, r->optim.eps);
+    train_betas(&c, r);
     train_float(&c, "--grad-clip", &a->grad_clip, r->optim.grad_clip);
     train_int(&c, "--steps", &a->steps, r->lr.steps);
     if (c.rc) return c.rc;

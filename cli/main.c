@@ -34,6 +34,7 @@ static const char TRAIN_FLAGS[] =
     "training flags:\n"
     "  --steps N --seed S --optimizer adamw|sgd --lr X --warmup N\n"
     "  --lr-schedule constant|cosine --weight-decay X --grad-clip X (0 disables)\n"
+    "  --adam-betas B1,B2 (0.9,0.95)  --adam-eps X (1e-8)\n"
     "  --fuse-optimizer (update each parameter in the backward pass as soon as its gradient is final:\n"
     "    no gradient buffer for the whole model; needs --grad-clip 0, one process, no --micro-batches)\n"
     "  --eval-every N  --init FILE (.safetensors)  --report FILE (.json)  --quiet\n"

@@ -24,6 +24,7 @@ void cli_run_info(const cli_args *a, const char *data_name, size_t data_tokens, 
     r->data_position = batch;
     r->optim.kind = strcmp(a->optimizer, "sgd") == 0 ? RM_OPTIM_SGD : RM_OPTIM_ADAMW;
     r->optim.weight_decay = a->weight_decay;
+    r->optim.beta1 = a->beta1, r->optim.beta2 = a->beta2, r->optim.eps = a->adam_eps;
     r->optim.grad_clip = a->grad_clip;
     r->lr.kind = strcmp(a->lr_schedule, "cosine") == 0 ? RM_LR_COSINE : RM_LR_CONSTANT;
     r->lr.lr = a->lr;

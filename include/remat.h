@@ -567,7 +567,9 @@ rm_status rm_seq2seq_fill(rm_session *s, const rm_model_io *io, const rm_pairs *
 
 /* An optimizer of s's parameters with config c (NULL: the session's
  * rm_options.optim), its moments allocated now and zeroed; rm_optim_free
- * (NULL does nothing) releases it. */
+ * (NULL does nothing) releases it. RM_ERR_ARG for a config out of range:
+ * beta1 and beta2 in [0, 1), eps in (0, 1], weight_decay in [0, 10],
+ * grad_clip in [0, 1e9]. */
 rm_status rm_optim_new(rm_session *s, const rm_optim_config *c, rm_optim **out);
 void rm_optim_free(rm_optim *o);
 /* Applies one update with learning rate lr; returns the pre-clip grad norm. */

@@ -42,6 +42,10 @@ exact_resume gpt_revolve "$GPT --checkpoint revolve:2" "--checkpoint revolve:2"
 exact_resume gpt_budget "$GPT --memory-budget 50%" "--memory-budget 70%"
 exact_resume gpt_sgd_seq "$GPT --optimizer sgd --sampler sequential --lr 0.05 --warmup 3" ""
 exact_resume mlp_bn "$MLP --checkpoint none" "--checkpoint segments:2"
+# AdamW's betas and eps come back from the file (the resume gives none)
+exact_resume gpt_betas "$GPT --adam-betas 0.8,0.99 --adam-eps 1e-6" ""
+check '[ "$(meta "$T/gpt_betas.half.st" beta1)" = 0.8 ] && [ "$(meta "$T/gpt_betas.half.st" beta2)" = 0.99 ] && [ "$(meta "$T/gpt_betas.half.st" eps)" = 1e-06 ]' \
+    "--adam-betas/--adam-eps saved: $(meta "$T/gpt_betas.half.st" beta1) $(meta "$T/gpt_betas.half.st" beta2) $(meta "$T/gpt_betas.half.st" eps)"
 check '[ "$(meta "$T/gpt_none.res.st" step)" = 8 ] && [ "$(meta "$T/gpt_none.half.st" step)" = 4 ]' "metadata step"
 check '[ "$(meta "$T/gpt_none.half.st" optimizer_updates)" = 4 ]' "metadata optimizer_updates"
 

@@ -48,6 +48,10 @@ check '[ $rc -eq 2 ] && grep -q "unknown recompute strategy" "$T/err" && [ $(wc 
 check '[ $rc -eq 2 ]' "bad number: exit $rc"
 "$R" train --frobnicate 1 2> "$T/err"; rc=$?
 check '[ $rc -eq 2 ] && grep -q "unknown flag" "$T/err"' "unknown flag: exit $rc"
+for bad in "--adam-betas 0.9" "--adam-betas 1,0.95" "--adam-betas 0.9,x" "--adam-eps 0" "--adam-eps nan"; do
+    "$R" train $bad --steps 1 2> "$T/err"; rc=$?
+    check '[ $rc -eq 2 ] && grep -q -- "${bad%% *} expects" "$T/err" && [ $(wc -l < "$T/err") -eq 1 ]' "$bad: exit $rc, $(cat "$T/err")"
+done
 "$R" train --dim 30 --heads 4 --steps 1 2> "$T/err"; rc=$?
 check '[ $rc -eq 2 ] && grep -q "divisible" "$T/err"' "dim/heads: exit $rc"
 "$R" train --data "$T/nope.txt" --steps 1 2> "$T/err"; rc=$?

@@ -311,6 +311,23 @@ static void undefined_behaviour(void) {
     for (size_t i = 0; i < g->param_floats; i++) finite &= isfinite(s->params[i]) != 0;
     CHECK(finite, "the parameters stay finite when the update count would wrap");
     rm_optim_free(o);
+    /* hyperparameters that would divide by zero or give NaN: refused */
+    const struct { float b1, b2, eps, wd, clip; const char *name; } bad[] = {
+        {1.0f, 0.95f, 1e-8f, 0.1f, 1.0f, "beta1"}, {0.9f, -0.1f, 1e-8f, 0.1f, 1.0f, "beta2"},
+        {0.9f, 0.95f, 0.0f, 0.1f, 1.0f, "eps"},    {0.9f, 0.95f, NAN, 0.1f, 1.0f, "eps"},
+        {0.9f, 0.95f, 1e-8f, -1.0f, 1.0f, "weight_decay"}, {0.9f, 0.95f, 1e-8f, 0.1f, INFINITY, "grad_clip"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        rm_optim_config c = oc;
+        c.beta1 = bad[i].b1, c.beta2 = bad[i].b2, c.eps = bad[i].eps;
+        c.weight_decay = bad[i].wd, c.grad_clip = bad[i].clip;
+        o = (rm_optim *)&c;
+        st = rm_optim_new(s, &c, &o);
+        CHECK(st == RM_ERR_ARG && o == NULL && strstr(rm_session_errmsg(s), bad[i].name),
+              "rm_optim_new with a bad %s: status %d, '%s'", bad[i].name, st, rm_session_errmsg(s));
+    }
+    oc.kind = (rm_optim_kind)7;
+    CHECK(rm_optim_new(s, &oc, &o) == RM_ERR_ARG && strstr(rm_session_errmsg(s), "kind"), "an unknown kind: '%s'",
+          rm_session_errmsg(s));
     rm_session_free(s);
     rm_graph_free(g);
 }

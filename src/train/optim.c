@@ -62,11 +62,28 @@ static rm_status attach(rm_optim *o) {
     return RM_OK;
 }
 
+/* Hyperparameters the update can use without dividing by zero (beta 1:
+ * bias correction 1 - beta^t is 0) or producing NaN (eps 0 on a zero
+ * gradient); NaN fails every range test. */
+static rm_status config_check(rm_session *s, const rm_optim_config *c) {
+    const char *bad = NULL;
+    double v = 0;
+    if (c->kind != RM_OPTIM_ADAMW && c->kind != RM_OPTIM_SGD) bad = "kind (RM_OPTIM_ADAMW or RM_OPTIM_SGD)", v = c->kind;
+    else if (!(c->beta1 >= 0.0f && c->beta1 < 1.0f)) bad = "beta1 (in [0, 1))", v = c->beta1;
+    else if (!(c->beta2 >= 0.0f && c->beta2 < 1.0f)) bad = "beta2 (in [0, 1))", v = c->beta2;
+    else if (!(c->eps > 0.0f && c->eps <= 1.0f)) bad = "eps (in (0, 1])", v = c->eps;
+    else if (!(c->weight_decay >= 0.0f && c->weight_decay <= 10.0f)) bad = "weight_decay (in [0, 10])", v = c->weight_decay;
+    else if (!(c->grad_clip >= 0.0f && c->grad_clip <= 1e9f)) bad = "grad_clip (in [0, 1e9]; 0 disables)", v = c->grad_clip;
+    if (!bad) return RM_OK;
+    return rm_session_fail(s, RM_ERR_ARG, "rm_optim_new: %s is %g", bad, v);
+}
+
 rm_status rm_optim_new(rm_session *s, const rm_optim_config *c, rm_optim **out) {
     if (!out) return s ? rm_session_fail(s, RM_ERR_ARG, "rm_optim_new: out must not be NULL") : RM_ERR_ARG;
     *out = NULL;
     if (!s) return RM_ERR_ARG;
     if (!c) c = &s->opt.optim;
+    if (config_check(s, c) != RM_OK) return RM_ERR_ARG;
     rm_optim *o = calloc(1, sizeof *o);
     if (!o) return rm_session_fail(s, RM_ERR_NOMEM, "out of memory creating the optimizer");
     o->s = s;
