@@ -154,7 +154,8 @@ static double machine_bytes(void) {
 double cli_train_state_copies(const cli_args *a, int ranks) {
     double moments = strcmp(a->optimizer, "adamw") == 0 ? 2.0 : 0.0;
     if (a->shard_optimizer && ranks > 1) moments /= ranks;
-    return (a->fuse_optimizer ? 0.0 : 1.0) + moments;
+    double grads = a->fuse_optimizer ? 0.0 : a->micro_batches > 1 ? 2.0 : 1.0; /* accumulating: a second buffer */
+    return grads + moments;
 }
 
 int cli_check_fits(const rm_run_info *r, int training, double state, const char *file) {

@@ -46,7 +46,7 @@ static const char TRAIN_FLAGS[] =
     "  --resume FILE (continue to --steps; model flags come from the file)\n"
     "data parallel (mpirun -np P remat train ...; docs/SCALING.md):\n"
     "  --batch B is the global batch, B/P rows per rank; threads default to cores/ranks\n"
-    "  --micro-batches K (one process: the batch as K accumulated micro-batches, as K ranks would)\n"
+    "  --micro-batches K (each rank's B/P rows as K accumulated micro-batches; one process: as K ranks would)\n"
     "  --no-overlap (reduce gradients after the backward, not during it; same results)\n"
     "  --shard-optimizer (ZeRO-1: each rank keeps the AdamW moments of 1/P of the parameters)\n";
 static const char SAMPLE_FLAGS[] =

@@ -169,8 +169,6 @@ static int check_flags(const cli_args *a) {
         return cli_fail(2, "--keep counts the step files of --save-every; give --save-every N too");
     if (a->resume && a->init)
         return cli_fail(2, "--resume and --init cannot be combined (--resume loads the weights too)");
-    if (a->micro_batches > 1 && cli_dist_size() > 1)
-        return cli_fail(2, "--micro-batches and several ranks cannot be combined yet: give one of them");
     if (a->fuse_optimizer && cli_dist_size() > 1)
         return cli_fail(2, "--fuse-optimizer runs in one process: with %d ranks every update would wait for the "
                         "ranks' summed gradient (drop --fuse-optimizer, or run without mpirun)", cli_dist_size());
@@ -250,6 +248,7 @@ static int build_session(trainer *t) {
     cli_run_info(a, "", 0, 0, 0, &r);
     o.optim = r.optim; /* the session knows its optimizer */
     o.fuse_optimizer = a->fuse_optimizer;
+    o.accumulate = a->micro_batches > 1;
     if ((rc = cli_limit_options(a, &o, &t->limit)) != 0) return rc; /* last: it measures the RSS */
     if ((st = rm_compile(t->g, &o, &t->s)) != RM_OK)
         return st == RM_ERR_BUDGET && t->limit.limit ? cli_limit_refused(&t->limit, rm_graph_errmsg(t->g))
@@ -321,30 +320,33 @@ static int save_step_file(const trainer *t, uint64_t done) {
     return 0;
 }
 
-/* One step as --micro-batches K micro-batches of b rows: micro-batch j is
- * rows [j b, j b + b) of batch k, its loss gradient scaled by 1/K; the
- * gradients add up (rm_step_micro), as K ranks' would (docs/SCALING.md). */
+/* Micro-batch j's rows, copied from the global batch the trainer read. */
+static rm_status fill_rows(void *user, rm_session *s, int j, int64_t row) {
+    const trainer *t = user;
+    const cli_args *a = t->a;
+    const int mlp = strcmp(a->model, "mlp") == 0, b = a->batch / cli_dist_size() / a->micro_batches;
+    const size_t xrow = (size_t)a->context * 4, yrow = (size_t)(mlp ? 1 : a->context) * 4;
+    (void)j;
+    memcpy(rm_value_data(s, mlp ? t->io.features : t->io.tokens), (char *)t->gx + row * xrow, b * xrow);
+    memcpy(rm_value_data(s, t->io.targets), (char *)t->gy + row * yrow, b * yrow);
+    return RM_OK;
+}
+
+/* One step as --micro-batches K micro-batches of b rows on each of P
+ * ranks: rank r's micro-batch j is rows [(r K + j) b, ...) of batch k, its
+ * loss gradient scaled by 1/(P K); the gradients add up, then over the
+ * ranks (rm_step_accumulate; docs/SCALING.md). */
 static int micro_step(trainer *t, int s, uint64_t batch, float *loss) {
     const cli_args *a = t->a;
-    const int K = a->micro_batches, b = a->batch / K, mlp = strcmp(a->model, "mlp") == 0;
-    const size_t xrow = (size_t)a->context * 4, yrow = (size_t)(mlp ? 1 : a->context) * 4;
+    const int mlp = strcmp(a->model, "mlp") == 0;
     char err[512];
     rm_status st = mlp ? rm_data_batch_mlp(&t->data, RM_DATA_TRAIN, t->sampler, a->seed, batch, a->batch, a->context,
                                            a->vocab, t->gx, t->gy, err, sizeof err)
                        : rm_data_batch(&t->data, RM_DATA_TRAIN, t->sampler, a->seed, batch, a->batch, a->context, t->gx,
                                        t->gy, err, sizeof err);
     if (st != RM_OK) return cli_fail(1, "%s", err);
-    double sum = 0;
-    for (int j = 0; j < K; j++) {
-        rm_micro m = {(int64_t)j * b, 1.0f / (float)K, j > 0};
-        float l;
-        memcpy(rm_value_data(t->s, mlp ? t->io.features : t->io.tokens), (char *)t->gx + j * b * xrow, b * xrow);
-        memcpy(rm_value_data(t->s, t->io.targets), (char *)t->gy + j * b * yrow, b * yrow);
-        if (rm_step_micro(t->s, (uint64_t)s, &m, &l) != RM_OK)
-            return cli_fail(1, "step %d: %s", s, rm_session_errmsg(t->s));
-        sum += l;
-    }
-    *loss = (float)(sum / K);
+    if (rm_step_accumulate(t->s, (uint64_t)s, a->micro_batches, fill_rows, t, loss) != RM_OK)
+        return cli_fail(1, "step %d: %s", s, rm_session_errmsg(t->s));
     return 0;
 }
 

@@ -226,9 +226,17 @@ typedef struct rm_options {
      * attaches to the session (see rm_optim_set_lr); its state and the
      * weights equal an unfused run's bit for bit. Needs optim.grad_clip 0
      * (a global norm needs every gradient before the first update, else
-     * RM_ERR_ARG); gradient accumulation (rm_micro.accumulate) and several
-     * ranks (rm_session_set_comm_f) are refused with RM_ERR_ARG. */
+     * RM_ERR_ARG); gradient accumulation (rm_micro.accumulate, accumulate
+     * below) and several ranks (rm_session_set_comm_f) are refused with
+     * RM_ERR_ARG. */
     int fuse_optimizer;
+    /* 1: steps will accumulate micro-batches (rm_step_accumulate with k > 1,
+     * or rm_step_micro with accumulate). rm_compile then allocates the
+     * second gradient buffer they sum into and counts it under limit_bytes.
+     * Without it, the first accumulating micro-batch allocates the buffer;
+     * under a limit it is refused (RM_ERR_STATE), since the limit did not
+     * count it. Not with fuse_optimizer (RM_ERR_ARG). */
+    int accumulate;
 } rm_options;
 
 /* Fills o with the defaults: all cores, seed 1337, keep everything, no
@@ -291,6 +299,24 @@ typedef struct rm_micro {
  * ((g_0 + g_1) + g_2) + ..., for 2 bit for bit what 2 data-parallel ranks
  * sum (docs/SCALING.md). */
 rm_status rm_step_micro(rm_session *s, uint64_t step, const rm_micro *m, float *loss);
+
+/* Writes the inputs of micro-batch j, whose row 0 is global batch row
+ * row_offset: rm_value_data, or rm_data_fill_rows(.., row_offset). A status
+ * other than RM_OK fails the step with it. */
+typedef rm_status (*rm_fill_fn)(void *user, rm_session *s, int j, int64_t row_offset);
+/* One step of k >= 1 micro-batches of the session's b rows on every rank
+ * (P = 1 without a communicator), a global batch of P*k*b rows. Rank r's
+ * micro-batch j is global rows [(r k + j) b, (r k + j) b + b), filled by
+ * fill(user, s, j, row_offset) right before it runs, its loss gradient
+ * scaled by 1/(P k), the gradients accumulated (rm_step_micro). After the
+ * last one the ranks agree on the outcome and sum the gradients, as
+ * rm_step does, but after the backward (not overlapped with it). *loss is
+ * the mean over all P k micro-batches. A fill or micro-batch that fails
+ * ends this rank's micro-batches; every rank then returns the error, with
+ * "rank R of P: ...". The same step as P k ranks of one micro-batch each,
+ * or as one process with k P micro-batches, up to the order of summation.
+ * Compile with rm_options.accumulate for k > 1. */
+rm_status rm_step_accumulate(rm_session *s, uint64_t step, int k, rm_fill_fn fill, void *user, float *loss);
 /* ---- data parallel (MPI; docs/SCALING.md) ------------------------------------ */
 
 /* 1 if this libremat was built with MPI (make MPI=1, or mpicc found). */

@@ -270,6 +270,75 @@ static void test_accumulation(void) {
     pair_close(&p);
 }
 
+/* rm_step_accumulate's fill: rows of a global batch of 4 rows of T 8. */
+typedef struct rows { const int32_t *tok, *tgt; rm_model_io io; int fail_at, calls; } rows;
+static rm_status fill_from(void *user, rm_session *s, int j, int64_t row) {
+    rows *r = user;
+    r->calls++;
+    if (j == r->fail_at) return RM_ERR_IO;
+    memcpy(rm_value_data(s, r->io.tokens), r->tok + 8 * row, 16 * sizeof(int32_t));
+    memcpy(rm_value_data(s, r->io.targets), r->tgt + 8 * row, 16 * sizeof(int32_t));
+    return RM_OK;
+}
+
+/* rm_step_accumulate is the rm_step_micro loop, bit for bit, and refuses
+ * what it cannot do. */
+static void test_step_accumulate(void) {
+    rm_options o;
+    rm_options_default(&o);
+    o.threads = 2, o.seed = 7, o.accumulate = 1;
+    rm_graph *g, *g2;
+    rm_model_io io, io2;
+    rm_session *s, *s2;
+    CHECK(small_gpt(2, 0.2f, &o, &g, &io, &s) == RM_OK, "compile with accumulate: %s", rm_graph_errmsg(g));
+    CHECK(small_gpt(2, 0.2f, &o, &g2, &io2, &s2) == RM_OK, "compile a twin");
+    int32_t tok[32], tgt[32];
+    for (int i = 0; i < 32; i++) tok[i] = (i * 37 + 11) % 256, tgt[i] = (i * 53 + 5) % 256;
+    rows r = {tok, tgt, io, -1, 0};
+    float loss, l0, l1;
+    CHECK(rm_step_accumulate(s, 3, 2, fill_from, &r, &loss) == RM_OK && r.calls == 2, "2 micro-batches: %s",
+          rm_session_errmsg(s));
+    rows r2 = {tok, tgt, io2, -1, 0};
+    for (int j = 0; j < 2; j++) {
+        fill_from(&r2, s2, j, 2 * j);
+        rm_micro m = {.row_offset = 2 * j, .loss_scale = 0.5f, .accumulate = j};
+        CHECK(rm_step_micro(s2, 3, &m, j ? &l1 : &l0) == RM_OK, "micro %d", j);
+    }
+    CHECK(loss == (float)(((double)l0 + (double)l1) / 2), "mean loss %g vs %g, %g", (double)loss, (double)l0,
+          (double)l1);
+    int same = 1;
+    for (int i = 0; i < rm_param_count(g); i++)
+        same &= memcmp(rm_grad(s, rm_param_at(g, i)), rm_grad(s2, rm_param_at(g2, i)),
+                       (size_t)rm_numel(g, rm_param_at(g, i)) * sizeof(float)) == 0;
+    CHECK(same, "rm_step_accumulate's gradients are the rm_step_micro loop's");
+    r.fail_at = 1, r.calls = 0;
+    CHECK(rm_step_accumulate(s, 4, 2, fill_from, &r, &loss) == RM_ERR_IO && r.calls == 2 &&
+              strstr(rm_session_errmsg(s), "micro-batch 1 (row 2)"), "a failing fill: %s", rm_session_errmsg(s));
+    CHECK(rm_step_accumulate(s, 4, 0, fill_from, &r, &loss) == RM_ERR_ARG, "k = 0");
+    CHECK(rm_step_accumulate(s, 4, 2, NULL, NULL, &loss) == RM_ERR_ARG, "k = 2 without a fill");
+    CHECK(rm_step_accumulate(NULL, 4, 1, NULL, NULL, &loss) == RM_ERR_ARG, "NULL session");
+    rm_session_free(s2), rm_graph_free(g2);
+    rm_session_free(s), rm_graph_free(g);
+    /* not declared: refused for k > 1; under a limit rm_step_micro refuses the uncounted buffer */
+    o.accumulate = 0;
+    CHECK(small_gpt(2, 0.2f, &o, &g, &io, &s) == RM_OK, "compile without accumulate");
+    r.io = io, r.fail_at = -1;
+    CHECK(rm_step_accumulate(s, 3, 2, fill_from, &r, &loss) == RM_ERR_STATE &&
+              strstr(rm_session_errmsg(s), "rm_options.accumulate"), "undeclared: %s", rm_session_errmsg(s));
+    CHECK(rm_step_accumulate(s, 3, 1, NULL, NULL, &loss) == RM_OK, "k = 1 without a fill is rm_step");
+    rm_session_free(s), rm_graph_free(g);
+    o.limit_bytes = (int64_t)1 << 30;
+    CHECK(small_gpt(2, 0.2f, &o, &g, &io, &s) == RM_OK, "compile under a limit: %s", rm_graph_errmsg(g));
+    rm_micro acc = {.row_offset = 2, .loss_scale = 0.5f, .accumulate = 1};
+    CHECK(rm_step_micro(s, 3, &acc, &loss) == RM_ERR_STATE && strstr(rm_session_errmsg(s), "memory limit"),
+          "accumulating under a limit, undeclared: %s", rm_session_errmsg(s));
+    rm_session_free(s), rm_graph_free(g);
+    o.limit_bytes = 0, o.accumulate = 1, o.fuse_optimizer = 1, o.optim.grad_clip = 0;
+    CHECK(small_gpt(2, 0.2f, &o, &g, &io, &s) == RM_ERR_ARG && strstr(rm_graph_errmsg(g), "accumulate"),
+          "accumulate with fuse_optimizer: %s", rm_graph_errmsg(g));
+    rm_graph_free(g);
+}
+
 /* A micro-batch filled from the data holds the rows of the global batch. */
 static void test_fill_rows(void) {
     pair p;
@@ -379,6 +448,7 @@ int main(void) {
     test_tokens();
     test_bad_ids();
     test_accumulation();
+    test_step_accumulate();
     test_fill_rows();
     test_options();
     test_state_roundtrip(dir);

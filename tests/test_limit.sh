@@ -49,6 +49,21 @@ if [ $asan -eq 0 ]; then
         "vocab 50257 at its least limit ($least MiB): exit $rc, peak RSS $rss (store-all $vpeak): $(cat "$T/err")"
 fi
 
+# --micro-batches: the second gradient buffer they sum into counts under the
+# limit (a GPT whose parameters dominate: one more copy is 27 MiB); at the
+# least limit named for it, the peak RSS stays under
+if [ $asan -eq 0 ]; then
+    P="--layers 4 --dim 384 --heads 4 --context 32 --batch 8 --steps 2 --threads 2 --micro-batches 2 --quiet"
+    "$R" train $P --memory-limit 64MiB 2> "$T/err"
+    least=$(sed -n 's/.*least --memory-limit that works is \([0-9.]*\)MiB.*/\1/p' "$T/err")
+    check 'grep -q "gradients 5[0-9]\." "$T/err"' "--micro-batches 2: the breakdown counts one gradient copy: $(cat "$T/err")"
+    limit=$(awk -v m="$least" 'BEGIN { printf "%d", m * 1048576 + 1 }')
+    "$R" train $P --memory-limit $limit --report "$T/mb.json" 2> "$T/err"; rc=$?
+    rss=$(field "$T/mb.json" max_rss_bytes)
+    check '[ -n "$least" ] && [ $rc -eq 0 ] && [ -n "$rss" ] && [ "$rss" -le "$limit" ]' \
+        "--micro-batches 2 at its least limit ($least MiB): exit $rc, peak RSS $rss: $(cat "$T/err")"
+fi
+
 # the training state alone cannot fit: refused before training, one line with the breakdown and the least limit
 BIG="--model mlp --widths 8192,8192 --context 16 --batch 1 --steps 1"
 "$R" train $BIG --memory-limit 1GiB > "$T/out" 2> "$T/err"; rc=$?

@@ -7,6 +7,8 @@
 #    micro-batches (--micro-batches 2), and parameters within 1e-5 of one
 #    process with batch B; dropout on, three recompute strategies and a
 #    memory budget, with and without --shard-optimizer (ZeRO-1);
+#  - P=2 with 2 micro-batches each within 1e-5 of P=1 with 4, and
+#    bit-identical with --shard-optimizer;
 #  - save at P=2 (sharded) and resume at P=1, and the reverse: the same
 #    tensors as the uninterrupted run;
 #  - optimizer bytes per rank halve with --shard-optimizer;
@@ -75,6 +77,14 @@ S="$GPT --optimizer sgd --checkpoint sqrt"
 $MPI -np 2 "$R" train $S --save sgd.p2.st >/dev/null 2>>sgd.err
 check 'cmp -s sgd.p2.st sgd.acc.st' "sgd: P=2 differs from P=1 with 2 micro-batches: $($CMP sgd.p2.st sgd.acc.st; cat sgd.err)"
 check '$CMP sgd.p2.st sgd.one.st 1e-5 >/dev/null' "sgd: P=2 is not within 1e-5 of P=1 with the whole batch: $($CMP sgd.p2.st sgd.one.st)"
+# micro-batches on each rank (rm_step_accumulate): P=2 x 2 micro-batches is
+# P=1 x 4 up to the order of the sums, and the same with --shard-optimizer
+K="$GPT $EPS --batch 8 --checkpoint revolve:2"
+"$R" train $K --micro-batches 4 --save k4.st >/dev/null 2>k.err
+$MPI -np 2 "$R" train $K --micro-batches 2 --save p2k2.st >/dev/null 2>>k.err
+$MPI -np 2 "$R" train $K --micro-batches 2 --shard-optimizer --save z2k2.st >/dev/null 2>>k.err
+check '$CMP p2k2.st k4.st 1e-5 >/dev/null' "P=2 x 2 micro-batches is not within 1e-5 of P=1 x 4: $($CMP p2k2.st k4.st; cat k.err)"
+check 'cmp -s z2k2.st p2k2.st' "P=2 x 2 micro-batches: --shard-optimizer differs: $($CMP z2k2.st p2k2.st)"
 # the overlapped allreduce (default: buckets start during the backward and
 # its recomputation) against the blocking one after the backward
 $MPI -np 2 "$R" train $GPT $EPS --checkpoint revolve:2 --no-overlap --save gpt-revolve.block.st >/dev/null 2>&1
@@ -108,6 +118,10 @@ check '[ $rc -eq 1 ] && grep -Eq "rank 1 of 2: the (loss is|gradients are) not f
     "rank 1 diverging: exit $rc, $(head -3 nan.err)"
 check '[ $secs -le 30 ]' "rank 1 diverging took ${secs}s to end the job"
 check '! grep -q "^remat: error: rank 0: .*rank 0 of" nan.err' "the failure blamed rank 0: $(head -3 nan.err)"
+# the same with micro-batches: the ranks agree after the last one
+$MPI -np 1 "$R" train $D --micro-batches 2 : -np 1 "$R" train $D --micro-batches 2 --lr 100 >/dev/null 2>nanm.err; rc=$?
+check '[ $rc -eq 1 ] && grep -Eq "rank 1 of 2: the (loss is|gradients are) not finite at step" nanm.err' \
+    "rank 1 diverging with --micro-batches 2: exit $rc, $(head -3 nanm.err)"
 
 echo "test_mpi: $pass checks"
 echo "test_mpi: $pass passed, $fail failed"

@@ -23,7 +23,62 @@
 #include <time.h>
 #include <limits.h>
 
+/* The batch rows b of the session: the first dimension of its first
+ * non-constant input (tokens or features). */
+static int64_t batch_rows(const rm_session *s) {
+    const rm_graph *g = s->g;
+    for (int v = 0; v < g->n_vals; v++)
+        if (g->vals[v].kind == RM_VALUE_INPUT && !g->vals[v].const_data && g->vals[v].ndim >= 1)
+            return g->vals[v].shape[0];
+    return 0;
+}
+
+/* rm_step_accumulate's arguments; RM_OK or the session's error. */
+static rm_status accumulate_args(rm_session *s, int k, rm_fill_fn fill) {
+    if (k < 1 || (!fill && k > 1))
+        return rm_session_fail(s, RM_ERR_ARG, "rm_step_accumulate: k is %d and fill %s: k must be >= 1, and fill "
+                               "may be NULL only for k = 1", k, fill ? "given" : "NULL");
+    if (k > 1 && !s->opt.accumulate)
+        return rm_session_fail(s, RM_ERR_STATE, "rm_step_accumulate: %d micro-batches need the session compiled "
+                               "with rm_options.accumulate (a second gradient buffer)", k);
+    return RM_OK;
+}
+
+/* This rank's k micro-batches from global row row0, each scaled by `scale`;
+ * *mean: their mean loss (NaN on failure). */
+static rm_status local_micro_batches(rm_session *s, uint64_t step, int k, int64_t row0, float scale, rm_fill_fn fill,
+                                     void *user, float *mean) {
+    const int64_t b = batch_rows(s);
+    double sum = 0;
+    *mean = NAN;
+    for (int j = 0; j < k; j++) {
+        const rm_micro m = {row0 + j * b, scale, j > 0};
+        rm_status rc = fill ? fill(user, s, j, m.row_offset) : RM_OK;
+        if (rc != RM_OK)
+            return rm_session_fail(s, rc, "rm_step_accumulate: filling micro-batch %d (row %lld) failed: %s", j,
+                                   (long long)m.row_offset, rm_status_name(rc));
+        float l;
+        if ((rc = rm_step_micro(s, step, &m, &l)) != RM_OK) return rc;
+        sum += l;
+    }
+    *mean = (float)(sum / k);
+    return RM_OK;
+}
+
+/* rm_step_accumulate in a process of its own. */
+static rm_status accumulate_alone(rm_session *s, uint64_t step, int k, rm_fill_fn fill, void *user, float *loss) {
+    rm_status rc = accumulate_args(s, k, fill);
+    float mean = NAN;
+    if (rc == RM_OK) rc = local_micro_batches(s, step, k, 0, 1.0f / (float)k, fill, user, &mean);
+    if (rc == RM_OK && loss) *loss = mean;
+    return rc;
+}
+
 #ifndef REMAT_MPI
+
+rm_status rm_step_accumulate(rm_session *s, uint64_t step, int k, rm_fill_fn fill, void *user, float *loss) {
+    return s ? accumulate_alone(s, step, k, fill, user, loss) : RM_ERR_ARG;
+}
 
 rm_status rm_session_set_comm_f(rm_session *s, int comm, int flags) {
     (void)comm, (void)flags;
@@ -34,16 +89,6 @@ rm_status rm_session_set_comm_f(rm_session *s, int comm, int flags) {
 rm_status rm_step(rm_session *s, uint64_t step, float *loss) { return rm_step_micro(s, step, NULL, loss); }
 
 #else
-
-/* The batch rows b of the session: the first dimension of its first
- * non-constant input (tokens or features). */
-static int64_t batch_rows(const rm_session *s) {
-    const rm_graph *g = s->g;
-    for (int v = 0; v < g->n_vals; v++)
-        if (g->vals[v].kind == RM_VALUE_INPUT && !g->vals[v].const_data && g->vals[v].ndim >= 1)
-            return g->vals[v].shape[0];
-    return 0;
-}
 
 
 /* Shard r of n floats: near-equal contiguous ranges. */
@@ -165,6 +210,9 @@ static int grads_bad(const rm_session *s) {
     return !isfinite(sum);
 }
 
+static rm_status reduce_after(rm_session *s, uint64_t step, rm_status rc, float l, float *loss);
+static rm_status mean_loss(rm_session *s, float l, float *loss);
+
 rm_status rm_step(rm_session *s, uint64_t step, float *loss) {
     if (!rm_dist_on(s)) return rm_step_micro(s, step, NULL, loss);
     rm_dist *d = s->dist;
@@ -182,16 +230,42 @@ rm_status rm_step(rm_session *s, uint64_t step, float *loss) {
         MPI_Waitall(d->n_req, d->reqs, MPI_STATUSES_IGNORE);
         d->ms_wait = now_ms() - t0;
         if ((rc = agree(s, step, rc, l, d->bad_grads)) != RM_OK) return rc;
-    } else {
-        if ((rc = agree(s, step, rc, l, rc == RM_OK && grads_bad(s))) != RM_OK) return rc;
-        double t0 = now_ms();
-        reduce_grads(s);
-        d->ms_wait = now_ms() - t0;
+        return mean_loss(s, l, loss);
     }
+    return reduce_after(s, step, rc, l, loss);
+}
+
+/* After this rank's backward(s): agree, sum the gradients, mean loss. */
+static rm_status reduce_after(rm_session *s, uint64_t step, rm_status rc, float l, float *loss) {
+    rm_dist *d = s->dist;
+    if ((rc = agree(s, step, rc, l, rc == RM_OK && grads_bad(s))) != RM_OK) return rc;
+    double t0 = now_ms();
+    reduce_grads(s);
+    d->ms_wait = now_ms() - t0;
+    return mean_loss(s, l, loss);
+}
+
+/* *loss: the mean over the ranks of each rank's loss l. */
+static rm_status mean_loss(rm_session *s, float l, float *loss) {
     double mean = l;
-    MPI_Allreduce(MPI_IN_PLACE, &mean, 1, MPI_DOUBLE, MPI_SUM, d->comm);
-    if (loss) *loss = (float)(mean / d->size);
+    MPI_Allreduce(MPI_IN_PLACE, &mean, 1, MPI_DOUBLE, MPI_SUM, s->dist->comm);
+    if (loss) *loss = (float)(mean / s->dist->size);
     return RM_OK;
+}
+
+/* Every rank reaches the collectives, even after its own failure (or bad
+ * arguments, which every rank has alike). */
+rm_status rm_step_accumulate(rm_session *s, uint64_t step, int k, rm_fill_fn fill, void *user, float *loss) {
+    if (!s) return RM_ERR_ARG;
+    if (!rm_dist_on(s)) return accumulate_alone(s, step, k, fill, user, loss);
+    rm_status rc = accumulate_args(s, k, fill);
+    if (rc != RM_OK) return rc;
+    rm_dist *d = s->dist;
+    const int64_t row0 = (int64_t)d->rank * k * batch_rows(s);
+    float mean = NAN;
+    d->next = d->n_req = d->bad_grads = 0;
+    rc = local_micro_batches(s, step, k, row0, 1.0f / ((float)d->size * (float)k), fill, user, &mean);
+    return reduce_after(s, step, rc, mean, loss);
 }
 
 #endif

@@ -27,7 +27,8 @@ static size_t fixed_bytes(rm_session *s) {
     const rm_graph *g = s->g;
     l->limit_bytes = (size_t)s->opt.limit_bytes;
     l->param_bytes = g->param_floats * sizeof(float);
-    l->grad_bytes = s->opt.fuse_optimizer ? 0 : l->param_bytes; /* fused: in the arena */
+    /* fused: in the arena; accumulating micro-batches: a second buffer */
+    l->grad_bytes = s->opt.fuse_optimizer ? 0 : l->param_bytes * (s->opt.accumulate ? 2 : 1);
     /* AdamW's two moments; a profiling step (planned schedules) copies the
      * parameters before the optimizer exists: the larger of the two */
     size_t moments = s->opt.optim.kind == RM_OPTIM_ADAMW ? 2 * l->param_bytes : 0;

@@ -117,6 +117,9 @@ rm_status rm_session_options(rm_session *s, const rm_options *o) {
                              "gradient norm (it needs every gradient before the first update, and fused updates "
                              "start during the backward pass): set optim.grad_clip to 0 (it is %g)",
                              (double)p->optim.grad_clip);
+    if (p->fuse_optimizer && p->accumulate)
+        return rm_graph_fail(g, RM_ERR_ARG, "rm_compile: rm_options.fuse_optimizer frees each gradient at its "
+                             "update, so it cannot accumulate micro-batches (rm_options.accumulate): set one of them");
     if (p->budget_bytes > 0) snprintf(s->budget_name, sizeof s->budget_name, "%lld", (long long)p->budget_bytes);
     else if (budget) snprintf(s->budget_name, sizeof s->budget_name, "%.17g%%", 100.0 * p->budget_fraction);
     /* from here on, only the session's own strings */

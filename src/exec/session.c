@@ -106,11 +106,12 @@ static rm_status compile(rm_graph *g, const rm_options *o, rm_session **out) {
     s->arena = alloc_aligned(s->arena_bytes);
     s->params = alloc_aligned(g->param_floats * sizeof(float));
     if (flat_grads) s->grads = alloc_aligned(g->param_floats * sizeof(float));
+    if (flat_grads && s->opt.accumulate) s->grads_micro = alloc_aligned(g->param_floats * sizeof(float));
     s->inputs = alloc_aligned(g->input_bytes);
     rm_profile_alloc(&s->timing, g); /* all NULL when out of memory */
     if (s->opt.verify_recompute) s->hashes = calloc((size_t)g->n_vals, sizeof *s->hashes);
-    if (!s->arena || !s->params || (flat_grads && !s->grads) || !s->inputs || !s->timing.node_fwd ||
-        (s->opt.verify_recompute && !s->hashes)) {
+    if (!s->arena || !s->params || (flat_grads && !s->grads) || (flat_grads && s->opt.accumulate && !s->grads_micro) ||
+        !s->inputs || !s->timing.node_fwd || (s->opt.verify_recompute && !s->hashes)) {
         size_t total = s->arena_bytes + (size_t)(1 + flat_grads) * g->param_floats * sizeof(float);
         rm_session_free(s);
         return rm_graph_fail(g, RM_ERR_NOMEM, "cannot allocate %.1f MiB for activations and parameters",
@@ -214,6 +215,10 @@ static rm_status check_inputs(rm_session *s, const char *fn) {
  * of the same micro-batches (dist/dist.c; for 2 ranks g_0 + g_1 exactly). */
 static rm_status accumulate(rm_session *s, uint64_t step) {
     const size_t n = s->g->param_floats;
+    if (!s->grads_micro && s->opt.limit_bytes > 0)
+        return rm_session_fail(s, RM_ERR_STATE, "rm_step_micro: accumulating needs a second gradient buffer "
+                               "(%.1f MiB) that the memory limit did not count: compile with rm_options.accumulate",
+                               (double)(n * sizeof(float)) / (1 << 20));
     if (!s->grads_micro && !(s->grads_micro = alloc_aligned(n * sizeof(float))))
         return rm_session_fail(s, RM_ERR_NOMEM, "out of memory for the micro-batch gradients (%.1f MiB)",
                                (double)(n * sizeof(float)) / (1 << 20));
