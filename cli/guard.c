@@ -21,7 +21,10 @@ static int check_fuse(const cli_args *a) {
     if (a->micro_batches > 1)
         return cli_fail(2, "--fuse-optimizer and --micro-batches cannot be combined: accumulating keeps every "
                         "gradient until the last micro-batch, fusion frees each at its update (drop one)");
-    return 0; /* several ranks: train.c, with the other checks of the ranks */
+    if (a->shard_optimizer)
+        return cli_fail(2, "--fuse-optimizer and --shard-optimizer cannot be combined: a fused update runs on every "
+                        "rank for every parameter, so no rank keeps a shard (drop one)");
+    return 0;
 }
 
 int cli_check_flag_use(const cli_args *a) {

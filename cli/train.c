@@ -169,9 +169,6 @@ static int check_flags(const cli_args *a) {
         return cli_fail(2, "--keep counts the step files of --save-every; give --save-every N too");
     if (a->resume && a->init)
         return cli_fail(2, "--resume and --init cannot be combined (--resume loads the weights too)");
-    if (a->fuse_optimizer && cli_dist_size() > 1)
-        return cli_fail(2, "--fuse-optimizer runs in one process: with %d ranks every update would wait for the "
-                        "ranks' summed gradient (drop --fuse-optimizer, or run without mpirun)", cli_dist_size());
     if (a->batch % a->micro_batches != 0)
         return cli_fail(2, "--batch %d must be a multiple of --micro-batches %d", a->batch, a->micro_batches);
     if (a->batch % cli_dist_size() != 0)

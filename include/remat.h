@@ -227,8 +227,12 @@ typedef struct rm_options {
      * weights equal an unfused run's bit for bit. Needs optim.grad_clip 0
      * (a global norm needs every gradient before the first update, else
      * RM_ERR_ARG); gradient accumulation (rm_micro.accumulate, accumulate
-     * below) and several ranks (rm_session_set_comm_f) are refused with
-     * RM_ERR_ARG. */
+     * below) is refused with RM_ERR_ARG. On several ranks
+     * (rm_session_set_comm_f, not with RM_DIST_SHARD) each gradient is
+     * summed over the ranks (a blocking allreduce) right before its
+     * update, and rm_step first agrees on the inputs' validity: every rank
+     * must set the same learning rate. A step that fails inside the
+     * backward (RM_ERR_VERIFY) still runs to its end, so no rank waits. */
     int fuse_optimizer;
     /* 1: steps will accumulate micro-batches (rm_step_accumulate with k > 1,
      * or rm_step_micro with accumulate). rm_compile then allocates the

@@ -9,6 +9,7 @@
 #    memory budget, with and without --shard-optimizer (ZeRO-1);
 #  - P=2 with 2 micro-batches each within 1e-5 of P=1 with 4, and
 #    bit-identical with --shard-optimizer;
+#  - --fuse-optimizer on 2 ranks bit-identical to unfused P=2;
 #  - save at P=2 (sharded) and resume at P=1, and the reverse: the same
 #    tensors as the uninterrupted run;
 #  - optimizer bytes per rank halve with --shard-optimizer;
@@ -85,6 +86,17 @@ $MPI -np 2 "$R" train $K --micro-batches 2 --save p2k2.st >/dev/null 2>>k.err
 $MPI -np 2 "$R" train $K --micro-batches 2 --shard-optimizer --save z2k2.st >/dev/null 2>>k.err
 check '$CMP p2k2.st k4.st 1e-5 >/dev/null' "P=2 x 2 micro-batches is not within 1e-5 of P=1 x 4: $($CMP p2k2.st k4.st; cat k.err)"
 check 'cmp -s z2k2.st p2k2.st' "P=2 x 2 micro-batches: --shard-optimizer differs: $($CMP z2k2.st p2k2.st)"
+# --fuse-optimizer on 2 ranks: each gradient summed right before its update
+# in the backward gives the unfused P=2 files bit for bit (the sum of two
+# floats has one order); --shard-optimizer with it is a usage error
+for c in "revolve:2" "none"; do
+    $MPI -np 2 "$R" train $GPT --checkpoint $c --save fu.$c.st >/dev/null 2>fu.err
+    $MPI -np 2 "$R" train $GPT --checkpoint $c --fuse-optimizer --save fz.$c.st --report fz.json >/dev/null 2>>fu.err
+    check 'cmp -s fz.$c.st fu.$c.st' "P=2 --fuse-optimizer ($c) differs from unfused P=2: $($CMP fz.$c.st fu.$c.st; cat fu.err)"
+done
+check '[ -n "$(field fz.json comm_wait_ms)" ]' "P=2 --fuse-optimizer: no comm_wait_ms in the report"
+$MPI -np 2 "$R" train $GPT --fuse-optimizer --shard-optimizer >/dev/null 2>fs.err; rc=$?
+check '[ $rc -eq 2 ] && grep -q "cannot be combined" fs.err' "--fuse-optimizer --shard-optimizer on 2 ranks: exit $rc, $(head -1 fs.err)"
 # the overlapped allreduce (default: buckets start during the backward and
 # its recomputation) against the blocking one after the backward
 $MPI -np 2 "$R" train $GPT $EPS --checkpoint revolve:2 --no-overlap --save gpt-revolve.block.st >/dev/null 2>&1

@@ -201,6 +201,23 @@ static void test_verify_recompute(void) {
     CHECK(strstr(rm_session_errmsg(s), "custom") && strstr(rm_session_errmsg(s), "'s0'"),
           "the message names the node and its stage: %s", rm_session_errmsg(s));
     rm_session_free(s);
+    /* fused: the step still runs to its end (every parameter updated, as
+     * several ranks summing each gradient need), then reports the mismatch */
+    o.fuse_optimizer = 1, o.optim.grad_clip = 0;
+    CHECK(rm_compile(g, &o, &s) == RM_OK, "compile fused: %s", rm_graph_errmsg(g));
+    rm_optim *opt;
+    CHECK(rm_optim_new(s, NULL, &opt) == RM_OK && rm_optim_set_lr(opt, 0.1f) == RM_OK, "fused optimizer");
+    float before[2][64];
+    for (int i = 0; i < 2; i++) memcpy(before[i], rm_value_data(s, rm_param_at(g, i)), sizeof before[i]);
+    st = rm_step(s, 0, &loss);
+    CHECK(st == RM_ERR_VERIFY && strstr(rm_session_errmsg(s), "custom"), "fused: verification fails: %d %s", st,
+          rm_session_errmsg(s));
+    int moved = 1;
+    for (int i = 0; i < 2; i++) moved &= memcmp(before[i], rm_value_data(s, rm_param_at(g, i)), sizeof before[i]) != 0;
+    CHECK(moved, "fused: the step ran to its end (the parameters were updated)");
+    rm_optim_free(opt);
+    rm_session_free(s);
+    o.fuse_optimizer = 0, o.optim.grad_clip = 1.0f;
     o.verify_recompute = 0;
     rm_compile(g, &o, &s);
     CHECK(rm_step(s, 0, &loss) == RM_OK, "without verification the step runs");

@@ -114,10 +114,10 @@ rm_status rm_session_set_comm_f(rm_session *s, int fcomm, int flags) {
     int rank, size;
     if (comm == MPI_COMM_NULL || MPI_Comm_rank(comm, &rank) != MPI_SUCCESS || MPI_Comm_size(comm, &size) != MPI_SUCCESS)
         return rm_session_fail(s, RM_ERR_ARG, "rm_session_set_comm: not a valid communicator");
-    if (s->opt.fuse_optimizer && size > 1) /* every rank has the same options: all refuse */
-        return rm_session_fail(s, RM_ERR_ARG, "rm_session_set_comm: the session fuses its optimizer (rm_options."
-                               "fuse_optimizer), which updates each parameter before the ranks' gradients could be "
-                               "summed: compile without it to train on %d ranks", size);
+    if (s->opt.fuse_optimizer && size > 1 && (flags & RM_DIST_SHARD)) /* the same options on every rank: all refuse */
+        return rm_session_fail(s, RM_ERR_ARG, "rm_session_set_comm: a fused optimizer (rm_options.fuse_optimizer) "
+                               "updates every parameter on every rank, so it keeps no shard: drop RM_DIST_SHARD "
+                               "(--shard-optimizer) or fuse_optimizer");
     size_t n = s->g->param_floats;
     /* the ranks must hold the same model and batch rows: compare min and max */
     long long mine[2] = {(long long)n, (long long)batch_rows(s)}, lo[2], hi[2];
@@ -137,7 +137,8 @@ rm_status rm_session_set_comm_f(rm_session *s, int fcomm, int flags) {
     rm_dist *d = calloc(1, sizeof *d + n_reqs * sizeof(MPI_Request) + (2 * (size_t)size + 2 * (size_t)np) * sizeof(int));
     if (!d) return rm_session_fail(s, RM_ERR_NOMEM, "out of memory for the communicator's state");
     d->rank = rank, d->size = size, d->comm = comm, d->shard = (flags & RM_DIST_SHARD) != 0;
-    d->overlap = !d->shard && !(flags & RM_DIST_BLOCKING);
+    /* fused: each gradient is summed at its update, inside the backward */
+    d->overlap = !d->shard && !(flags & RM_DIST_BLOCKING) && !s->opt.fuse_optimizer;
     d->rows = lo[1];
     d->reqs = (MPI_Request *)(d + 1);
     d->counts = (int *)(d->reqs + n_reqs);
@@ -219,9 +220,18 @@ rm_status rm_step(rm_session *s, uint64_t step, float *loss) {
     const rm_micro m = {(int64_t)d->rank * d->rows, 1.0f / (float)d->size, 0};
     float l = NAN;
     d->next = d->n_req = d->bad_grads = 0;
+    d->ms_wait = 0;
+    /* fused: the backward sums each gradient, so a rank must not stop
+     * before it on its own inputs; the run itself goes to the end */
+    rm_status pre = s->train.fused ? rm_session_check_inputs(s, "rm_step") : RM_OK;
+    if (s->train.fused && (pre = agree(s, step, pre, 0.0f, 0)) != RM_OK) return pre;
     s->after_instr = d->overlap ? after_instr : NULL;
     rm_status rc = rm_step_micro(s, step, &m, &l);
     s->after_instr = NULL;
+    if (s->train.fused) { /* summed and applied already; the norm was checked on the sums */
+        if ((rc = agree(s, step, rc, l, 0)) != RM_OK) return rc;
+        return mean_loss(s, l, loss);
+    }
     if (d->overlap) {
         /* every rank starts every bucket, in the same order, even after a
          * failure, so no collective is left unmatched; then agree */

@@ -35,6 +35,9 @@ typedef struct rm_dist {
 static inline int rm_dist_on(const rm_session *s) { return s && s->dist && s->dist->size > 1; }
 /* The sum over ranks of x (doubles, in place); nothing with one rank. */
 void rm_dist_sum(const rm_session *s, double *x, int n);
+/* The sum over ranks of n floats (in place), its time added to ms_wait:
+ * a fused update's gradient; nothing with one rank. */
+void rm_dist_sum_floats(rm_session *s, float *x, size_t n);
 /* The parameters' shards of every rank copied to all (after a sharded update). */
 void rm_dist_allgather_params(rm_session *s);
 /* The moments' shards of every rank gathered into full-size buffers on all. */

@@ -48,7 +48,7 @@ static rm_status verify(rm_session *s, const rm_instr *ins, const rm_kernel_ctx 
 static void run_updates(rm_session *s, const rm_program *p, const rm_instr *ins) {
     for (int f = 0; f < ins->n_final; f++) {
         const int pi = p->finals[ins->final_at + f], b = p->param_buf[pi];
-        s->fused.update(s->fused.o, pi, b >= 0 ? (const float *)(s->arena + p->bufs[b].offset) : NULL);
+        s->fused.update(s->fused.o, pi, b >= 0 ? (float *)(s->arena + p->bufs[b].offset) : NULL);
     }
 }
 
@@ -125,6 +125,7 @@ rm_status rm_execute(rm_session *s, const rm_program *p, uint64_t step, int trai
     int next_buf = 0; /* buffers are numbered in order of definition */
     struct rm_trace *tr = train ? rm_trace_for(s, p, step) : NULL; /* NULL unless this step is traced */
     const int fused = train && p->fused && s->fused.o; /* update parameters as they become final */
+    rm_status verified = RM_OK;
     if (train) begin_step(s, p);
     rm_set_threads(s->threads);
     for (int i = 0; i < p->n_instrs; i++) {
@@ -149,9 +150,11 @@ rm_status rm_execute(rm_session *s, const rm_program *p, uint64_t step, int trai
             run_updates(s, p, ins);
             if (tr) tr->ev[tr->n].u0 = u0, tr->ev[tr->n].u1 = rm_trace_now_ms();
         }
-        if (s->hashes && !backward) {
-            rm_status rc = verify(s, ins, &c);
-            if (rc != RM_OK) return rc;
+        if (s->hashes && !backward && verified == RM_OK) {
+            /* fused: the step goes on, so every update (and on several
+             * ranks every gradient's sum) happens; the mismatch after */
+            verified = verify(s, ins, &c);
+            if (verified != RM_OK && !fused) return verified;
         }
 
         for (int f = 0; f < ins->n_free; f++) {
@@ -170,5 +173,5 @@ rm_status rm_execute(rm_session *s, const rm_program *p, uint64_t step, int trai
     /* the figure reported is the training step's; forward-only runs are smaller */
     if ((train || !s->train.n_instrs) && peak > s->measured_peak) s->measured_peak = peak;
     s->last = p;
-    return RM_OK;
+    return verified;
 }

@@ -32,7 +32,7 @@ struct rm_session {
     struct rm_fused {
         rm_optim *o;
         rm_status (*begin)(rm_optim *o);
-        void (*update)(rm_optim *o, int param, const float *grad);
+        void (*update)(rm_optim *o, int param, float *grad); /* grad: the ranks sum it in place */
         rm_status (*end)(rm_optim *o);
     } fused;
     unsigned char *inputs;
@@ -59,6 +59,9 @@ struct rm_session {
 };
 
 rm_status rm_session_fail(rm_session *s, rm_status st, const char *fmt, ...);
+/* exec/session.c: the inputs an op checks (token ids, targets) in range;
+ * fn names the caller in the message. */
+rm_status rm_session_check_inputs(rm_session *s, const char *fn);
 /* exec/options.c: s->opt from the caller's options (parsed, validated, its
  * strings replaced by the session's own). */
 rm_status rm_session_options(rm_session *s, const rm_options *o);

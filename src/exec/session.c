@@ -186,7 +186,7 @@ static float read_loss(rm_session *s) {
 
 /* The caller's inputs are checked before every step: ops with a check
  * (embedding ids, softmax_ce targets) name what is out of range. */
-static rm_status check_inputs(rm_session *s, const char *fn) {
+rm_status rm_session_check_inputs(rm_session *s, const char *fn) {
     const rm_graph *g = s->g;
     for (int n = 0; n < g->n_nodes; n++) {
         const rm_node *nd = &g->nodes[n];
@@ -252,7 +252,7 @@ rm_status rm_step_micro(rm_session *s, uint64_t step, const rm_micro *m, float *
         return rm_session_fail(s, RM_ERR_STATE, "rm_step: the session fuses its optimizer (rm_options."
                                "fuse_optimizer): create it with rm_optim_new and give the learning rate with "
                                "rm_optim_set_lr first");
-    rm_status rc = check_inputs(s, "rm_step");
+    rm_status rc = rm_session_check_inputs(s, "rm_step");
     if (rc != RM_OK) return rc;
     if (fused && (rc = s->fused.begin(s->fused.o)) != RM_OK) return rc;
     s->row0 = m->row_offset;
@@ -270,7 +270,7 @@ rm_status rm_step_micro(rm_session *s, uint64_t step, const rm_micro *m, float *
 rm_status rm_forward(rm_session *s, float *loss) {
     if (!s) return RM_ERR_ARG;
     if (s->opt.dry_run) return rm_session_fail(s, RM_ERR_STATE, "rm_forward: the session was compiled with dry_run");
-    rm_status rc = check_inputs(s, "rm_forward");
+    rm_status rc = rm_session_check_inputs(s, "rm_forward");
     if (rc != RM_OK) return rc;
     rc = rm_execute(s, &s->infer, 0, 0);
     if (rc == RM_OK && loss) *loss = s->g->loss >= 0 ? read_loss(s) : NAN;

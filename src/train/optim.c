@@ -43,7 +43,7 @@ void rm_optim_config_default(rm_optim_config *c) {
 }
 
 static rm_status fused_begin(rm_optim *o);
-static void fused_update(rm_optim *o, int pi, const float *grad);
+static void fused_update(rm_optim *o, int pi, float *grad);
 static rm_status fused_end(rm_optim *o);
 
 /* A fused session's optimizer: one per session, without clipping. */
@@ -256,10 +256,14 @@ static rm_status fused_begin(rm_optim *o) {
     return next_update(o);
 }
 
-/* Fused: parameter pi is final; grad is its gradient (NULL: zero). */
-static void fused_update(rm_optim *o, int pi, const float *grad) {
+/* Fused: parameter pi is final; grad is its gradient (NULL: zero, on
+ * every rank: they run the same program). Several ranks first sum it:
+ * each rank's is its rows' share (loss scaled by 1/P), so the sum is the
+ * global batch's gradient, as the unfused allreduce gives. */
+static void fused_update(rm_optim *o, int pi, float *grad) {
     const rm_value *v = &o->s->g->vals[o->s->g->params[pi]];
     if (!v->trainable) return;
+    if (grad) rm_dist_sum_floats(o->s, grad, (size_t)v->numel);
     o->param_sq[pi] = update_range(o, v, v->param_off, v->param_off + (size_t)v->numel, grad, o->lr, 1.0f, 1);
 }
 
