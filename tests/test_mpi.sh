@@ -19,6 +19,7 @@
 # Skipped (0 passed) when remat was built without MPI or mpirun is missing.
 BUILD=${BUILD:-build}
 R=$(cd "$(dirname "$BUILD/remat")" && pwd)/remat
+API=$(cd "$(dirname "$BUILD/remat")" && pwd)/tests/mpi_api
 . "$(dirname "$0")/lib.sh"
 CMP="python3 $(cd "$(dirname "$0")" && pwd)/st_compare.py"
 if ! command -v mpirun >/dev/null 2>&1 || ! ldd "$R" 2>/dev/null | grep -q libmpi; then
@@ -134,6 +135,15 @@ check '! grep -q "^remat: error: rank 0: .*rank 0 of" nan.err' "the failure blam
 $MPI -np 1 "$R" train $D --micro-batches 2 : -np 1 "$R" train $D --micro-batches 2 --lr 100 >/dev/null 2>nanm.err; rc=$?
 check '[ $rc -eq 1 ] && grep -Eq "rank 1 of 2: the (loss is|gradients are) not finite at step" nanm.err' \
     "rank 1 diverging with --micro-batches 2: exit $rc, $(head -3 nanm.err)"
+
+# the library's calls from an MPI program (tests/mpi_api.c): both ranks pass
+if [ -x "$API" ]; then
+    $MPI -np 2 "$API" >api.out 2>api.err; rc=$?
+    check '[ $rc -eq 0 ] && [ $(grep -c ": [1-9][0-9]* passed, 0 failed" api.out) -eq 2 ]' \
+        "tests/mpi_api.c under 2 ranks: exit $rc, $(cat api.out) $(head -5 api.err)"
+else
+    bad "$API was not built (make test builds it with MPI)"
+fi
 
 echo "test_mpi: $pass checks"
 echo "test_mpi: $pass passed, $fail failed"

@@ -44,6 +44,14 @@ static rm_status accumulate_args(rm_session *s, int k, rm_fill_fn fill) {
     return RM_OK;
 }
 
+/* Micro-batch j's inputs from the caller's fill (none: as they are). */
+static rm_status fill_one(rm_session *s, rm_fill_fn fill, void *user, int j, int64_t row) {
+    rm_status rc = fill ? fill(user, s, j, row) : RM_OK;
+    if (rc == RM_OK) return RM_OK;
+    return rm_session_fail(s, rc, "rm_step_accumulate: filling micro-batch %d (row %lld) failed: %s", j,
+                           (long long)row, rm_status_name(rc));
+}
+
 /* This rank's k micro-batches from global row row0, each scaled by `scale`;
  * *mean: their mean loss (NaN on failure). */
 static rm_status local_micro_batches(rm_session *s, uint64_t step, int k, int64_t row0, float scale, rm_fill_fn fill,
@@ -53,10 +61,8 @@ static rm_status local_micro_batches(rm_session *s, uint64_t step, int k, int64_
     *mean = NAN;
     for (int j = 0; j < k; j++) {
         const rm_micro m = {row0 + j * b, scale, j > 0};
-        rm_status rc = fill ? fill(user, s, j, m.row_offset) : RM_OK;
-        if (rc != RM_OK)
-            return rm_session_fail(s, rc, "rm_step_accumulate: filling micro-batch %d (row %lld) failed: %s", j,
-                                   (long long)m.row_offset, rm_status_name(rc));
+        rm_status rc = fill_one(s, fill, user, j, m.row_offset);
+        if (rc != RM_OK) return rc;
         float l;
         if ((rc = rm_step_micro(s, step, &m, &l)) != RM_OK) return rc;
         sum += l;
@@ -214,6 +220,19 @@ static int grads_bad(const rm_session *s) {
 static rm_status reduce_after(rm_session *s, uint64_t step, rm_status rc, float l, float *loss);
 static rm_status mean_loss(rm_session *s, float l, float *loss);
 
+/* A fused step of all ranks: the backward sums each gradient before its
+ * update, so no rank may stop before it alone: they agree first on `pre`
+ * (this rank's fill) and its inputs; the run itself goes to its end. */
+static rm_status fused_step(rm_session *s, uint64_t step, rm_status pre, const rm_micro *m, float *loss) {
+    if (pre == RM_OK) pre = rm_session_check_inputs(s, "rm_step");
+    if ((pre = agree(s, step, pre, 0.0f, 0)) != RM_OK) return pre;
+    float l = NAN;
+    rm_status rc = rm_step_micro(s, step, m, &l);
+    /* summed and applied already; the norm was checked on the sums */
+    if ((rc = agree(s, step, rc, l, 0)) != RM_OK) return rc;
+    return mean_loss(s, l, loss);
+}
+
 rm_status rm_step(rm_session *s, uint64_t step, float *loss) {
     if (!rm_dist_on(s)) return rm_step_micro(s, step, NULL, loss);
     rm_dist *d = s->dist;
@@ -221,17 +240,10 @@ rm_status rm_step(rm_session *s, uint64_t step, float *loss) {
     float l = NAN;
     d->next = d->n_req = d->bad_grads = 0;
     d->ms_wait = 0;
-    /* fused: the backward sums each gradient, so a rank must not stop
-     * before it on its own inputs; the run itself goes to the end */
-    rm_status pre = s->train.fused ? rm_session_check_inputs(s, "rm_step") : RM_OK;
-    if (s->train.fused && (pre = agree(s, step, pre, 0.0f, 0)) != RM_OK) return pre;
+    if (s->train.fused) return fused_step(s, step, RM_OK, &m, loss);
     s->after_instr = d->overlap ? after_instr : NULL;
     rm_status rc = rm_step_micro(s, step, &m, &l);
     s->after_instr = NULL;
-    if (s->train.fused) { /* summed and applied already; the norm was checked on the sums */
-        if ((rc = agree(s, step, rc, l, 0)) != RM_OK) return rc;
-        return mean_loss(s, l, loss);
-    }
     if (d->overlap) {
         /* every rank starts every bucket, in the same order, even after a
          * failure, so no collective is left unmatched; then agree */
@@ -272,9 +284,15 @@ rm_status rm_step_accumulate(rm_session *s, uint64_t step, int k, rm_fill_fn fil
     if (rc != RM_OK) return rc;
     rm_dist *d = s->dist;
     const int64_t row0 = (int64_t)d->rank * k * batch_rows(s);
+    const float scale = 1.0f / ((float)d->size * (float)k);
     float mean = NAN;
     d->next = d->n_req = d->bad_grads = 0;
-    rc = local_micro_batches(s, step, k, row0, 1.0f / ((float)d->size * (float)k), fill, user, &mean);
+    d->ms_wait = 0;
+    if (s->train.fused) { /* k = 1: a fused session cannot accumulate */
+        const rm_micro m = {row0, scale, 0};
+        return fused_step(s, step, fill_one(s, fill, user, 0, row0), &m, loss);
+    }
+    rc = local_micro_batches(s, step, k, row0, scale, fill, user, &mean);
     return reduce_after(s, step, rc, mean, loss);
 }
 
