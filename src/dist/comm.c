@@ -38,8 +38,8 @@ void rm_dist_sum_floats(rm_session *s, float *x, size_t n) {
     if (!rm_dist_on(s)) return;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (size_t off = 0; off < n; off += 1u << 30) {
-        size_t k = n - off < (1u << 30) ? n - off : (1u << 30);
+    for (size_t off = 0; off < n; off += RM_DIST_CHUNK_FLOATS) {
+        size_t k = n - off < RM_DIST_CHUNK_FLOATS ? n - off : RM_DIST_CHUNK_FLOATS;
         MPI_Allreduce(MPI_IN_PLACE, x + off, (int)k, MPI_FLOAT, MPI_SUM, s->dist->comm);
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);

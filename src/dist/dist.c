@@ -139,8 +139,8 @@ rm_status rm_session_set_comm_f(rm_session *s, int fcomm, int flags) {
     /* one block: the struct, the overlap's requests (one per parameter, and
      * one more per bucket a parameter spans), then the int arrays */
     const int np = s->g->n_params;
-    const size_t n_reqs = (size_t)np + n / (1u << 22) + 1;
-    rm_dist *d = calloc(1, sizeof *d + n_reqs * sizeof(MPI_Request) + (2 * (size_t)size + 2 * (size_t)np) * sizeof(int));
+    const size_t n_reqs = (size_t)np + n / RM_DIST_CHUNK_FLOATS + 1;
+    rm_dist *d = calloc(1, sizeof *d + n_reqs * sizeof(MPI_Request) + (3 * (size_t)size + 2 * (size_t)np) * sizeof(int));
     if (!d) return rm_session_fail(s, RM_ERR_NOMEM, "out of memory for the communicator's state");
     d->rank = rank, d->size = size, d->comm = comm, d->shard = (flags & RM_DIST_SHARD) != 0;
     /* fused: each gradient is summed at its update, inside the backward */
@@ -149,7 +149,8 @@ rm_status rm_session_set_comm_f(rm_session *s, int fcomm, int flags) {
     d->reqs = (MPI_Request *)(d + 1);
     d->counts = (int *)(d->reqs + n_reqs);
     d->displs = d->counts + size;
-    d->order = d->displs + size;
+    d->chunk_counts = d->displs + size;
+    d->order = d->chunk_counts + size;
     d->last = d->order + np;
     split(d, n);
     s->dist = d;
@@ -184,16 +185,24 @@ static rm_status agree(rm_session *s, uint64_t step, rm_status rc, float loss, i
 /* The gradients summed over ranks: all of them, or this rank's shard. */
 static void reduce_grads(rm_session *s) {
     rm_dist *d = s->dist;
-    if (d->shard) {
-        /* in place, the result lands at the start of the buffer: move it to the shard */
-        MPI_Reduce_scatter(MPI_IN_PLACE, s->grads, d->counts, MPI_FLOAT, MPI_SUM, d->comm);
-        memmove(s->grads + d->lo, s->grads, (size_t)d->counts[d->rank] * sizeof(float));
+    if (!d->shard) {
+        rm_dist_sum_floats(s, s->grads, s->g->param_floats);
         return;
     }
-    size_t n = s->g->param_floats;
-    for (size_t off = 0; off < n; off += 1u << 30) {
-        size_t k = n - off < (1u << 30) ? n - off : (1u << 30);
-        MPI_Allreduce(MPI_IN_PLACE, s->grads + off, (int)k, MPI_FLOAT, MPI_SUM, d->comm);
+    /* chunk [a, b) at a time; each rank receives its shard's part of it */
+    const size_t n = s->g->param_floats;
+    for (size_t a = 0; a < n; a += RM_DIST_CHUNK_FLOATS) {
+        const size_t b = n - a < RM_DIST_CHUNK_FLOATS ? n : a + RM_DIST_CHUNK_FLOATS;
+        for (int r = 0; r < d->size; r++) {
+            size_t lo = (size_t)d->displs[r], hi = lo + (size_t)d->counts[r];
+            lo = lo > a ? lo : a, hi = hi < b ? hi : b;
+            d->chunk_counts[r] = hi > lo ? (int)(hi - lo) : 0;
+        }
+        /* in place, this rank's part lands at the chunk's start: move it
+         * where it belongs (inside the chunk, which is summed already) */
+        MPI_Reduce_scatter(MPI_IN_PLACE, s->grads + a, d->chunk_counts, MPI_FLOAT, MPI_SUM, d->comm);
+        const size_t mine = (size_t)d->chunk_counts[d->rank];
+        if (mine) memmove(s->grads + (d->lo > a ? d->lo : a), s->grads + a, mine * sizeof(float));
     }
 }
 
@@ -238,7 +247,7 @@ rm_status rm_step(rm_session *s, uint64_t step, float *loss) {
     rm_dist *d = s->dist;
     const rm_micro m = {(int64_t)d->rank * d->rows, 1.0f / (float)d->size, 0};
     float l = NAN;
-    d->next = d->n_req = d->bad_grads = 0;
+    d->next = d->n_req = d->waited = d->bad_grads = 0;
     d->ms_wait = 0;
     if (s->train.fused) return fused_step(s, step, RM_OK, &m, loss);
     s->after_instr = d->overlap ? after_instr : NULL;
@@ -286,7 +295,7 @@ rm_status rm_step_accumulate(rm_session *s, uint64_t step, int k, rm_fill_fn fil
     const int64_t row0 = (int64_t)d->rank * k * batch_rows(s);
     const float scale = 1.0f / ((float)d->size * (float)k);
     float mean = NAN;
-    d->next = d->n_req = d->bad_grads = 0;
+    d->next = d->n_req = d->waited = d->bad_grads = 0;
     d->ms_wait = 0;
     if (s->train.fused) { /* k = 1: a fused session cannot accumulate */
         const rm_micro m = {row0, scale, 0};

@@ -17,11 +17,12 @@ typedef struct rm_dist {
     int64_t rows;         /* the session's batch rows b: rank r holds global rows [r b, r b + b) */
     size_t lo, hi;        /* this rank's shard of the flat parameter buffer, in floats */
     int *counts, *displs; /* [size] each: every rank's shard, for reduce-scatter / all-gather */
+    int *chunk_counts;    /* [size]: each rank's part of one chunk, for a chunked reduce-scatter */
     int overlap;          /* the gradients' allreduce starts during the backward */
     /* overlap: the parameters by the train instruction after which their
      * gradient is final (last[] of each, -1: never written, at the end),
      * and the requests of the buckets started in this step */
-    int n_order, next, n_req, bad_grads;
+    int n_order, next, n_req, waited, bad_grads; /* waited: requests [0, waited) are done */
     int *order, *last;
     size_t *bucket_lo, *bucket_hi;
     double ms_wait;       /* the last step's wait for its gradients after the backward */
@@ -30,6 +31,13 @@ typedef struct rm_dist {
     MPI_Request *reqs;    /* overlap: the buckets in flight */
 #endif
 } rm_dist;
+
+/* The most floats one collective moves: Open MPI's reductions take scratch
+ * memory of about the message size, which --memory-limit does not plan, so
+ * every sum and bucket is cut to 4 MiB (docs/SCALING.md, "Memory"). */
+#define RM_DIST_CHUNK_FLOATS ((size_t)1 << 20)
+/* The overlap's buckets travelling at once. */
+#define RM_DIST_IN_FLIGHT 2
 
 /* 1 when s runs with more than one rank. */
 static inline int rm_dist_on(const rm_session *s) { return s && s->dist && s->dist->size > 1; }

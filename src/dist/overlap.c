@@ -18,7 +18,10 @@
 #include <limits.h>
 #include <math.h>
 
-enum { BUCKET_FLOATS = 1 << 22, PAD_FLOATS = 64 }; /* 16 MiB buckets; padding between parameters is zero */
+/* buckets of RM_DIST_CHUNK_FLOATS (4 MiB), at most IN_FLIGHT of them
+ * travelling (each holds MPI scratch of about its size, which the memory
+ * limit counts); padding between parameters is zero */
+enum { BUCKET_FLOATS = RM_DIST_CHUNK_FLOATS, IN_FLIGHT = RM_DIST_IN_FLIGHT, PAD_FLOATS = 64 };
 
 /* When parameter i's gradient is final: (instruction, offset), never-written ones last. */
 static int before(const rm_session *s, int i, int j) {
@@ -70,6 +73,7 @@ void rm_dist_overlap_post(rm_session *s, int upto) {
         if (!isfinite(sum)) d->bad_grads = 1;
         for (size_t off = lo; off < hi; off += BUCKET_FLOATS) { /* one parameter may exceed a bucket */
             size_t k = hi - off < BUCKET_FLOATS ? hi - off : BUCKET_FLOATS;
+            while (d->n_req - d->waited >= IN_FLIGHT) MPI_Wait(&d->reqs[d->waited++], MPI_STATUS_IGNORE);
             MPI_Iallreduce(MPI_IN_PLACE, s->grads + off, (int)k, MPI_FLOAT, MPI_SUM, d->comm, &d->reqs[d->n_req++]);
         }
     }
