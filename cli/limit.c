@@ -14,8 +14,11 @@
 #include <string.h>
 
 /* 8 MiB, and 1 MiB per thread beyond the first (OpenBLAS packs per thread):
- * measured 5.2 MiB over the start-up and the library at 2 threads */
-static int64_t margin_bytes(int threads) { return ((int64_t)8 << 20) + ((int64_t)(threads - 1) << 20); }
+ * measured 5.2 MiB over the start-up and the library at 2 threads; with
+ * several ranks, MPI's scratch for the gradients' sums too */
+static int64_t margin_bytes(int threads, int ranks) {
+    return ((int64_t)8 << 20) + ((int64_t)(threads - 1) << 20) + (ranks > 1 ? RM_DIST_SCRATCH_BYTES : 0);
+}
 
 static double mib(int64_t b) { return (double)b / 1048576.0; }
 
@@ -44,10 +47,10 @@ int cli_limit_options(const cli_args *a, rm_options *o, cli_limit *l) {
     l->startup = cli_rss_bytes("VmRSS");
     if (l->startup < 0)
         return cli_fail(1, "--memory-limit needs /proc/self/status (Linux) to measure the process's memory");
-    l->margin = margin_bytes(a->threads > 0 ? a->threads : rm_default_threads());
+    l->margin = margin_bytes(a->threads > 0 ? a->threads : rm_default_threads(), cli_dist_size());
     if (l->startup + l->margin >= l->limit)
         return cli_fail(1, "--memory-limit %.2f MiB: the process holds %.2f MiB before training (libraries, data, "
-                        "the graph) and %.2f MiB of margin is kept for BLAS/OpenMP buffers, leaving nothing for "
+                        "the graph) and %.2f MiB of margin is kept for BLAS/OpenMP (and MPI) buffers, leaving nothing for "
                         "the model; raise the limit above %.2f MiB", mib(l->limit), mib(l->startup),
                         mib(l->margin), mib(l->startup + l->margin));
     o->limit_bytes = l->limit - l->startup - l->margin;

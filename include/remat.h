@@ -347,6 +347,12 @@ int rm_has_mpi(void);
 rm_status rm_session_set_comm_f(rm_session *s, int comm_f, int flags);
 /* flags of rm_session_set_comm_f, or'ed: */
 #define RM_DIST_SHARD 1    /* shard the optimizer state (ZeRO-1) */
+/* What MPI may hold per rank for the gradients' sums: every collective of
+ * the library moves at most 4 MiB and at most 2 travel at once, and Open
+ * MPI's reductions take scratch memory of about their size. A process
+ * limit under MPI leaves this much beside rm_options.limit_bytes (the
+ * remat command's --memory-limit does). */
+#define RM_DIST_SCRATCH_BYTES ((int64_t)12 << 20)
 #define RM_DIST_BLOCKING 2 /* reduce the gradients after the backward in one blocking
                             * MPI_Allreduce; by default buckets of them start
                             * (MPI_Iallreduce) as soon as they are final during the

@@ -136,6 +136,22 @@ $MPI -np 1 "$R" train $D --micro-batches 2 : -np 1 "$R" train $D --micro-batches
 check '[ $rc -eq 1 ] && grep -Eq "rank 1 of 2: the (loss is|gradients are) not finite at step" nanm.err' \
     "rank 1 diverging with --micro-batches 2: exit $rc, $(head -3 nanm.err)"
 
+# --memory-limit per rank, MPI's scratch for the gradients' sums included:
+# a GPT whose parameters dominate, at the least limit named, overlapped and
+# blocking (rank 0's report; RSS is not checked under ASan)
+if ! nm "$R" 2>/dev/null | grep -q __asan_init; then
+    L="--layers 4 --dim 384 --heads 4 --context 32 --batch 8 --steps 2 --threads 1 --quiet"
+    $MPI -np 2 "$R" train $L --memory-limit 64MiB >/dev/null 2>lim.err
+    least=$(sed -n 's/.*least --memory-limit that works is \([0-9.]*\)MiB.*/\1/p' lim.err | head -1)
+    limit=$(awk -v m="$least" 'BEGIN { printf "%d", m * 1048576 + 1 }')
+    for f in "" "--no-overlap"; do
+        $MPI -np 2 "$R" train $L $f --memory-limit $limit --report lim.json >/dev/null 2>lim.err; rc=$?
+        rss=$(field lim.json max_rss_bytes)
+        check '[ -n "$least" ] && [ $rc -eq 0 ] && [ -n "$rss" ] && [ "$rss" -le "$limit" ]' \
+            "P=2 $f at its least limit ($least MiB): exit $rc, rank 0's peak RSS $rss: $(head -2 lim.err)"
+    done
+fi
+
 # the library's calls from an MPI program (tests/mpi_api.c): both ranks pass
 if [ -x "$API" ]; then
     $MPI -np 2 "$API" >api.out 2>api.err; rc=$?

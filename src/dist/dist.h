@@ -33,11 +33,13 @@ typedef struct rm_dist {
 } rm_dist;
 
 /* The most floats one collective moves: Open MPI's reductions take scratch
- * memory of about the message size, which --memory-limit does not plan, so
- * every sum and bucket is cut to 4 MiB (docs/SCALING.md, "Memory"). */
+ * memory of about the message size, so every sum and bucket is cut to
+ * 4 MiB, and the overlap keeps at most RM_DIST_IN_FLIGHT buckets
+ * travelling: RM_DIST_SCRATCH_BYTES (remat.h) is one more than that. */
 #define RM_DIST_CHUNK_FLOATS ((size_t)1 << 20)
-/* The overlap's buckets travelling at once. */
 #define RM_DIST_IN_FLIGHT 2
+_Static_assert(RM_DIST_SCRATCH_BYTES == (RM_DIST_IN_FLIGHT + 1) * (int64_t)RM_DIST_CHUNK_FLOATS * 4,
+               "RM_DIST_SCRATCH_BYTES is the overlap's chunks in flight, and one more");
 
 /* 1 when s runs with more than one rank. */
 static inline int rm_dist_on(const rm_session *s) { return s && s->dist && s->dist->size > 1; }

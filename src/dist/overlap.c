@@ -19,8 +19,8 @@
 #include <math.h>
 
 /* buckets of RM_DIST_CHUNK_FLOATS (4 MiB), at most IN_FLIGHT of them
- * travelling (each holds MPI scratch of about its size, which the memory
- * limit counts); padding between parameters is zero */
+ * travelling (each holds MPI scratch of about its size: the process limit
+ * leaves RM_DIST_SCRATCH_BYTES for it); padding between parameters is zero */
 enum { BUCKET_FLOATS = RM_DIST_CHUNK_FLOATS, IN_FLIGHT = RM_DIST_IN_FLIGHT, PAD_FLOATS = 64 };
 
 /* When parameter i's gradient is final: (instruction, offset), never-written ones last. */
