@@ -2,6 +2,7 @@
 #ifndef REMAT_CLI_ARGS_H
 #define REMAT_CLI_ARGS_H
 #include "remat.h"
+#include <stdio.h>
 
 typedef struct cli_args {
     /* model */
@@ -56,8 +57,10 @@ int cli_given(const cli_args *a, const char *flag);
  * a bad flag prints one line and returns 0.
  * --help (or -h) stops the parse with a->help set. */
 int cli_args_parse(cli_args *a, int argc, char **argv, int first);
-/* `remat COMMAND --help` (main.c): prints its flags; 0, or 2 if unknown. */
+/* help.c: `remat COMMAND --help` prints its flags on stdout; 0, or 2 if
+ * unknown. cli_usage: `remat --help`, the commands and the common flags. */
 int cli_help(const char *command);
+void cli_usage(FILE *f);
 /* "error: ..." on stderr; returns the exit status (1 runtime, 2 usage).
  * Under mpirun with several ranks the message names the rank (cli_fail_rank >= 0). */
 int cli_fail(int status, const char *fmt, ...);
