@@ -3,6 +3,7 @@
  * error (exit 2) with one line saying what to do. */
 #include "args.h"
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,41 +95,59 @@ static int parse_float(const char *flag, const char *s, float lo, float hi, floa
     return 1;
 }
 
+int cli_parse_list(const char *flag, const char *s, int max, const char *example, cli_list *l) {
+    l->n = 0;
+    if (max > CLI_LIST_MAX) max = CLI_LIST_MAX;
+    const char *p = s;
+    for (;;) {
+        size_t len = strcspn(p, ",");
+        const char *why = len == 0 ? "an empty item" : len >= CLI_ITEM_MAX ? "an item too long" : NULL;
+        if (!why && l->n >= max) why = "too many items";
+        if (why) {
+            char most[48] = "";
+            if (max > 1) snprintf(most, sizeof most, ", at most %d", max);
+            cli_fail(2, "%s expects a comma-separated list like %s (no empty items%s); '%.200s' has %s", flag, example,
+                     most, s, why);
+            return 0;
+        }
+        memcpy(l->item[l->n], p, len);
+        l->item[l->n++][len] = 0;
+        if (!p[len]) return 1;
+        p += len + 1;
+    }
+}
+
 /* "0.9,0.999": AdamW's beta1 and beta2, each in [0, 1) */
 static int parse_betas(const char *s, float *b1, float *b2) {
-    char *end, *end2;
-    errno = 0;
-    float x = strtof(s, &end), y = 0;
-    int ok = !errno && end != s && *end == ',';
-    if (ok) y = strtof(end + 1, &end2), ok = !errno && end2 != end + 1 && !*end2;
-    if (!ok || !(x >= 0.0f && x < 1.0f) || !(y >= 0.0f && y < 1.0f)) {
-        cli_fail(2, "--adam-betas expects two numbers in [0, 1) like 0.9,0.95; got '%s'", s);
-        return 0;
+    cli_list l;
+    const char *what = "--adam-betas expects two numbers in [0, 1) like 0.9,0.95; got '%s'";
+    if (!cli_parse_list("--adam-betas", s, 2, "0.9,0.95", &l)) return 0;
+    float v[2];
+    for (int i = 0; i < 2; i++) {
+        char *end;
+        errno = 0;
+        v[i] = i < l.n ? strtof(l.item[i], &end) : NAN;
+        if (i >= l.n || errno || *end || end == l.item[i] || !(v[i] >= 0.0f && v[i] < 1.0f))
+            return cli_fail(2, what, s), 0;
     }
-    *b1 = x, *b2 = y;
+    *b1 = v[0], *b2 = v[1];
     return 1;
 }
 
 /* "256,1024,256": the hidden widths of the mlp */
 static int parse_widths(cli_args *a, const char *s) {
-    const char *p = s;
-    a->n_widths = 0;
-    while (*p) {
+    cli_list l;
+    if (!cli_parse_list("--widths", s, RM_MLP_MAX_LAYERS - 1, "256,1024,256", &l)) return 0;
+    for (int i = 0; i < l.n; i++) {
         char *end;
-        long w = strtol(p, &end, 10);
-        /* "32," and ",32" leave an empty width: refused like "" below */
-        if (end == p || w < 1 || w > (1 << 20) || (*end && *end != ',') || (*end == ',' && !end[1]) ||
-            a->n_widths >= RM_MLP_MAX_LAYERS - 1) {
-            cli_fail(2, "--widths expects comma-separated positive widths like 256,1024,256; got '%s'", s);
-            return 0;
-        }
-        a->widths[a->n_widths++] = (int)w;
-        p = *end ? end + 1 : end;
+        errno = 0;
+        long w = strtol(l.item[i], &end, 10);
+        if (errno || *end || end == l.item[i] || w < 1 || w > (1 << 20))
+            return cli_fail(2, "--widths expects comma-separated widths from 1 to 1048576 like 256,1024,256; "
+                            "'%s' in '%.200s' is not one", l.item[i], s), 0;
+        a->widths[i] = (int)w;
     }
-    if (a->n_widths == 0) {
-        cli_fail(2, "--widths expects comma-separated positive widths like 256,1024,256; got '%s'", s);
-        return 0;
-    }
+    a->n_widths = l.n;
     return 1;
 }
 

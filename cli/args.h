@@ -51,6 +51,16 @@ typedef struct cli_args {
 } cli_args;
 
 void cli_args_default(cli_args *a);
+/* Every comma-separated list of the command line (--widths, --adam-betas,
+ * bench's --strategies) is split here, once, with bounds: 1 to `max`
+ * items, none empty, each shorter than CLI_ITEM_MAX. Else a usage error
+ * (exit 2) naming flag, with `example`, and 0. */
+enum { CLI_LIST_MAX = RM_MLP_MAX_LAYERS, CLI_ITEM_MAX = 48 };
+typedef struct cli_list {
+    int n;
+    char item[CLI_LIST_MAX][CLI_ITEM_MAX];
+} cli_list;
+int cli_parse_list(const char *flag, const char *s, int max, const char *example, cli_list *l);
 /* Whether `flag` ("--lr") was given. */
 int cli_given(const cli_args *a, const char *flag);
 /* Parses argv[first..argc) and checks that the model flags fit --model; on

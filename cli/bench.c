@@ -32,11 +32,12 @@
 #include <time.h>
 #include <unistd.h>
 
-static const char *const default_strategies[] = {"none", "selective", "blocks", "sqrt", "segments:2", "revolve:2"};
+static const char DEFAULT_STRATEGIES[] = "none,selective,blocks,sqrt,segments:2,revolve:2";
 
 /* Flags of bench's own; the rest go to every child `remat train`. */
 typedef struct bench_flags {
-    const char *csv, *svg, *compare, *strategies;
+    const char *csv, *svg, *compare;
+    cli_list strategies; /* --strategies, parsed and checked once (cli_parse_list) */
     int budgets, rounds, help;
 } bench_flags;
 
@@ -56,6 +57,23 @@ static int parse_count(const char *flag, const char *v, int lo, int hi, int *out
     return 1;
 }
 
+/* --strategies: each a strategy rm_parse_strategy reads, none twice. */
+static int parse_strategies(const char *s, cli_list *l) {
+    char err[256];
+    if (!cli_parse_list("--strategies", s, 64, "none,blocks,sqrt", l)) return 0;
+    for (int i = 0; i < l->n; i++) {
+        rm_strategy st;
+        int param;
+        if (rm_parse_strategy(l->item[i], &st, &param, err, sizeof err) != RM_OK)
+            return cli_fail(2, "--strategies: %s", err), 0;
+        for (int j = 0; j < i; j++)
+            if (!strcmp(l->item[j], l->item[i]))
+                return cli_fail(2, "--strategies lists '%s' twice (--rounds R runs every point R times)",
+                                l->item[i]), 0;
+    }
+    return 1;
+}
+
 /* Splits argv into bench's flags and the child's; refuses the flags bench sets itself. */
 static int split_flags(int argc, char **argv, bench_flags *bf, char **rest, int *n_rest) {
     static const char *const own[] = {"--checkpoint", "--memory-budget", "--report", "--save", "--trace",
@@ -63,6 +81,7 @@ static int split_flags(int argc, char **argv, bench_flags *bf, char **rest, int 
     memset(bf, 0, sizeof *bf);
     bf->budgets = 10, bf->rounds = 2;
     *n_rest = 0;
+    const char *strategies = DEFAULT_STRATEGIES;
     for (int i = 0; i < argc; i++) {
         const char *f = argv[i];
         if (!strcmp(f, "--help") || !strcmp(f, "-h")) return bf->help = 1;
@@ -72,7 +91,7 @@ static int split_flags(int argc, char **argv, bench_flags *bf, char **rest, int 
         const char **str = !strcmp(f, "--csv")          ? &bf->csv
                            : !strcmp(f, "--svg")        ? &bf->svg
                            : !strcmp(f, "--compare")    ? &bf->compare
-                           : !strcmp(f, "--strategies") ? &bf->strategies
+                           : !strcmp(f, "--strategies") ? &strategies
                                                         : NULL;
         int is_count = !strcmp(f, "--budgets") || !strcmp(f, "--rounds");
         if ((str || is_count) && i + 1 >= argc) return cli_fail(2, "%s needs a value (see remat --help)", f), 0;
@@ -83,7 +102,7 @@ static int split_flags(int argc, char **argv, bench_flags *bf, char **rest, int 
             if (!parse_count(f, argv[++i], 1, 100, &bf->rounds)) return 0;
         } else rest[(*n_rest)++] = argv[i];
     }
-    return 1;
+    return parse_strategies(strategies, &bf->strategies);
 }
 
 /* The least feasible budget and store-all's arena, from a dry compile. */
@@ -112,29 +131,21 @@ static int budget_range(const cli_args *a, size_t *lo, size_t *hi) {
 
 /* Builds the list of points: strategies, then budgets. */
 static int make_points(const bench_flags *bf, const cli_args *a, bench_point **out, int *n) {
-    char *list = bf->strategies ? strdup(bf->strategies) : NULL;
-    int n_strat = 0;
-    const char *names[64];
-    if (bf->strategies) {
-        for (char *tok = list ? strtok(list, ",") : NULL; tok && n_strat < 64; tok = strtok(NULL, ","))
-            names[n_strat++] = tok;
-    } else {
-        for (size_t k = 0; k < sizeof default_strategies / sizeof *default_strategies; k++)
-            names[n_strat++] = default_strategies[k];
-    }
+    const int n_strat = bf->strategies.n;
     size_t lo = 0, hi = 0;
     int rc = bf->budgets ? budget_range(a, &lo, &hi) : 0;
     bench_point *p = rc ? NULL : calloc((size_t)(n_strat + bf->budgets), sizeof *p);
     if (!rc && !p) rc = cli_fail(1, "out of memory");
-    for (int k = 0; !rc && k < n_strat; k++) snprintf(p[k].strategy, sizeof p[k].strategy, "%s", names[k]);
+    for (int k = 0; !rc && k < n_strat; k++) {
+        snprintf(p[k].strategy, sizeof p[k].strategy, "%s", bf->strategies.item[k]);
+        snprintf(p[k].label, sizeof p[k].label, "%s", bf->strategies.item[k]);
+    }
     for (int k = 0; !rc && k < bf->budgets; k++) {
         bench_point *b = &p[n_strat + k];
         b->budget = bf->budgets > 1 ? lo + (size_t)((double)(hi - lo) * k / (bf->budgets - 1)) : hi;
         snprintf(b->strategy, sizeof b->strategy, "auto");
         snprintf(b->label, sizeof b->label, "budget %.0f%%", 100.0 * (double)b->budget / (double)(hi ? hi : 1));
     }
-    for (int k = 0; !rc && k < n_strat; k++) snprintf(p[k].label, sizeof p[k].label, "%s", names[k]);
-    free(list);
     *out = p;
     *n = rc ? 0 : n_strat + bf->budgets;
     return rc;
@@ -341,8 +352,7 @@ int cli_bench(int argc, char **argv, const char *argv0) {
         return cli_fail(2, "remat bench needs --steps of at least 1 (timed steps per point)");
     }
     bench_point *p = NULL;
-    int n_strat = bf.strategies ? 1 : (int)(sizeof default_strategies / sizeof *default_strategies);
-    for (const char *c = bf.strategies; c && *c; c++) n_strat += *c == ',';
+    const int n_strat = bf.strategies.n;
     if ((rc = make_points(&bf, &a, &p, &n)) != 0) {
         free(rest);
         return rc;
