@@ -69,8 +69,11 @@ static const char BENCH_FLAGS[] =
     "  --steps N (timed steps per point, 5)  --rounds R (runs of every point, alternating, 2)\n"
     "  --strategies none,selective,blocks,sqrt,segments:2,revolve:2 (the default)\n"
     "  --budgets N (--memory-budget sweep from the least feasible to store-all, 10; 0: none)\n"
-    "  --csv FILE  --svg FILE (step time against activation MiB)  --compare FILE.csv (other\n"
-    "  programs' points in the same columns, e.g. from bench/torch_tradeoff.py)\n";
+    "  --csv FILE  --svg FILE (step time against memory)  --compare FILE.csv (other programs' points\n"
+    "  in the same columns, e.g. from bench/torch_tradeoff.py)\n"
+    "  --x rss|act (the chart's x: every point's peak RSS, the default with --compare, or remat's\n"
+    "  activation bytes, the default without)\n"
+    "  SIGINT/SIGTERM stops the running child and writes the points measured so far (exit 130/143)\n";
 
 void cli_usage(FILE *f) {
     fputs("usage: remat COMMAND [flags]   (remat COMMAND --help: that command's flags)\n"

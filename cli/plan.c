@@ -4,7 +4,9 @@
 #include "args.h"
 #include "guard.h"
 #include "bench.h"
+#include "paths.h"
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,10 +50,13 @@ static int plan_chain(const plan_flags *pf, const cli_args *a) {
     if (rm_read_file(pf->chain, 64u << 20, &text, NULL, err, sizeof err) != RM_OK) return cli_fail(1, "%s", err);
     int rc = 0;
     if (pf->sweep) {
-        FILE *out = pf->csv ? fopen(pf->csv, "w") : stdout;
-        if (!out) rc = cli_fail(1, "cannot write '%s'", pf->csv);
-        else if (rm_plan_chain_sweep(text, 20, out, err, sizeof err) != RM_OK) rc = cli_fail(1, "'%s': %s", pf->chain, err);
-        if (out && out != stdout) fclose(out);
+        rm_out *o = NULL;
+        FILE *out = stdout;
+        if (pf->csv && rm_out_open(pf->csv, &o, err, sizeof err) != RM_OK) rc = cli_fail(1, "--csv: %s", err);
+        else if (o) out = rm_out_file(o);
+        if (!rc && rm_plan_chain_sweep(text, 20, out, err, sizeof err) != RM_OK) rc = cli_fail(1, "'%s': %s", pf->chain, err);
+        if (o && rm_out_close(o, !rc, err, sizeof err) != RM_OK && !rc) rc = cli_fail(1, "--csv: %s", err);
+        if (!o && !rc && (fflush(stdout) != 0 || ferror(stdout))) rc = cli_fail(1, "cannot write the table to stdout: %s", strerror(errno));
         free(text);
         return rc;
     }
@@ -135,6 +140,43 @@ static int compile_dry(const cli_args *a, const char *budget, rm_graph **g, rm_s
     return 0;
 }
 
+/* The budget sweep of a model: 11 budgets from the least feasible (lo) to
+ * store-all (hi), a CSV on stdout or --csv, and the chart of --svg. */
+static int sweep_model(const plan_flags *pf, const cli_args *a, size_t lo, size_t hi) {
+    double mib[11], ovh[11];
+    int n_pts = 0, rc = 0;
+    char err[600];
+    rm_out *o = NULL;
+    FILE *out = stdout;
+    if (pf->csv && rm_out_open(pf->csv, &o, err, sizeof err) != RM_OK) return cli_fail(1, "--csv: %s", err);
+    if (o) out = rm_out_file(o);
+    fprintf(out, "budget_bytes,budget_percent,activation_bytes_planned,predicted_overhead\n");
+    for (int k = 0; k <= 10; k++) {
+        char b[64];
+        snprintf(b, sizeof b, "%zu", lo + (hi - lo) * (size_t)k / 10);
+        rm_graph *g2;
+        rm_session *s2;
+        if (compile_dry(a, b, &g2, &s2) == 0) {
+            rm_plan_info p2;
+            rm_memory_info m2;
+            rm_plan(s2, &p2);
+            rm_memory(s2, &m2);
+            fprintf(out, "%s,%.1f,%zu,%.4f\n", b, 100.0 * (double)strtoull(b, NULL, 10) / (double)hi,
+                    m2.activation_arena_bytes, p2.predicted_overhead);
+            mib[n_pts] = m2.activation_arena_bytes / 1048576.0, ovh[n_pts++] = p2.predicted_overhead;
+        }
+        rm_session_free(s2);
+        rm_graph_free(g2);
+    }
+    if (!n_pts) rc = cli_fail(1, "the sweep found no feasible budget up to store-all");
+    if (o && rm_out_close(o, !rc, err, sizeof err) != RM_OK && !rc) rc = cli_fail(1, "--csv: %s", err);
+    if (!o && (fflush(stdout) != 0 || ferror(stdout)) && !rc) rc = cli_fail(1, "cannot write the table to stdout: %s", strerror(errno));
+    char config[256];
+    cli_model_desc(a, config, sizeof config);
+    if (!rc && pf->svg) rc = cli_plan_svg(pf->svg, config, mib, ovh, n_pts);
+    return rc;
+}
+
 static int plan_model(const plan_flags *pf, const cli_args *a) {
     rm_graph *g;
     rm_session *s;
@@ -156,36 +198,7 @@ static int plan_model(const plan_flags *pf, const cli_args *a) {
                p.budget_bytes / 1048576.0, p.store_all_bytes / 1048576.0, p.min_budget_bytes / 1048576.0,
                m.activation_arena_bytes / 1048576.0, 100 * p.predicted_overhead);
     } else {
-        size_t lo = p.min_budget_bytes, hi = p.store_all_bytes;
-        double mib[11], ovh[11];
-        int n_pts = 0;
-        FILE *out = pf->csv ? fopen(pf->csv, "w") : stdout;
-        if (!out) rc = cli_fail(1, "cannot write '%s'", pf->csv);
-        if (out) fprintf(out, "budget_bytes,budget_percent,activation_bytes_planned,predicted_overhead\n");
-        int rows = 0;
-        for (int k = 0; out && k <= 10; k++) {
-            char b[64];
-            snprintf(b, sizeof b, "%zu", lo + (hi - lo) * (size_t)k / 10);
-            rm_graph *g2;
-            rm_session *s2;
-            if (compile_dry(a, b, &g2, &s2) == 0) {
-                rm_plan_info p2;
-                rm_memory_info m2;
-                rm_plan(s2, &p2);
-                rm_memory(s2, &m2);
-                fprintf(out, "%s,%.1f,%zu,%.4f\n", b, 100.0 * (double)strtoull(b, NULL, 10) / (double)hi,
-                        m2.activation_arena_bytes, p2.predicted_overhead);
-                rows++;
-                mib[n_pts] = m2.activation_arena_bytes / 1048576.0, ovh[n_pts++] = p2.predicted_overhead;
-            }
-            rm_session_free(s2);
-            rm_graph_free(g2);
-        }
-        if (out && out != stdout) fclose(out);
-        if (out && !rows) rc = cli_fail(1, "the sweep found no feasible budget up to store-all");
-        char config[256];
-        cli_model_desc(a, config, sizeof config);
-        if (!rc && pf->svg) rc = cli_plan_svg(pf->svg, config, mib, ovh, n_pts);
+        rc = sweep_model(pf, a, p.min_budget_bytes, p.store_all_bytes);
     }
     rm_session_free(s);
     rm_graph_free(g);
@@ -214,5 +227,9 @@ int cli_plan(int argc, char **argv) {
     if (!pf.chain && !pf.graph && (ok = cli_check_flag_use(&a)) != 0) return ok;
     if (pf.svg && (pf.chain || pf.graph || !pf.sweep))
         return cli_fail(2, "--svg draws the sweep of a model: give --sweep and model flags (not --chain)");
+    /* before any planning: no output replaces an input or another output */
+    const cli_file files[] = {{"--chain", pf.chain, CLI_IN, NULL, 0}, {"--graph", pf.graph, CLI_IN, NULL, 0},
+                              {"--csv", pf.csv, CLI_OUT, NULL, 0}, {"--svg", pf.svg, CLI_OUT, NULL, 0}};
+    if ((ok = cli_check_files(files, (int)(sizeof files / sizeof *files))) != 0) return ok;
     return pf.chain ? plan_chain(&pf, &a) : pf.graph ? plan_graph(&pf, &a) : plan_model(&pf, &a);
 }

@@ -7,6 +7,7 @@
 #include "ckptfile.h"
 #include "guard.h"
 #include "limit.h"
+#include "paths.h"
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -102,8 +103,10 @@ static int write_report(const trainer *t, float final_loss, float val_loss, int 
     rm_plan(t->s, &p);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    FILE *f = fopen(a->report, "w");
-    if (!f) return cli_fail(1, "cannot write report '%s'", a->report);
+    char err[600];
+    rm_out *o;
+    if (rm_out_open(a->report, &o, err, sizeof err) != RM_OK) return cli_fail(1, "--report: %s", err);
+    FILE *f = rm_out_file(o);
     char val[32], fin[32]; /* JSON has no NaN: no value is null (e.g. --steps 0) */
     if (have_val) snprintf(val, sizeof val, "%.6f", (double)val_loss);
     else snprintf(val, sizeof val, "null");
@@ -129,7 +132,7 @@ static int write_report(const trainer *t, float final_loss, float val_loss, int 
             t->step_ms_min, t->step_ms_max, cli_dist_size(), a->shard_optimizer && cli_dist_size() > 1 ? "true" : "false",
             a->steps > (int)t->start ? t->comm_ms / (a->steps - (int)t->start) : 0.0,
             a->fuse_optimizer ? "true" : "false", m.grad_arena_bytes);
-    if (fclose(f) != 0) return cli_fail(1, "cannot write report '%s'", a->report);
+    if (rm_out_close(o, 1, err, sizeof err) != RM_OK) return cli_fail(1, "--report: %s", err);
     return 0;
 }
 

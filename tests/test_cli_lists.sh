@@ -6,8 +6,9 @@
 # (bench's old parser overflowed a heap buffer on "none,,none", ",,," or
 # more than 64 entries).
 BUILD=${BUILD:-build}
-R=$BUILD/remat
+R=$(cd "$(dirname "$BUILD/remat")" && pwd)/remat
 . "$(dirname "$0")/lib.sh"
+cd "$T" || exit 1
 TO="timeout 60"
 TINY="--layers 1 --dim 16 --heads 2 --context 8 --batch 2 --threads 1"
 many=$(awk 'BEGIN { for (i = 1; i <= 70; i++) printf "%ssegments:%d", (i > 1 ? "," : ""), i }')
