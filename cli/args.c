@@ -151,20 +151,6 @@ static int parse_widths(cli_args *a, const char *s) {
     return 1;
 }
 
-/* The flags that take a value. */
-static int known_flag(const char *flag) {
-    static const char *const flags[] = {
-        "--model", "--layers", "--dim", "--heads", "--context", "--vocab", "--batch", "--widths",
-        "--dropout", "--data", "--val-fraction", "--sampler", "--steps", "--threads", "--eval-every",
-        "--warmup", "--seed", "--optimizer", "--lr", "--weight-decay", "--adam-betas", "--adam-eps", "--grad-clip", "--lr-schedule",
-        "--checkpoint", "--memory-budget", "--memory-limit", "--init", "--save", "--resume", "--save-every", "--keep",
-        "--report", "--micro-batches", "--trace", "--trace-step", "--load", "--prompt", "--tokens", "--top-k", "--temperature", "--ffn-dim",
-        "--enc-layers", "--dec-layers", "--source", NULL};
-    for (int i = 0; flags[i]; i++)
-        if (strcmp(flag, flags[i]) == 0) return 1;
-    return 0;
-}
-
 /* Sets the flag that takes a value; 0 (message printed) if v is bad. */
 static int set_value(cli_args *a, const char *flag, const char *v) {
     int ok = 1;
@@ -245,17 +231,87 @@ static int *boolean_flag(cli_args *a, const char *f) {
                                               : NULL;
 }
 
-/* Flags of a training run that plan and sample would otherwise ignore. */
+/* Which subcommands use each flag (bench passes its flags to its children,
+ * `remat train`, less those it sets itself: cli/bench.c). A flag that a
+ * command does not use is never silently ignored: it is refused (exit 2)
+ * when it asks for something the command would not do (a file, a model
+ * other than the one it reads, generation, training), and plan warns about
+ * the training settings that have no bearing on a plan (a model's plan is
+ * the same whatever --lr or --steps), so that a training command line can
+ * be planned as it is. */
+enum { U_TRAIN = 1, U_PLAN = 2, U_SAMPLE = 4, U_BENCH = 8, U_ALL = 15 };
+enum { MODEL = 1, SETTING = 2 }; /* MODEL: sample takes it from its file; SETTING: plan warns */
+static const struct flag_use {
+    const char *name;
+    int users, kind;
+} flag_uses[] = {
+    {"--model", U_TRAIN | U_PLAN | U_BENCH, MODEL}, {"--layers", U_TRAIN | U_PLAN | U_BENCH, MODEL},
+    {"--dim", U_TRAIN | U_PLAN | U_BENCH, MODEL}, {"--heads", U_TRAIN | U_PLAN | U_BENCH, MODEL},
+    {"--context", U_TRAIN | U_PLAN | U_BENCH, MODEL}, {"--vocab", U_TRAIN | U_PLAN | U_BENCH, MODEL},
+    {"--batch", U_TRAIN | U_PLAN | U_BENCH, MODEL}, {"--widths", U_TRAIN | U_PLAN | U_BENCH, MODEL},
+    {"--dropout", U_TRAIN | U_PLAN | U_BENCH, MODEL}, {"--ffn-dim", U_TRAIN | U_PLAN | U_BENCH, MODEL},
+    {"--enc-layers", U_TRAIN | U_PLAN | U_BENCH, MODEL}, {"--dec-layers", U_TRAIN | U_PLAN | U_BENCH, MODEL},
+    {"--batchnorm", U_TRAIN | U_PLAN | U_BENCH, MODEL},
+    {"--data", U_TRAIN | U_BENCH, SETTING}, {"--val-fraction", U_TRAIN | U_BENCH, SETTING},
+    {"--sampler", U_TRAIN | U_BENCH, SETTING}, {"--steps", U_TRAIN | U_BENCH, SETTING},
+    {"--threads", U_ALL, 0}, {"--eval-every", U_TRAIN, SETTING}, {"--warmup", U_TRAIN | U_BENCH, SETTING},
+    {"--seed", U_TRAIN | U_SAMPLE | U_BENCH, SETTING}, {"--optimizer", U_TRAIN | U_BENCH, SETTING},
+    {"--lr", U_TRAIN | U_BENCH, SETTING}, {"--weight-decay", U_TRAIN | U_BENCH, SETTING},
+    {"--adam-betas", U_TRAIN | U_BENCH, SETTING}, {"--adam-eps", U_TRAIN | U_BENCH, SETTING},
+    {"--grad-clip", U_TRAIN | U_BENCH, SETTING}, {"--lr-schedule", U_TRAIN | U_BENCH, SETTING},
+    {"--checkpoint", U_TRAIN | U_PLAN, 0}, {"--memory-budget", U_TRAIN | U_PLAN, 0},
+    {"--memory-limit", U_TRAIN | U_BENCH, 0}, {"--init", U_TRAIN | U_BENCH, 0}, {"--save", U_TRAIN, 0},
+    {"--resume", U_TRAIN, 0}, {"--save-every", U_TRAIN, 0}, {"--keep", U_TRAIN, 0}, {"--report", U_TRAIN, 0},
+    {"--micro-batches", U_TRAIN | U_BENCH, 0}, {"--trace", U_TRAIN, 0}, {"--trace-step", U_TRAIN, 0},
+    {"--load", U_SAMPLE, 0}, {"--prompt", U_SAMPLE, 0}, {"--tokens", U_SAMPLE, 0}, {"--top-k", U_SAMPLE, 0},
+    {"--temperature", U_SAMPLE, 0}, {"--source", U_SAMPLE, 0},
+    {"--quiet", U_TRAIN | U_BENCH, SETTING}, {"--verify-recompute", U_TRAIN | U_BENCH, SETTING},
+    {"--shard-optimizer", U_TRAIN | U_BENCH, SETTING}, {"--no-overlap", U_TRAIN | U_BENCH, SETTING},
+    {"--fuse-optimizer", U_TRAIN | U_BENCH, 0}, {"--print-plan", U_TRAIN | U_PLAN, SETTING},
+};
+
+static const struct flag_use *flag_use(const char *flag) {
+    for (size_t i = 0; i < sizeof flag_uses / sizeof *flag_uses; i++)
+        if (!strcmp(flag_uses[i].name, flag)) return &flag_uses[i];
+    return NULL;
+}
+
+int cli_flag_applies(const char *flag, const char *command) {
+    const struct flag_use *u = flag_use(flag);
+    const int me = !strcmp(command, "plan") ? U_PLAN : !strcmp(command, "sample") ? U_SAMPLE
+                   : !strcmp(command, "bench") ? U_BENCH : U_TRAIN;
+    return u && (u->users & me);
+}
+
+/* The flags that take a value: the table's, less the boolean ones. */
+static int known_flag(const char *flag) {
+    cli_args scratch;
+    return flag_use(flag) && !boolean_flag(&scratch, flag);
+}
+
+/* Every given flag against the command's use of it (flag_uses). */
 static int check_command_flags(const cli_args *a) {
-    if (strcmp(a->command, "plan") != 0 && strcmp(a->command, "sample") != 0) return 1;
-    static const char *const train_only[] = {"--memory-limit", "--fuse-optimizer", "--resume", "--save-every",
-                                             "--keep", "--trace", "--trace-step", "--micro-batches"};
-    for (size_t i = 0; i < sizeof train_only / sizeof *train_only; i++)
-        if (cli_given(a, train_only[i])) {
-            cli_fail(2, "%s applies to remat train (and bench), not remat %s%s", train_only[i], a->command,
-                     strcmp(a->command, "plan") == 0 ? ": plan a budget with --memory-budget BYTES" : "");
-            return 0;
+    const int me = !strcmp(a->command, "plan") ? U_PLAN : !strcmp(a->command, "sample") ? U_SAMPLE
+                   : !strcmp(a->command, "bench") ? U_BENCH : U_TRAIN;
+    for (int i = 0; i < a->n_given; i++) {
+        const struct flag_use *u = flag_use(a->given[i]);
+        if (!u || (u->users & me)) continue;
+        const char *f = u->name;
+        if (me == U_SAMPLE && u->kind == MODEL)
+            return cli_fail(2, "%s does not apply to remat sample: the model comes from the --load file (drop %s)", f,
+                            f), 0;
+        if ((me == U_PLAN && u->kind == SETTING) || (me == U_SAMPLE && !strcmp(f, "--quiet")) ||
+            (me == U_BENCH && !strcmp(f, "--print-plan"))) {
+            fprintf(stderr, "remat: warning: %s does not apply to remat %s; ignored\n", f, a->command);
+            continue;
         }
+        if (u->users == U_SAMPLE)
+            return cli_fail(2, "%s applies to remat sample, not remat %s (see remat %s --help)", f, a->command,
+                            a->command), 0;
+        return cli_fail(2, "%s applies to remat train%s, not remat %s%s", f, u->users & U_BENCH ? " (and bench)" : "",
+                        a->command, me == U_PLAN && !strcmp(f, "--memory-limit") ? ": plan a budget with --memory-budget"
+                                                                                   : ""), 0;
+    }
     return 1;
 }
 
@@ -270,6 +326,31 @@ static int check_model_flags(cli_args *a) {
         return cli_fail(2, "--ffn-dim is for --model llama (gpt and uvit use 4 x --dim)"), 0;
     if (encdec && !cli_given(a, "--vocab")) a->vocab = RM_ENCDEC_VOCAB;
     return check_command_flags(a);
+}
+
+int cli_own_flag(int argc, char **argv, int *i, const char *const *with_value, const char *const *alone,
+                 const char *command, const char **name, const char **value) {
+    const char *f = argv[*i];
+    size_t len = strcspn(f, "=");
+    for (int k = 0; alone[k]; k++)
+        if (strlen(alone[k]) == len && !strncmp(f, alone[k], len)) {
+            if (f[len]) return cli_fail(2, "%s takes no value: write %s alone, not '%s'", alone[k], alone[k], f), -1;
+            *name = alone[k], *value = NULL;
+            return 1;
+        }
+    for (int k = 0; with_value[k]; k++)
+        if (strlen(with_value[k]) == len && !strncmp(f, with_value[k], len)) {
+            *name = with_value[k];
+            if (f[len]) {
+                *value = f + len + 1;
+                return 1;
+            }
+            if (*i + 1 >= argc)
+                return cli_fail(2, "%s needs a value (see remat %s --help)", *name, command), -1;
+            *value = argv[++*i];
+            return 1;
+        }
+    return 0;
 }
 
 int cli_args_parse(cli_args *a, int argc, char **argv, int first) {
@@ -297,6 +378,10 @@ int cli_args_parse(cli_args *a, int argc, char **argv, int first) {
         } else {
             snprintf(flag, sizeof flag, "%s", f);
         }
+        if (eq && boolean_flag(a, flag)) {
+            cli_fail(2, "%s takes no value: write %s alone, not '%s'", flag, flag, f);
+            return 0;
+        }
         if (!known_flag(flag)) {
             cli_fail(2, "unknown flag '%s' (see remat %s --help)", flag, a->command);
             return 0;
@@ -307,6 +392,14 @@ int cli_args_parse(cli_args *a, int argc, char **argv, int first) {
                 return 0;
             }
             v = argv[++i];
+            /* "--save --report r.json": the value is missing, not named --report */
+            char next[64];
+            snprintf(next, sizeof next, "%.*s", (int)strcspn(v, "="), v);
+            if (!strncmp(v, "--", 2) && (flag_use(next) || !strcmp(next, "--help"))) {
+                cli_fail(2, "%s needs a value, but the next argument is the flag %s (write %s=%s if that is "
+                         "really the value)", flag, v, flag, v);
+                return 0;
+            }
         }
         if (!set_value(a, flag, v)) return 0;
         mark_given(a, flag);

@@ -67,6 +67,16 @@ int cli_given(const cli_args *a, const char *flag);
  * a bad flag prints one line and returns 0.
  * --help (or -h) stops the parse with a->help set. */
 int cli_args_parse(cli_args *a, int argc, char **argv, int first);
+/* Whether `command` ("plan") uses `flag` ("--layers") at all (args.c's table). */
+int cli_flag_applies(const char *flag, const char *command);
+/* A subcommand's own flags (plan's, bench's), taken out of argv before the
+ * common parse. If argv[*i] is one of the NULL-terminated with_value
+ * ("--csv FILE" or "--csv=FILE") or alone ("--json"): returns 1 with *name
+ * and *value (NULL for one alone), *i past a separate value; 0 if it is
+ * none of them; -1 after a usage error (a missing value, a value given to
+ * a flag that takes none). */
+int cli_own_flag(int argc, char **argv, int *i, const char *const *with_value, const char *const *alone,
+                 const char *command, const char **name, const char **value);
 /* help.c: `remat COMMAND --help` prints its flags on stdout; 0, or 2 if
  * unknown. cli_usage: `remat --help`, the commands and the common flags. */
 int cli_help(const char *command);

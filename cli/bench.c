@@ -94,40 +94,43 @@ static int parse_strategies(const char *s, cli_list *l) {
     return 1;
 }
 
-/* Splits argv into bench's flags and the child's; refuses the flags bench sets itself. */
+/* Splits argv into bench's flags and the child's; refuses the flags bench
+ * sets itself (the rest of train's that bench does not pass on are refused
+ * by cli_args_parse, command "bench"). */
 static int split_flags(int argc, char **argv, bench_flags *bf, char **rest, int *n_rest) {
-    static const char *const own[] = {"--checkpoint", "--memory-budget", "--report", "--save", "--trace",
-                                      "--resume", "--save-every", "--eval-every"};
+    static const char *const sets[] = {"--checkpoint", "--memory-budget", "--report", NULL};
+    static const char *const with_value[] = {"--csv", "--svg", "--compare", "--strategies", "--x", "--budgets",
+                                             "--rounds", NULL};
+    static const char *const alone[] = {"--help", "-h", NULL};
     memset(bf, 0, sizeof *bf);
     bf->budgets = 10, bf->rounds = 2;
     *n_rest = 0;
     const char *strategies = DEFAULT_STRATEGIES;
     for (int i = 0; i < argc; i++) {
-        const char *f = argv[i];
-        if (!strcmp(f, "--help") || !strcmp(f, "-h")) return bf->help = 1;
-        for (size_t k = 0; k < sizeof own / sizeof *own; k++)
-            if (!strncmp(f, own[k], strlen(own[k])) && (f[strlen(own[k])] == 0 || f[strlen(own[k])] == '='))
-                return cli_fail(2, "remat bench sets %s itself for each point; leave it out", own[k]), 0;
-        const char **str = !strcmp(f, "--csv")          ? &bf->csv
-                           : !strcmp(f, "--svg")        ? &bf->svg
-                           : !strcmp(f, "--compare")    ? &bf->compare
-                           : !strcmp(f, "--strategies") ? &strategies
-                           : !strcmp(f, "--x")          ? &bf->x
-                                                        : NULL;
-        int is_count = !strcmp(f, "--budgets") || !strcmp(f, "--rounds");
-        if ((str || is_count) && i + 1 >= argc) return cli_fail(2, "%s needs a value (see remat bench --help)", f), 0;
-        if (str) *str = argv[++i];
-        else if (!strcmp(f, "--budgets")) {
-            if (!parse_count(f, argv[++i], 0, 100, &bf->budgets)) return 0;
-        } else if (!strcmp(f, "--rounds")) {
-            if (!parse_count(f, argv[++i], 1, 100, &bf->rounds)) return 0;
-        } else rest[(*n_rest)++] = argv[i];
+        const char *f = argv[i], *name, *v;
+        for (int k = 0; sets[k]; k++)
+            if (!strncmp(f, sets[k], strlen(sets[k])) && (f[strlen(sets[k])] == 0 || f[strlen(sets[k])] == '='))
+                return cli_fail(2, "remat bench sets %s itself for each point (--strategies, --budgets); leave it out",
+                                sets[k]), 0;
+        int own = cli_own_flag(argc, argv, &i, with_value, alone, "bench", &name, &v);
+        if (own < 0) return 0;
+        if (!own) rest[(*n_rest)++] = argv[i];
+        else if (!strcmp(name, "--help") || !strcmp(name, "-h")) bf->help = 1;
+        else if (!strcmp(name, "--budgets")) {
+            if (!parse_count(name, v, 0, 100, &bf->budgets)) return 0;
+        } else if (!strcmp(name, "--rounds")) {
+            if (!parse_count(name, v, 1, 100, &bf->rounds)) return 0;
+        } else *(!strcmp(name, "--csv") ? &bf->csv : !strcmp(name, "--svg") ? &bf->svg
+                 : !strcmp(name, "--compare") ? &bf->compare : !strcmp(name, "--x") ? &bf->x : &strategies) = v;
     }
+    if (bf->help) return 1;
     if (bf->x && strcmp(bf->x, "rss") && strcmp(bf->x, "act"))
         return cli_fail(2, "--x is rss (every point by its process's peak RSS) or act (remat's points by their "
                         "activation bytes), got '%s'", bf->x), 0;
+    if ((bf->x || bf->compare) && !bf->svg)
+        return cli_fail(2, "%s places points on the chart of --svg: add --svg FILE", bf->x ? "--x" : "--compare"), 0;
     bf->x_rss = bf->x ? !strcmp(bf->x, "rss") : bf->compare != NULL;
-    return bf->help || parse_strategies(strategies, &bf->strategies);
+    return parse_strategies(strategies, &bf->strategies);
 }
 
 /* The least feasible budget and store-all's arena, from a dry compile. */

@@ -100,11 +100,24 @@ static void model_flags(ctx *c, const rm_run_info *r) {
         }
         a->batchnorm = r->batchnorm;
     } else if (strcmp(a->model, "encdec") == 0) {
+        if (cli_given(a, "--layers")) { /* an encdec's depth is two flags: --layers would be ignored */
+            c->rc = cli_fail(2, "'%s' holds an encdec (--enc-layers %d, --dec-layers %d): --layers does not apply; a "
+                             "resumed run takes the model from the file (drop --layers)", c->path, r->enc_layers,
+                             r->dec_layers);
+            return;
+        }
         model_int(c, "--enc-layers", &a->enc_layers, r->enc_layers);
         model_int(c, "--dec-layers", &a->dec_layers, r->dec_layers);
         model_int(c, "--dim", &a->dim, r->dim);
         model_int(c, "--heads", &a->heads, r->heads);
     } else {
+        const char *other = cli_given(a, "--enc-layers") ? "--enc-layers" : cli_given(a, "--dec-layers") ? "--dec-layers"
+                            : cli_given(a, "--ffn-dim") && strcmp(a->model, "llama") ? "--ffn-dim" : NULL;
+        if (other) {
+            c->rc = cli_fail(2, "'%s' holds a %s: %s does not apply; a resumed run takes the model from the file (drop "
+                             "%s)", c->path, a->model, other, other);
+            return;
+        }
         model_int(c, "--layers", &a->layers, r->layers);
         model_int(c, "--dim", &a->dim, r->dim);
         model_int(c, "--heads", &a->heads, r->heads);

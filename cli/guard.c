@@ -39,6 +39,9 @@ int cli_check_flag_use(const cli_args *a) {
     if (!mlp && cli_given(a, "--widths"))
         return cli_fail(2, "--widths applies to --model mlp; a gpt's size is --layers, --dim and --heads");
     if (!mlp && a->batchnorm) return cli_fail(2, "--batchnorm applies to --model mlp only");
+    if (!strcmp(a->model, "encdec") && a->micro_batches > 1)
+        return cli_fail(2, "--micro-batches is not available for --model encdec (its batches are (source, target) "
+                        "pairs drawn whole each step): drop it, or use a smaller --batch");
     return check_fuse(a);
 }
 

@@ -37,13 +37,13 @@ int64_t cli_rss_bytes(const char *field) {
 int cli_limit_options(const cli_args *a, rm_options *o, cli_limit *l) {
     memset(l, 0, sizeof *l);
     if (!a->memory_limit) return 0;
-    char err[256];
-    double frac;
-    if (rm_parse_size(a->memory_limit, &l->limit, &frac, err, sizeof err) != RM_OK)
-        return cli_fail(2, "--memory-limit: %s", err);
-    if (frac > 0 || l->limit <= 0)
-        return cli_fail(2, "--memory-limit '%s': give a size in bytes (e.g. 2GiB, 500MB), not a percentage",
-                        a->memory_limit);
+    char err[256] = "";
+    double frac = 0;
+    /* the size parser's own message may suggest a percentage, which a limit is not */
+    if (rm_parse_size(a->memory_limit, &l->limit, &frac, err, sizeof err) != RM_OK || frac > 0 || l->limit <= 0)
+        return cli_fail(2, "--memory-limit expects the process's peak RSS as a size in bytes, e.g. 2GiB or 500MB (not "
+                        "a percentage), got '%s'%s%s", a->memory_limit, strstr(err, "too large") ? ": " : "",
+                        strstr(err, "too large") ? err : "");
     l->startup = cli_rss_bytes("VmRSS");
     if (l->startup < 0)
         return cli_fail(1, "--memory-limit needs /proc/self/status (Linux) to measure the process's memory");

@@ -18,21 +18,45 @@ typedef struct plan_flags {
 
 /* Takes plan's own flags out of argv; the rest are the usual ones. */
 static int split_flags(int argc, char **argv, plan_flags *pf, char **rest, int *n_rest) {
+    static const char *const with_value[] = {"--chain", "--graph", "--csv", "--svg", NULL};
+    static const char *const alone[] = {"--json", "--sweep", "--help", "-h", NULL};
     memset(pf, 0, sizeof *pf);
     *n_rest = 0;
     for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) pf->help = 1;
-        else if (!strcmp(argv[i], "--json")) pf->json = 1;
-        else if (!strcmp(argv[i], "--sweep")) pf->sweep = 1;
-        else if (!strcmp(argv[i], "--chain") || !strcmp(argv[i], "--graph") || !strcmp(argv[i], "--csv") || !strcmp(argv[i], "--svg")) {
-            if (i + 1 >= argc) return cli_fail(2, "%s needs a value", argv[i]), 0;
-            if (!strcmp(argv[i], "--chain")) pf->chain = argv[++i];
-            else if (!strcmp(argv[i], "--graph")) pf->graph = argv[++i];
-            else if (!strcmp(argv[i], "--svg")) pf->svg = argv[++i];
-            else pf->csv = argv[++i];
-        } else rest[(*n_rest)++] = argv[i];
+        const char *name, *v;
+        int own = cli_own_flag(argc, argv, &i, with_value, alone, "plan", &name, &v);
+        if (own < 0) return 0;
+        if (!own) rest[(*n_rest)++] = argv[i];
+        else if (!strcmp(name, "--help") || !strcmp(name, "-h")) pf->help = 1;
+        else if (!strcmp(name, "--json")) pf->json = 1;
+        else if (!strcmp(name, "--sweep")) pf->sweep = 1;
+        else *(!strcmp(name, "--chain") ? &pf->chain : !strcmp(name, "--graph") ? &pf->graph
+               : !strcmp(name, "--svg") ? &pf->svg : &pf->csv) = v;
     }
     return 1;
+}
+
+/* What plan's own flags cannot be combined with (exit 2): a file plans
+ * the model in it, so the flags of another model do not apply. */
+static int check_modes(const plan_flags *pf, const cli_args *a) {
+    const char *file = pf->chain ? "--chain" : pf->graph ? "--graph" : NULL;
+    if (pf->chain && pf->graph) return cli_fail(2, "--chain and --graph cannot be combined: plan one file at a time");
+    for (int i = 0; file && i < a->n_given; i++) /* the flags of a model's plan (the others were refused or warned about) */
+        if (cli_flag_applies(a->given[i], "plan") && strcmp(a->given[i], "--memory-budget") &&
+            strcmp(a->given[i], "--threads"))
+            return cli_fail(2, "%s plans the %s in the file: %s does not apply (plan %s takes --memory-budget%s)", file,
+                            pf->chain ? "chain" : "graph", a->given[i], file,
+                            pf->chain ? ", --sweep, --csv and --json" : " and --json");
+    if (pf->graph && (pf->sweep || pf->csv || pf->svg))
+        return cli_fail(2, "plan --graph has no %s: it plans one budget (drop it, or use --chain for a sweep)",
+                        pf->sweep ? "--sweep" : pf->csv ? "--csv" : "--svg");
+    if (pf->json && !file) return cli_fail(2, "--json prints the plan of --chain or --graph; a model's plan is text");
+    if ((pf->csv || pf->svg) && !pf->sweep)
+        return cli_fail(2, "%s writes the --sweep table: add --sweep", pf->csv ? "--csv" : "--svg");
+    if (pf->svg && file) return cli_fail(2, "--svg draws the sweep of a model, not of %s: use --csv", file);
+    if (pf->sweep && a->memory_budget)
+        return cli_fail(2, "--sweep plans every budget from the least feasible to store-all: drop --memory-budget");
+    return 0;
 }
 
 /* The exit status of plan --chain and --graph once the answer is printed:
@@ -225,8 +249,7 @@ int cli_plan(int argc, char **argv) {
     free(rest);
     if (!ok) return 2;
     if (!pf.chain && !pf.graph && (ok = cli_check_flag_use(&a)) != 0) return ok;
-    if (pf.svg && (pf.chain || pf.graph || !pf.sweep))
-        return cli_fail(2, "--svg draws the sweep of a model: give --sweep and model flags (not --chain)");
+    if ((ok = check_modes(&pf, &a)) != 0) return ok;
     /* before any planning: no output replaces an input or another output */
     const cli_file files[] = {{"--chain", pf.chain, CLI_IN, NULL, 0}, {"--graph", pf.graph, CLI_IN, NULL, 0},
                               {"--csv", pf.csv, CLI_OUT, NULL, 0}, {"--svg", pf.svg, CLI_OUT, NULL, 0}};

@@ -172,12 +172,29 @@ static int check_flags(const cli_args *a) {
         return cli_fail(2, "--keep counts the step files of --save-every; give --save-every N too");
     if (a->resume && a->init)
         return cli_fail(2, "--resume and --init cannot be combined (--resume loads the weights too)");
-    if (a->batch % a->micro_batches != 0)
-        return cli_fail(2, "--batch %d must be a multiple of --micro-batches %d", a->batch, a->micro_batches);
-    if (a->batch % cli_dist_size() != 0)
-        return cli_fail(2, "--batch %d is the global batch: it must be a multiple of the %d ranks (each takes "
-                        "batch/ranks rows); give e.g. --batch %d", a->batch, cli_dist_size(),
-                        (a->batch / cli_dist_size() + 1) * cli_dist_size());
+    if (cli_given(a, "--trace-step") && !a->trace)
+        return cli_fail(2, "--trace-step chooses the step of --trace FILE.json: add --trace");
+    if (cli_dist_size() == 1)
+        for (int i = 0; i < 2; i++)
+            if (cli_given(a, i ? "--no-overlap" : "--shard-optimizer"))
+                fprintf(stderr, "remat: warning: %s is for several ranks (mpirun -np P remat train ...); one process "
+                        "has nothing to %s\n", i ? "--no-overlap" : "--shard-optimizer", i ? "overlap" : "shard");
+    /* every row trains: the global batch splits into ranks x micro-batches equal parts */
+    const int ranks = cli_dist_size(), k = a->micro_batches, parts = ranks * k;
+    if (a->batch % parts != 0) {
+        char e[64];
+        int lo = a->batch / parts * parts, hi = lo + parts;
+        if (lo) snprintf(e, sizeof e, "--batch %d or %d", lo, hi);
+        else snprintf(e, sizeof e, "--batch %d", hi);
+        if (ranks > 1 && k > 1)
+            return cli_fail(2, "--batch %d is the global batch: it does not split evenly over %d ranks x %d "
+                            "micro-batches (%d rows would be left out); give a multiple of %d, e.g. %s", a->batch,
+                            ranks, k, a->batch % parts, parts, e);
+        if (ranks > 1)
+            return cli_fail(2, "--batch %d is the global batch: it must be a multiple of the %d ranks (each takes "
+                            "batch/ranks rows); give e.g. %s", a->batch, ranks, e);
+        return cli_fail(2, "--batch %d must be a multiple of --micro-batches %d; give e.g. %s", a->batch, k, e);
+    }
     return 0;
 }
 
@@ -208,6 +225,11 @@ static int load_data(trainer *t) {
     char err[512];
     t->encdec = strcmp(a->model, "encdec") == 0; /* after --resume took the model from its file */
     if (t->encdec) {
+        for (int i = 0; i < 2; i++)
+            if (cli_given(a, i ? "--val-fraction" : "--sampler"))
+                fprintf(stderr, "remat: warning: %s does not apply to --model encdec (it draws (source, target) pairs "
+                        "at random; evaluation uses pairs drawn with another seed); ignored\n",
+                        i ? "--val-fraction" : "--sampler");
         if (a->context < 2) return cli_fail(2, "--model encdec needs --context >= 2 (a byte and EOS)");
         if (a->data && rm_pairs_load(&t->pairs, a->data, err, sizeof err) != RM_OK) return cli_fail(1, "%s", err);
         t->data.n = t->pairs.n; /* for the run's metadata: the number of pairs */
