@@ -2,6 +2,7 @@
 #ifndef REMAT_CLI_ARGS_H
 #define REMAT_CLI_ARGS_H
 #include "remat.h"
+#include <limits.h>
 #include <stdio.h>
 
 typedef struct cli_args {
@@ -97,6 +98,28 @@ int cli_dist_size(void);
 int cli_dist_threads(void);
 rm_status cli_dist_attach(rm_session *s, int flags);
 int cli_dist_finish(int rc);
+/* Collective: the largest `value` over the ranks (a stop signal any rank
+ * received), and rank 0's `value` (the outcome of its save) on every rank.
+ * One process: value itself. */
+int cli_dist_any(int value);
+int cli_dist_from_rank0(int value);
+/* The ranks agreed on the exit status: cli_dist_finish ends with
+ * MPI_Finalize on every rank, not MPI_Abort. */
+void cli_dist_agreed(void);
+/* A flag of the configuration and its effective value, as text. */
+typedef struct cli_config_item {
+    const char *name;
+    char value[PATH_MAX + 32]; /* the digest covers it whole; messages show its start */
+} cli_config_item;
+/* Collective, at start-up: the ranks compare a digest of each item; on a
+ * mismatch rank 0 names the first flag that differs and each value's ranks,
+ * and every rank returns 2 (agreed). 0 when all match (or one process). */
+int cli_dist_check_config(const cli_config_item *items, int n);
+/* digest.c: the items of a training run's configuration that every rank
+ * must share (everything but --threads, --quiet and --print-plan), with
+ * data_tokens the size of the data this rank loaded; returns their count
+ * (at most cap). */
+int cli_config_items(const cli_args *a, size_t data_tokens, cli_config_item *items, int cap);
 
 /* The run the flags describe, standing at `step` with `batch` the next
  * training batch's index, on data_tokens tokens of data_name. */

@@ -40,10 +40,11 @@ int cli_limit_options(const cli_args *a, rm_options *o, cli_limit *l) {
     char err[256] = "";
     double frac = 0;
     /* the size parser's own message may suggest a percentage, which a limit is not */
-    if (rm_parse_size(a->memory_limit, &l->limit, &frac, err, sizeof err) != RM_OK || frac > 0 || l->limit <= 0)
-        return cli_fail(2, "--memory-limit expects the process's peak RSS as a size in bytes, e.g. 2GiB or 500MB (not "
-                        "a percentage), got '%s'%s%s", a->memory_limit, strstr(err, "too large") ? ": " : "",
-                        strstr(err, "too large") ? err : "");
+    rm_status st = rm_parse_size(a->memory_limit, &l->limit, &frac, err, sizeof err);
+    if (st != RM_OK && strstr(err, "too large")) return cli_fail(2, "--memory-limit: %s", err);
+    if (st != RM_OK || frac > 0 || l->limit <= 0)
+        return cli_fail(2, "--memory-limit: '%s' is not a size in bytes: give the process's peak RSS like 2GiB or "
+                        "500MB (a limit is not a percentage)", a->memory_limit);
     l->startup = cli_rss_bytes("VmRSS");
     if (l->startup < 0)
         return cli_fail(1, "--memory-limit needs /proc/self/status (Linux) to measure the process's memory");

@@ -137,14 +137,15 @@ static int write_report(const trainer *t, float final_loss, float val_loss, int 
 }
 
 /* Set by the handler, read by the loop: the only thing the handler does. */
-static volatile sig_atomic_t stop_signal;
-static void on_stop(int sig) { stop_signal = sig; }
+static volatile sig_atomic_t stop_signal, stop_by_parent;
+static void on_stop(int sig, siginfo_t *si, void *ctx) {
+    (void)ctx;
+    stop_signal = sig;
+    stop_by_parent = si && si->si_pid == getppid(); /* under mpirun: mpirun forwarding its own signal */
+}
 
-/* Writes the training state after `step` steps to path; never parameters
- * that are not finite (the file keeps its last good state). */
-static int save_state(const trainer *t, const char *path, uint64_t step) {
-    rm_run_info r;
-    char err[512];
+/* The first parameter that is not finite, as a message; 0 if none. */
+static int nonfinite_param(const trainer *t, const char *path, uint64_t step) {
     for (int i = 0; i < rm_param_count(t->g); i++) {
         rm_val v = rm_param_at(t->g, i);
         const float *w = rm_value_data(t->s, v);
@@ -153,15 +154,27 @@ static int save_state(const trainer *t, const char *path, uint64_t step) {
                 return cli_fail(1, "training diverged: parameter '%s' is %g after step %llu; '%s' was not written",
                                 rm_name(t->g, v), (double)w[e], (unsigned long long)step, path);
     }
-    const char *data = t->a->data ? t->a->data : t->encdec ? "<reverse>" : "<corpus>";
-    cli_run_info(t->a, data, t->data.n, step,
-                 (uint64_t)((int64_t)step + t->batch_offset), &r);
-    /* under mpirun: every rank gathers the sharded moments, rank 0 writes */
-    if (rm_optim_unshard(t->opt) != RM_OK) return cli_fail(1, "%s", rm_session_errmsg(t->s));
-    rm_status st = cli_dist_rank() == 0 ? rm_save_run(t->s, t->opt, path, &r, 0, NULL, NULL, err, sizeof err) : RM_OK;
-    rm_optim_reshard(t->opt);
-    if (st != RM_OK) return cli_fail(1, "%s", err);
     return 0;
+}
+
+/* Writes the training state after `step` steps to path; never parameters
+ * that are not finite (the file keeps its last good state). Under mpirun it
+ * is collective: every rank gathers the sharded moments, rank 0 checks and
+ * writes, and every rank returns rank 0's outcome (agreed: no rank ends the
+ * job while rank 0 writes, and none says "saved" for a file not written). */
+static int save_state(const trainer *t, const char *path, uint64_t step) {
+    rm_run_info r;
+    char err[512];
+    const char *data = t->a->data ? t->a->data : t->encdec ? "<reverse>" : "<corpus>";
+    cli_run_info(t->a, data, t->data.n, step, (uint64_t)((int64_t)step + t->batch_offset), &r);
+    int rc = cli_dist_rank() == 0 ? nonfinite_param(t, path, step) : 0;
+    if (rm_optim_unshard(t->opt) != RM_OK) return cli_fail(1, "%s", rm_session_errmsg(t->s));
+    if (!rc && cli_dist_rank() == 0 && rm_save_run(t->s, t->opt, path, &r, 0, NULL, NULL, err, sizeof err) != RM_OK)
+        rc = cli_fail(1, "%s", err);
+    rm_optim_reshard(t->opt);
+    rc = cli_dist_from_rank0(rc);
+    if (rc) cli_dist_agreed();
+    return rc;
 }
 
 /* Usage errors found from the flags alone. */
@@ -334,8 +347,8 @@ static int save_step_file(const trainer *t, uint64_t done) {
     const cli_args *a = t->a;
     char path[4096];
     int rc;
-    if (!cli_step_path(a->save, done, path, sizeof path))
-        return cli_fail(1, "cannot save: the path '%s' is too long", a->save);
+    if (!cli_step_path(a->save, done, path, sizeof path)) /* checked before step 0: not expected */
+        return cli_fail(1, "cannot save step %llu: the path '%s' is too long", (unsigned long long)done, a->save);
     if ((rc = save_state(t, path, done)) != 0) return rc;
     if (cli_dist_rank() == 0) cli_prune_step_files(a->save, a->keep);
     if (!a->quiet) printf("%ssaved %s\n", t->tty ? "\n" : "", path);
@@ -391,7 +404,13 @@ static int run_steps(trainer *t, int *step, float *loss, float *val_loss, int *h
     int rc;
     double tokens_per_step = (double)a->batch * (strcmp(a->model, "mlp") == 0 ? 1 : a->context);
     double t_start = now_ms();
-    for (*step = (int)t->start; *step < a->steps && !stop_signal; ++*step) {
+    for (*step = (int)t->start; *step < a->steps; ++*step) {
+        /* a signal to any rank stops every rank after the same step */
+        int sig = cli_dist_any(stop_signal);
+        if (sig) {
+            stop_signal = sig;
+            break;
+        }
         int s = *step, i = s - (int)t->start;
         double t0 = now_ms();
         uint64_t batch = (uint64_t)((int64_t)s + t->batch_offset);
@@ -459,20 +478,41 @@ static void print_summary(const trainer *t, int n_done, float loss, float val_lo
                100.0 * t->overhead_median);
 }
 
+/* The run stopped by a signal after `step` (every rank agrees: run_steps):
+ * the state saved, or said not to be; exit 128+signal (1 if the save failed). */
+static int stopped(trainer *t, int step) {
+    const cli_args *a = t->a;
+    const int sig = stop_signal, rank0 = cli_dist_rank() == 0;
+    const char *path = a->save ? a->save : CLI_INTERRUPT_PATH, *name = sig == SIGINT ? "SIGINT" : "SIGTERM";
+    cli_dist_agreed();
+    if (step == (int)t->start) { /* nothing new: an older file there stays as it was */
+        if (rank0)
+            fprintf(stderr, "remat: %s: stopped before step %d of %d; nothing was saved%s%s%s\n", name, step + 1, a->steps,
+                    a->save ? " ('" : "", a->save ? a->save : "", a->save ? "' is as it was)" : "");
+        return 128 + sig;
+    }
+    if (rank0 && cli_dist_size() > 1) /* mpirun may kill the ranks before the write ends: say so first */
+        fprintf(stderr, "remat: %s: stopped after step %d of %d; saving %s ...%s\n", name, step, a->steps, path,
+                stop_by_parent ? " (mpirun, stopped itself, kills the ranks about 1 s after it forwards SIGTERM "
+                                 "(--mca odls_base_sigkill_timeout) and exits 1 whatever they return; a signal to "
+                                 "the ranks instead gives them the time to save, and exit 130/143)" : "");
+    int rc = save_state(t, path, (uint64_t)step);
+    if (rc) {
+        if (rank0) fprintf(stderr, "remat: %s: the state after step %d was NOT saved\n", name, step);
+        return rc;
+    }
+    if (rank0)
+        fprintf(stderr, "remat: %s: stopped after step %d of %d; saved %s (continue with: remat train --resume %s "
+                "--save %s)\n", name, step, a->steps, path, path, path);
+    return 128 + sig;
+}
+
 /* After the loop: on a signal, save where the run stands; else evaluate,
  * summarise, report and save. Returns the exit status. */
 static int finish(trainer *t, int step, float loss, float val_loss, int have_val) {
     const cli_args *a = t->a;
     int rc, n_done = step - (int)t->start;
-    const char *path = a->save ? a->save : CLI_INTERRUPT_PATH;
-    if (stop_signal && step < a->steps) {
-        int sig = stop_signal;
-        if ((rc = save_state(t, path, (uint64_t)step)) != 0) return rc;
-        fprintf(stderr, "remat: %s: stopped after step %d of %d; saved %s (continue with: remat train "
-                "--resume %s --save %s)\n", sig == SIGINT ? "SIGINT" : "SIGTERM", step, a->steps, path, path,
-                path);
-        return 128 + sig;
-    }
+    if (stop_signal && step < a->steps) return stopped(t, step);
     if (evaluate(t, &val_loss)) have_val = 1;
     double median = 0;
     if (n_done > 0) {
@@ -485,15 +525,38 @@ static int finish(trainer *t, int step, float loss, float val_loss, int have_val
     double tokens_per_step = (double)a->batch * (strcmp(a->model, "mlp") == 0 ? 1 : a->context);
     double tok_s = median > 0 ? tokens_per_step * 1000.0 / median : 0;
     if (!a->quiet) print_summary(t, n_done, loss, val_loss, have_val, median, tok_s);
+    /* a signal after the last step: every rank saves (and exits 128+signal) alike */
+    const int late = cli_dist_any(stop_signal);
+    const char *path = a->save ? a->save : CLI_INTERRUPT_PATH;
     /* the state first: a report that cannot be written loses no training */
-    if (a->save || stop_signal) {
+    if (a->save || late) {
         if ((rc = save_state(t, path, (uint64_t)step)) != 0) return rc;
         if (!a->quiet) printf("saved %s\n", path);
     }
-    if (cli_dist_rank() != 0) return 0; /* rank 0 writes the report and the trace */
+    if (late) cli_dist_agreed();
+    if (cli_dist_rank() != 0) return late ? 128 + late : 0; /* rank 0 writes the report and the trace */
     if (a->report && (rc = write_report(t, loss, val_loss, have_val, median, tok_s)) != 0) return rc;
     if ((rc = cli_trace_write(a, t->s)) != 0) return rc;
-    return stop_signal ? 128 + stop_signal : 0;
+    return late ? 128 + late : 0;
+}
+
+/* Before the first collective: every rank's configuration against the
+ * others' (cli_dist_check_config), then whether a signal reached any rank
+ * during the start-up (agreed: then nothing is saved, nothing changed). */
+static int check_ranks(const trainer *t) {
+    enum { MAX_ITEMS = 64 };
+    cli_config_item *items = malloc(MAX_ITEMS * sizeof *items);
+    if (!items) return cli_fail(1, "out of memory");
+    int rc = cli_dist_check_config(items, cli_config_items(t->a, t->data.n, items, MAX_ITEMS));
+    free(items);
+    int sig = rc ? 0 : cli_dist_any(stop_signal);
+    if (!sig) return rc;
+    stop_signal = sig;
+    cli_dist_agreed();
+    if (cli_dist_rank() == 0)
+        fprintf(stderr, "remat: %s: stopped before step %llu; nothing was saved\n", sig == SIGINT ? "SIGINT" : "SIGTERM",
+                (unsigned long long)t->start + 1);
+    return 128 + sig;
 }
 
 int cli_train(const cli_args *a0) {
@@ -501,9 +564,20 @@ int cli_train(const cli_args *a0) {
     trainer t;
     memset(&t, 0, sizeof t);
     t.a = &args;
+    /* From the start an interrupt stops the run at the next point the ranks
+     * agree on (after the start-up, after a step) and saves the state if a
+     * step ran. A second one kills it (SA_RESETHAND): the last file written
+     * stays whole (rm_save_run writes a temporary file and renames it). */
+    struct sigaction sa, old_int, old_term;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_stop;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    stop_signal = 0;
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
     if (cli_dist_rank() != 0) args.quiet = 1; /* rank 0 logs */
-    struct sigaction old_int, old_term;
-    int handlers = 0, rc = check_flags(&args);
+    int rc = check_flags(&args);
     if (!rc && args.resume) rc = open_resume(&t);
     if (!rc) rc = cli_check_flag_use(&args);
     if (!rc) rc = cli_check_outputs(&args); /* before step 0, not after the last */
@@ -513,31 +587,22 @@ int cli_train(const cli_args *a0) {
         rc = cli_check_fits(&r, 1, cli_train_state_copies(&args, cli_dist_size()), args.resume);
     }
     if (!rc) rc = load_data(&t);
+    /* the ranks' start-up so far, agreed: a rank that failed ends the job, none waits */
+    int worst = cli_dist_any(rc);
+    if (worst) cli_dist_agreed(), rc = rc ? rc : worst;
+    if (!rc) rc = check_ranks(&t);
     if (!rc) rc = build_session(&t);
-    if (rc) goto done;
-    t.sampler = strcmp(args.sampler, "sequential") == 0 ? RM_SAMPLE_SEQUENTIAL : RM_SAMPLE_RANDOM;
-    t.tty = isatty(2) && !args.quiet;
-    if (!args.quiet) print_header(&t);
-    /* From here an interrupt saves the state instead of killing the run. A
-     * second one kills it (SA_RESETHAND): the last file written stays whole. */
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop;
-    sa.sa_flags = SA_RESTART | SA_RESETHAND;
-    sigemptyset(&sa.sa_mask);
-    stop_signal = 0;
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
-    handlers = 1;
-    float loss = NAN, val_loss = NAN;
-    int step = (int)t.start, have_val = 0;
-    rc = run_steps(&t, &step, &loss, &val_loss, &have_val);
-    if (!rc) rc = finish(&t, step, loss, val_loss, have_val);
-done:
-    if (handlers) {
-        sigaction(SIGINT, &old_int, NULL);
-        sigaction(SIGTERM, &old_term, NULL);
+    if (!rc) {
+        t.sampler = strcmp(args.sampler, "sequential") == 0 ? RM_SAMPLE_SEQUENTIAL : RM_SAMPLE_RANDOM;
+        t.tty = isatty(2) && !args.quiet;
+        if (!args.quiet) print_header(&t);
+        float loss = NAN, val_loss = NAN;
+        int step = (int)t.start, have_val = 0;
+        rc = run_steps(&t, &step, &loss, &val_loss, &have_val);
+        if (!rc) rc = finish(&t, step, loss, val_loss, have_val);
     }
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
     rm_file_close(t.resume);
     free(t.gx);
     free(t.gy);

@@ -319,6 +319,11 @@ typedef rm_status (*rm_fill_fn)(void *user, rm_session *s, int j, int64_t row_of
  * ends this rank's micro-batches; every rank then returns the error, with
  * "rank R of P: ...". The same step as P k ranks of one micro-batch each,
  * or as one process with k P micro-batches, up to the order of summation.
+ * The global batch is P k b rows by construction: every rank must pass the
+ * same k (the ranks agree on it first; another k on any rank is RM_ERR_ARG
+ * on every rank, since rows would overlap or be left out), and a caller
+ * whose batch of B rows does not split into P k equal parts must refuse it
+ * (remat train does) rather than drop rows.
  * Compile with rm_options.accumulate for k > 1. */
 rm_status rm_step_accumulate(rm_session *s, uint64_t step, int k, rm_fill_fn fill, void *user, float *loss);
 /* ---- data parallel (MPI; docs/SCALING.md) ------------------------------------ */

@@ -43,7 +43,7 @@ check 'grep -q "50%" err' "--memory-budget 0.5 does not suggest 50%: $(cat err)"
 usage "--memory-budget 0.5B" "less than one byte" "$R" plan $TINY --memory-budget 0.5B
 
 # class 17: messages
-suggests_percent() { sed "s/got '[^']*'//" err | grep -q "[0-9]%"; } # the echo of the value aside
+suggests_percent() { sed "s/: '[^']*' is not/ is not/" err | grep -q "[0-9]%"; } # the echo of the value aside
 for l in abc 0.5 50% 2e18; do
     usage "--memory-limit $l" "memory-limit" "$R" train $TINY --memory-limit $l
     check '! suggests_percent' "--memory-limit $l suggests a percentage, which it refuses: $(cat err)"
