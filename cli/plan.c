@@ -1,6 +1,7 @@
 /* plan.c: `remat plan`: show the recompute plan for a memory budget without
  * training: for a model given by the usual flags, or for a chain or any
  * graph profiled elsewhere (--chain FILE.json, --graph FILE.json). --sweep prints the whole trade-off table. */
+#define _DEFAULT_SOURCE /* open_memstream */
 #include "args.h"
 #include "guard.h"
 #include "bench.h"
@@ -69,18 +70,36 @@ static int plan_status(rm_status st, int json, const char *err) {
     return st == RM_OK ? 0 : cli_fail(1, "%s", err);
 }
 
+/* The sweep's CSV text to --csv (rm_out) or stdout. If --csv cannot be
+ * written after all (a disk that filled), the table goes to stdout and the
+ * message says so: the plan is not lost. */
+static int emit_table(const char *csv, const char *table, size_t n) {
+    char err[600];
+    rm_out *o = NULL;
+    int rc = 0;
+    if (csv) {
+        if (rm_out_open(csv, &o, err, sizeof err) == RM_OK) fwrite(table, 1, n, rm_out_file(o));
+        if (!o || rm_out_close(o, 1, err, sizeof err) != RM_OK)
+            rc = cli_fail(1, "--csv: %s; the table follows on stdout instead", err);
+    }
+    if (!csv || rc) fwrite(table, 1, n, stdout);
+    if ((fflush(stdout) != 0 || ferror(stdout)) && !rc) rc = cli_fail(1, "cannot write the table to stdout: %s", strerror(errno));
+    return rc;
+}
+
 static int plan_chain(const plan_flags *pf, const cli_args *a) {
     char *text, err[512];
     if (rm_read_file(pf->chain, 64u << 20, &text, NULL, err, sizeof err) != RM_OK) return cli_fail(1, "%s", err);
     int rc = 0;
     if (pf->sweep) {
-        rm_out *o = NULL;
-        FILE *out = stdout;
-        if (pf->csv && rm_out_open(pf->csv, &o, err, sizeof err) != RM_OK) rc = cli_fail(1, "--csv: %s", err);
-        else if (o) out = rm_out_file(o);
-        if (!rc && rm_plan_chain_sweep(text, 20, out, err, sizeof err) != RM_OK) rc = cli_fail(1, "'%s': %s", pf->chain, err);
-        if (o && rm_out_close(o, !rc, err, sizeof err) != RM_OK && !rc) rc = cli_fail(1, "--csv: %s", err);
-        if (!o && !rc && (fflush(stdout) != 0 || ferror(stdout))) rc = cli_fail(1, "cannot write the table to stdout: %s", strerror(errno));
+        char *table = NULL;
+        size_t n = 0;
+        FILE *mem = open_memstream(&table, &n);
+        if (!mem) rc = cli_fail(1, "out of memory");
+        else if (rm_plan_chain_sweep(text, 20, mem, err, sizeof err) != RM_OK) rc = cli_fail(1, "'%s': %s", pf->chain, err);
+        if (mem) fclose(mem);
+        if (!rc) rc = emit_table(pf->csv, table, n);
+        free(table);
         free(text);
         return rc;
     }
@@ -169,11 +188,10 @@ static int compile_dry(const cli_args *a, const char *budget, rm_graph **g, rm_s
 static int sweep_model(const plan_flags *pf, const cli_args *a, size_t lo, size_t hi) {
     double mib[11], ovh[11];
     int n_pts = 0, rc = 0;
-    char err[600];
-    rm_out *o = NULL;
-    FILE *out = stdout;
-    if (pf->csv && rm_out_open(pf->csv, &o, err, sizeof err) != RM_OK) return cli_fail(1, "--csv: %s", err);
-    if (o) out = rm_out_file(o);
+    char *table = NULL;
+    size_t n = 0;
+    FILE *out = open_memstream(&table, &n);
+    if (!out) return cli_fail(1, "out of memory");
     fprintf(out, "budget_bytes,budget_percent,activation_bytes_planned,predicted_overhead\n");
     for (int k = 0; k <= 10; k++) {
         char b[64];
@@ -192,9 +210,10 @@ static int sweep_model(const plan_flags *pf, const cli_args *a, size_t lo, size_
         rm_session_free(s2);
         rm_graph_free(g2);
     }
+    fclose(out);
     if (!n_pts) rc = cli_fail(1, "the sweep found no feasible budget up to store-all");
-    if (o && rm_out_close(o, !rc, err, sizeof err) != RM_OK && !rc) rc = cli_fail(1, "--csv: %s", err);
-    if (!o && (fflush(stdout) != 0 || ferror(stdout)) && !rc) rc = cli_fail(1, "cannot write the table to stdout: %s", strerror(errno));
+    if (!rc) rc = emit_table(pf->csv, table, n);
+    free(table);
     char config[256];
     cli_model_desc(a, config, sizeof config);
     if (!rc && pf->svg) rc = cli_plan_svg(pf->svg, config, mib, ovh, n_pts);

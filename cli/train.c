@@ -132,7 +132,9 @@ static int write_report(const trainer *t, float final_loss, float val_loss, int 
             t->step_ms_min, t->step_ms_max, cli_dist_size(), a->shard_optimizer && cli_dist_size() > 1 ? "true" : "false",
             a->steps > (int)t->start ? t->comm_ms / (a->steps - (int)t->start) : 0.0,
             a->fuse_optimizer ? "true" : "false", m.grad_arena_bytes);
-    if (rm_out_close(o, 1, err, sizeof err) != RM_OK) return cli_fail(1, "--report: %s", err);
+    if (rm_out_close(o, 1, err, sizeof err) != RM_OK) /* at the end: say what was kept */
+        return cli_fail(1, "--report: %s%s%s%s", err, a->save ? "; the state is saved in '" : "", a->save ? a->save : "",
+                        a->save ? "'" : a->quiet ? "" : "; the figures are in the summary above");
     return 0;
 }
 
