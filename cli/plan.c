@@ -107,7 +107,9 @@ static int plan_chain(const plan_flags *pf, const cli_args *a) {
     char *end;
     if (!a->memory_budget || (bytes = strtod(a->memory_budget, &end), *end || !(bytes >= 0))) {
         free(text);
-        return cli_fail(2, "plan --chain needs --memory-budget BYTES (a number of bytes, in the chain's units)");
+        return cli_fail(2, "plan --chain needs --memory-budget BYTES, a number in the chain's units%s%s%s (plan --chain "
+                        "FILE --sweep shows the range)", a->memory_budget ? ", not '" : "",
+                        a->memory_budget ? a->memory_budget : "", a->memory_budget ? "'" : "");
     }
     char *result = NULL;
     rm_status st = rm_plan_chain(text, bytes < 9e18 ? (int64_t)bytes : INT64_MAX, &result, err, sizeof err);
@@ -139,7 +141,8 @@ static int plan_graph(const plan_flags *pf, const cli_args *a) {
     double bytes = -1;
     if (a->memory_budget && (bytes = strtod(a->memory_budget, &end), *end || !(bytes >= 0))) {
         free(text);
-        return cli_fail(2, "plan --graph takes --memory-budget BYTES (a number of bytes, in the graph's units)");
+        return cli_fail(2, "plan --graph takes --memory-budget BYTES, a number in the graph's units, not '%s' (without "
+                        "it: store-all and the least feasible budget)", a->memory_budget);
     }
     char *result = NULL;
     rm_status st = rm_plan_graph(text, bytes < 9e18 ? (int64_t)bytes : INT64_MAX, &result, err, sizeof err);

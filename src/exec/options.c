@@ -66,6 +66,12 @@ rm_status rm_parse_size(const char *s, int64_t *bytes, double *fraction, char *e
     double v;
     int percent;
     if (!s || !bytes || !fraction || rm_parse_bytes(s, &v, &percent) != RM_OK) {
+        char *pe;
+        double pv = s ? strtod(s, &pe) : 0;
+        if (s && pe != s && pv > 100 && !strcmp(pe, "%")) {
+            if (err && errlen) snprintf(err, errlen, "'%.40s' is more than all of store-all: a share is at most 100%%", s);
+            return RM_ERR_ARG;
+        }
         if (err && errlen)
             snprintf(err, errlen, "'%.40s' is not a size: use e.g. 64MiB, 1.5GiB, 500MB, 123456 (bytes) or 50%% "
                      "(of store-all)", s ? s : "(null)");
