@@ -390,9 +390,14 @@ static int run_bench(const bench_flags *bf, const cli_args *a, char **rest, int 
                      const bench_point *cmp, int n_cmp, int steps) {
     bench_point *p = NULL;
     int n = 0, rc = make_points(bf, a, &p, &n);
-    if (rc || stop_signal) {
+    if (!rc && stop_signal) {
+        fprintf(stderr, "remat: bench: %s: stopped before the first point; nothing measured, nothing written\n",
+                stop_signal == SIGINT ? "SIGINT" : "SIGTERM");
+        rc = 128 + stop_signal;
+    }
+    if (rc) {
         free(p);
-        return rc ? rc : 128 + stop_signal;
+        return rc;
     }
     char self[PATH_MAX], config[256], machine[256];
     bench_tmp tmp;
