@@ -29,6 +29,7 @@
 #define _DEFAULT_SOURCE /* wait4: the rusage of one child; mkdtemp */
 #include "bench.h"
 #include "paths.h"
+#include "stop.h"
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
@@ -57,9 +58,8 @@ typedef struct bench_flags {
     int x_rss;           /* --x rss: the chart places every point by peak RSS (default with --compare) */
 } bench_flags;
 
-/* Set by the handler, read between and during the children. */
-static volatile sig_atomic_t stop_signal;
-static void on_stop(int sig) { stop_signal = sig; }
+/* The stop request (cli/stop.c), read between and during the children. */
+#define stop_signal cli_stop_signal
 
 static double now_s(void) {
     struct timespec t;
@@ -432,18 +432,11 @@ int cli_bench(int argc, char **argv, const char *argv0) {
     if (!rc && !bf.help) rc = check_files(&bf, &a, &cmp, &n_cmp);
     if (!rc && !bf.help) rc = absolute_inputs(rest, n_rest, held);
     if (!rc && !bf.help) {
-        /* from here a signal stops the children and reports what was measured */
-        struct sigaction sa, old_int, old_term;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = on_stop;
-        sa.sa_flags = SA_RESETHAND; /* no SA_RESTART: wait4 returns EINTR; a second signal kills */
-        sigemptyset(&sa.sa_mask);
-        stop_signal = 0;
-        sigaction(SIGINT, &sa, &old_int);
-        sigaction(SIGTERM, &sa, &old_term);
+        /* from here a signal stops the children and reports what was measured
+         * (no SA_RESTART: wait4 returns EINTR at once) */
+        cli_stop_catch(0);
         rc = run_bench(&bf, &a, rest, n_rest, argv0, cmp, n_cmp, cli_given(&a, "--steps") ? a.steps : 5);
-        sigaction(SIGINT, &old_int, NULL);
-        sigaction(SIGTERM, &old_term, NULL);
+        cli_stop_release();
     }
     for (int i = 0; i < argc; i++) free(held[i]);
     free(held);

@@ -8,6 +8,7 @@
 #include "guard.h"
 #include "limit.h"
 #include "paths.h"
+#include "stop.h"
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -138,13 +139,9 @@ static int write_report(const trainer *t, float final_loss, float val_loss, int 
     return 0;
 }
 
-/* Set by the handler, read by the loop: the only thing the handler does. */
-static volatile sig_atomic_t stop_signal, stop_by_parent;
-static void on_stop(int sig, siginfo_t *si, void *ctx) {
-    (void)ctx;
-    stop_signal = sig;
-    stop_by_parent = si && si->si_pid == getppid(); /* under mpirun: mpirun forwarding its own signal */
-}
+/* The stop request (cli/stop.c), read by the loop: the only thing the handler sets. */
+#define stop_signal cli_stop_signal
+#define stop_by_parent cli_stop_by_parent
 
 /* The first parameter that is not finite, as a message; 0 if none. */
 static int nonfinite_param(const trainer *t, const char *path, uint64_t step) {
@@ -568,16 +565,9 @@ int cli_train(const cli_args *a0) {
     t.a = &args;
     /* From the start an interrupt stops the run at the next point the ranks
      * agree on (after the start-up, after a step) and saves the state if a
-     * step ran. A second one kills it (SA_RESETHAND): the last file written
-     * stays whole (rm_save_run writes a temporary file and renames it). */
-    struct sigaction sa, old_int, old_term;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = on_stop;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_RESETHAND;
-    sigemptyset(&sa.sa_mask);
-    stop_signal = 0;
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
+     * step ran. Asked again a second later, it dies at once: the last file
+     * written stays whole (rm_save_run writes a temporary file, renamed). */
+    cli_stop_catch(1);
     if (cli_dist_rank() != 0) args.quiet = 1; /* rank 0 logs */
     int rc = check_flags(&args);
     if (!rc && args.resume) rc = open_resume(&t);
@@ -603,8 +593,7 @@ int cli_train(const cli_args *a0) {
         rc = run_steps(&t, &step, &loss, &val_loss, &have_val);
         if (!rc) rc = finish(&t, step, loss, val_loss, have_val);
     }
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
+    cli_stop_release();
     rm_file_close(t.resume);
     free(t.gx);
     free(t.gy);
