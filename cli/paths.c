@@ -104,10 +104,23 @@ static int collision(const cli_file *o, const cli_file *x) {
     return o->steps > 0 && is_step_file(o->path, x->path) ? 2 : 0;
 }
 
-int cli_check_files(const cli_file *files, int n) {
-    int rc;
-    for (int i = 0; i < n; i++)
-        if (files[i].path && files[i].kind == CLI_OUT && (rc = check_writable(&files[i])) != 0) return rc;
+/* Input f is there and a regular file (read later by rm_read_file, which
+ * never blocks either): before the work, so that bench does not run every
+ * point into the same refusal. */
+static int check_readable(const cli_file *f) {
+    struct stat st;
+    if (!*f->path) return cli_fail(2, "%s needs a file name, got ''", f->flag);
+    if (stat(f->path, &st) != 0) return cli_fail(1, "%s: cannot open '%s': %s", f->flag, f->path, strerror(errno));
+    if (S_ISDIR(st.st_mode)) return cli_fail(1, "%s: cannot read '%s': it is a directory", f->flag, f->path);
+    if (S_ISFIFO(st.st_mode))
+        return cli_fail(1, "%s: cannot read '%s': it is a FIFO (a pipe), not a regular file", f->flag, f->path);
+    if (!S_ISREG(st.st_mode))
+        return cli_fail(1, "%s: cannot read '%s': it is a device or socket, not a regular file", f->flag, f->path);
+    return 0;
+}
+
+/* Two files that are one (exit 2), first: what the user must change. */
+static int check_identity(const cli_file *files, int n) {
     for (int i = 0; i < n; i++) {
         const cli_file *o = &files[i];
         if (!o->path || o->kind == CLI_IN) continue;
@@ -126,6 +139,15 @@ int cli_check_files(const cli_file *files, int n) {
         }
     }
     return 0;
+}
+
+int cli_check_files(const cli_file *files, int n) {
+    int rc = check_identity(files, n);
+    for (int i = 0; !rc && i < n; i++)
+        if (files[i].path && files[i].kind == CLI_IN) rc = check_readable(&files[i]);
+    for (int i = 0; !rc && i < n; i++)
+        if (files[i].path && files[i].kind == CLI_OUT) rc = check_writable(&files[i]);
+    return rc;
 }
 
 int cli_check_outputs(const cli_args *a) {

@@ -24,7 +24,7 @@ int cli_canonical(const char *path, char *out, size_t cap);
 /* Whether a and b name the same file: the same canonical name, or (both
  * existing) the same device and inode (hard links). */
 int cli_same_file(const char *a, const char *b);
-/* Every output writable (rm_out_check: a regular file or none, its folder
+/* Every input there and a regular file (exit 1 otherwise), every output writable (rm_out_check: a regular file or none, its folder
  * there and writable, the name not too long, with its step files') and no
  * two files the same unless allowed. Prints the first problem; returns the
  * exit status (1: cannot write, 2: two files are one), or 0. */

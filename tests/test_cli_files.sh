@@ -116,7 +116,7 @@ echo precious > work/remat-interrupted.safetensors
 SLOW="--layers 1 --dim 32 --heads 2 --context 16 --batch 2 --threads 1 --steps 400 --budgets 2 --rounds 3 --strategies none,sqrt"
 for sig in INT TERM; do
     want=$([ $sig = INT ] && echo 130 || echo 143)
-    rm -f work/b.csv
+    rm -f work/b.csv work/progress.txt # (the wait below must not read the last run's)
     (cd work && TMPDIR="$T/tmp" exec $TO "$R" bench $SLOW --csv b.csv >table.txt 2>progress.txt) &
     pid=$!
     i=0; while [ $i -lt 300 ] && ! grep -q "bench: 2/" work/progress.txt 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
@@ -128,11 +128,11 @@ for sig in INT TERM; do
     check '[ $rc -eq $want ]' "SIGTERM/INT to bench: exit $rc, want $want: $(tail -2 work/progress.txt)"
     check '[ -z "$child" ] || ! kill -0 "$child" 2>/dev/null' "bench left its child $child running"
     check '[ -z "$(ls tmp)" ]' "bench left temporaries: $(ls tmp)"
-    check '[ -f work/b.csv ] && [ $(wc -l < work/b.csv) -ge 3 ]' "SIG$sig: the CSV of the points measured: $(cat work/b.csv 2>&1)"
+    check '[ -f work/b.csv ] && [ $(wc -l < work/b.csv) -ge 3 ]' "SIG$sig: the CSV of the points measured: $(cat work/b.csv work/table.txt 2>&1; tail -3 work/progress.txt)"
     check 'grep -q "stopped after" work/progress.txt' "SIG$sig: no message: $(tail -2 work/progress.txt)"
 done
 # a signal to the child itself: it may save its state, but not among the user's files
-rm -f work/b.csv
+rm -f work/b.csv work/progress.txt
 (cd work && TMPDIR="$T/tmp" exec $TO "$R" bench $SLOW >table.txt 2>progress.txt) &
 pid=$!
 i=0; while [ $i -lt 300 ] && ! grep -q "bench: 1/" work/progress.txt 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
