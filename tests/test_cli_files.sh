@@ -86,6 +86,11 @@ for out in fifo /dev/full adir "$long.csv"; do
     done
 done
 check '[ -p fifo ] && [ -d adir ] && [ -z "$(ls adir)" ]' "a FIFO or a folder was replaced or written into"
+# an input that is not there or not a regular file: refused before the first point
+for d in fifo adir nope.txt /dev/zero; do
+    run "$R" bench $BT --data $d
+    refused 1 "bench --data $d"
+done
 run "$R" train $TINY --save m.st --save-every 1 --steps 100000 --save "$(awk 'BEGIN { for (i = 0; i < 240; i++) printf "b" }').st"
 refused 1 "--save NAME whose step files' names are too long"
 # --compare: missing, a FIFO, garbage, no usable row: refused before the first point
