@@ -87,7 +87,7 @@ void cli_usage(FILE *f) {
           "  plan     show the recompute plan for --memory-budget (model flags, --chain or --graph FILE.json);\n"
           "           --sweep prints budget -> overhead (--csv FILE, --svg FILE), --json for --chain\n"
           "  bench    time each strategy and a --memory-budget sweep, one child process per point:\n"
-          "           a table, --csv FILE, --svg FILE (step time against activation memory)\n"
+          "           a table, --csv FILE, --svg FILE (step time against memory)\n"
           "\n",
           f);
     fputs(MODEL_FLAGS, f);
