@@ -374,7 +374,7 @@ static int report(const bench_flags *bf, bench_point *p, int n, const bench_poin
     }
     if (rc) fprintf(stderr, "remat: bench: the points measured are in the table above (stdout)\n");
     if (stop_signal) {
-        fprintf(stderr, "remat: bench: %s: stopped after %d of %d runs; %s\n", stop_signal == SIGINT ? "SIGINT" : "SIGTERM",
+        fprintf(stderr, "remat: bench: %s: stopped after %d of %d runs; %s\n", cli_stop_name(stop_signal),
                 done, n * bf->rounds, measured ? "the points measured so far are in the table above and the files"
                                                : "no point was measured, no file written");
         return 128 + stop_signal;
@@ -392,7 +392,7 @@ static int run_bench(const bench_flags *bf, const cli_args *a, char **rest, int 
     int n = 0, rc = make_points(bf, a, &p, &n);
     if (!rc && stop_signal) {
         fprintf(stderr, "remat: bench: %s: stopped before the first point; nothing measured, nothing written\n",
-                stop_signal == SIGINT ? "SIGINT" : "SIGTERM");
+                cli_stop_name(stop_signal));
         rc = 128 + stop_signal;
     }
     if (rc) {

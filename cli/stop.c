@@ -6,7 +6,18 @@
 
 volatile sig_atomic_t cli_stop_signal, cli_stop_by_parent;
 static struct timespec first; /* when the request came */
-static struct sigaction old_int, old_term;
+/* The signals that ask to stop: Ctrl-C, kill's default, a closed terminal,
+ * and the two a batch system or mpirun can forward to every rank (Slurm's
+ * --signal=USR1@T before a time limit; mpirun forwards SIGUSR1/2 without
+ * ending the job itself, so the ranks' exit status is the job's). */
+static const int stop_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2};
+enum { N_STOP = sizeof stop_signals / sizeof *stop_signals };
+static struct sigaction old[N_STOP];
+
+const char *cli_stop_name(int sig) {
+    return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" : sig == SIGUSR1 ? "SIGUSR1"
+           : sig == SIGUSR2 ? "SIGUSR2" : "a signal";
+}
 
 static void on_stop(int sig, siginfo_t *si, void *ctx) {
     (void)ctx;
@@ -31,14 +42,11 @@ void cli_stop_catch(int restart) {
     sa.sa_sigaction = on_stop;
     sa.sa_flags = SA_SIGINFO | (restart ? SA_RESTART : 0);
     sigemptyset(&sa.sa_mask);
-    sigaddset(&sa.sa_mask, SIGINT);
-    sigaddset(&sa.sa_mask, SIGTERM);
+    for (int i = 0; i < N_STOP; i++) sigaddset(&sa.sa_mask, stop_signals[i]);
     cli_stop_signal = 0, cli_stop_by_parent = 0;
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
+    for (int i = 0; i < N_STOP; i++) sigaction(stop_signals[i], &sa, &old[i]);
 }
 
 void cli_stop_release(void) {
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
+    for (int i = 0; i < N_STOP; i++) sigaction(stop_signals[i], &old[i], NULL);
 }

@@ -482,7 +482,7 @@ static void print_summary(const trainer *t, int n_done, float loss, float val_lo
 static int stopped(trainer *t, int step) {
     const cli_args *a = t->a;
     const int sig = stop_signal, rank0 = cli_dist_rank() == 0;
-    const char *path = a->save ? a->save : CLI_INTERRUPT_PATH, *name = sig == SIGINT ? "SIGINT" : "SIGTERM";
+    const char *path = a->save ? a->save : CLI_INTERRUPT_PATH, *name = cli_stop_name(sig);
     cli_dist_agreed();
     if (step == (int)t->start) { /* nothing new: an older file there stays as it was */
         if (rank0)
@@ -492,9 +492,10 @@ static int stopped(trainer *t, int step) {
     }
     if (rank0 && cli_dist_size() > 1) /* mpirun may kill the ranks before the write ends: say so first */
         fprintf(stderr, "remat: %s: stopped after step %d of %d; saving %s ...%s\n", name, step, a->steps, path,
-                stop_by_parent ? " (mpirun, stopped itself, kills the ranks about 1 s after it forwards SIGTERM "
-                                 "(--mca odls_base_sigkill_timeout) and exits 1 whatever they return; a signal to "
-                                 "the ranks instead gives them the time to save, and exit 130/143)" : "");
+                stop_by_parent && sig == SIGTERM
+                    ? " (from mpirun, itself stopped: it kills the ranks about 1 s later (--mca "
+                      "odls_base_sigkill_timeout) and exits 1 whatever they return; to stop a job cleanly send SIGUSR1 "
+                      "to mpirun: it forwards it, the ranks save and the job exits 138)" : "");
     int rc = save_state(t, path, (uint64_t)step);
     if (rc) {
         if (rank0) fprintf(stderr, "remat: %s: the state after step %d was NOT saved\n", name, step);
@@ -553,7 +554,7 @@ static int check_ranks(const trainer *t) {
     stop_signal = sig;
     cli_dist_agreed();
     if (cli_dist_rank() == 0)
-        fprintf(stderr, "remat: %s: stopped before step %llu; nothing was saved\n", sig == SIGINT ? "SIGINT" : "SIGTERM",
+        fprintf(stderr, "remat: %s: stopped before step %llu; nothing was saved\n", cli_stop_name(sig),
                 (unsigned long long)t->start + 1);
     return 128 + sig;
 }

@@ -165,6 +165,19 @@ kill -TERM $pid; kill -TERM $pid 2>/dev/null
 wait $pid; rc=$?
 check '[ $rc -eq 143 ] && grep -q "saved t.st" err && [ "$(sha t.st)" != "$(sha t.orig)" ]' \
     "SIGTERM delivered twice at once to train: exit $rc: $(cat err)"
+# SIGHUP (a closed terminal) and SIGUSR1 (a batch system's warning) stop and save too
+for sig in HUP USR1; do
+    want=$([ $sig = HUP ] && echo 129 || echo 138)
+    "$R" train --layers 1 --dim 16 --heads 2 --context 8 --batch 2 --threads 1 --steps 1000000 --save t.st \
+        --save-every 20 --keep 1 >/dev/null 2>err &
+    pid=$!
+    rm -f t.step*.st
+    i=0; while [ $i -lt 300 ] && ! ls t.step*.st >/dev/null 2>&1; do sleep 0.05; i=$((i + 1)); done
+    kill -$sig $pid
+    wait $pid; rc=$?
+    check '[ $rc -eq $want ] && grep -q "SIG$sig: stopped after step .*; saved t.st" err' \
+        "SIG$sig to train: exit $rc: $(cat err)"
+done
 cp t.orig t.st
 REMAT_TEST_SLOW_SAVE_MS=4000 "$R" train --layers 1 --dim 16 --heads 2 --context 8 --batch 2 --threads 1 \
     --steps 1000000 --save t.st --save-every 20 >/dev/null 2>err &

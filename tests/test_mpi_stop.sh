@@ -2,7 +2,8 @@
 # test_mpi_stop.sh: issue 22 under mpirun, two ranks on a tiny model:
 #  1. every stop by a signal saves a file that verifies, or says it did not:
 #     SIGTERM to both ranks (exit 143), SIGINT to rank 1 alone (exit 130),
-#     SIGINT to mpirun (Open MPI forwards SIGTERM; mpirun exits 1 itself);
+#     SIGINT to mpirun (Open MPI forwards SIGTERM; mpirun exits 1 itself),
+#     SIGUSR1 to mpirun (forwarded: the job exits 138);
 #     the --save file is replaced by the new state (it used to keep the old
 #     one while "saved" was printed), rank 0 alone says so, once;
 #  4. a global batch that does not split over ranks x micro-batches is
@@ -63,7 +64,9 @@ stop() {
 stop both TERM 143
 stop rank1 INT 130
 stop mpirun INT any
-check 'grep -q "mpirun.*exits 1" err' "SIGINT to mpirun: no word about mpirun's own exit status: $(head -2 err)"
+check 'grep -q "mpirun.*exits 1.*SIGUSR1" err' "SIGINT to mpirun: no word about mpirun's own exit status: $(head -2 err)"
+# SIGUSR1 to mpirun: forwarded without ending the job, so the ranks' status is the job's
+stop mpirun USR1 138
 
 # class 4: every row trains, or the batch is refused
 $MPI -np 2 "$R" train $G --steps 1 --batch 6 --micro-batches 2 >/dev/null 2>err; rc=$?
