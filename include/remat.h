@@ -874,7 +874,8 @@ rm_status rm_out_open(const char *path, rm_out **out, char *err, size_t errlen);
 /* The stream to write to (NULL for a NULL o). */
 FILE *rm_out_file(rm_out *o);
 /* commit 1: flush, sync and rename over the target (RM_ERR_IO, the target
- * as it was, if any write failed); 0: remove the temporary file. Frees o. */
+ * as it was, if any write failed); 0: remove the temporary file. Frees o
+ * (RM_ERR_ARG for a NULL o). */
 rm_status rm_out_close(rm_out *o, int commit, char *err, size_t errlen);
 /* The checks of rm_out_open, and its temporary file created and removed,
  * without writing: for a program to refuse an output before its work (a

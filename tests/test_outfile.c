@@ -57,7 +57,10 @@ static void test_refused(void) {
     CHECK(entries() == 2, "the refusals left files behind: %d entries", entries());
     CHECK(rm_out_open(NULL, NULL, err, sizeof err) == RM_ERR_ARG, "NULL arguments");
     CHECK(rm_out_check(NULL, err, sizeof err) == RM_ERR_ARG, "rm_out_check(NULL)");
-    CHECK(rm_out_close(NULL, 1, err, sizeof err) == RM_OK && rm_out_file(NULL) == NULL, "NULL rm_out");
+    err[0] = 0;
+    CHECK(rm_out_close(NULL, 1, err, sizeof err) == RM_ERR_ARG && err[0] && rm_out_file(NULL) == NULL, "NULL rm_out");
+    CHECK(rm_out_close(NULL, 1, NULL, 7) == RM_ERR_ARG && rm_out_check("/dev/full", NULL, 9) == RM_ERR_IO,
+          "a NULL err with a length");
     char long_name[400];
     memset(long_name, 'a', 250);
     long_name[250] = 0;

@@ -127,7 +127,7 @@ rm_status rm_out_open(const char *path, rm_out **out, char *err, size_t errlen) 
 FILE *rm_out_file(rm_out *o) { return o ? o->f : NULL; }
 
 rm_status rm_out_close(rm_out *o, int commit, char *err, size_t errlen) {
-    if (!o) return RM_OK;
+    if (!o) return seterr(err, errlen, "%s%s", "rm_out_close: ", "o is NULL"), RM_ERR_ARG;
     int e = 0;
     if (fflush(o->f) != 0 || ferror(o->f)) e = errno ? errno : EIO;
     if (!e && commit && fsync(fileno(o->f)) != 0 && errno != EINVAL) e = errno;
