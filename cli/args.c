@@ -140,7 +140,7 @@ static int known_flag(const char *flag) {
         "--warmup", "--seed", "--optimizer", "--lr", "--weight-decay", "--adam-betas", "--adam-eps", "--grad-clip", "--lr-schedule",
         "--checkpoint", "--memory-budget", "--memory-limit", "--init", "--save", "--resume", "--save-every", "--keep",
         "--report", "--micro-batches", "--trace", "--trace-step", "--load", "--prompt", "--tokens", "--top-k", "--temperature", "--ffn-dim",
-        "--enc-layers", "--dec-layers", "--source", NULL};
+        "--enc-layers", "--dec-layers", "--source", "--freeze", "--train-only", NULL};
     for (int i = 0; flags[i]; i++)
         if (strcmp(flag, flags[i]) == 0) return 1;
     return 0;
@@ -159,6 +159,13 @@ static int set_value(cli_args *a, const char *flag, const char *v) {
     else if (IS("--enc-layers")) ok = parse_int(flag, v, 1, 4096, &a->enc_layers);
     else if (IS("--dec-layers")) ok = parse_int(flag, v, 1, 4096, &a->dec_layers);
     else if (IS("--source")) a->source = v;
+    else if (IS("--freeze") || IS("--train-only")) {
+        if (!*v || strlen(v) >= sizeof ((rm_run_info *)0)->freeze)
+            ok = (cli_fail(2, "%s expects comma-separated globs on parameter names (e.g. 'model.embed_tokens,"
+                           "model.layers.0'), at most 255 characters; got '%.40s'", flag, v), 0);
+        if (IS("--freeze")) a->freeze = v;
+        else a->train_only = v;
+    }
     else if (IS("--dim")) ok = parse_int(flag, v, 1, 1 << 16, &a->dim);
     else if (IS("--heads")) ok = parse_int(flag, v, 1, 1 << 12, &a->heads);
     else if (IS("--context")) ok = parse_int(flag, v, 1, 1 << 16, &a->context);
@@ -237,6 +244,11 @@ static int check_command_flags(const cli_args *a) {
                      strcmp(a->command, "plan") == 0 ? ": plan a budget with --memory-budget BYTES" : "");
             return 0;
         }
+    if (strcmp(a->command, "sample") == 0 && (a->freeze || a->train_only)) {
+        cli_fail(2, "%s applies to remat train, plan and bench; sample takes the model from --load",
+                 a->freeze ? "--freeze" : "--train-only");
+        return 0;
+    }
     return 1;
 }
 

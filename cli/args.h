@@ -12,6 +12,8 @@ typedef struct cli_args {
     int vocab_set;
     int n_widths, widths[RM_MLP_MAX_LAYERS];
     float dropout;
+    /* fine-tuning: comma-separated globs on parameter names (rm_freeze_params) */
+    const char *freeze, *train_only;
     /* data */
     const char *data;
     float val_fraction;

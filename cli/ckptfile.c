@@ -34,6 +34,16 @@ static void model_int(ctx *c, const char *flag, int *field, int file) {
     else *field = file;
 }
 
+/* A string that shapes the trained model (what is frozen): the file's
+ * (NULL for ""); an explicit flag that differs is a usage error. */
+static void model_str(ctx *c, const char *flag, const char **field, const char *file) {
+    if (c->rc) return;
+    if (cli_given(c->a, flag) && strcmp(*field, file) != 0)
+        c->rc = cli_fail(2, "'%s' was trained with %s '%s' but the command line says %s '%s'; a resumed run "
+                         "takes it from the file (drop %s)", c->path, flag, file, flag, *field, flag);
+    else *field = *file ? file : NULL;
+}
+
 /* A training flag: the file's value unless the flag was given (a different
  * value gets a note; --steps is expected to be given). */
 static void train_int(ctx *c, const char *flag, int *field, int file) {
@@ -112,6 +122,8 @@ static void model_flags(ctx *c, const rm_run_info *r) {
     }
     model_int(c, "--context", &a->context, r->context);
     model_int(c, "--vocab", &a->vocab, r->vocab);
+    model_str(c, "--freeze", &a->freeze, r->freeze);
+    model_str(c, "--train-only", &a->train_only, r->train_only);
 }
 
 int cli_resume_args(cli_args *a, const rm_run_info *r, const char *path) {

@@ -18,6 +18,11 @@ static const char MODEL_FLAGS[] =
     "  --ffn-dim F (llama; default 8/3 x dim rounded up to 64)\n"
     "  --enc-layers N --dec-layers N (encdec, instead of --layers; --context is both lengths)\n"
     "  (docs/MODELS.md: the models, their tensor names and flags)\n";
+static const char FINETUNE_FLAGS[] =
+    "fine-tuning flags (docs/MODELS.md, \"Fine-tuning\"):\n"
+    "  --freeze PATTERN[,PATTERN] (freeze the parameters these globs name, or their modules:\n"
+    "    no gradient, no optimizer state, no backward work for them; e.g. model.embed_tokens,lm_head)\n"
+    "  --train-only PATTERN[,PATTERN] (freeze every parameter these globs do not name)\n";
 static const char RECOMPUTE_FLAGS[] =
     "recompute flags:\n"
     "  --checkpoint none|blocks|segments:K|sqrt|selective|revolve:S (default none)\n"
@@ -94,6 +99,7 @@ static void usage(FILE *f) {
           "\n",
           f);
     fputs(MODEL_FLAGS, f);
+    fputs(FINETUNE_FLAGS, f);
     fputs(TRAIN_FLAGS, f);
     fputs(RECOMPUTE_FLAGS, f);
     fputs(SAMPLE_FLAGS, f);
@@ -105,6 +111,7 @@ int cli_help(const char *command) {
     if (!strcmp(command, "train")) {
         fputs("usage: remat train [flags]: train a model and optionally save it\n\n", f);
         fputs(MODEL_FLAGS, f);
+        fputs(FINETUNE_FLAGS, f);
         fputs(TRAIN_FLAGS, f);
         fputs(RECOMPUTE_FLAGS, f);
     } else if (!strcmp(command, "sample")) {
@@ -114,12 +121,14 @@ int cli_help(const char *command) {
         fputs("usage: remat plan [flags]: show the recompute plan for a memory budget, without training\n\n", f);
         fputs(PLAN_FLAGS, f);
         fputs(MODEL_FLAGS, f);
+        fputs(FINETUNE_FLAGS, f);
         fputs(RECOMPUTE_FLAGS, f);
     } else if (!strcmp(command, "bench")) {
         fputs("usage: remat bench [flags]: measure step time and memory of each recompute strategy and\n"
               "of a sweep of memory budgets, each point in its own process\n\n", f);
         fputs(BENCH_FLAGS, f);
         fputs(MODEL_FLAGS, f);
+        fputs(FINETUNE_FLAGS, f);
     } else if (!strcmp(command, "inspect")) {
         fputs("usage: remat inspect FILE.safetensors: list its tensors and metadata and check its\n"
               "checksum (exit 0: sound, 1: malformed or the checksum does not hold)\n", f);

@@ -30,6 +30,8 @@ void cli_run_info(const cli_args *a, const char *data_name, size_t data_tokens, 
     r->lr.lr = a->lr;
     r->lr.warmup = a->warmup;
     r->lr.steps = a->steps;
+    snprintf(r->freeze, sizeof r->freeze, "%s", a->freeze ? a->freeze : "");
+    snprintf(r->train_only, sizeof r->train_only, "%s", a->train_only ? a->train_only : "");
 }
 
 int cli_options(const cli_args *a, const char *budget, rm_options *o) {

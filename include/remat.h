@@ -377,19 +377,23 @@ typedef struct rm_memory_info {
     size_t activation_bytes_planned;  /* peak of live activation bytes, from the plan */
     size_t activation_bytes_measured; /* peak observed while running */
     size_t activation_arena_bytes;    /* size of the arena (>= planned) */
-    size_t param_bytes, grad_bytes;   /* grad_bytes: flat gradient buffers (0 under fuse_optimizer) */
+    size_t param_bytes, grad_bytes;   /* grad_bytes: flat gradient buffers, of the trainable parameters
+                                       * only (0 under fuse_optimizer) */
     int n_instructions;
     /* fuse_optimizer: the parameter-gradient bytes among activation_bytes_planned
      * at its peak (they are arena buffers; the peak is of both together) */
     size_t grad_arena_bytes;
+    /* the trainable parameters' bytes (param_bytes less frozen parameters and state) */
+    size_t trainable_bytes;
 } rm_memory_info;
 /* Fills m for session s. */
 void rm_memory(const rm_session *s, rm_memory_info *m);
 
 /* What rm_options.limit_bytes was spent on (all 0 without a limit). The
  * optimizer's bytes are those rm_optim_new will allocate (AdamW: two
- * moments; SGD: none, but a budget's profiling step holds a copy of the
- * parameters, counted instead); margin: the session's own small tables. */
+ * moments of the trainable parameters; SGD: none, but a budget's profiling
+ * step holds a copy of the state, counted instead when larger); gradients:
+ * of the trainable parameters; margin: the session's own small tables. */
 typedef struct rm_limit_info {
     size_t limit_bytes;
     size_t param_bytes, grad_bytes, optimizer_bytes, input_bytes, margin_bytes;
@@ -494,8 +498,35 @@ rm_status rm_plan_graph(const char *graph_json, int64_t budget, char **result_js
 int rm_param_count(const rm_graph *g);
 rm_val rm_param_at(const rm_graph *g, int i);
 int rm_param_decay(const rm_graph *g, rm_val v);
-/* 1 for trainable parameters, 0 for state (rm_state). */
+/* 1 for trainable parameters, 0 for state (rm_state) and frozen parameters. */
 int rm_param_trainable(const rm_graph *g, rm_val v);
+
+/* ---- frozen parameters (fine-tuning; docs/MODELS.md, "Fine-tuning") ---------- */
+
+/* Freezes parameter v: it keeps the values it is initialised or loaded
+ * with, and it gets no gradient (rm_grad returns NULL) and no optimizer
+ * state (AdamW moments, the flat gradient buffer, a fused gradient). The
+ * backward is pruned accordingly: no weight-gradient product for it, no
+ * input gradient where nothing upstream is trainable, and nothing kept or
+ * recomputed only for such a gradient; the plan, the budget, limit_bytes
+ * and rm_memory count the smaller state, and checkpoint files hold no
+ * moments for it. Call it before the first rm_compile of g (RM_ERR_STATE
+ * after); RM_ERR_ARG for a value that is not a parameter or is state.
+ * Freezing twice is harmless. */
+rm_status rm_param_freeze(rm_graph *g, rm_val v);
+/* 1 for a frozen parameter, else 0. */
+int rm_param_frozen(const rm_graph *g, rm_val v);
+/* The parameter named `name`, or -1. */
+rm_val rm_param_by_name(const rm_graph *g, const char *name);
+/* Freezes by name: `freeze` and `train_only` are comma-separated globs
+ * (fnmatch) on parameter names, and a pattern also matches every tensor of
+ * a module ("lm_head" matches "lm_head.weight"; "model.layers.0" the whole
+ * layer). Every parameter one of `freeze`'s patterns matches is frozen, and
+ * with `train_only`, every parameter none of its patterns matches. NULL or
+ * "" for either: not used. A pattern that matches no parameter is
+ * RM_ERR_ARG naming it (a typo would silently train everything). *n_frozen
+ * (NULL-able): how many parameters are frozen now. */
+rm_status rm_freeze_params(rm_graph *g, const char *freeze, const char *train_only, int *n_frozen);
 
 /* ---- models ------------------------------------------------------------- */
 
@@ -786,11 +817,14 @@ typedef struct rm_run_info {
     uint64_t data_position; /* the next training batch's index */
     rm_optim_config optim;
     rm_lr_schedule lr;     /* lr.steps: the step count the run goes to */
+    /* fine-tuning: rm_run_build freezes these by name (rm_freeze_params); "" for none */
+    char freeze[256], train_only[256];
 } rm_run_info;
 /* Defaults: model "gpt", the CLI's default GPT, AdamW, constant lr 1e-3, seed 1337. */
 void rm_run_info_default(rm_run_info *r);
-/* Builds the model a run describes (gpt, mlp, llama, uvit, encdec); RM_ERR_ARG
- * for another model name (the caller builds its own). */
+/* Builds the model a run describes (gpt, mlp, llama, uvit, encdec), with
+ * its frozen parameters; RM_ERR_ARG for another model name (the caller
+ * builds its own). */
 rm_status rm_run_build(const rm_run_info *r, rm_graph *g, rm_model_io *io, int keep_logits);
 
 /* Writes the whole training state of s and o (NULL: parameters only) with r

@@ -76,8 +76,8 @@ static void test_gpt_gradcheck(void) {
     fill_tokens(s, &io, 4, 16, 32, 5);
     float loss;
     rm_step(s, 0, &loss);
-    float *grads = malloc(g->param_floats * sizeof(float));
-    memcpy(grads, s->grads, g->param_floats * sizeof(float));
+    float *grads = malloc(g->train_floats * sizeof(float));
+    memcpy(grads, s->grads, g->train_floats * sizeof(float));
     int bad = 0, checked = 0;
     for (int i = 0; i < g->n_params; i++) {
         const rm_value *v = &g->vals[g->params[i]];

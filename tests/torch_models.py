@@ -318,6 +318,7 @@ def main():
     scenarios = [
         ("llama_sgd", llama, sgd), ("llama_adamw_clip", llama, adamw),
         ("llama_ffn96_sgd", dict(llama, ffn_dim=96), sgd),
+        ("llama_adamw_freeze", llama, dict(adamw, freeze="model.embed_tokens,model.layers.0.self_attn,lm_head")),
         ("uvit_sgd", uvit, sgd), ("uvit_adamw_clip", uvit, adamw),
         ("encdec_sgd", encdec, sgd), ("encdec_adamw_clip", encdec, adamw),
     ]

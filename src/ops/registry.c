@@ -28,3 +28,8 @@ const rm_op_def *rm_op_get(rm_op_kind k) {
     if ((int)k < 0 || k >= RM_OP_COUNT) return NULL;
     return op_table[k];
 }
+
+unsigned rm_node_bwd_reads(const rm_node *n, const rm_value *vals) {
+    const rm_op_def *d = rm_op_get(n->op);
+    return d->bwd_reads_of ? d->bwd_reads_of(n, vals) : d->bwd_reads;
+}

@@ -159,6 +159,18 @@ static void read_training(rd *c, rm_run_info *r) {
         if (rm_st_meta(c->f->st, keys[k])) get_float(c, keys[k], 0.0f, 1.0f, fields[k]);
 }
 
+/* Fine-tuning keys, present only when used. */
+static void read_finetune(rd *c, rm_run_info *r) {
+    const char *const keys[] = {"freeze", "train_only"};
+    char *fields[] = {r->freeze, r->train_only};
+    for (int k = 0; k < 2; k++) {
+        const char *v = rm_st_meta(c->f->st, keys[k]);
+        if (!v) continue;
+        if (!*v || strlen(v) >= sizeof r->freeze) garbled(c, keys[k], v);
+        else rm_strlcpy(fields[k], v, sizeof r->freeze);
+    }
+}
+
 rm_status rm_file_run_info(const rm_file *f, rm_run_info *r, char *err, size_t errlen) {
     if (!f || !r) {
         rm_st_seterr(err, errlen, "rm_file_run_info: f and r must not be NULL");
@@ -176,6 +188,7 @@ rm_status rm_file_run_info(const rm_file *f, rm_run_info *r, char *err, size_t e
     }
     read_model(&c, &out);
     read_training(&c, &out);
+    read_finetune(&c, &out);
     if (c.st == RM_OK) *r = out;
     return c.st;
 }
