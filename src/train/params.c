@@ -104,9 +104,10 @@ rm_status rm_save_state(rm_session *s, rm_optim *o, const char *path, int n_meta
     return save(s, o, path, n_meta, keys, values, err, errlen);
 }
 
-/* *out = the tensor `name` of f, checked against parameter v: F32, same shape. */
+/* *out = the tensor `name` of f, checked against parameter v: F32, same
+ * shape; it goes into a buffer of `floats` floats at v's offset. */
 static rm_status find_like(rm_session *s, const rm_st_file *f, const char *fname,
-                           const char *name, const rm_value *v, const rm_st_tensor **out,
+                           const char *name, const rm_value *v, size_t floats, const rm_st_tensor **out,
                            char *err, size_t errlen) {
     const rm_st_tensor *t = rm_st_find(f, name);
     char want[256], have[256];
@@ -127,7 +128,7 @@ static rm_status find_like(rm_session *s, const rm_st_file *f, const char *fname
                           name, have, want);
     }
     if (t->bytes != (uint64_t)v->numel * sizeof(float) ||
-        v->param_off + (size_t)v->numel > s->g->param_floats)
+        v->param_off + (size_t)v->numel > floats)
         return param_fail(s, RM_ERR_STATE, err, errlen,
                           "'%s': tensor '%s': internal size mismatch", fname, name);
     *out = t;
@@ -170,11 +171,11 @@ rm_status rm_load_from(rm_session *s, rm_optim *o, const rm_st_file *f, const ch
     char nm[MOMENT_NAME_LEN];
     for (int i = 0; i < g->n_params && st == RM_OK; i++) {
         const rm_value *p = &g->vals[g->params[i]];
-        st = find_like(s, f, fname, p->name, p, &src[i], err, errlen);
+        st = find_like(s, f, fname, p->name, p, g->param_floats, &src[i], err, errlen);
         for (int w = 0; m && need_state && p->trainable && w < 2 && st == RM_OK; w++) {
             moment_name(nm, w, p->name);
-            st = find_like(s, f, fname, nm, p, &src[(size_t)(w + 1) * g->n_params + i], err,
-                           errlen);
+            st = find_like(s, f, fname, nm, p, g->train_floats, /* moments: trainable floats only */
+                           &src[(size_t)(w + 1) * g->n_params + i], err, errlen);
         }
     }
     for (int i = 0; i < g->n_params && st == RM_OK; i++) {
