@@ -473,6 +473,12 @@ static int finish(trainer *t, int step, float loss, float val_loss, int have_val
         if ((rc = save_state(t, path, (uint64_t)step)) != 0) return rc;
         if (!a->quiet) printf("saved %s\n", path);
     }
+    if (a->save_adapters && cli_dist_rank() == 0) {
+        char err[512];
+        if (rm_save_adapters(t->s, a->save_adapters, a->init, strcmp(a->model, "gpt") == 0, err, sizeof err) != RM_OK)
+            return cli_fail(1, "%s", err);
+        if (!a->quiet) printf("saved the adapters in %s (PEFT's layout)\n", a->save_adapters);
+    }
     if (cli_dist_rank() != 0) return 0; /* rank 0 writes the report and the trace */
     if (a->report && (rc = write_report(t, loss, val_loss, have_val, median, tok_s)) != 0) return rc;
     if ((rc = cli_trace_write(a, t->s)) != 0) return rc;
@@ -488,6 +494,8 @@ int cli_train(const cli_args *a0) {
     struct sigaction old_int, old_term;
     int handlers = 0, rc = check_flags(&args);
     if (!rc && args.resume) rc = open_resume(&t);
+    if (!rc && args.save_adapters && !args.lora_rank) /* after --resume took the model from its file */
+        rc = cli_fail(2, "--save-adapters needs a LoRA run (--lora R, or --resume a file of one)");
     if (!rc) rc = cli_check_flag_use(&args);
     if (!rc) rc = cli_check_outputs(&args); /* before step 0, not after the last */
     if (!rc) {

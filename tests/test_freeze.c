@@ -15,19 +15,11 @@
  *    it, and a run rebuilt from it continues bit for bit. */
 #include "check.h"
 #include "exec/exec.h"
+#include "runs.h"
 #include <math.h>
 #include <string.h>
 
-static rm_dataset data;
 static char tmpdir[128];
-
-typedef struct run {
-    rm_run_info ri;
-    rm_graph *g;
-    rm_session *s;
-    rm_optim *o;
-    rm_model_io io;
-} run;
 
 static void config(rm_run_info *r, const char *model, const char *freeze, const char *train_only) {
     rm_run_info_default(r);
@@ -39,64 +31,11 @@ static void config(rm_run_info *r, const char *model, const char *freeze, const 
     snprintf(r->train_only, sizeof r->train_only, "%s", train_only ? train_only : "");
 }
 
-static int open_run(run *r, const rm_run_info *ri, const rm_options *o) {
-    memset(r, 0, sizeof *r);
-    r->ri = *ri;
-    r->g = rm_graph_new();
-    if (!r->g || rm_run_build(ri, r->g, &r->io, 0) != RM_OK) {
-        fprintf(stderr, "build %s: %s\n", ri->model, rm_graph_errmsg(r->g));
-        return 0;
-    }
-    if (rm_compile(r->g, o, &r->s) != RM_OK) {
-        fprintf(stderr, "compile %s: %s\n", ri->model, rm_graph_errmsg(r->g));
-        return 0;
-    }
-    return rm_optim_new(r->s, NULL, &r->o) == RM_OK;
-}
-
-static void close_run(run *r) {
-    rm_optim_free(r->o);
-    rm_session_free(r->s);
-    rm_graph_free(r->g);
-    memset(r, 0, sizeof *r);
-}
-
 static void options(rm_options *o) {
     rm_options_default(o);
     o->threads = 2;
     o->seed = 11;
     o->optim.grad_clip = 0.0f; /* the fused runs compare with these */
-}
-
-static rm_status fill(run *r, uint64_t k) {
-    return rm_data_fill(r->s, &r->io, &data, RM_DATA_TRAIN, RM_SAMPLE_RANDOM, 5, k);
-}
-
-/* Steps [from, to) with AdamW (weight decay 0.1), fused or not. */
-static int train(run *r, uint64_t from, uint64_t to) {
-    const int fused = r->s->opt.fuse_optimizer;
-    for (uint64_t k = from; k < to; k++) {
-        float loss;
-        rm_status st = fill(r, k);
-        if (st == RM_OK && fused) st = rm_optim_set_lr(r->o, 1e-2f);
-        if (st == RM_OK) st = rm_step(r->s, k, &loss);
-        if (st == RM_OK && !fused) st = rm_optim_step(r->o, 1e-2f, NULL);
-        if (st != RM_OK) {
-            fprintf(stderr, "step %llu: %s\n", (unsigned long long)k, rm_session_errmsg(r->s));
-            return 0;
-        }
-    }
-    return 1;
-}
-
-static int same_params(const run *a, const run *b) {
-    int same = rm_param_count(a->g) == rm_param_count(b->g);
-    for (int i = 0; same && i < rm_param_count(a->g); i++) {
-        rm_val v = rm_param_at(a->g, i);
-        same = memcmp(rm_value_data(a->s, v), rm_value_data(b->s, rm_param_at(b->g, i)),
-                      (size_t)rm_numel(a->g, v) * sizeof(float)) == 0;
-    }
-    return same;
 }
 
 static void test_api(void) {
@@ -152,7 +91,7 @@ static void test_gradients(const char *model, const char *freeze) {
     rm_options o;
     options(&o);
     run a, b;
-    if (!open_run(&a, &full_ri, &o) || !open_run(&b, &frozen_ri, &o)) return;
+    if (!open_run(&a, &full_ri, &o, 0) || !open_run(&b, &frozen_ri, &o, 0)) return;
     float la, lb;
     CHECK(fill(&a, 0) == RM_OK && fill(&b, 0) == RM_OK && rm_step(a.s, 0, &la) == RM_OK &&
               rm_step(b.s, 0, &lb) == RM_OK && la == lb,
@@ -213,10 +152,10 @@ static void test_pruned(void) {
     run full, head, base;
     config(&ri, "llama", NULL, NULL);
     ri.dropout = 0.0f;
-    if (!open_run(&full, &ri, &o)) return;
+    if (!open_run(&full, &ri, &o, 0)) return;
     /* only the head trains: its loss and its linear are all the backward there is */
     snprintf(ri.train_only, sizeof ri.train_only, "lm_head");
-    if (!open_run(&head, &ri, &o)) return;
+    if (!open_run(&head, &ri, &o, 0)) return;
     CHECK(backward_count(&head) == 2, "train-only lm_head: %d backward instructions (2 expected)",
           backward_count(&head));
     int grads = 0;
@@ -225,7 +164,7 @@ static void test_pruned(void) {
     /* a frozen lm_head: dx still flows, no dW, and its input is not kept for it */
     ri.train_only[0] = '\0';
     snprintf(ri.freeze, sizeof ri.freeze, "lm_head,model.embed_tokens");
-    if (!open_run(&base, &ri, &o)) return;
+    if (!open_run(&base, &ri, &o, 0)) return;
     const rm_program *p = &base.s->train;
     int checked = 0;
     for (int i = 0; i < p->n_instrs; i++) {
@@ -265,14 +204,14 @@ static void test_strategies(void) {
     rm_options o;
     options(&o);
     run ref;
-    if (!open_run(&ref, &ri, &o) || !train(&ref, 0, 3)) return;
+    if (!open_run(&ref, &ri, &o, 0) || !train(&ref, 0, 3)) return;
     const char *strategies[] = {"blocks", "sqrt", "selective", "segments:2", "revolve:2"};
     for (int i = 0; i < 6; i++) {
         options(&o);
         if (i < 5) o.checkpoint = strategies[i];
         else o.budget_fraction = 0.75;
         run r;
-        CHECK(open_run(&r, &ri, &o) && train(&r, 0, 3) && same_params(&r, &ref), "frozen llama: %s differs from none",
+        CHECK(open_run(&r, &ri, &o, 0) && train(&r, 0, 3) && same_params(&r, &ref), "frozen llama: %s differs from none",
               i < 5 ? strategies[i] : "a 75% budget");
         close_run(&r);
     }
@@ -290,7 +229,7 @@ static void test_strategies(void) {
     rm_limit_info l;
     o.limit_bytes = (int64_t)(mib * 1048576.0) + 1;
     run r;
-    CHECK(mib > 0 && open_run(&r, &ri, &o) && train(&r, 0, 3) && same_params(&r, &ref),
+    CHECK(mib > 0 && open_run(&r, &ri, &o, 0) && train(&r, 0, 3) && same_params(&r, &ref),
           "frozen llama at its least limit (%.2f MiB) differs", mib);
     rm_limit(r.s, &l);
     CHECK(l.grad_bytes == r.g->train_floats * 4 && l.optimizer_bytes == 2 * l.grad_bytes, "limit counts grads %zu, "
@@ -299,7 +238,7 @@ static void test_strategies(void) {
     options(&o);
     o.fuse_optimizer = 1;
     o.checkpoint = "sqrt";
-    CHECK(open_run(&r, &ri, &o) && train(&r, 0, 3) && same_params(&r, &ref), "frozen llama: fused differs");
+    CHECK(open_run(&r, &ri, &o, 0) && train(&r, 0, 3) && same_params(&r, &ref), "frozen llama: fused differs");
     close_run(&r);
     /* 2 micro-batches of 2 rows: the gradients of the trainable parameters
      * as the unfrozen model's, bit for bit */
@@ -310,13 +249,13 @@ static void test_strategies(void) {
     options(&o);
     o.accumulate = 1;
     run fa, fb;
-    if (open_run(&fa, &half, &o) && open_run(&fb, &half_full, &o)) {
+    if (open_run(&fa, &half, &o, 0) && open_run(&fb, &half_full, &o, 0)) {
         float l1, l2;
         int same = 1;
         for (int j = 0; j < 2; j++) {
             rm_micro m = {2 * j, 0.5f, j};
-            same &= rm_data_fill_rows(fa.s, &fa.io, &data, RM_DATA_TRAIN, RM_SAMPLE_RANDOM, 5, 0, 4, 2 * j) == RM_OK &&
-                    rm_data_fill_rows(fb.s, &fb.io, &data, RM_DATA_TRAIN, RM_SAMPLE_RANDOM, 5, 0, 4, 2 * j) == RM_OK &&
+            same &= rm_data_fill_rows(fa.s, &fa.io, &runs_data, RM_DATA_TRAIN, RM_SAMPLE_RANDOM, 5, 0, 4, 2 * j) == RM_OK &&
+                    rm_data_fill_rows(fb.s, &fb.io, &runs_data, RM_DATA_TRAIN, RM_SAMPLE_RANDOM, 5, 0, 4, 2 * j) == RM_OK &&
                     rm_step_micro(fa.s, 0, &m, &l1) == RM_OK && rm_step_micro(fb.s, 0, &m, &l2) == RM_OK;
         }
         for (int i = 0; same && i < rm_param_count(fa.g); i++) {
@@ -340,7 +279,7 @@ static void test_state_file(void) {
     rm_options o;
     options(&o);
     run a, b, c;
-    if (!open_run(&a, &ri, &o) || !open_run(&b, &ri, &o) || !train(&a, 0, 4) || !train(&b, 0, 2)) return;
+    if (!open_run(&a, &ri, &o, 0) || !open_run(&b, &ri, &o, 0) || !train(&a, 0, 4) || !train(&b, 0, 2)) return;
     char path[256], err[512];
     snprintf(path, sizeof path, "%s/frozen.safetensors", tmpdir);
     CHECK(rm_save_run(b.s, b.o, path, &ri, 0, NULL, NULL, err, sizeof err) == RM_OK, "save: %s", err);
@@ -359,7 +298,7 @@ static void test_state_file(void) {
     }
     CHECK(moments > 0 && frozen_moments == 0, "%d moments, %d of frozen parameters", moments, frozen_moments);
     back.step = 2;
-    if (open_run(&c, &back, &o)) {
+    if (open_run(&c, &back, &o, 0)) {
         CHECK(rm_file_restore(f, c.s, c.o, err, sizeof err) == RM_OK, "restore: %s", err);
         CHECK(train(&c, 2, 4) && same_params(&a, &c), "resumed frozen run differs");
         float *ma, *mc;
@@ -378,8 +317,8 @@ int main(void) {
     if (check_tmpdir(tmpdir, sizeof tmpdir, "freeze")) return 1;
     static unsigned char text[6000];
     for (size_t i = 0; i < sizeof text; i++) text[i] = (unsigned char)("frozen weights, trained adapters. "[i % 34]);
-    if (rm_data_from_bytes(&data, "text", text, sizeof text, err, sizeof err) != RM_OK ||
-        rm_data_split(&data, 0.1, 8, 16, err, sizeof err) != RM_OK) {
+    if (rm_data_from_bytes(&runs_data, "text", text, sizeof text, err, sizeof err) != RM_OK ||
+        rm_data_split(&runs_data, 0.1, 8, 16, err, sizeof err) != RM_OK) {
         fprintf(stderr, "%s\n", err);
         return 1;
     }
@@ -390,7 +329,7 @@ int main(void) {
     test_pruned();
     test_strategies();
     test_state_file();
-    rm_data_free(&data);
+    rm_data_free(&runs_data);
     check_rmdir(tmpdir);
     return check_done("test_freeze");
 }

@@ -81,7 +81,7 @@ static int make_run(run *r, int mlp, rm_optim_kind kind, const char *strategy) {
         c.widths[1] = 20, c.dropout = 0.1f, c.batchnorm = 1;
         rm_mlp_build(r->g, &c, &r->io);
     } else {
-        rm_gpt_config c = {2, 16, 2, 8, 16, 3, 0.1f, 0};
+        rm_gpt_config c = {.layers = 2, .dim = 16, .heads = 2, .context = 8, .vocab = 16, .batch = 3, .dropout = 0.1f};
         rm_gpt_build(r->g, &c, &r->io);
     }
     rm_options o;

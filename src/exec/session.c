@@ -6,8 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Parameters start from N(0, std) drawn from Philox keyed by (seed, param
- * index): a pure function of the seed, independent of thread count. */
+/* Parameters start from N(0, std) or U(-std, std) drawn from Philox keyed
+ * by (seed, param index): a pure function of the seed, independent of
+ * thread count. */
 static void init_params(rm_session *s) {
     const rm_graph *g = s->g;
     memset(s->params, 0, g->param_floats * sizeof(float));
@@ -22,6 +23,9 @@ static void init_params(rm_session *s) {
             case RM_INIT_ONES: w[e] = 1.0f; break;
             case RM_INIT_NORMAL:
                 w[e] = v->init_std * rm_philox_normal(s->opt.seed, 0x70617261u, (uint32_t)i, (uint64_t)e);
+                break;
+            case RM_INIT_UNIFORM:
+                w[e] = v->init_std * (2.0f * rm_philox_uniform(s->opt.seed, 0x70617261u, (uint32_t)i, (uint64_t)e) - 1.0f);
                 break;
             }
         }

@@ -52,6 +52,10 @@ int rm_param_frozen(const rm_graph *g, rm_val v) {
     return (g && v >= 0 && v < g->n_vals && g->vals[v].kind == RM_VALUE_PARAM) ? g->vals[v].frozen : 0;
 }
 
+int rm_param_adapter(const rm_graph *g, rm_val v) {
+    return (g && v >= 0 && v < g->n_vals && g->vals[v].kind == RM_VALUE_PARAM) ? g->vals[v].adapter : 0;
+}
+
 rm_val rm_param_by_name(const rm_graph *g, const char *name) {
     if (!g || !name) return -1;
     for (int i = 0; i < g->n_params; i++)

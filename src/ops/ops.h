@@ -82,7 +82,17 @@ rm_status rm_check_ids(const int32_t *ids, int64_t n, int64_t V, const char *wha
 extern const rm_op_def rm_op_embedding, rm_op_linear, rm_op_add, rm_op_layernorm, rm_op_gelu,
     rm_op_relu, rm_op_dropout, rm_op_attention, rm_op_softmax_ce, rm_op_batchnorm, rm_op_custom;
 extern const rm_op_def rm_op_rmsnorm, rm_op_mul, rm_op_silu, rm_op_rope, rm_op_xattention, rm_op_concat;
-extern const rm_op_def rm_op_swiglu;
+extern const rm_op_def rm_op_swiglu, rm_op_lora;
+
+/* ops/dropout.c: y = v * mask / (1 - p) (acc: y +=), v and y shaped as
+ * input 0 of c's node, the mask keyed by (seed, node, step, the element's
+ * place in the global batch): forward and backward of any op that drops
+ * its input with probability p. With !c->train or p == 0: y = v. */
+void rm_dropout_apply(const rm_kernel_ctx *c, float p, const float *v, float *y, int acc);
+
+/* ops/lora.c: a LoRA node's rank r (iarg[0]), alpha (farg[0]) and dropout
+ * (farg[1]); its adapter's output is scaled by alpha / r. */
+static inline float rm_lora_scale(const rm_node *n) { return n->farg[0] / (float)n->iarg[0]; }
 
 /* Records a node of op `d` (see rm_node_new). */
 static inline int rm_op_node(rm_graph *g, const rm_op_def *d, const int *in, int n_in) {

@@ -135,6 +135,23 @@ static rm_status find_like(rm_session *s, const rm_st_file *f, const char *fname
     return RM_OK;
 }
 
+/* The first LoRA adapter tensor of f (PEFT's names: "...lora_A.weight",
+ * "...lora_B.weight") that is no parameter of g, or NULL: loading the base
+ * weights alone would silently drop what the adapters learnt. */
+static const char *foreign_adapter(const rm_graph *g, const rm_st_file *f) {
+    for (int t = 0; t < rm_st_count(f); t++) {
+        const char *name = rm_st_at(f, t)->name;
+        size_t n = strlen(name);
+        if (strncmp(name, "optimizer.", 10) == 0 || n < 14 ||
+            (strcmp(name + n - 14, ".lora_A.weight") != 0 && strcmp(name + n - 14, ".lora_B.weight") != 0))
+            continue;
+        int known = 0;
+        for (int i = 0; i < g->n_params && !known; i++) known = strcmp(g->vals[g->params[i]].name, name) == 0;
+        if (!known) return name;
+    }
+    return NULL;
+}
+
 rm_status rm_load_from(rm_session *s, rm_optim *o, const rm_st_file *f, const char *fname,
                        int flags, char *err, size_t errlen) {
     const int need_state = flags & RM_LOAD_STATE;
@@ -169,8 +186,17 @@ rm_status rm_load_from(rm_session *s, rm_optim *o, const rm_st_file *f, const ch
     const rm_st_tensor **src = calloc((size_t)g->n_params * 3 + 1, sizeof *src);
     if (!src) return param_fail(s, RM_ERR_NOMEM, err, errlen, "cannot load '%s': out of memory", fname);
     char nm[MOMENT_NAME_LEN];
+    const char *foreign = foreign_adapter(g, f);
+    if (foreign) {
+        free(src);
+        return param_fail(s, RM_ERR_FORMAT, err, errlen, "'%s' holds the LoRA adapter '%s', which this model "
+                          "lacks: build it with the same LoRA rank and targets, or merge the adapters into the "
+                          "weights first (remat export --merge-lora, rm_save_merged)", fname, foreign);
+    }
     for (int i = 0; i < g->n_params && st == RM_OK; i++) {
         const rm_value *p = &g->vals[g->params[i]];
+        /* weights only: adapters a base model's file lacks keep their initial values */
+        if (!need_state && p->adapter && !rm_st_find(f, p->name)) continue;
         st = find_like(s, f, fname, p->name, p, g->param_floats, &src[i], err, errlen);
         for (int w = 0; m && need_state && p->trainable && w < 2 && st == RM_OK; w++) {
             moment_name(nm, w, p->name);
