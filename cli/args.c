@@ -246,8 +246,14 @@ static int *boolean_flag(cli_args *a, const char *f) {
                                               : NULL;
 }
 
-/* LoRA's flags: the others need --lora; export's belong to export. */
-static int check_lora_flags(const cli_args *a) {
+/* Fine-tuning's flags: not for sample (the model comes from --load); the
+ * LoRA flags need --lora; export's belong to export. */
+static int check_finetune_flags(const cli_args *a) {
+    if (strcmp(a->command, "sample") == 0 && (a->freeze || a->train_only || a->lora_rank)) {
+        cli_fail(2, "%s applies to remat train, plan and bench; sample takes the model from --load",
+                 a->freeze ? "--freeze" : a->train_only ? "--train-only" : "--lora");
+        return 0;
+    }
     static const char *const lora[] = {"--lora-alpha", "--lora-dropout", "--lora-targets", "--save-adapters"};
     for (size_t i = 0; i < sizeof lora / sizeof *lora; i++)
         if (cli_given(a, lora[i]) && !a->lora_rank && !cli_given(a, "--resume")) {
@@ -278,12 +284,7 @@ static int check_command_flags(const cli_args *a) {
                      strcmp(a->command, "plan") == 0 ? ": plan a budget with --memory-budget BYTES" : "");
             return 0;
         }
-    if (strcmp(a->command, "sample") == 0 && (a->freeze || a->train_only || a->lora_rank)) {
-        cli_fail(2, "%s applies to remat train, plan and bench; sample takes the model from --load",
-                 a->freeze ? "--freeze" : a->train_only ? "--train-only" : "--lora");
-        return 0;
-    }
-    return check_lora_flags(a);
+    return 1;
 }
 
 /* Flags that belong to one model are usage errors with another. */
@@ -296,7 +297,7 @@ static int check_model_flags(cli_args *a) {
     if (cli_given(a, "--ffn-dim") && strcmp(a->model, "llama") != 0)
         return cli_fail(2, "--ffn-dim is for --model llama (gpt and uvit use 4 x --dim)"), 0;
     if (encdec && !cli_given(a, "--vocab")) a->vocab = RM_ENCDEC_VOCAB;
-    return check_command_flags(a);
+    return check_command_flags(a) && check_finetune_flags(a);
 }
 
 int cli_args_parse(cli_args *a, int argc, char **argv, int first) {

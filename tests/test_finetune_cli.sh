@@ -3,7 +3,11 @@
 # "Fine-tuning"). --freeze and --train-only: the report counts the smaller
 # state and backward, the frozen weights stay as --init gave them, a run
 # resumes bit for bit with what it froze (and refuses another --freeze),
-# and misuse is a usage error (exit 2) naming what is wrong.
+# and misuse is a usage error (exit 2) naming what is wrong. --lora: the
+# base stays as --init gave it, strategies and a budget give the same
+# bytes with dropout on, a run resumes bit for bit, --save-adapters and
+# remat export write the PEFT folder and the merged model (whose
+# validation loss is the LoRA model's), and misuse is named.
 BUILD=${BUILD:-build}
 R=$BUILD/remat
 . "$(dirname "$0")/lib.sh"
@@ -64,6 +68,57 @@ check '[ $rc -eq 2 ] && grep -q "applies to remat train" "$T/e"' "sample --freez
 check '[ $rc -eq 2 ]' "--freeze '': exit $rc"
 # plan sees the pruned backward too
 "$R" plan $LLAMA --freeze "$F" --memory-budget 80% >"$T/plan.txt" 2>&1 || bad "plan --freeze exited $?: $(cat "$T/plan.txt")"
+
+# ---- LoRA ----
+L="$LLAMA --init $T/base.st --lora 4 --lora-alpha 8 --lora-dropout 0.1"
+for c in none sqrt selective; do
+    "$R" train $L --steps 3 --checkpoint $c --save "$T/lora_$c.st" >/dev/null || bad "--lora --checkpoint $c exited $?"
+done
+"$R" train $L --steps 3 --memory-budget 60% --save "$T/lora_budget.st" >/dev/null || bad "--lora --memory-budget exited $?"
+for c in sqrt selective budget; do
+    check '[ "$(sha "$T/lora_$c.st")" = "$(sha "$T/lora_none.st")" ]' "--lora: $c differs from none: $($CMP "$T/lora_$c.st" "$T/lora_none.st")"
+done
+for n in model.embed_tokens.weight model.layers.1.self_attn.q_proj.weight lm_head.weight model.norm.weight; do
+    check '[ "$(tensor "$T/lora_none.st" $n)" = "$(tensor "$T/base.st" $n)" ]' "--lora: the base's $n changed"
+done
+check '"$R" inspect "$T/lora_none.st" | grep -q "lora_targets = all"' "--lora: no lora_targets in the metadata"
+# resume: 2 + 2 steps == 4 steps, the adapters and their moments from the file
+"$R" train $L --steps 4 --save "$T/lr.st" --save-every 2 --save-adapters "$T/ad" --report "$T/lr.json" >/dev/null \
+    || bad "--lora run to resume exited $?"
+"$R" train --resume "$T/lr.step000002.st" --steps 4 --threads 2 --quiet --save "$T/lr2.st" || bad "--lora resume exited $?"
+check '[ "$(sha "$T/lr2.st")" = "$(sha "$T/lr.st")" ]' "--lora resumed at step 2 differs: $($CMP "$T/lr2.st" "$T/lr.st")"
+"$R" train --resume "$T/lr.step000002.st" --steps 4 --lora 8 --quiet >/dev/null 2>"$T/e"; rc=$?
+check '[ $rc -eq 2 ] && grep -q "with --lora 4" "$T/e"' "resume with another --lora: exit $rc, $(cat "$T/e")"
+# the PEFT folder, and the same from remat export
+check '[ -s "$T/ad/adapter_model.safetensors" ] && grep -q "\"peft_type\":.*\"LORA\"" "$T/ad/adapter_config.json"' \
+    "--save-adapters: no PEFT folder"
+check '[ "$(tensor "$T/ad/adapter_model.safetensors" base_model.model.model.layers.1.mlp.down_proj.lora_B.weight)" = "$(tensor "$T/lr.st" model.layers.1.mlp.down_proj.lora_B.weight)" ]' \
+    "--save-adapters: down_proj's lora_B differs from the run's"
+"$R" export --load "$T/lr.st" --adapters "$T/ad2" --base-model my/base >/dev/null || bad "export --adapters exited $?"
+check 'cmp -s "$T/ad/adapter_model.safetensors" "$T/ad2/adapter_model.safetensors" && grep -q "my/base" "$T/ad2/adapter_config.json"' \
+    "export --adapters differs from --save-adapters"
+# merged: a plain llama (no adapters, no LoRA keys) with the LoRA model's validation loss
+"$R" export --load "$T/lr.st" --merge-lora --out "$T/merged.st" >/dev/null || bad "export --merge-lora exited $?"
+check '! "$R" inspect "$T/merged.st" | grep -q "lora"' "the merged file still names LoRA"
+"$R" train $LLAMA --steps 0 --init "$T/merged.st" --report "$T/m.json" >/dev/null || bad "--init merged exited $?"
+check 'awk -v a="$(field "$T/m.json" val_loss)" -v b="$(field "$T/lr.json" val_loss)" "BEGIN { d = a - b; exit !(a > 0 && d < 1e-5 && d > -1e-5) }"' \
+    "merged val loss $(field "$T/m.json" val_loss) vs the LoRA model's $(field "$T/lr.json" val_loss)"
+check '[ -n "$("$R" sample --load "$T/lr.st" --prompt "The " --tokens 4 --threads 1)" ]' "sample of a LoRA file"
+# misuse
+"$R" train $LLAMA --steps 1 --init "$T/lr.st" >/dev/null 2>"$T/e"; rc=$?
+check '[ $rc -eq 1 ] && grep -q "holds the LoRA adapter" "$T/e"' "--init a LoRA file without --lora: exit $rc, $(cat "$T/e")"
+"$R" train $LLAMA --steps 1 --lora-alpha 16 >/dev/null 2>"$T/e"; rc=$?
+check '[ $rc -eq 2 ] && grep -q "needs --lora" "$T/e"' "--lora-alpha without --lora: exit $rc, $(cat "$T/e")"
+"$R" train $LLAMA --steps 1 --lora 4 --lora-targets q_proj,x_proj >/dev/null 2>"$T/e"; rc=$?
+check '[ $rc -eq 2 ] && grep -q "x_proj" "$T/e"' "--lora-targets x_proj: exit $rc, $(cat "$T/e")"
+"$R" train --model mlp --steps 1 --lora 4 >/dev/null 2>"$T/e"; rc=$?
+check '[ $rc -eq 2 ] && grep -q "LoRA applies to" "$T/e"' "--lora on an mlp: exit $rc, $(cat "$T/e")"
+"$R" train $LLAMA --steps 1 --save-adapters "$T/x" >/dev/null 2>"$T/e"; rc=$?
+check '[ $rc -eq 2 ]' "--save-adapters without --lora: exit $rc"
+"$R" export --load "$T/base.st" --merge-lora --out "$T/x.st" >/dev/null 2>"$T/e"; rc=$?
+check '[ $rc -eq 1 ] && grep -q "holds no LoRA adapters" "$T/e"' "export of a file without adapters: exit $rc, $(cat "$T/e")"
+"$R" export --load "$T/lr.st" >/dev/null 2>"$T/e"; rc=$?
+check '[ $rc -eq 2 ]' "export with nothing to write: exit $rc"
 
 echo "test_finetune_cli: $pass passed, $fail failed"
 [ $fail -eq 0 ]

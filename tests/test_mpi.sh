@@ -10,7 +10,7 @@
 #  - P=2 with 2 micro-batches each within 1e-5 of P=1 with 4, and
 #    bit-identical with --shard-optimizer;
 #  - --fuse-optimizer on 2 ranks bit-identical to unfused P=2;
-#  - the same with frozen parameters (--freeze, --train-only);
+#  - the same with frozen parameters (--freeze, --train-only) and LoRA;
 #  - save at P=2 (sharded) and resume at P=1, and the reverse: the same
 #    tensors as the uninterrupted run;
 #  - optimizer bytes per rank halve with --shard-optimizer;
@@ -76,6 +76,7 @@ same mlp-blocks "$MLP $EPS --checkpoint blocks"
 # trainable ones only (the tied embedding frozen)
 same gpt-freeze "$GPT $EPS --checkpoint selective --freeze transformer.wte,transformer.h.0"
 same mlp-freeze "$MLP $EPS --train-only layers.1"
+same gpt-lora "$GPT $EPS --checkpoint sqrt --lora 2 --lora-alpha 4 --lora-dropout 0.1"
 # SGD: the update is lr * g, so a gradient summed but not averaged over the
 # ranks (AdamW barely sees a factor of 2) is 1e-3-sized here
 S="$GPT --optimizer sgd --checkpoint sqrt"

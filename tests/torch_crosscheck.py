@@ -323,7 +323,7 @@ def replay(init, cfg, opt, train, val, dtype):
         nodecay = [p for p in params if p.dim() != 2]
         o = torch.optim.AdamW([{"params": decay, "weight_decay": opt["weight_decay"]},
                                {"params": nodecay, "weight_decay": 0.0}],
-                              lr=opt["lr"], betas=(0.9, 0.95), eps=1e-8)
+                              lr=opt["lr"], betas=(0.9, 0.95), eps=opt.get("eps", 1e-8))
     loss, norms = None, []
     for k in range(opt["steps"]):
         batch = batchf(train, k, cfg, dtype)
@@ -353,6 +353,8 @@ def remat_args(cfg, opt):
           "--warmup", "0"]
     if opt["optimizer"] == "adamw":
         a += ["--weight-decay", repr(opt["weight_decay"])]
+        if "eps" in opt:
+            a += ["--adam-eps", repr(opt["eps"])]
     if opt.get("freeze"):
         a += ["--freeze", opt["freeze"]]
     return a
