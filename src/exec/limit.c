@@ -28,7 +28,8 @@ static size_t fixed_bytes(rm_session *s) {
     l->limit_bytes = (size_t)s->opt.limit_bytes;
     l->param_bytes = g->param_floats * sizeof(float);
     /* gradients and moments: trainable parameters only (frozen ones have none) */
-    const size_t train_bytes = g->train_floats * sizeof(float), state_bytes = (g->state_end - g->train_floats) * sizeof(float);
+    const size_t train_bytes = g->train_floats * sizeof(float);
+    const size_t state_bytes = (g->state_end - g->train_floats) * sizeof(float);
     /* fused: in the arena; accumulating micro-batches: a second buffer */
     l->grad_bytes = s->opt.fuse_optimizer ? 0 : train_bytes * (s->opt.accumulate ? 2 : 1);
     /* AdamW's two moments; a profiling step (planned schedules) copies the

@@ -24,9 +24,11 @@ static void init_params(rm_session *s) {
             case RM_INIT_NORMAL:
                 w[e] = v->init_std * rm_philox_normal(s->opt.seed, 0x70617261u, (uint32_t)i, (uint64_t)e);
                 break;
-            case RM_INIT_UNIFORM:
-                w[e] = v->init_std * (2.0f * rm_philox_uniform(s->opt.seed, 0x70617261u, (uint32_t)i, (uint64_t)e) - 1.0f);
+            case RM_INIT_UNIFORM: {
+                const float u = rm_philox_uniform(s->opt.seed, 0x70617261u, (uint32_t)i, (uint64_t)e);
+                w[e] = v->init_std * (2.0f * u - 1.0f);
                 break;
+            }
             }
         }
     }

@@ -39,7 +39,8 @@ rm_status rm_param_freeze(rm_graph *g, rm_val v) {
     rm_value *p = &g->vals[v];
     if (p->kind != RM_VALUE_PARAM || (!p->trainable && !p->frozen))
         return rm_graph_fail(g, RM_ERR_ARG, "rm_param_freeze: '%s' is not a trainable parameter (%s)", p->name,
-                             p->kind == RM_VALUE_PARAM ? "it is state, never trained" : "only parameters can be frozen");
+                             p->kind == RM_VALUE_PARAM ? "it is state, never trained"
+                                                       : "only parameters can be frozen");
     if (g->laid_out)
         return rm_graph_fail(g, RM_ERR_STATE, "rm_param_freeze: '%s': the graph was compiled already; freeze "
                              "parameters before the first rm_compile", p->name);

@@ -22,7 +22,8 @@ rm_status rm_model_lora_finish(rm_graph *g, const rm_lora_config *lora, const ch
     for (const char *p = lora->targets; *p;) {
         const char *end = strchr(p, ',');
         int k = end ? (int)(end - p) : (int)strlen(p), found = 0;
-        for (int i = 0; i < n_modules; i++) found |= (int)strlen(modules[i]) == k && strncmp(p, modules[i], (size_t)k) == 0;
+        for (int i = 0; i < n_modules; i++)
+            found |= (int)strlen(modules[i]) == k && strncmp(p, modules[i], (size_t)k) == 0;
         if (!found)
             return rm_graph_fail(g, RM_ERR_ARG, "%s: LoRA target '%.*s' is not one of its linear layers (%s)", model,
                                  k, p, known);
