@@ -164,6 +164,24 @@ static int set_value(cli_args *a, const char *flag, const char *v) {
     else if (IS("--enc-layers")) ok = parse_int(flag, v, 1, 4096, &a->enc_layers);
     else if (IS("--dec-layers")) ok = parse_int(flag, v, 1, 4096, &a->dec_layers);
     else if (IS("--source")) a->source = v;
+    else if (IS("--freeze") || IS("--train-only")) {
+        if (!*v || strlen(v) >= sizeof ((rm_run_info *)0)->freeze)
+            ok = (cli_fail(2, "%s expects comma-separated globs on parameter names (e.g. 'model.embed_tokens,"
+                           "model.layers.0'), at most 255 characters; got '%.40s'", flag, v), 0);
+        if (IS("--freeze")) a->freeze = v;
+        else a->train_only = v;
+    } else if (IS("--lora")) ok = parse_int(flag, v, 1, 1 << 16, &a->lora_rank);
+    else if (IS("--lora-alpha")) ok = parse_float(flag, v, -1e6f, 1e6f, &a->lora_alpha);
+    else if (IS("--lora-dropout")) ok = parse_float(flag, v, 0.0f, 0.95f, &a->lora_dropout);
+    else if (IS("--lora-targets")) {
+        if (!*v || strlen(v) >= sizeof ((rm_lora_config *)0)->targets)
+            ok = (cli_fail(2, "--lora-targets expects comma-separated module names such as q_proj,v_proj, at most "
+                           "159 characters; got '%.40s'", v), 0);
+        a->lora_targets = v;
+    } else if (IS("--save-adapters")) a->save_adapters = v;
+    else if (IS("--out")) a->out = v;
+    else if (IS("--adapters")) a->adapters = v;
+    else if (IS("--base-model")) a->base_model = v;
     else if (IS("--dim")) ok = parse_int(flag, v, 1, 1 << 16, &a->dim);
     else if (IS("--heads")) ok = parse_int(flag, v, 1, 1 << 12, &a->heads);
     else if (IS("--context")) ok = parse_int(flag, v, 1, 1 << 16, &a->context);
@@ -228,6 +246,7 @@ static int *boolean_flag(cli_args *a, const char *f) {
            : !strcmp(f, "--fuse-optimizer")   ? &a->fuse_optimizer
            : !strcmp(f, "--print-plan")       ? &a->print_plan
            : !strcmp(f, "--batchnorm")        ? &a->batchnorm
+           : !strcmp(f, "--merge-lora")       ? &a->merge_lora
                                               : NULL;
 }
 
@@ -239,7 +258,7 @@ static int *boolean_flag(cli_args *a, const char *f) {
  * the training settings that have no bearing on a plan (a model's plan is
  * the same whatever --lr or --steps), so that a training command line can
  * be planned as it is. */
-enum { U_TRAIN = 1, U_PLAN = 2, U_SAMPLE = 4, U_BENCH = 8, U_ALL = 15 };
+enum { U_TRAIN = 1, U_PLAN = 2, U_SAMPLE = 4, U_BENCH = 8, U_EXPORT = 16, U_ALL = 31 };
 enum { MODEL = 1, SETTING = 2 }; /* MODEL: sample takes it from its file; SETTING: plan warns */
 static const struct flag_use {
     const char *name;
@@ -263,12 +282,24 @@ static const struct flag_use {
     {"--memory-limit", U_TRAIN | U_BENCH, 0}, {"--init", U_TRAIN | U_BENCH, 0}, {"--save", U_TRAIN, 0},
     {"--resume", U_TRAIN, 0}, {"--save-every", U_TRAIN, 0}, {"--keep", U_TRAIN, 0}, {"--report", U_TRAIN, 0},
     {"--micro-batches", U_TRAIN | U_BENCH, 0}, {"--trace", U_TRAIN, 0}, {"--trace-step", U_TRAIN, 0},
-    {"--load", U_SAMPLE, 0}, {"--prompt", U_SAMPLE, 0}, {"--tokens", U_SAMPLE, 0}, {"--top-k", U_SAMPLE, 0},
+    {"--load", U_SAMPLE | U_EXPORT, 0}, {"--prompt", U_SAMPLE, 0}, {"--tokens", U_SAMPLE, 0}, {"--top-k", U_SAMPLE, 0},
     {"--temperature", U_SAMPLE, 0}, {"--source", U_SAMPLE, 0},
     {"--quiet", U_TRAIN | U_BENCH, SETTING}, {"--verify-recompute", U_TRAIN | U_BENCH, SETTING},
     {"--shard-optimizer", U_TRAIN | U_BENCH, SETTING}, {"--no-overlap", U_TRAIN | U_BENCH, SETTING},
     {"--fuse-optimizer", U_TRAIN | U_BENCH, 0}, {"--print-plan", U_TRAIN | U_PLAN, SETTING},
+    /* fine-tuning: which parameters train is the model's (plan counts it; sample reads it from its file) */
+    {"--freeze", U_TRAIN | U_PLAN | U_BENCH, MODEL}, {"--train-only", U_TRAIN | U_PLAN | U_BENCH, MODEL},
+    {"--lora", U_TRAIN | U_PLAN | U_BENCH, MODEL}, {"--lora-alpha", U_TRAIN | U_PLAN | U_BENCH, MODEL},
+    {"--lora-dropout", U_TRAIN | U_PLAN | U_BENCH, MODEL}, {"--lora-targets", U_TRAIN | U_PLAN | U_BENCH, MODEL},
+    {"--save-adapters", U_TRAIN, 0},
+    {"--out", U_EXPORT, 0}, {"--adapters", U_EXPORT, 0}, {"--base-model", U_EXPORT, 0}, {"--merge-lora", U_EXPORT, 0},
 };
+
+/* The command's bit in flag_uses. */
+static int command_bit(const char *command) {
+    return !strcmp(command, "plan") ? U_PLAN : !strcmp(command, "sample") ? U_SAMPLE : !strcmp(command, "bench") ? U_BENCH
+           : !strcmp(command, "export") ? U_EXPORT : U_TRAIN;
+}
 
 static const struct flag_use *flag_use(const char *flag) {
     for (size_t i = 0; i < sizeof flag_uses / sizeof *flag_uses; i++)
@@ -278,9 +309,7 @@ static const struct flag_use *flag_use(const char *flag) {
 
 int cli_flag_applies(const char *flag, const char *command) {
     const struct flag_use *u = flag_use(flag);
-    const int me = !strcmp(command, "plan") ? U_PLAN : !strcmp(command, "sample") ? U_SAMPLE
-                   : !strcmp(command, "bench") ? U_BENCH : U_TRAIN;
-    return u && (u->users & me);
+    return u && (u->users & command_bit(command));
 }
 
 /* The flags that take a value: the table's, less the boolean ones. */
@@ -289,28 +318,43 @@ static int known_flag(const char *flag) {
     return flag_use(flag) && !boolean_flag(&scratch, flag);
 }
 
+/* The LoRA flags need --lora (which command uses each: flag_uses). */
+static int check_finetune_flags(const cli_args *a) {
+    static const char *const lora[] = {"--lora-alpha", "--lora-dropout", "--lora-targets", "--save-adapters"};
+    for (size_t i = 0; i < sizeof lora / sizeof *lora; i++)
+        if (cli_given(a, lora[i]) && !a->lora_rank && !cli_given(a, "--resume")) {
+            cli_fail(2, "%s needs --lora R (the adapters' rank)", lora[i]);
+            return 0;
+        }
+    return 1;
+}
+
 /* Every given flag against the command's use of it (flag_uses). */
 static int check_command_flags(const cli_args *a) {
-    const int me = !strcmp(a->command, "plan") ? U_PLAN : !strcmp(a->command, "sample") ? U_SAMPLE
-                   : !strcmp(a->command, "bench") ? U_BENCH : U_TRAIN;
+    const int me = command_bit(a->command);
+    static const char *const names[] = {"train", "plan", "sample", "bench", "export"};
     for (int i = 0; i < a->n_given; i++) {
         const struct flag_use *u = flag_use(a->given[i]);
         if (!u || (u->users & me)) continue;
         const char *f = u->name;
-        if (me == U_SAMPLE && u->kind == MODEL)
-            return cli_fail(2, "%s does not apply to remat sample: the model comes from the --load file (drop %s)", f,
-                            f), 0;
         if ((me == U_PLAN && u->kind == SETTING) || (me == U_SAMPLE && !strcmp(f, "--quiet")) ||
             (me == U_BENCH && !strcmp(f, "--print-plan"))) {
             fprintf(stderr, "remat: warning: %s does not apply to remat %s; ignored\n", f, a->command);
             continue;
         }
-        if (u->users == U_SAMPLE)
-            return cli_fail(2, "%s applies to remat sample, not remat %s (see remat %s --help)", f, a->command,
-                            a->command), 0;
-        return cli_fail(2, "%s applies to remat train%s, not remat %s%s", f, u->users & U_BENCH ? " (and bench)" : "",
-                        a->command, me == U_PLAN && !strcmp(f, "--memory-limit") ? ": plan a budget with --memory-budget"
-                                                                                   : ""), 0;
+        char users[64] = "";
+        int n = 0, k = 0, total = 0;
+        for (int c = 0; c < 5; c++) total += (u->users >> c) & 1;
+        for (int c = 0; c < 5; c++)
+            if ((u->users >> c) & 1) {
+                const char *sep = n == 0 ? "" : n == total - 1 ? " and " : ", ";
+                k += snprintf(users + k, sizeof users - (size_t)k, "%s%s", sep, names[c]);
+                n++;
+            }
+        const char *why = me == U_SAMPLE && u->kind == MODEL ? ": the model comes from the --load file"
+                          : me == U_PLAN && !strcmp(f, "--memory-limit") ? ": plan a budget with --memory-budget" : "";
+        return cli_fail(2, "%s applies to remat %s, not remat %s%s (drop it; see remat %s --help)", f, users,
+                        a->command, why, a->command), 0;
     }
     return 1;
 }
@@ -325,7 +369,7 @@ static int check_model_flags(cli_args *a) {
     if (cli_given(a, "--ffn-dim") && strcmp(a->model, "llama") != 0)
         return cli_fail(2, "--ffn-dim is for --model llama (gpt and uvit use 4 x --dim)"), 0;
     if (encdec && !cli_given(a, "--vocab")) a->vocab = RM_ENCDEC_VOCAB;
-    return check_command_flags(a);
+    return check_command_flags(a) && check_finetune_flags(a);
 }
 
 int cli_own_flag(int argc, char **argv, int *i, const char *const *with_value, const char *const *alone,

@@ -69,5 +69,8 @@ int cli_config_items(const cli_args *a, size_t data_tokens, cli_config_item *it,
     put_i(&l, "--micro-batches", a->micro_batches), put_i(&l, "--verify-recompute", a->verify_recompute);
     put_i(&l, "--shard-optimizer", a->shard_optimizer), put_i(&l, "--no-overlap", a->no_overlap);
     put_i(&l, "--fuse-optimizer", a->fuse_optimizer);
+    put_s(&l, "--freeze", a->freeze), put_s(&l, "--train-only", a->train_only), put_i(&l, "--lora", a->lora_rank);
+    put_f(&l, "--lora-alpha", a->lora_alpha), put_f(&l, "--lora-dropout", a->lora_dropout);
+    put_s(&l, "--lora-targets", a->lora_targets), put_s(&l, "--save-adapters", a->save_adapters);
     return l.n;
 }

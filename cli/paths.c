@@ -104,6 +104,35 @@ static int collision(const cli_file *o, const cli_file *x) {
     return o->steps > 0 && is_step_file(o->path, x->path) ? 2 : 0;
 }
 
+/* Folder f can be made or written into. */
+static int check_folder(const cli_file *f) {
+    struct stat st;
+    char err[600];
+    if (!*f->path) return cli_fail(2, "%s needs a folder name, got ''", f->flag);
+    if (stat(f->path, &st) == 0) {
+        if (!S_ISDIR(st.st_mode)) return cli_fail(1, "%s '%s' exists and is not a folder: give a folder", f->flag, f->path);
+        if (access(f->path, W_OK | X_OK) != 0)
+            return cli_fail(1, "%s: the folder '%s' is not writable: %s", f->flag, f->path, strerror(errno));
+        return 0;
+    }
+    char probe[PATH_MAX + 8];
+    snprintf(probe, sizeof probe, "%s", f->path);
+    for (size_t n = strlen(probe); n > 1 && probe[n - 1] == '/'; n--) probe[n - 1] = 0;
+    if (rm_out_check(probe, err, sizeof err) != RM_OK) return cli_fail(1, "%s: %s", f->flag, err); /* its parent */
+    return 0;
+}
+
+void cli_adapter_files(const char *flag, const char *dir, char buf[2][PATH_MAX + 64], cli_file out[3]) {
+    struct stat st;
+    const int there = dir && stat(dir, &st) == 0 && S_ISDIR(st.st_mode);
+    static const char *const names[2] = {"adapter_model.safetensors", "adapter_config.json"};
+    out[0] = (cli_file){flag, dir, CLI_OUT_DIR, NULL, 0};
+    for (int i = 0; i < 2; i++) {
+        if (dir) snprintf(buf[i], PATH_MAX + 64, "%s/%s", dir, names[i]);
+        out[1 + i] = (cli_file){flag, dir ? buf[i] : NULL, there ? CLI_OUT : CLI_OUT_LATER, NULL, 0};
+    }
+}
+
 /* Input f is there and a regular file (read later by rm_read_file, which
  * never blocks either): before the work, so that bench does not run every
  * point into the same refusal. */
@@ -126,7 +155,7 @@ static int check_identity(const cli_file *files, int n) {
         if (!o->path || o->kind == CLI_IN) continue;
         for (int j = 0; j < n; j++) {
             const cli_file *x = &files[j];
-            const int how = j == i || !x->path ? 0 : collision(o, x);
+            const int how = j == i || !x->path || !strcmp(x->flag, o->flag) ? 0 : collision(o, x);
             if (how == 2)
                 return cli_fail(2, "%s '%s' is named like a step file of %s '%s' (--save-every): one would "
                                 "overwrite the other; give another path", x->flag, x->path, o->flag, o->path);
@@ -146,13 +175,16 @@ int cli_check_files(const cli_file *files, int n) {
     for (int i = 0; !rc && i < n; i++)
         if (files[i].path && files[i].kind == CLI_IN) rc = check_readable(&files[i]);
     for (int i = 0; !rc && i < n; i++)
+        if (files[i].path && files[i].kind == CLI_OUT_DIR) rc = check_folder(&files[i]);
+    for (int i = 0; !rc && i < n; i++)
         if (files[i].path && files[i].kind == CLI_OUT) rc = check_writable(&files[i]);
     return rc;
 }
 
 int cli_check_outputs(const cli_args *a) {
     const int every = a->save && a->save_every ? a->steps : 0;
-    const cli_file files[] = {
+    char adapter_paths[2][PATH_MAX + 64];
+    cli_file files[10] = {
         {"--data", a->data, CLI_IN, NULL, 0},
         {"--init", a->init, CLI_IN, NULL, 0},
         {"--resume", a->resume, CLI_IN, NULL, 0},
@@ -163,5 +195,6 @@ int cli_check_outputs(const cli_args *a) {
         /* written on SIGINT/SIGTERM only; not checked writable (a run in a read-only folder still trains) */
         {"the interrupt file", a->save ? NULL : CLI_INTERRUPT_PATH, CLI_OUT_LATER, "--resume", 0},
     };
-    return cli_check_files(files, (int)(sizeof files / sizeof *files));
+    cli_adapter_files("--save-adapters", a->save_adapters, adapter_paths, files + 7);
+    return cli_check_files(files, 10);
 }

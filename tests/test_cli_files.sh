@@ -72,6 +72,30 @@ for args in "--data data.txt --csv data.txt" "--data data.txt --svg sub/../data.
     check 'cmp -s data.txt data.orig && cmp -s init.st init.orig && [ ! -e Z ]' "bench $args wrote a file"
 done
 
+# the fine-tuning outputs (--save-adapters DIR, export --out/--adapters):
+# the same table, checked before the work
+LORA="--model llama --layers 1 --dim 16 --heads 2 --context 8 --batch 2 --threads 1 --quiet --lora 2"
+"$R" train $LORA --steps 1 --save lora.st >/dev/null 2>&1 || bad "training a LoRA model"
+cp lora.st lora.orig
+echo x > afile
+for args in "train $LORA --steps 1 --save-adapters ad --save ad/adapter_model.safetensors" \
+    "train $LORA --steps 1 --save-adapters ad --report ad/adapter_config.json" \
+    "export --load lora.st --merge-lora --out lora.st" "export --load lora.st --merge-lora --out ./lora.st" \
+    "export --load lora.st --adapters ad --merge-lora --out ad/adapter_model.safetensors"; do
+    # shellcheck disable=SC2086
+    run "$R" $args
+    refused 2 "$args"
+    check 'cmp -s lora.st lora.orig && [ ! -e ad ]' "$args wrote a file"
+done
+for args in "train $LORA --steps 1000000 --save-adapters afile" "export --load lora.st --adapters afile" \
+    "export --load lora.st --merge-lora --out fifo" "export --load fifo --merge-lora --out m.st"; do
+    # shellcheck disable=SC2086
+    run "$R" $args
+    refused 1 "$args"
+done
+run "$R" export --load lora.st --lr 1 --merge-lora --out m.st
+refused 2 "export --lr"
+
 # classes 9 and 13: a FIFO, a device, a folder or a name too long as an
 # output is refused before the work, and nothing blocks
 long=$(awk 'BEGIN { for (i = 0; i < 249; i++) printf "a" }')
