@@ -65,6 +65,9 @@ CLI_SRC := $(sort $(wildcard cli/*.c))
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+# The NULL-argument test of the public API is generated from remat.h
+# (tests/null_api.awk), so every function declared there is in it.
+TEST_BIN += $(BUILD)/tests/test_null_api
 # tests/mpi_api.c runs under mpirun (tests/test_mpi.sh), not on its own
 MPI_TEST_BIN := $(if $(filter 1,$(MPI)),$(BUILD)/tests/mpi_api)
 EX_SRC := $(sort $(wildcard examples/*.c))
@@ -134,6 +137,13 @@ $(BUILD)/remat: $(CLI_OBJ) $(BUILD)/libremat.a
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libremat.a $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Isrc -o $@ $< $(BUILD)/libremat.a $(LDLIBS)
+
+$(BUILD)/tests/test_null_api.c: include/remat.h tests/null_api.awk
+	@mkdir -p $(dir $@)
+	$(CC) -E -P -Iinclude include/remat.h | awk -f tests/null_api.awk > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/tests/test_null_api: $(BUILD)/tests/test_null_api.c tests/null_api.h tests/check.h $(BUILD)/libremat.a
+	$(CC) $(CFLAGS) -Itests -o $@ $< $(BUILD)/libremat.a $(LDLIBS)
 
 # The optimality oracle solves Checkmate's integer program with GLPK
 # (libglpk-dev), for the tests only: libremat does not link it.

@@ -260,8 +260,8 @@ rm_status rm_parse_size(const char *s, int64_t *bytes, double *fraction, char *e
 /* Compiles g into a session: autodiff, the plan, the step program, and one
  * allocation each for the arena, parameters (initialised from o->seed),
  * gradients and inputs. Takes ownership of nothing: the graph must outlive
- * the session; the session copies the options (it keeps no pointer of o).
- * On failure the message is rm_graph_errmsg(g), and the graph stays usable:
+ * the session; the session copies the options (it keeps no pointer of o;
+ * NULL: rm_options_default's). On failure the message is rm_graph_errmsg(g), and the graph stays usable:
  * compile it again with other options (e.g. a larger budget). */
 rm_status rm_compile(rm_graph *g, const rm_options *o, rm_session **out);
 void rm_session_free(rm_session *s);
@@ -319,7 +319,8 @@ typedef rm_status (*rm_fill_fn)(void *user, rm_session *s, int j, int64_t row_of
  * ends this rank's micro-batches; every rank then returns the error, with
  * "rank R of P: ...". The same step as P k ranks of one micro-batch each,
  * or as one process with k P micro-batches, up to the order of summation.
- * Compile with rm_options.accumulate for k > 1. */
+ * Compile with rm_options.accumulate for k > 1. fill may be NULL for k = 1
+ * (the inputs as they are). */
 rm_status rm_step_accumulate(rm_session *s, uint64_t step, int k, rm_fill_fn fill, void *user, float *loss);
 /* ---- data parallel (MPI; docs/SCALING.md) ------------------------------------ */
 
@@ -642,7 +643,8 @@ rm_status rm_load_params(rm_session *s, const char *path, char *err, size_t errl
  * rm_load_params refuses a file whose checksum does not hold. */
 /* The optimizer's state: the AdamW moments (its own buffers, laid out as the
  * parameters; NULL for SGD) and the number of updates applied (AdamW's bias
- * correction). Write into m and v, and set t, to restore a saved state. */
+ * correction). Write into m and v, and set t, to restore a saved state.
+ * Each of m, v, t may be NULL (not wanted). */
 rm_status rm_optim_state(rm_optim *o, float **m, float **v, uint64_t *t);
 rm_status rm_optim_set_updates(rm_optim *o, uint64_t t);
 /* A sharded optimizer (rm_session_set_comm_f with RM_DIST_SHARD) holds

@@ -75,7 +75,8 @@ static int64_t store_all(const rm_chain_model *m) {
 }
 
 rm_status rm_plan_chain(const char *chain_json, int64_t budget, char **result_json, char *err, size_t errlen) {
-    if (!result_json || !err || errlen == 0) return RM_ERR_ARG;
+    if (!err || errlen == 0) return RM_ERR_ARG;
+    if (!result_json) return snprintf(err, errlen, "rm_plan_chain: result_json is NULL"), RM_ERR_ARG;
     *result_json = NULL;
     if (!chain_json) return snprintf(err, errlen, "rm_plan_chain: chain_json is NULL"), RM_ERR_ARG;
     if (budget < 0)

@@ -178,6 +178,8 @@ static char *answer(const rm_gmodel *m, const rm_gplan *p, int64_t budget, int64
 }
 
 rm_status rm_plan_graph(const char *graph_json, int64_t budget, char **result_json, char *err, size_t errlen) {
+    if (!err) errlen = 0; /* err may be NULL: snprintf(NULL, 0, ..) writes nothing */
+    if (!result_json) return snprintf(err, errlen, "rm_plan_graph: result_json is NULL"), RM_ERR_ARG;
     *result_json = NULL;
     rm_gmodel m;
     rm_status rc = parse_graph(graph_json ? graph_json : "", &m, err, errlen);

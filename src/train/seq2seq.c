@@ -14,6 +14,7 @@
 
 void rm_seq2seq_row(const unsigned char *src, size_t ns, const unsigned char *tgt, size_t nt, int T,
                     int32_t *source, int32_t *mask, int32_t *tokens, int32_t *targets) {
+    if (!source || !mask || !tokens || !targets || (!src && ns) || (!tgt && nt)) return; /* nothing to write into */
     for (int t = 0; t < T; t++) {
         const int real = (size_t)t < ns;
         source[t] = real ? src[t] : RM_ENCDEC_PAD;
@@ -26,6 +27,11 @@ void rm_seq2seq_row(const unsigned char *src, size_t ns, const unsigned char *tg
 
 void rm_seq2seq_reverse_pair(uint64_t seed, uint64_t k, int r, int T, unsigned char *src, unsigned char *tgt,
                              size_t *n) {
+    if (!src || !tgt || !n) return;
+    if (T < 1) { /* buffers of T bytes hold no letter */
+        *n = 0;
+        return;
+    }
     /* length in [1, T-1], so that the target's EOS fits in the T positions */
     const int max = T > 2 ? T - 1 : 1;
     const size_t len = 1 + (size_t)(rm_philox_uniform(seed, (uint32_t)k, (uint32_t)r, 0) * (float)max) % (size_t)max;
@@ -110,7 +116,8 @@ rm_status rm_seq2seq_batch(const rm_pairs *p, uint64_t seed, uint64_t k, int B, 
 }
 
 rm_status rm_seq2seq_fill(rm_session *s, const rm_model_io *io, const rm_pairs *p, uint64_t seed, uint64_t k) {
-    if (!s || !io) return RM_ERR_ARG;
+    if (!s) return RM_ERR_ARG;
+    if (!io) return rm_session_fail(s, RM_ERR_ARG, "rm_seq2seq_fill: io is NULL");
     int32_t *src = rm_value_data(s, io->source), *mask = rm_value_data(s, io->source_mask);
     int32_t *tok = rm_value_data(s, io->tokens), *tgt = rm_value_data(s, io->targets);
     if (!src || !mask || !tok || !tgt)
