@@ -25,6 +25,7 @@ static struct null_fixture {
     rm_graph *g;        /* a compiled small GPT's graph */
     rm_model_io io;
     rm_session *s;      /* its session */
+    rm_session *dry;    /* a session of the same graph compiled with dry_run */
     rm_optim *opt;      /* AdamW on it */
     rm_file *file;      /* a training-state file of it, opened */
     rm_dataset d;       /* the built-in corpus, split for (2, 8) batches */
@@ -131,6 +132,12 @@ static void null_setup(void) {
         fprintf(stderr, "null_api: fixture: %s\n", rm_graph_errmsg(F.g));
         exit(1);
     }
+    rm_options dry = F.opts;
+    dry.dry_run = 1;
+    if (rm_compile(F.g, &dry, &F.dry) != RM_OK) {
+        fprintf(stderr, "null_api: fixture: %s\n", rm_graph_errmsg(F.g));
+        exit(1);
+    }
     F.ri.layers = F.gc.layers, F.ri.dim = F.gc.dim, F.ri.heads = F.gc.heads;
     F.ri.context = F.gc.context, F.ri.vocab = F.gc.vocab, F.ri.batch = F.gc.batch;
     FILE *p = fopen(F.pairs_path, "w");
@@ -164,6 +171,7 @@ static void null_teardown(void) {
     rm_file_close(F.file);
     rm_optim_free(F.opt);
     rm_session_free(F.s);
+    rm_session_free(F.dry);
     rm_graph_free(F.g);
     rm_data_free(&F.d);
     rm_pairs_free(&F.pairs);

@@ -59,6 +59,14 @@ struct rm_session {
 };
 
 rm_status rm_session_fail(rm_session *s, rm_status st, const char *fmt, ...);
+/* exec/session.c: RM_OK when s can run steps; RM_ERR_STATE, with a message
+ * naming fn, for a session compiled with dry_run (a plan only: no
+ * parameters, inputs or arena). Every call that needs them asks first. */
+rm_status rm_session_runnable(rm_session *s, const char *fn);
+/* The storage of v when it is a (non-constant) input of dtype dt and numel
+ * elements; else NULL with RM_ERR_ARG's message naming fn and what (the
+ * data fillers write there: nothing outside an input of the right size). */
+void *rm_session_input(rm_session *s, rm_val v, rm_dtype dt, int64_t numel, const char *fn, const char *what);
 /* exec/session.c: the inputs an op checks (token ids, targets) in range;
  * fn names the caller in the message. */
 rm_status rm_session_check_inputs(rm_session *s, const char *fn);

@@ -20,9 +20,10 @@
 
 rm_status rm_trace_enable(rm_session *s, uint64_t step) {
     if (!s) return RM_ERR_ARG;
-    if (s->opt.dry_run || !s->train.n_instrs)
-        return rm_session_fail(s, RM_ERR_STATE, "rm_trace_enable: the session runs no training step (dry run or "
-                               "forward-only)");
+    rm_status rc = rm_session_runnable(s, "rm_trace_enable");
+    if (rc != RM_OK) return rc;
+    if (!s->train.n_instrs)
+        return rm_session_fail(s, RM_ERR_STATE, "rm_trace_enable: the session runs no training step (forward-only)");
     struct rm_trace *t = s->trace;
     if (!t) {
         t = calloc(1, sizeof *t);

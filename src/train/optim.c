@@ -82,6 +82,7 @@ rm_status rm_optim_new(rm_session *s, const rm_optim_config *c, rm_optim **out) 
     if (!out) return s ? rm_session_fail(s, RM_ERR_ARG, "rm_optim_new: out must not be NULL") : RM_ERR_ARG;
     *out = NULL;
     if (!s) return RM_ERR_ARG;
+    if (rm_session_runnable(s, "rm_optim_new") != RM_OK) return RM_ERR_STATE;
     if (!c) c = &s->opt.optim;
     if (config_check(s, c) != RM_OK) return RM_ERR_ARG;
     rm_optim *o = calloc(1, sizeof *o);

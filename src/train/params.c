@@ -40,8 +40,7 @@ static rm_status save(rm_session *s, rm_optim *o, const char *path, int n_meta,
         (o && rm_optim_session(o) != s))
         return param_fail(s, RM_ERR_ARG, err, errlen, "cannot save: bad arguments");
     const rm_graph *g = s->g;
-    if (g->n_params > 0 && !s->params)
-        return param_fail(s, RM_ERR_STATE, err, errlen, "cannot save: session has no parameters");
+    if (rm_session_runnable(s, "cannot save") != RM_OK) return param_fail(s, RM_ERR_STATE, err, errlen, "%s", s->errmsg);
     float *m = NULL, *v = NULL;
     uint64_t updates = 0;
     if (o) rm_optim_state(o, &m, &v, &updates);
@@ -140,8 +139,7 @@ rm_status rm_load_from(rm_session *s, rm_optim *o, const rm_st_file *f, const ch
     if (!s || !s->g || !f || !fname || (o && rm_optim_session(o) != s))
         return param_fail(s, RM_ERR_ARG, err, errlen, "cannot load: bad arguments");
     const rm_graph *g = s->g;
-    if (g->n_params > 0 && !s->params)
-        return param_fail(s, RM_ERR_STATE, err, errlen, "cannot load: session has no parameters");
+    if (rm_session_runnable(s, "cannot load") != RM_OK) return param_fail(s, RM_ERR_STATE, err, errlen, "%s", s->errmsg);
     char e[512];
     int present = rm_st_meta(f, RM_ST_CHECKSUM_KEY) != NULL;
     rm_status st = RM_OK;

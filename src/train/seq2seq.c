@@ -97,7 +97,7 @@ void rm_pairs_free(rm_pairs *p) {
 
 rm_status rm_seq2seq_batch(const rm_pairs *p, uint64_t seed, uint64_t k, int B, int T, int32_t *source,
                            int32_t *mask, int32_t *tokens, int32_t *targets) {
-    if (B < 1 || T < 2 || (p && p->n == 0) || !source || !mask || !tokens || !targets) return RM_ERR_ARG;
+    if (B < 1 || T < 2 || (p && (p->n == 0 || !p->buf || !p->off)) || !source || !mask || !tokens || !targets) return RM_ERR_ARG;
     for (int r = 0; r < B; r++) {
         const size_t at = (size_t)r * (size_t)T;
         if (p) { /* a pair chosen uniformly, keyed by (seed, k, r) */
@@ -117,14 +117,18 @@ rm_status rm_seq2seq_batch(const rm_pairs *p, uint64_t seed, uint64_t k, int B, 
 
 rm_status rm_seq2seq_fill(rm_session *s, const rm_model_io *io, const rm_pairs *p, uint64_t seed, uint64_t k) {
     if (!s) return RM_ERR_ARG;
+    if (rm_session_runnable(s, "rm_seq2seq_fill") != RM_OK) return RM_ERR_STATE;
     if (!io) return rm_session_fail(s, RM_ERR_ARG, "rm_seq2seq_fill: io is NULL");
-    int32_t *src = rm_value_data(s, io->source), *mask = rm_value_data(s, io->source_mask);
-    int32_t *tok = rm_value_data(s, io->tokens), *tgt = rm_value_data(s, io->targets);
-    if (!src || !mask || !tok || !tgt)
-        return rm_session_fail(s, RM_ERR_ARG, "rm_seq2seq_fill: io needs source, source_mask, tokens and targets "
-                               "of a compiled encdec session");
     int64_t sh[RM_MAX_DIMS];
-    if (rm_shape(s->g, io->source, sh) != 2 || sh[1] < 2)
-        return rm_session_fail(s, RM_ERR_ARG, "rm_seq2seq_fill: source must be (B, T) with T >= 2");
+    if (rm_shape(s->g, io->source, sh) != 2 || sh[1] < 2 || sh[0] > INT32_MAX || sh[1] > INT32_MAX)
+        return rm_session_fail(s, RM_ERR_ARG, "rm_seq2seq_fill: io needs source, source_mask, tokens and targets "
+                               "of a compiled encdec session; source must be (B, T) with T >= 2");
+    /* all four (B,T) int32 inputs */
+    const int64_t n = sh[0] * sh[1];
+    int32_t *src = rm_session_input(s, io->source, RM_DTYPE_I32, n, "rm_seq2seq_fill", "source");
+    int32_t *mask = src ? rm_session_input(s, io->source_mask, RM_DTYPE_I32, n, "rm_seq2seq_fill", "source_mask") : NULL;
+    int32_t *tok = mask ? rm_session_input(s, io->tokens, RM_DTYPE_I32, n, "rm_seq2seq_fill", "tokens") : NULL;
+    int32_t *tgt = tok ? rm_session_input(s, io->targets, RM_DTYPE_I32, n, "rm_seq2seq_fill", "targets") : NULL;
+    if (!tgt) return RM_ERR_ARG;
     return rm_seq2seq_batch(p, seed, k, (int)sh[0], (int)sh[1], src, mask, tok, tgt);
 }

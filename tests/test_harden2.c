@@ -1,0 +1,104 @@
+/* test_harden2.c: the library's classes of the second hardening round
+ * (issue 22); the NULL arguments and dry-run sessions of every public
+ * function are in the generated test_null_api (tests/null_api.awk). Each
+ * case that used to crash runs in a child process, so a crash is one named
+ * failure and the rest still run. */
+#include "check.h"
+#include "remat.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* Runs `body` (1 when its checks hold) in a child: a signal or 0 fails `what`. */
+#define SURVIVES(what, body)                                                                            \
+    do {                                                                                                \
+        fflush(NULL);                                                                                   \
+        pid_t pid_ = fork();                                                                            \
+        if (pid_ == 0) _exit(((body) ? 0 : 1));                                                         \
+        int st_ = 0;                                                                                    \
+        waitpid(pid_, &st_, 0);                                                                         \
+        CHECK(WIFEXITED(st_) && WEXITSTATUS(st_) == 0, "%s: %s", what,                                  \
+              WIFSIGNALED(st_) ? "crashed" : "returned the wrong result");                              \
+    } while (0)
+
+static rm_session *gpt_session(rm_graph **g, rm_model_io *io, int dry) {
+    *g = rm_graph_new();
+    rm_gpt_config c = {.layers = 1, .dim = 16, .heads = 2, .context = 8, .vocab = 32, .batch = 2};
+    if (rm_gpt_build(*g, &c, io) != RM_OK) abort();
+    rm_options o;
+    rm_options_default(&o);
+    o.threads = 1;
+    o.dry_run = dry;
+    rm_session *s;
+    if (rm_compile(*g, &o, &s) != RM_OK) abort();
+    return s;
+}
+
+/* Class 8: a dry-run session (a plan only) refuses what needs a runnable
+ * one with RM_ERR_STATE, instead of handing out pointers into nothing. */
+static void dry_run_sessions(void) {
+    rm_graph *g;
+    rm_model_io io;
+    rm_session *s = gpt_session(&g, &io, 1);
+    CHECK(rm_value_data(s, io.tokens) == NULL && strstr(rm_session_errmsg(s), "dry_run"),
+          "rm_value_data of a dry-run session's input: '%s'", rm_session_errmsg(s));
+    rm_optim *o = NULL;
+    CHECK(rm_optim_new(s, NULL, &o) == RM_ERR_STATE && o == NULL, "rm_optim_new on a dry-run session");
+    float loss;
+    CHECK(rm_step(s, 0, &loss) == RM_ERR_STATE, "rm_step on a dry-run session");
+    rm_plan_info p;
+    rm_plan(s, &p);
+    rm_memory_info m;
+    rm_memory(s, &m);
+    CHECK(m.activation_bytes_planned > 0, "a dry-run session still answers rm_memory");
+    rm_session_free(s);
+    rm_graph_free(g);
+}
+
+/* The data fillers write only into inputs of the size they need: an io
+ * whose ids name other values (a parameter, a smaller input) is refused. */
+static void io_of_another_shape(void) {
+    rm_graph *g;
+    rm_model_io io;
+    rm_session *s = gpt_session(&g, &io, 0);
+    rm_dataset d;
+    char err[256];
+    if (rm_data_load_corpus(&d, err, sizeof err) || rm_data_split(&d, 0.1, 2, 8, err, sizeof err)) abort();
+    rm_model_io bad = io;
+    bad.targets = rm_param_at(g, 0); /* the token embedding: f32, not an input */
+    SURVIVES("rm_data_fill with targets a parameter",
+             rm_data_fill(s, &bad, &d, RM_DATA_TRAIN, RM_SAMPLE_RANDOM, 1, 0) == RM_ERR_ARG &&
+                 strstr(rm_session_errmsg(s), "targets"));
+    bad = io;
+    bad.targets = bad.tokens, bad.tokens = -1, bad.features = io.tokens; /* features must be f32 */
+    SURVIVES("rm_data_fill with int32 features",
+             rm_data_fill(s, &bad, &d, RM_DATA_TRAIN, RM_SAMPLE_RANDOM, 1, 0) == RM_ERR_ARG);
+    SURVIVES("rm_seq2seq_fill on a GPT", rm_seq2seq_fill(s, &io, NULL, 1, 0) == RM_ERR_ARG &&
+                                             rm_session_errmsg(s)[0]);
+    /* a dataset or pairs struct that claims contents it does not hold */
+    rm_dataset empty;
+    memset(&empty, 0, sizeof empty);
+    empty.n = empty.n_train = 100;
+    int32_t tok[64], tgt[64];
+    SURVIVES("rm_data_batch of a dataset with no tokens",
+             rm_data_batch(&empty, RM_DATA_TRAIN, RM_SAMPLE_RANDOM, 1, 0, 2, 4, tok, tgt, err, sizeof err) ==
+                 RM_ERR_ARG);
+    rm_pairs lie = {NULL, NULL, 3};
+    int32_t a[64], b[64], c[64], e[64];
+    SURVIVES("rm_seq2seq_batch of pairs with no buffer", rm_seq2seq_batch(&lie, 1, 0, 2, 4, a, b, c, e) == RM_ERR_ARG);
+    SURVIVES("rm_seq2seq_reverse_pair with T = 0",
+             (rm_seq2seq_reverse_pair(1, 0, 0, 0, (unsigned char *)a, (unsigned char *)b, (size_t *)c), 1));
+    rm_data_free(&d);
+    rm_session_free(s);
+    rm_graph_free(g);
+}
+
+int main(void) {
+    dry_run_sessions();
+    io_of_another_shape();
+    return check_done("test_harden2");
+}
