@@ -606,7 +606,9 @@ rm_status rm_seq2seq_fill(rm_session *s, const rm_model_io *io, const rm_pairs *
  * rm_options.optim), its moments allocated now and zeroed; rm_optim_free
  * (NULL does nothing) releases it. RM_ERR_ARG for a config out of range:
  * beta1 and beta2 in [0, 1), eps in (0, 1], weight_decay in [0, 10],
- * grad_clip in [0, 1e9]. */
+ * grad_clip in [0, 1e9]. The optimizer and its session may be freed in
+ * either order: once the session is freed, the optimizer's calls return
+ * RM_ERR_STATE and rm_optim_free still frees it. */
 rm_status rm_optim_new(rm_session *s, const rm_optim_config *c, rm_optim **out);
 void rm_optim_free(rm_optim *o);
 /* Applies one update with learning rate lr; returns the pre-clip grad norm. */
@@ -614,7 +616,7 @@ rm_status rm_optim_step(rm_optim *o, float lr, float *grad_norm);
 /* A session compiled with rm_options.fuse_optimizer runs its optimizer
  * inside rm_step. rm_optim_new attaches the optimizer to the session (one
  * per session, RM_ERR_STATE for a second; c->grad_clip must be 0, else
- * RM_ERR_ARG; rm_optim_free it before the session), and rm_optim_set_lr
+ * RM_ERR_ARG), and rm_optim_set_lr
  * gives the learning rate of the following steps (a finite lr, RM_ERR_ARG
  * otherwise): rm_step without one is RM_ERR_STATE. Each rm_step is then one
  * update, counted as rm_optim_step counts them (the checkpoint files hold

@@ -97,7 +97,36 @@ static void io_of_another_shape(void) {
     rm_graph_free(g);
 }
 
+/* Class 16: an optimizer freed after its session (fused or not), or used
+ * after it: no use after free, RM_ERR_STATE. */
+static void free_order(void) {
+    for (int fused = 0; fused < 2; fused++) {
+        rm_graph *g = rm_graph_new();
+        rm_model_io io;
+        rm_gpt_config c = {.layers = 1, .dim = 16, .heads = 2, .context = 8, .vocab = 32, .batch = 2};
+        rm_gpt_build(g, &c, &io);
+        rm_options o;
+        rm_options_default(&o);
+        o.threads = 1, o.fuse_optimizer = fused, o.optim.grad_clip = 0;
+        rm_session *s;
+        rm_optim *a = NULL, *b = NULL;
+        if (rm_compile(g, &o, &s) != RM_OK || rm_optim_new(s, NULL, &a) != RM_OK) abort();
+        if (!fused && rm_optim_new(s, NULL, &b) != RM_OK) abort(); /* two on one session */
+        rm_session_free(s);
+        float *m;
+        uint64_t t;
+        CHECK(rm_optim_step(a, 1e-3f, NULL) == RM_ERR_STATE, "rm_optim_step after rm_session_free (fused %d)", fused);
+        CHECK(rm_optim_set_lr(a, 1e-3f) == RM_ERR_STATE, "rm_optim_set_lr after rm_session_free (fused %d)", fused);
+        CHECK(rm_optim_state(a, &m, NULL, &t) == RM_ERR_STATE, "rm_optim_state after rm_session_free");
+        CHECK(rm_optim_unshard(a) == RM_ERR_STATE && rm_optim_reshard(a) == RM_ERR_STATE, "unshard after free");
+        rm_optim_free(a); /* ASan: no use after free */
+        rm_optim_free(b);
+        rm_graph_free(g);
+    }
+}
+
 int main(void) {
+    free_order();
     dry_run_sessions();
     io_of_another_shape();
     return check_done("test_harden2");

@@ -9,6 +9,18 @@
 
 /* ---- the session ----------------------------------------------------------- */
 
+/* What holds a pointer to a session (an optimizer) holds it through a ref
+ * the session lists: rm_session_free sets each ref's s to NULL, so its
+ * holder can still be freed afterwards, and refuses to work (RM_ERR_STATE)
+ * instead of reading freed memory. Either order of freeing is fine. */
+typedef struct rm_session_ref {
+    rm_session *s;
+    struct rm_session_ref *prev, *next;
+} rm_session_ref;
+/* Lists r on s (r->s = s); unlisting it (r->s NULL after) is safe twice. */
+void rm_session_ref_attach(rm_session *s, rm_session_ref *r);
+void rm_session_ref_detach(rm_session_ref *r);
+
 struct rm_session {
     rm_graph *g;
     rm_options opt;
@@ -35,6 +47,7 @@ struct rm_session {
         void (*update)(rm_optim *o, int param, float *grad); /* grad: the ranks sum it in place */
         rm_status (*end)(rm_optim *o);
     } fused;
+    rm_session_ref *refs; /* the holders of a pointer to this session (optimizers) */
     unsigned char *inputs;
     const rm_program *last; /* the program run last (for rm_data of outputs) */
     float loss_seed;    /* d(loss)/d(loss): 1, or the micro-batch's loss_scale */

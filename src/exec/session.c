@@ -147,8 +147,25 @@ rm_status rm_compile(rm_graph *g, const rm_options *o, rm_session **out) {
     return rc;
 }
 
+void rm_session_ref_attach(rm_session *s, rm_session_ref *r) {
+    r->s = s;
+    r->prev = NULL;
+    r->next = s->refs;
+    if (s->refs) s->refs->prev = r;
+    s->refs = r;
+}
+
+void rm_session_ref_detach(rm_session_ref *r) {
+    if (!r->s) return;
+    if (r->prev) r->prev->next = r->next;
+    else r->s->refs = r->next;
+    if (r->next) r->next->prev = r->prev;
+    r->s = NULL, r->prev = r->next = NULL;
+}
+
 void rm_session_free(rm_session *s) {
     if (!s) return;
+    while (s->refs) rm_session_ref_detach(s->refs); /* its optimizers outlive it, detached */
     rm_program_free(&s->train);
     rm_program_free(&s->infer);
     free(s->arena);
