@@ -431,8 +431,10 @@ void rm_print_plan(const rm_session *s, FILE *f);
  * "min_budget_bytes", "sequence": ["Fck 0", "Fn 1", ..., "L 6", "B 5", ...]}.
  * An infeasible budget returns RM_ERR_BUDGET with the JSON still filled. */
 rm_status rm_plan_chain(const char *chain_json, int64_t budget, char **result_json, char *err, size_t errlen);
+#define RM_SWEEP_MAX_POINTS 1000 /* rm_plan_chain_sweep's points: each is a plan */
 /* The trade-off table (budget -> time, overhead, peak) as CSV, `points`
- * budgets from the minimum feasible to store-all. */
+ * budgets from the minimum feasible to store-all (at most
+ * RM_SWEEP_MAX_POINTS, else RM_ERR_ARG). */
 rm_status rm_plan_chain_sweep(const char *chain_json, int points, FILE *csv, char *err, size_t errlen);
 
 /* ---- tracing one step -------------------------------------------------- */
@@ -545,7 +547,8 @@ typedef struct rm_llama_config {
     int keep_logits;
 } rm_llama_config;
 /* The default SwiGLU hidden size: 8/3 x dim rounded up to a multiple of 64
- * (384 -> 1024); and the builder (stages embed, layers.N, head). */
+ * (384 -> 1024; 0 when dim < 1 or the size exceeds an int, which the
+ * builder refuses); and the builder (stages embed, layers.N, head). */
 int rm_llama_ffn_dim(int dim);
 rm_status rm_llama_build(rm_graph *g, const rm_llama_config *c, rm_model_io *io);
 

@@ -164,7 +164,7 @@ static void null_survives(const char *what, int (*call)(void)) {
     int st = 0;
     waitpid(pid, &st, 0);
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: %s", what,
-          WIFSIGNALED(st) ? "crashed (or hung)" : "returned no error, or an error without a message");
+          WIFSIGNALED(st) ? "crashed (or hung)" : "a sanitizer report, or the wrong result (no error, or no message)");
 }
 
 static void null_teardown(void) {

@@ -125,7 +125,35 @@ static void free_order(void) {
     }
 }
 
+/* Classes 6 and 15: the planners' sums of a profile's bytes and times
+ * stay in range (refused above 2^60 bytes or 1e30 time units, with the
+ * total), and integer helpers do not overflow. */
+static void planner_sums(void) {
+    char err[256] = "", *res = NULL;
+    const char *g = "{\"nodes\":[{\"forward_time\":1,\"backward_time\":1,\"output_bytes\":9e18},"
+                    "{\"forward_time\":1,\"backward_time\":1,\"output_bytes\":9e18},"
+                    "{\"forward_time\":1,\"backward_time\":1,\"output_bytes\":4}]}";
+    rm_status st = rm_plan_graph(g, -1, &res, err, sizeof err);
+    CHECK(st == RM_ERR_FORMAT && !res && strstr(err, "2^60"), "a graph of 9e18-byte nodes: %d '%s'", st, err);
+    free(res);
+    const char *c = "{\"stages\":[{\"uf\":1e308,\"ub\":1e308,\"a\":10,\"ab\":20},{\"uf\":0,\"ub\":0,\"a\":10,\"ab\":10}]}";
+    res = NULL;
+    st = rm_plan_chain(c, 100, &res, err, sizeof err);
+    CHECK(st == RM_ERR_FORMAT && strstr(err, "times"), "a chain of 1e308 times: %d '%s'", st, err);
+    free(res);
+    const char *ok = "{\"stages\":[{\"uf\":1,\"ub\":2,\"a\":10,\"ab\":20},{\"uf\":0,\"ub\":0,\"a\":10,\"ab\":10}]}";
+    FILE *devnull = fopen("/dev/null", "w");
+    st = rm_plan_chain_sweep(ok, RM_SWEEP_MAX_POINTS + 1, devnull, err, sizeof err);
+    CHECK(st == RM_ERR_ARG && strstr(err, "at most"), "a sweep of more points than it allows: %d '%s'", st, err);
+    CHECK(rm_plan_chain_sweep(ok, 3, devnull, err, sizeof err) == RM_OK, "a sweep of 3 points: %s", err);
+    fclose(devnull);
+    CHECK(rm_llama_ffn_dim(384) == 1024 && rm_llama_ffn_dim(INT_MAX) == 0 && rm_llama_ffn_dim(INT_MIN) == 0 &&
+              rm_llama_ffn_dim(805306368) == 0 && rm_llama_ffn_dim(805306300) > 0,
+          "rm_llama_ffn_dim at the ends of int: %d %d", rm_llama_ffn_dim(INT_MAX), rm_llama_ffn_dim(805306300));
+}
+
 int main(void) {
+    planner_sums();
     free_order();
     dry_run_sessions();
     io_of_another_shape();

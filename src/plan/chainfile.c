@@ -50,11 +50,18 @@ static rm_status parse_chain(const char *text, rm_chain_model *m, char *err, siz
         m->bt[i] = (int64_t)ceil(bt);
     }
     m->a[n] = 0;
-    double total = 0; /* in double: no overflow however large the numbers */
-    for (int i = 0; i < n; i++) total += (double)m->a[i] + (double)m->ab[i] + (double)m->ft[i] + (double)m->bt[i];
-    if (total * 2 > (double)RM_ROTOR_MAX_BYTES) {
-        snprintf(err, errlen, "the stages' bytes add up to %.3g; the planner takes at most %.3g (2^60) in all",
-                 total * 2, (double)RM_ROTOR_MAX_BYTES);
+    double total = 0, time = 0; /* in double: no overflow however large the numbers */
+    for (int i = 0; i < n; i++) {
+        total += (double)m->a[i] + (double)m->ab[i] + (double)m->ft[i] + (double)m->bt[i];
+        time += m->uf[i] + m->ub[i];
+    }
+    if (total * 2 > (double)RM_ROTOR_MAX_BYTES || !(time <= RM_PLAN_MAX_TIME)) {
+        if (!(time <= RM_PLAN_MAX_TIME))
+            snprintf(err, errlen, "the stages' times (uf, ub) add up to %.3g; the planner takes at most %.3g in all "
+                     "(use a coarser unit)", time, RM_PLAN_MAX_TIME);
+        else
+            snprintf(err, errlen, "the stages' bytes (a, ab, ft, bt) add up to %.3g; the planner takes at most "
+                     "%.3g (2^59) in all", total, (double)RM_ROTOR_MAX_BYTES / 2);
         rm_chain_model_free(m);
         cJSON_Delete(root);
         return RM_ERR_FORMAT;
@@ -130,9 +137,17 @@ rm_status rm_plan_chain(const char *chain_json, int64_t budget, char **result_js
 rm_status rm_plan_chain_sweep(const char *chain_json, int points, FILE *csv, char *err, size_t errlen) {
     if (!err || errlen == 0) return RM_ERR_ARG;
     if (!chain_json || !csv) return snprintf(err, errlen, "rm_plan_chain_sweep: chain_json or csv is NULL"), RM_ERR_ARG;
+    if (points > RM_SWEEP_MAX_POINTS)
+        return snprintf(err, errlen, "rm_plan_chain_sweep: %d points asked; at most %d (each is a plan)", points,
+                        RM_SWEEP_MAX_POINTS), RM_ERR_ARG;
     rm_chain_model m;
     rm_status rc = parse_chain(chain_json, &m, err, errlen);
     if (rc != RM_OK) return rc;
+    if (!rm_rotor_slots(m.n, 500)) {
+        snprintf(err, errlen, "%d stages are too many for the planner (%d at most)", m.n, RM_ROTOR_MAX_STAGES);
+        rm_chain_model_free(&m);
+        return RM_ERR_ARG;
+    }
     int64_t lo = rm_rotor_min_budget(&m, 500), hi = store_all(&m);
     if (hi < lo) hi = lo; /* the minimum is found in slots: it can round above the sum */
     double base = 0;

@@ -45,7 +45,7 @@ static rm_status parse_node(const cJSON *nd, int i, int last, rm_gmodel *m, char
         !num(nd, "gradient_bytes", 0, last ? 0 : out, &grad) || !num(nd, "forward_workspace_bytes", 0, 0, &wf) ||
         !num(nd, "backward_workspace_bytes", 0, 0, &wb) || !flag(nd, "backward", 1, &bwd) ||
         !flag(nd, "backward_reads_output", 0, &rout)) {
-        snprintf(err, errlen, "node %d: needs non-negative numbers forward_time, backward_time, output_bytes "
+        snprintf(err, errlen, "node %d: needs numbers in [0, 9e18] forward_time, backward_time, output_bytes "
                  "(optional: gradient_bytes, forward_workspace_bytes, backward_workspace_bytes; booleans backward, "
                  "backward_reads_output)", i);
         return RM_ERR_FORMAT;
@@ -99,6 +99,24 @@ static rm_status parse_edges(const cJSON *edges, rm_gmodel *m, char *err, size_t
     return rc;
 }
 
+/* The nodes' bytes (outputs, gradients, workspaces) add up to at most 2^60
+ * and their times to at most RM_PLAN_MAX_TIME (plan.h), as a chain's do:
+ * the planner's 64-bit sums of live bytes cannot overflow. */
+static rm_status check_totals(const rm_gmodel *m, char *err, size_t errlen) {
+    double bytes = 0, time = 0; /* in double: no overflow however large the numbers */
+    for (int i = 0; i < m->n; i++) {
+        bytes += (double)m->bytes[i] + (double)m->grad[i] + (double)m->ws_f[i] + (double)m->ws_b[i];
+        time += m->fwd[i] + m->bwd[i];
+    }
+    if (bytes > (double)RM_MAX_BUDGET_BYTES)
+        return snprintf(err, errlen, "the nodes' bytes (output, gradient and workspace bytes) add up to %.3g; the "
+                        "planner takes at most %.3g (2^60) in all", bytes, (double)RM_MAX_BUDGET_BYTES), RM_ERR_FORMAT;
+    if (!(time <= RM_PLAN_MAX_TIME))
+        return snprintf(err, errlen, "the nodes' times (forward_time, backward_time) add up to %.3g; the planner "
+                        "takes at most %.3g in all (use a coarser unit)", time, RM_PLAN_MAX_TIME), RM_ERR_FORMAT;
+    return RM_OK;
+}
+
 static rm_status parse_graph(const char *text, rm_gmodel *m, char *err, size_t errlen) {
     cJSON *root = cJSON_Parse(text);
     const cJSON *nodes = root ? cJSON_GetObjectItemCaseSensitive(root, "nodes") : NULL;
@@ -116,6 +134,7 @@ static rm_status parse_graph(const char *text, rm_gmodel *m, char *err, size_t e
     int i = 0;
     for (const cJSON *nd = nodes->child; nd && rc == RM_OK; nd = nd->next, i++)
         rc = parse_node(nd, i, i == n - 1, m, err, errlen);
+    if (rc == RM_OK) rc = check_totals(m, err, errlen);
     if (rc == RM_OK && edges) rc = parse_edges(edges, m, err, errlen);
     else
         for (int k = 0; k < n && rc == RM_OK; k++) rm_gmodel_close_node(m, k);

@@ -7,6 +7,13 @@
 #include "graph/graph.h"
 #include "ops/ops.h"
 
+/* Profiles made elsewhere (rm_plan_chain, rm_plan_graph): their times, in
+ * the caller's units, add up to at most RM_PLAN_MAX_TIME, so the planners'
+ * sums of them (each forward recomputed up to once per later stage) stay
+ * finite doubles; their bytes add up to at most RM_MAX_BUDGET_BYTES (2^60),
+ * so no 64-bit sum of them overflows. */
+#define RM_PLAN_MAX_TIME 1e30
+
 /* ---- the step program ------------------------------------------------------ */
 
 typedef enum rm_instr_kind {
