@@ -809,8 +809,11 @@ rm_status rm_save_run(rm_session *s, rm_optim *o, const char *path, const rm_run
 
 /* A .safetensors file opened for reading: its metadata and tensor list are
  * available without a session (to rebuild the model it holds), and
- * rm_file_restore then loads it into one. The file is read and its layout
- * validated at open; the checksum is checked by rm_file_verify. */
+ * rm_file_restore then loads it into one. Its header is read and its layout
+ * validated against the file's size at open, and the file stays open until
+ * rm_file_close: tensors are read from it when loaded (rm_file_restore) or
+ * hashed a chunk at a time (rm_file_verify), so a file of any size is
+ * opened, verified and loaded without holding it in memory. */
 typedef struct rm_file rm_file;
 #define RM_CHECKSUM_LEN 72 /* "sha256:" + 64 hex digits + NUL */
 /* Opens path (RM_ERR_IO, RM_ERR_FORMAT naming the problem, RM_ERR_NOMEM);
@@ -841,6 +844,13 @@ rm_status rm_file_tensor(const rm_file *f, int i, rm_tensor_info *out);
 /* The run a training-state file describes (its metadata, validated):
  * RM_ERR_FORMAT naming the key when one is missing or garbled. */
 rm_status rm_file_run_info(const rm_file *f, rm_run_info *r, char *err, size_t errlen);
+/* RM_OK when f holds every parameter of the (built, not yet compiled)
+ * graph g as an F32 tensor of its shape; else RM_ERR_FORMAT naming the
+ * first that is missing or differs. It reads the file's index only: call it
+ * before rm_compile, which allocates what the graph describes, so a file
+ * whose metadata claims a larger model than its tensors hold is refused
+ * before anything of that size is allocated. */
+rm_status rm_file_check(const rm_file *f, const rm_graph *g, char *err, size_t errlen);
 /* Loads the file into s and o as rm_load_state does (the checksum must be
  * present and hold; the AdamW moments and update count with an AdamW o).
  * On any error nothing is changed. */

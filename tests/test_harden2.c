@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -152,7 +153,117 @@ static void planner_sums(void) {
           "rm_llama_ffn_dim at the ends of int: %d %d", rm_llama_ffn_dim(INT_MAX), rm_llama_ffn_dim(805306300));
 }
 
+/* Runs `cmd` through the shell in a child of its own: its exit status in
+ * *status and the peak RSS (KiB) of the processes it ran, not counting any
+ * other child of this test. */
+static long peak_of(const char *cmd, int *status) {
+    int fd[2];
+    long peak = -1;
+    *status = -1;
+    if (pipe(fd) != 0) return -1;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        long out[2];
+        int rc = system(cmd);
+        struct rusage ru;
+        getrusage(RUSAGE_CHILDREN, &ru);
+        out[0] = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, out[1] = ru.ru_maxrss;
+        _exit(write(fd[1], out, sizeof out) == sizeof out ? 0 : 1);
+    }
+    long got[2];
+    if (read(fd[0], got, sizeof got) == sizeof got) *status = (int)got[0], peak = got[1];
+    waitpid(pid, NULL, 0);
+    close(fd[0]), close(fd[1]);
+    return peak;
+}
+
+/* Class 12: a file whose metadata claims a model larger than its tensors
+ * (vocab 2^24 over tensors of vocab 32, with a checksum that holds) is
+ * refused from its header, before the claimed model is allocated: by
+ * rm_file_check, and by the CLI (peak RSS of the child well under the 1.5
+ * GiB the claimed model would take). */
+static void file_claims_more(void) {
+    char dir[64], path[128], cmd[512];
+    if (check_tmpdir(dir, sizeof dir, "harden2")) return;
+    snprintf(path, sizeof path, "%s/claims.safetensors", dir);
+    rm_graph *g;
+    rm_model_io io;
+    rm_session *s = gpt_session(&g, &io, 0);
+    rm_run_info r;
+    rm_run_info_default(&r);
+    r.layers = 1, r.dim = 16, r.heads = 2, r.context = 8, r.batch = 2, r.vocab = 1 << 24;
+    char err[256] = "";
+    CHECK(rm_save_run(s, NULL, path, &r, 0, NULL, NULL, err, sizeof err) == RM_OK, "save: %s", err);
+    rm_session_free(s);
+    rm_graph_free(g);
+    rm_file *f = NULL;
+    rm_run_info back;
+    rm_graph *claimed = rm_graph_new();
+    CHECK(rm_file_open(path, &f, err, sizeof err) == RM_OK && rm_file_run_info(f, &back, err, sizeof err) == RM_OK &&
+              rm_run_build(&back, claimed, &io, 0) == RM_OK,
+          "the claimed model builds (a graph allocates nothing): %s", err);
+    rm_status st = rm_file_check(f, claimed, err, sizeof err);
+    CHECK(st == RM_ERR_FORMAT && strstr(err, "16777216"), "rm_file_check of a file claiming vocab 2^24: %d '%s'", st,
+          err);
+    rm_file_close(f);
+    rm_graph_free(claimed);
+    const char *build = getenv("BUILD") ? getenv("BUILD") : "build";
+    const char *runs[] = {"sample --load %s --prompt a --tokens 1", "train --resume %s --steps 2 --threads 1"};
+    for (int i = 0; i < 2; i++) {
+        char args[300];
+        snprintf(args, sizeof args, runs[i], path);
+        snprintf(cmd, sizeof cmd, "%s/remat %s > /dev/null 2> %s/err", build, args, dir);
+        int rc;
+        long peak = peak_of(cmd, &rc);
+        CHECK(rc == 1 && peak >= 0 && peak < 400 * 1024,
+              "remat %s: exit %d, peak RSS %ld KiB (the claimed model is refused before it is allocated)", args, rc,
+              peak);
+    }
+    /* inspect of a 256 MiB file (sparse: no disk) reads its header, and its
+     * tensors a chunk at a time for the checksum: it never holds the file */
+    snprintf(path, sizeof path, "%s/big.safetensors", dir);
+    char hdr[160];
+    const long long big = 256LL << 20;
+    int h = snprintf(hdr, sizeof hdr, "{\"t\":{\"dtype\":\"U8\",\"shape\":[%lld],\"data_offsets\":[0,%lld]}}    ", big,
+                     big);
+    FILE *fp = fopen(path, "wb");
+    unsigned char len8[8];
+    for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)h >> (8 * i));
+    int wrote = fp && fwrite(len8, 1, 8, fp) == 8 && fwrite(hdr, 1, (size_t)h, fp) == (size_t)h;
+    if (fp) fclose(fp);
+    CHECK(wrote && truncate(path, 8 + h + big) == 0, "writing the sparse file");
+    snprintf(cmd, sizeof cmd, "%s/remat inspect %s > %s/out 2> %s/err", build, path, dir, dir);
+    int rc;
+    long peak = peak_of(cmd, &rc);
+    CHECK(rc == 0 && peak >= 0 && peak < 128 * 1024, "remat inspect of a 256 MiB file: exit %d, peak RSS %ld KiB",
+          rc, peak);
+    /* plan --graph of a U-shaped graph (node i read by node n-2-i): its
+     * candidate plans that recompute most of it for each block are not
+     * generated (at 8000 nodes they took 255 MB; 4 GB at 32000) */
+    snprintf(path, sizeof path, "%s/unet.json", dir);
+    fp = fopen(path, "w");
+    const int n = 8000;
+    if (fp) {
+        fputs("{\"nodes\":[", fp);
+        for (int i = 0; i < n; i++)
+            fprintf(fp, "%s{\"forward_time\":%d,\"backward_time\":%d,\"output_bytes\":%d}", i ? "," : "", 1 + i % 3,
+                    2 + i % 5, 100 + (i * 7919) % 9900);
+        fputs("],\"edges\":[", fp);
+        for (int i = 0; i + 1 < n; i++) fprintf(fp, "%s{\"producer\":%d,\"consumer\":%d}", i ? "," : "", i, i + 1);
+        for (int i = 0; i < n / 2 - 1; i++) fprintf(fp, ",{\"producer\":%d,\"consumer\":%d}", i, n - 2 - i);
+        fputs("]}", fp);
+        fclose(fp);
+    }
+    snprintf(cmd, sizeof cmd, "%s/remat plan --graph %s > %s/out 2> %s/err", build, path, dir, dir);
+    peak = peak_of(cmd, &rc);
+    CHECK(rc == 0 && peak >= 0 && peak < 100 * 1024, "plan --graph of a U-shaped graph of %d nodes: exit %d, peak "
+          "RSS %ld KiB", n, rc, peak);
+    check_rmdir(dir);
+}
+
 int main(void) {
+    file_claims_more();
     planner_sums();
     free_order();
     dry_run_sessions();

@@ -28,7 +28,7 @@
 static int64_t batch_rows(const rm_session *s) {
     const rm_graph *g = s->g;
     for (int v = 0; v < g->n_vals; v++)
-        if (g->vals[v].kind == RM_VALUE_INPUT && !g->vals[v].const_data && g->vals[v].ndim >= 1)
+        if (g->vals[v].kind == RM_VALUE_INPUT && !rm_value_constant(&g->vals[v]) && g->vals[v].ndim >= 1)
             return g->vals[v].shape[0];
     return 0;
 }

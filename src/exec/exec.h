@@ -17,7 +17,7 @@ typedef struct rm_session_ref {
     rm_session *s;
     struct rm_session_ref *prev, *next;
 } rm_session_ref;
-/* Lists r on s (r->s = s); unlisting it (r->s NULL after) is safe twice. */
+/* exec/ref.c: lists r on s (r->s = s); unlisting it (r->s NULL after) is safe twice. */
 void rm_session_ref_attach(rm_session *s, rm_session_ref *r);
 void rm_session_ref_detach(rm_session_ref *r);
 
@@ -72,7 +72,7 @@ struct rm_session {
 };
 
 rm_status rm_session_fail(rm_session *s, rm_status st, const char *fmt, ...);
-/* exec/session.c: RM_OK when s can run steps; RM_ERR_STATE, with a message
+/* exec/errors.c: RM_OK when s can run steps; RM_ERR_STATE, with a message
  * naming fn, for a session compiled with dry_run (a plan only: no
  * parameters, inputs or arena). Every call that needs them asks first. */
 rm_status rm_session_runnable(rm_session *s, const char *fn);

@@ -118,10 +118,12 @@ static rm_status compile(rm_graph *g, const rm_options *o, rm_session **out) {
                              (double)total / (1 << 20));
     }
     memset(s->inputs, 0, g->input_bytes);
-    for (int v = 0; v < g->n_vals; v++)
-        if (g->vals[v].const_data)
-            memcpy(s->inputs + g->vals[v].input_off, g->vals[v].const_data,
-                   (size_t)g->vals[v].numel * sizeof(int32_t));
+    for (int v = 0; v < g->n_vals; v++) {
+        const rm_value *c = &g->vals[v];
+        int32_t *dst = (int32_t *)(s->inputs + c->input_off);
+        if (c->const_data) memcpy(dst, c->const_data, (size_t)c->numel * sizeof(int32_t));
+        for (int64_t i = 0; c->const_period && i < c->numel; i++) dst[i] = (int32_t)(i % c->const_period);
+    }
     memset(s->arena, 0, s->arena_bytes); /* touch it once, before any step */
     init_params(s);
     if (s->opt.memory_budget && s->train.n_instrs && (rc = rm_session_profile(s)) != RM_OK) {
@@ -147,22 +149,6 @@ rm_status rm_compile(rm_graph *g, const rm_options *o, rm_session **out) {
     return rc;
 }
 
-void rm_session_ref_attach(rm_session *s, rm_session_ref *r) {
-    r->s = s;
-    r->prev = NULL;
-    r->next = s->refs;
-    if (s->refs) s->refs->prev = r;
-    s->refs = r;
-}
-
-void rm_session_ref_detach(rm_session_ref *r) {
-    if (!r->s) return;
-    if (r->prev) r->prev->next = r->next;
-    else r->s->refs = r->next;
-    if (r->next) r->next->prev = r->prev;
-    r->s = NULL, r->prev = r->next = NULL;
-}
-
 void rm_session_free(rm_session *s) {
     if (!s) return;
     while (s->refs) rm_session_ref_detach(s->refs); /* its optimizers outlive it, detached */
@@ -181,16 +167,10 @@ void rm_session_free(rm_session *s) {
     free(s);
 }
 
-rm_status rm_session_runnable(rm_session *s, const char *fn) {
-    if (!s->opt.dry_run) return RM_OK;
-    return rm_session_fail(s, RM_ERR_STATE, "%s: the session was compiled with dry_run: a plan only, with no "
-                           "parameters, inputs or arena; compile it without dry_run to run it", fn);
-}
-
 void *rm_session_input(rm_session *s, rm_val v, rm_dtype dt, int64_t numel, const char *fn, const char *what) {
     if (rm_session_runnable(s, fn) != RM_OK) return NULL;
     const rm_value *val = v >= 0 && v < s->g->n_vals ? &s->g->vals[v] : NULL;
-    if (!val || val->kind != RM_VALUE_INPUT || val->const_data || val->dtype != dt || val->numel != numel) {
+    if (!val || val->kind != RM_VALUE_INPUT || rm_value_constant(val) || val->dtype != dt || val->numel != numel) {
         rm_session_fail(s, RM_ERR_ARG, "%s: io's %s (value %d) is not an %s input of %lld elements", fn, what, (int)v,
                         dt == RM_DTYPE_I32 ? "int32" : "f32", (long long)numel);
         return NULL;

@@ -103,8 +103,9 @@ rm_status rm_save_state(rm_session *s, rm_optim *o, const char *path, int n_meta
     return save(s, o, path, n_meta, keys, values, err, errlen);
 }
 
-/* *out = the tensor `name` of f, checked against parameter v: F32, same shape. */
-static rm_status find_like(rm_session *s, const rm_st_file *f, const char *fname,
+/* *out = the tensor `name` of f, checked against parameter v of g: F32,
+ * same shape (messages also on s when not NULL). */
+static rm_status find_like(rm_session *s, const rm_graph *g, const rm_st_file *f, const char *fname,
                            const char *name, const rm_value *v, const rm_st_tensor **out,
                            char *err, size_t errlen) {
     const rm_st_tensor *t = rm_st_find(f, name);
@@ -126,7 +127,7 @@ static rm_status find_like(rm_session *s, const rm_st_file *f, const char *fname
                           name, have, want);
     }
     if (t->bytes != (uint64_t)v->numel * sizeof(float) ||
-        v->param_off + (size_t)v->numel > s->g->param_floats)
+        v->param_off + (size_t)v->numel > g->param_floats)
         return param_fail(s, RM_ERR_STATE, err, errlen,
                           "'%s': tensor '%s': internal size mismatch", fname, name);
     *out = t;
@@ -168,23 +169,36 @@ rm_status rm_load_from(rm_session *s, rm_optim *o, const rm_st_file *f, const ch
     char nm[MOMENT_NAME_LEN];
     for (int i = 0; i < g->n_params && st == RM_OK; i++) {
         const rm_value *p = &g->vals[g->params[i]];
-        st = find_like(s, f, fname, p->name, p, &src[i], err, errlen);
+        st = find_like(s, g, f, fname, p->name, p, &src[i], err, errlen);
         for (int w = 0; m && need_state && p->trainable && w < 2 && st == RM_OK; w++) {
             moment_name(nm, w, p->name);
-            st = find_like(s, f, fname, nm, p, &src[(size_t)(w + 1) * g->n_params + i], err,
+            st = find_like(s, g, f, fname, nm, p, &src[(size_t)(w + 1) * g->n_params + i], err,
                            errlen);
         }
     }
     for (int i = 0; i < g->n_params && st == RM_OK; i++) {
         const rm_value *p = &g->vals[g->params[i]];
         float *dst[3] = {s->params, m, v};
-        for (int w = 0; w < 3; w++) {
+        for (int w = 0; w < 3 && st == RM_OK; w++) {
             const rm_st_tensor *t = src[(size_t)w * g->n_params + i];
-            if (t && dst[w] && t->bytes) memcpy(dst[w] + p->param_off, t->data, (size_t)t->bytes);
+            if (t && dst[w] && t->bytes) st = rm_st_read(f, t, 0, dst[w] + p->param_off, (size_t)t->bytes);
         }
+        if (st != RM_OK) /* only when the file changes under us: the checks above passed */
+            param_fail(s, st, err, errlen, "'%s': cannot read tensor '%s' (did the file shrink since it was "
+                       "opened?)", fname, p->name);
     }
     if (st == RM_OK && o && need_state) rm_optim_set_updates(o, updates);
     free(src);
+    return st;
+}
+
+rm_status rm_params_match(const rm_graph *g, const rm_st_file *f, const char *fname, char *err, size_t errlen) {
+    const rm_st_tensor *t;
+    rm_status st = RM_OK;
+    for (int i = 0; i < g->n_params && st == RM_OK; i++) {
+        const rm_value *p = &g->vals[g->params[i]];
+        st = find_like(NULL, g, f, fname, p->name, p, &t, err, errlen);
+    }
     return st;
 }
 
