@@ -679,8 +679,9 @@ rm_status rm_load_state(rm_session *s, rm_optim *o, const char *path, char *err,
 /* A token sequence, its train/validation split and batch samplers. Sources:
  * a file in llm.c's token format (a header of 256 int32: magic 20240520,
  * version 1, token count; then uint16 tokens), any other file read as bytes
- * (one token per byte, vocab 256), the corpus embedded in the library (its
- * own docs and sources, as bytes), or tokens in the caller's memory (copied).
+ * (one token per byte, vocab 256), the corpus embedded in the library (a
+ * fixed text, data/corpus.txt.gz: the project's docs and sources as of one
+ * commit, as bytes), or tokens in the caller's memory (copied).
  * Every batch is a pure function of (seed, batch index): a run resumed at
  * batch k sees the same data as one that never stopped. */
 typedef enum rm_data_format { RM_DATA_BYTES = 0, RM_DATA_LLMC, RM_DATA_TOKENS } rm_data_format;
