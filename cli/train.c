@@ -157,7 +157,10 @@ static int save_state(const trainer *t, const char *path, uint64_t step) {
                  (uint64_t)((int64_t)step + t->batch_offset), &r);
     /* under mpirun: every rank gathers the sharded moments, rank 0 writes */
     if (rm_optim_unshard(t->opt) != RM_OK) return cli_fail(1, "%s", rm_session_errmsg(t->s));
-    rm_status st = cli_dist_rank() == 0 ? rm_save_run(t->s, t->opt, path, &r, 0, NULL, NULL, err, sizeof err) : RM_OK;
+    const char *keys[3], *values[3]; /* the divergence rule's state: a resumed run is judged as one */
+    char window[DIV_WINDOW * 16], run[16], reference[32];
+    cli_divergence_meta(&t->div, keys, window, run, reference, values);
+    rm_status st = cli_dist_rank() == 0 ? rm_save_run(t->s, t->opt, path, &r, 3, keys, values, err, sizeof err) : RM_OK;
     rm_optim_reshard(t->opt);
     if (st != RM_OK) return cli_fail(1, "%s", err);
     return 0;
@@ -196,6 +199,10 @@ static int open_resume(trainer *t) {
     if ((rc = cli_resume_args(a, &t->resumed, a->resume)) != 0) return rc;
     t->start = t->resumed.step;
     t->batch_offset = (int64_t)(t->resumed.data_position - t->resumed.step);
+    if (cli_divergence_load(&t->div, rm_file_meta(t->resume, "divergence_window"),
+                            rm_file_meta(t->resume, "divergence_run"), rm_file_meta(t->resume, "divergence_reference")))
+        fprintf(stderr, "remat: note: '%s': its divergence_* metadata is malformed; the divergence rule starts "
+                "from this run's first loss\n", a->resume);
     if (t->start > (uint64_t)a->steps)
         return cli_fail(2, "'%s' is at step %llu, past --steps %d (--steps is the step count to reach, "
                         "counted from the start of training)", a->resume, (unsigned long long)t->start, a->steps);
@@ -508,6 +515,10 @@ int cli_train(const cli_args *a0) {
     if (!rc) rc = load_data(&t);
     if (!rc) rc = build_session(&t);
     if (rc) goto done;
+    int64_t lsh[RM_MAX_DIMS];
+    int lnd = rm_shape(t.g, t.io.logits, lsh);
+    if (!args.resume && !args.init && lnd > 0 && lsh[lnd - 1] > 1) /* a fresh model's loss is ln(vocab) */
+        t.div.reference = logf((float)lsh[lnd - 1]), t.div.fresh = 1;
     t.sampler = strcmp(args.sampler, "sequential") == 0 ? RM_SAMPLE_SEQUENTIAL : RM_SAMPLE_RANDOM;
     t.tty = isatty(2) && !args.quiet;
     if (!args.quiet) print_header(&t);
