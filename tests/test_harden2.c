@@ -262,7 +262,91 @@ static void file_claims_more(void) {
     check_rmdir(dir);
 }
 
+/* The least budget (rm_plan_chain's min_budget_bytes) is one answer
+ * whatever budget is asked, and truly the least: a plan at it, none one
+ * byte below; at any budget from it up a plan. n stages of sizes that do
+ * not share a large divisor: 60 (the exact program), 140 (over groups). */
+static void chain_least(int n) {
+    char *c = malloc((size_t)n * 100 + 100), err[256], *res;
+    size_t at = (size_t)sprintf(c, "{\"stages\":[");
+    for (int i = 0; i < n; i++)
+        at += (size_t)sprintf(c + at, "%s{\"uf\":%d,\"ub\":%d,\"a\":%d,\"ab\":%d}", i ? "," : "", 1 + i % 3, 2 + i % 5,
+                              1000 + (i * 7919) % 9000, 5000 + (i * 104729) % 20000);
+    sprintf(c + at, ",{\"uf\":0,\"ub\":0,\"a\":100,\"ab\":100}]}");
+    const int64_t budgets[] = {1000, 100000000, 200000};
+    double least = -1;
+    for (int k = 0; k < (n > 100 ? 2 : 3); k++) {
+        res = NULL;
+        rm_status st = rm_plan_chain(c, budgets[k], &res, err, sizeof err);
+        const char *m = res ? strstr(res, "\"min_budget_bytes\":") : NULL;
+        double v = m ? atof(m + 19) : -1;
+        if (k == 0) least = v;
+        CHECK(v > 0 && v == least && (st == RM_OK) == (budgets[k] >= v), "%d stages at budget %lld: status %d, least %.0f "
+              "(at the first budget %.0f)", n, (long long)budgets[k], st, v, least);
+        free(res);
+    }
+    for (int64_t b = (int64_t)least - 1; b <= (int64_t)least; b++) {
+        res = NULL;
+        rm_status st = rm_plan_chain(c, b, &res, err, sizeof err);
+        const char *pk = res ? strstr(res, "\"peak_bytes\":") : NULL;
+        CHECK(b < (int64_t)least ? st == RM_ERR_BUDGET : st == RM_OK && pk && atof(pk + 13) <= (double)b,
+              "%d stages at %lld, the least %s: status %d, %s", n, (long long)b, b < (int64_t)least ? "less one" : "itself",
+              st, res ? res : err);
+        free(res);
+    }
+    free(c);
+}
+
+/* The same for a session: rm_plan_info.min_budget_bytes the same at every
+ * budget, compiling at it plans, one byte less does not. */
+static rm_status compile_budget(int mlp, const char *budget, size_t *least) {
+    rm_graph *g = rm_graph_new();
+    rm_model_io io;
+    if (mlp) {
+        rm_mlp_config c = {.context = 8, .vocab = 16, .batch = 4, .n_widths = 40};
+        for (int i = 0; i < 40; i++) c.widths[i] = 8 + (i * 7) % 24;
+        rm_mlp_build(g, &c, &io);
+    } else {
+        rm_gpt_config c = {.layers = 6, .dim = 32, .heads = 2, .context = 16, .vocab = 64, .batch = 2};
+        rm_gpt_build(g, &c, &io);
+    }
+    rm_options o;
+    rm_options_default(&o);
+    o.threads = 1, o.dry_run = 1, o.memory_budget = budget;
+    rm_session *s = NULL;
+    rm_status st = rm_compile(g, &o, &s);
+    rm_plan_info p = {0};
+    if (st == RM_OK) rm_plan(s, &p);
+    /* an infeasible budget names the least in its message: "(N bytes)" */
+    const char *m = st == RM_ERR_BUDGET ? strrchr(rm_graph_errmsg(g), '(') : NULL;
+    *least = st == RM_OK ? p.min_budget_bytes : m ? strtoull(m + 1, NULL, 10) : 0;
+    rm_session_free(s);
+    rm_graph_free(g);
+    return st;
+}
+
+static void session_least(int mlp) {
+    const char *budgets[] = {"100%", "30%", "60%", "1000"};
+    size_t least = 0, v;
+    for (int k = 0; k < 4; k++) {
+        rm_status st = compile_budget(mlp, budgets[k], &v);
+        if (k == 0) least = v;
+        CHECK(v > 0 && v == least && (st == RM_OK || k == 3), "%s at budget %s: status %d, least %zu (at 100%%: %zu)",
+              mlp ? "MLP" : "GPT", budgets[k], st, v, least);
+    }
+    char b[32];
+    snprintf(b, sizeof b, "%zu", least);
+    CHECK(compile_budget(mlp, b, &v) == RM_OK, "%s at its least budget %zu", mlp ? "MLP" : "GPT", least);
+    snprintf(b, sizeof b, "%zu", least - 1);
+    CHECK(compile_budget(mlp, b, &v) == RM_ERR_BUDGET, "%s one byte below its least budget %zu", mlp ? "MLP" : "GPT",
+          least);
+}
+
 int main(void) {
+    chain_least(60);
+    chain_least(140);
+    session_least(0);
+    session_least(1);
     file_claims_more();
     planner_sums();
     free_order();

@@ -101,8 +101,16 @@ rm_status rm_plan_chain(const char *chain_json, int64_t budget, char **result_js
         snprintf(err, errlen, "%d stages are too many for the planner (%d at most)", m.n, RM_ROTOR_MAX_STAGES);
     else if (rc != RM_OK)
         snprintf(err, errlen, "out of memory planning the chain");
-    /* a feasible solve knows the minimum at its resolution; else search */
-    int64_t min = p.feasible ? p.min_budget : rm_rotor_min_budget(&m, 500);
+    /* the least budget, the same whatever was asked; at or above it a plan
+     * exists, so where the slotted program found none the least's serves */
+    rm_rotor_plan at;
+    int64_t min = rc == RM_OK ? rm_rotor_least(&m, 500, &at) : -1;
+    if (rc == RM_OK && !p.feasible && min >= 0 && budget >= min) {
+        rm_rotor_plan_free(&p);
+        p = at;
+        memset(&at, 0, sizeof at);
+    }
+    if (rc == RM_OK) rm_rotor_plan_free(&at);
     cJSON *out = cJSON_CreateObject(), *seq = cJSON_CreateArray();
     if (rc == RM_OK && out && seq) {
         cJSON_AddBoolToObject(out, "feasible", p.feasible);
@@ -148,7 +156,8 @@ rm_status rm_plan_chain_sweep(const char *chain_json, int points, FILE *csv, cha
         rm_chain_model_free(&m);
         return RM_ERR_ARG;
     }
-    int64_t lo = rm_rotor_min_budget(&m, 500), hi = store_all(&m);
+    rm_rotor_plan at;
+    int64_t lo = rm_rotor_least(&m, 500, &at), hi = store_all(&m);
     if (hi < lo) hi = lo; /* the minimum is found in slots: it can round above the sum */
     double base = 0;
     for (int i = 0; i < m.n; i++) base += m.uf[i] + m.ub[i];
@@ -158,13 +167,16 @@ rm_status rm_plan_chain_sweep(const char *chain_json, int points, FILE *csv, cha
     for (int k = 0; k < points && lo >= 0; k++) {
         int64_t b = lo + (int64_t)((double)(hi - lo) * k / (points - 1)); /* no 64-bit product */
         rm_rotor_plan p;
-        if (rm_rotor_solve(&m, b, 500, &p) == RM_OK && p.feasible) {
-            fprintf(csv, "%lld,%.6g,%.4f,%lld\n", (long long)b, p.time, base > 0 ? p.time / base - 1 : 0,
-                    (long long)p.peak_bytes);
+        rc = rm_rotor_solve(&m, b, 500, &p);
+        const rm_rotor_plan *q = rc == RM_OK && p.feasible ? &p : at.feasible ? &at : NULL; /* b >= the least */
+        if (q) {
+            fprintf(csv, "%lld,%.6g,%.4f,%lld\n", (long long)b, q->time, base > 0 ? q->time / base - 1 : 0,
+                    (long long)q->peak_bytes);
             written++;
         }
         rm_rotor_plan_free(&p);
     }
+    rm_rotor_plan_free(&at);
     rm_chain_model_free(&m);
     if (!written) {
         snprintf(err, errlen, "no budget up to store-all (%lld bytes) has a feasible schedule", (long long)hi);

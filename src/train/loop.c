@@ -42,8 +42,9 @@ rm_status rm_data_fill_rows(rm_session *s, const rm_model_io *io, const rm_datas
     if (st != RM_OK) return st;
     if (global_batch <= 0) global_batch = B;
     if (row_offset < 0 || row_offset > (int64_t)global_batch - B)
-        return rm_session_fail(s, RM_ERR_ARG, "rm_data_fill_rows: the session's %d rows from row %lld are not "
-                               "within a global batch of %d rows", B, (long long)row_offset, global_batch);
+        return rm_session_fail(s, RM_ERR_ARG, "rm_data_fill_rows: rows [%lld, %lld) of the session's batch are not "
+                               "within a global batch of %d rows", (long long)row_offset,
+                               (long long)(row_offset > INT64_MAX - B ? INT64_MAX : row_offset + B), global_batch);
     char err[256];
     const int features = io->tokens < 0;
     /* (B,T) tokens or features; targets (B,T) for a language model, (B) for a window model */
