@@ -489,6 +489,16 @@ rm_status rm_chart_svg(const rm_chart *c, const char *path, char *err, size_t er
  * "schedule": ["F 0", ..., "R 3", "B 5", ...]}. An infeasible budget returns
  * RM_ERR_BUDGET with the JSON still filled. */
 rm_status rm_plan_graph(const char *graph_json, int64_t budget, char **result_json, char *err, size_t errlen);
+/* The price of one given plan on such a graph (what a framework that can
+ * only run some plans, e.g. PyTorch's checkpoint regions, actually runs):
+ * plan_json is {"modes": ["keep" | "once" | "each" | "forward", ...],
+ * "blocks": [block id, ...]}, one entry per node (blocks nondecreasing from
+ * 0 by steps of 0 or 1; absent: one block per node). *result_json (free()
+ * it) is rm_plan_graph's answer for that plan: "peak_bytes",
+ * "recompute_time", "total_time", "schedule", ... ("budget_bytes" is the
+ * peak; "store_all_bytes" and "min_budget_bytes" are -1: not searched). */
+rm_status rm_price_graph(const char *graph_json, const char *plan_json, char **result_json, char *err,
+                         size_t errlen);
 
 /* Parameters, in the order they were created. */
 int rm_param_count(const rm_graph *g);
