@@ -55,6 +55,7 @@ class _SaveInputs(torch.autograd.Function):
 
 
 _hooks = None  # verify.py's saved-tensor hook wrapper, when verifying
+stat_copies = None  # and the addresses of the statistics' copies it does not compare
 
 
 def run_region(body, inputs, name):
@@ -63,14 +64,18 @@ def run_region(body, inputs, name):
     tensors = [x for x, t in zip(inputs, is_t) if t]
     device = tensors[0].device if tensors else torch.device("cpu")
     dummy = torch.zeros(0, device=device, requires_grad=True)
-    token = _SaveInputs.apply(dummy, *tensors)
+    box = [_SaveInputs.apply(dummy, *tensors)]  # the token; dropped once the inputs are taken back
     cell = [inputs]
     record = _hooks.region(name) if _hooks is not None else None
 
     def run(_anchor):
         xs = cell[0]
         if xs is None:  # recomputation: inputs from the token (maybe recomputed by an outer region)
+            # checkpoint recomputes a region once: the token (and through it an outer region's
+            # copy of these inputs) is let go now, the inputs living on in what the ops save
+            token = box.pop()
             saved = iter(token.grad_fn.saved_tensors)
+            del token
             xs = [next(saved) if t else x for x, t in zip(inputs_template, is_t)]
             with _Recompute():
                 return _call(body, xs, record, recompute=True)
@@ -105,6 +110,16 @@ class Region(nn.Module):
         return run_region(self.body, inputs, self.region_name)
 
 
+def _stat_copy(t):
+    """A copy of a running statistic for a recomputation to update (verify.py skips it)."""
+    if t is None:
+        return None
+    c = t.clone()
+    if stat_copies is not None:  # verifying (the backward may run on another thread): kept alive
+        stat_copies[c.data_ptr()] = c  # so that no later tensor takes the address
+    return c
+
+
 class OnceBatchNorm(nn.Module):
     """A BatchNorm module that does not update its statistics while recomputing."""
 
@@ -115,7 +130,10 @@ class OnceBatchNorm(nn.Module):
     def forward(self, x):
         bn = self.bn
         if recomputing() and bn.training and bn.track_running_stats:
-            return F.batch_norm(x, None, None, bn.weight, bn.bias, True, 0.0, bn.eps)
+            # copies of the statistics take the update: the same call, the same saved tensors
+            # (checkpoint matches them by order), the same batch statistics, the module untouched
+            rm, rv = _stat_copy(bn.running_mean), _stat_copy(bn.running_var)
+            return F.batch_norm(x, rm, rv, bn.weight, bn.bias, True, 0.0, bn.eps)
         return bn(x)
 
 
@@ -123,7 +141,7 @@ def once_batch_norm(input, running_mean, running_var, weight=None, bias=None, tr
                     eps=1e-5):
     """F.batch_norm, without the statistics update while recomputing."""
     if recomputing() and training:
-        running_mean = running_var = None
+        running_mean, running_var = _stat_copy(running_mean), _stat_copy(running_var)
     return F.batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)
 
 
@@ -255,7 +273,35 @@ def apply(model, plan):
     b.emit(g, items, env, inside_region=False)
     out = next(n for n in gm.graph.nodes if n.op == "output")
     g.output(torch.fx.node.map_arg(out.args[0], lambda a: env[a]))
-    new = torch.fx.GraphModule(root, g, model.__class__.__name__ + "Remat")
-    new.train(model.training)
-    new.remat_plan = plan
-    return new
+    graph = torch.fx.GraphModule(root, g, model.__class__.__name__ + "Remat")
+    return RematModel(model, graph, plan)
+
+
+class RematModel(nn.Module):
+    """The applied model: the original's submodules, parameters and buffers, registered in the
+    original's order under the same names (so state_dict() and parameters() are the model's), and
+    the rewritten graph (held aside, not registered) that runs them with the regions."""
+
+    def __init__(self, model, graph, plan):
+        super().__init__()
+        for name, child in model.named_children():
+            self.add_module(name, child)
+        for name, p in model.named_parameters(recurse=False):
+            self.register_parameter(name, p)
+        for name, b in model.named_buffers(recurse=False):
+            self.register_buffer(name, b, persistent=name not in getattr(model, "_non_persistent_buffers_set", ()))
+        object.__setattr__(self, "remat_graph", graph)
+        object.__setattr__(self, "remat_plan", plan)
+        self.train(model.training)
+
+    def train(self, mode=True):
+        super().train(mode)
+        self.remat_graph.train(mode)  # the region and BatchNorm wrappers
+        return self
+
+    @property
+    def code(self):
+        return self.remat_graph.code
+
+    def forward(self, *args, **kwargs):
+        return self.remat_graph(*args, **kwargs)

@@ -34,7 +34,9 @@ class VerifyError(AssertionError):
 class _HookMirror:
     """Mirrors torch's saved-tensor hook stack; hands regions a recording pair."""
 
-    def __init__(self):
+    def __init__(self, model):
+        # parameters and buffers are not recomputed (BatchNorm's statistics change in the step)
+        self.skip = {t.data_ptr() for t in list(model.parameters()) + list(model.buffers())}
         self.stack = []
         self.compared = 0
         self.recorded = 0
@@ -54,12 +56,14 @@ class _HookMirror:
 
         A._push_saved_tensors_default_hooks, A._pop_saved_tensors_default_hooks = push, pop
         _apply._hooks = self
+        _apply.stat_copies = {}
         return self
 
     def __exit__(self, *exc):
         A = torch._C._autograd
         A._push_saved_tensors_default_hooks, A._pop_saved_tensors_default_hooks = self.push0, self.pop0
         _apply._hooks = None
+        _apply.stat_copies = None
 
     def region(self, name):
         return _Record(self, name)
@@ -83,6 +87,8 @@ class _Record:
         k = [0]
 
         def mine(t):
+            if t.data_ptr() in m.skip or t.data_ptr() in _apply.stat_copies:
+                return pack(t) if pack else t  # parameters, buffers, statistics' copies
             d = digest(t)
             if recompute:
                 i = k[0]
@@ -127,7 +133,7 @@ def _allocator_peak(prof):
     return peak
 
 
-def measure(step, device=None, allocator=True):
+def measure(step, device=None, allocator=True, rss=True):
     """Runs step() once; returns {"rss_delta", "allocator_peak" or "cuda_peak"} in bytes."""
     out = {}
     dev = torch.device(device) if device is not None else torch.device("cpu")
@@ -140,7 +146,7 @@ def measure(step, device=None, allocator=True):
         out["cuda_peak"] = torch.cuda.max_memory_allocated(dev) - base
         return out
     rss0, _ = _rss()
-    if _reset_hwm():
+    if rss and _reset_hwm():
         step()
         _, hwm = _rss()
         out["rss_delta"] = max(hwm - rss0, 0)
@@ -151,37 +157,61 @@ def measure(step, device=None, allocator=True):
     return out
 
 
+class _Kept:
+    """Saves what a measured step changes (buffers, gradients, RNG) and gives the step parameters'
+    gradients to add into, so they are not counted; restores everything on exit."""
+
+    def __init__(self, model):
+        self.model = model
+
+    def __enter__(self):
+        m = self.model
+        self.params = [p for p in m.parameters() if p.requires_grad]
+        self.grads = [p.grad for p in self.params]
+        self.state = {k: v.detach().clone() for k, v in m.state_dict().items()}
+        self.rng = torch.get_rng_state()
+        for p in self.params:
+            p.grad = torch.zeros_like(p) if p.grad is None else p.grad.clone()
+        return self
+
+    def __exit__(self, *exc):
+        with torch.no_grad():
+            for k, v in self.model.state_dict().items():
+                v.copy_(self.state[k])
+        torch.set_rng_state(self.rng)
+        for p, g in zip(self.params, self.grads):
+            p.grad = g
+
+
+def measure_step(model, inputs, device=None):
+    """The activation peak of one training step of model(*inputs) (the loss), in bytes: PyTorch's
+    allocator count on CPU, max_memory_allocated on CUDA. The model is left as it was."""
+    args = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
+    with _Kept(model) as k:
+        def step():
+            torch.set_rng_state(k.rng)
+            model(*args).backward()
+        r = measure(step, device, rss=False)
+    return r.get("cuda_peak", r.get("allocator_peak"))
+
+
 def verify(model, inputs, device=None, check_memory=True, raise_on_mismatch=True):
     """One step of an applied model: recomputed tensors compared bit for bit with their first
     computation, the peak measured against the plan. Leaves the model's buffers, gradients and RNG
     as it found them. Returns a dict of the figures."""
     plan = getattr(model, "remat_plan", None)
     args = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
-    params = [p for p in model.parameters() if p.requires_grad]
-    grads = [p.grad for p in params]
-    state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-    rng = torch.get_rng_state()
-    for p in params:  # parameters' gradients exist before the step: not activations
-        p.grad = torch.zeros_like(p) if p.grad is None else p.grad.clone()
-
-    def step():
-        torch.set_rng_state(rng)
-        model(*args).backward()
-
     res = {}
-    try:
-        with _HookMirror() as m:
+    with _Kept(model) as k:  # parameters' gradients exist before the step: not activations
+        def step():
+            torch.set_rng_state(k.rng)
+            model(*args).backward()
+
+        with _HookMirror(model) as m:
             step()
         res["recorded"], res["compared"], res["mismatches"] = m.recorded, m.compared, list(m.mismatches)
         if check_memory:
             res.update(measure(step, device))
-    finally:
-        with torch.no_grad():
-            for k, v in model.state_dict().items():
-                v.copy_(state[k])
-        torch.set_rng_state(rng)
-        for p, g in zip(params, grads):
-            p.grad = g
     if plan is not None:
         res["predicted_peak"] = plan.peak_bytes
         res["budget"] = plan.budget_bytes

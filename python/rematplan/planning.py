@@ -35,15 +35,18 @@ PRICE_ITERATIONS = 8
 # small scalars): plans are made for the budget less this share, and the least budget named is
 # the least plan's peak plus it. Measured: 0.15% over a plan made at the full budget (tests).
 MARGIN = 0.01
+# What each checkpoint region holds besides its inputs: the CPU RNG state checkpoint stashes
+# (torch.get_rng_state(), 5056 bytes), and a CUDA one on CUDA; set by plan() from the device.
+REGION_BYTES = 5056
 CROSS_BLOCKS = True
 
 
 class BudgetError(ValueError):
     """The budget cannot be met; .least_bytes is the least budget that works."""
 
-    def __init__(self, msg, least_bytes, store_all_bytes):
+    def __init__(self, msg, least_bytes, store_all_bytes, want=None):
         super().__init__(msg)
-        self.least_bytes, self.store_all_bytes = least_bytes, store_all_bytes
+        self.least_bytes, self.store_all_bytes, self.want = least_bytes, store_all_bytes, want
 
 
 def human(b):
@@ -186,7 +189,7 @@ def price_regions(G, regions):
         raise _lib.RematError("rm_price_graph: " + msg)
     recomputed = {int(s.split()[1]) for s in ans["schedule"] if s.startswith("R ")}
     extra = sum(nodes[i]["forward_time"] for r in regions for i in r if i not in recomputed)
-    return ans["peak_bytes"], ans["recompute_time"] + extra
+    return ans["peak_bytes"] + REGION_BYTES * len(regions), ans["recompute_time"] + extra
 
 
 def _flat(items):
@@ -230,7 +233,7 @@ class Plan:
 
     def tree(self):
         """The regions as a tree over node ids: ("region", [ids or nested regions])."""
-        if self.planner.startswith("chain"):
+        if self.planner.startswith("chain") or self.planner == "store-all":
             return self.regions
         return [("region", list(r)) for r in self.regions]
 
@@ -260,8 +263,10 @@ def _total(graph):
                for nd in graph["nodes"])
 
 
-def plan_graph(graph, budget, verbose=False):
-    """The plan of a profiled graph (dict in remat's format) under budget (bytes, fraction or string)."""
+def plan_graph(graph, budget, verbose=False, inner=None):
+    """The plan of a profiled graph (dict in remat's format) under budget (bytes, fraction or string).
+    inner: the budget the planners are given (default: the budget less MARGIN; plan() lowers it
+    when a measured step exceeds the budget)."""
     t0 = time.perf_counter()
     G = Graph(graph)
     rc, top, msg = _lib.plan_graph(graph, -1)
@@ -275,21 +280,38 @@ def plan_graph(graph, budget, verbose=False):
     P.graph_module = P.members = P.model = P.profile = P.stages = P.chain = None
     P.graph, P.store_all_bytes, P.budget_bytes = graph, store_all, want
     P.planner = ("chain of %d stages (rm_plan_chain)" % len(segs)) if chain else "graph (rm_plan_graph)"
-    inner = int(want * (1 - MARGIN))
+    if inner is None:
+        inner = int(want * (1 - MARGIN))
+    if want >= store_all and inner >= int(store_all * (1 - MARGIN)):  # store everything
+        P.planner = "store-all"
+        P.regions, P.peak_bytes, P.recompute_time, P.planner_budget, P.answer = [], store_all, 0.0, store_all, top
+        P.least_bytes = top["min_budget_bytes"]
+        P.overhead, P.plan_seconds = 0.0, time.perf_counter() - t0
+        return P
+    # A chain of small stages goes to Rotor's program alone; one with a large stage (a U-Net's
+    # skips cross every cut but a few) to both planners, the faster plan that fits (or, when
+    # none fits, the smaller least budget) winning; no chain at all to the graph planner.
     if chain:
-        res = _plan_chain(G, segs, inner, store_all)
         P.stages, P.chain = segs, chain_of(G, segs)
+        res = _plan_chain(G, segs, inner, store_all, P.chain)
+        fine = max(st["ab"] + st["bt"] for st in P.chain["stages"]) <= 0.25 * store_all
+        if not fine:
+            alt = _plan_regions(G, inner, store_all, top["min_budget_bytes"])
+            if (alt[0] is not None and (res[0] is None or alt[2] < res[2])) or \
+                    (alt[0] is None and res[0] is None and alt[4] < res[4]):
+                res, P.stages, P.chain = alt, None, None
+                P.planner = "graph (rm_plan_graph)"
     else:
         res = _plan_regions(G, inner, store_all, top["min_budget_bytes"])
     P.regions, P.peak_bytes, P.recompute_time, P.planner_budget, P.least_bytes, P.answer = res
-    P.least_bytes = min(int(math.ceil(P.least_bytes / (1 - MARGIN))), store_all)
+    P.least_bytes = min(P.least_bytes, store_all)
     P.overhead = P.recompute_time / max(_total(graph), 1e-12)
     P.plan_seconds = time.perf_counter() - t0
     if P.regions is None:
         raise BudgetError("rematplan: budget %s (%d bytes) cannot be met: the least budget that works is %s "
                           "(%d bytes; store-all %s); raise the budget to at least %d bytes"
                           % (human(want), want, human(P.least_bytes), P.least_bytes, human(store_all),
-                             P.least_bytes), P.least_bytes, store_all)
+                             P.least_bytes), P.least_bytes, store_all, want)
     if verbose:
         print(P.summary())
     return P
@@ -316,8 +338,6 @@ def _attempt(G, b):
 def _plan_regions(G, want, store_all, planner_least):
     """Tighten the planner's budget until the realized plan fits `want`; the least budget that
     works is the smallest realized peak found from the planner's least budget up."""
-    if want >= store_all:
-        return [], store_all, 0.0, store_all, _least(G, planner_least, store_all), None
     best = None
     b = want
     for _ in range(PRICE_ITERATIONS):
@@ -343,11 +363,15 @@ def _plan_regions(G, want, store_all, planner_least):
                 lo = mid
             else:
                 hi = mid
-    least = _least(G, planner_least, store_all)
+    least, least_b = _least(G, planner_least, store_all)
+    if best is None and least <= want:  # the plan the least budget was found with
+        a = _attempt(G, least_b)
+        best = (a[0], a[1], a[2], least_b, a[3])
+    named = int(math.ceil(least / (1 - MARGIN))) + 1
     if best is None:
-        return None, 0, 0.0, 0, least, None
+        return None, 0, 0.0, 0, named, None
     regions, peak, t, b, ans = best
-    return regions, peak, t, b, min(least, peak), ans
+    return regions, peak, t, b, named, ans
 
 
 _least_cache = {}
@@ -359,12 +383,12 @@ def _least(G, planner_least, store_all):
     key = id(G.g)
     if key in _least_cache and _least_cache[key][0] is G.g:
         return _least_cache[key][1]
-    best = store_all
+    best = (store_all, store_all)
     for f in (0.0, 0.05, 0.15, 0.3):
         b = int(planner_least + f * (store_all - planner_least))
         a = _attempt(G, b)
-        if a is not None:
-            best = min(best, a[1])
+        if a is not None and a[1] < best[0]:
+            best = (a[1], b)
     _least_cache[key] = (G.g, best)
     return best
 
@@ -431,7 +455,8 @@ def chain_of(G, segs):
     nodes = G.g["nodes"]
     stages = []
     for s, (lo, hi, x) in enumerate(segs):
-        a = nodes[segs[s - 1][2]]["output_bytes"] if s else 0
+        # a checkpointed stage holds its input and the RNG state checkpoint stashes
+        a = (nodes[segs[s - 1][2]]["output_bytes"] if s else 0) + REGION_BYTES
         ab = 0
         for i in range(lo, hi + 1):
             if G.saves(i) or i == x:
@@ -495,10 +520,22 @@ def stage_tree_to_nodes(tree, segs):
     return out
 
 
-def _plan_chain(G, segs, want, store_all):
-    chain = chain_of(G, segs)
+def _chain_least(chain, least):
+    """The least budget at which rm_plan_chain plans, from its own minimum (found in slots of the
+    table: a plan exactly there can round out), raised in small steps until it plans, then with
+    the margin added: the least a user's budget may be."""
+    b = least
+    for _ in range(40):
+        rc, ans, _ = _lib.plan_chain(chain, b)
+        if rc == _lib.RM_OK and ans.get("feasible"):
+            break
+        b = int(b * 1.005) + 1
+    return int(math.ceil(b / (1 - MARGIN))) + 1
+
+
+def _plan_chain(G, segs, want, store_all, chain):
     rc, ans, msg = _lib.plan_chain(chain, want)
-    least = ans["min_budget_bytes"] if ans else store_all
+    least = _chain_least(chain, ans["min_budget_bytes"]) if ans else store_all
     if rc == _lib.RM_ERR_BUDGET or not ans or not ans.get("feasible"):
         return None, 0, 0.0, want, least, ans
     if rc != _lib.RM_OK:

@@ -203,6 +203,12 @@ def profile(model, example_inputs, repeats=3, device=None):
     return gm, prof
 
 
+def getattr_path(obj, path):
+    for part in path.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
 class Profile:
     """Per fx call node: times, bytes, aliases, saves; and the remat graph built from them."""
 
@@ -287,6 +293,9 @@ class Profile:
             priv = self.private[n]
             out = sum(self.own[n].values()) + (priv if loss else 0)
             node = {"name": n.name, "forward_time": round(self.fwd_ms[n], 5),
+                    # the parameters' gradients this op's backward computes, each a new tensor
+                    # before it is added into .grad: its backward's workspace
+                    "backward_workspace_bytes": self.param_grad_bytes(n),
                     "backward_time": round(self.bwd_ms[n], 5), "output_bytes": out,
                     "gradient_bytes": 0 if loss else self.grad_bytes[n], "backward": self.has_grad[n],
                     "backward_reads_output": n in reads or (loss and priv > 0)}
@@ -325,6 +334,17 @@ class Profile:
                 nodes[k]["forward_time"] = round(nodes[k]["forward_time"] + self.fwd_ms[n], 5)
                 nodes[k]["backward_time"] = round(nodes[k]["backward_time"] + self.bwd_ms[n], 5)
         self.graph = {"nodes": nodes, "edges": edges}
+
+    def param_grad_bytes(self, n):
+        ps = []
+        if n.op == "call_module":
+            ps = [p for p in self.gm.get_submodule(n.target).parameters() if p.requires_grad]
+        for a in n.all_input_nodes:
+            if a.op == "get_attr":
+                t = getattr_path(self.gm, a.target)
+                if isinstance(t, torch.nn.Parameter) and t.requires_grad:
+                    ps.append(t)
+        return sum(p.numel() * p.element_size() for p in ps)
 
     def is_bn(self, n):
         if n.op == "call_module":
