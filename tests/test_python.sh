@@ -24,7 +24,8 @@ make -s install BUILD="$BUILD" ${REMAT_MPI_BUILD:+MPI=$REMAT_MPI_BUILD} PREFIX="
 check '[ $? -eq 0 ]' "make install failed: $(tail -3 "$T/log")"
 "$PY" -m venv --system-site-packages "$T/venv" > "$T/log" 2>&1
 check '[ $? -eq 0 ]' "python3 -m venv --system-site-packages: $(tail -3 "$T/log")"
-"$T/venv/bin/pip" install --no-build-isolation --no-deps --no-index -q ./python > "$T/log" 2>&1
+cp -r python "$T/src"  # pip builds in the folder it installs: not in the work tree
+"$T/venv/bin/pip" install --no-build-isolation --no-deps --no-index -q "$T/src" > "$T/log" 2>&1
 check '[ $? -eq 0 ]' "pip install ./python: $(tail -5 "$T/log")"
 PRE=
 objdump -p "$P/lib/libremat.so" | grep -q "NEEDED *libasan" && PRE=$(${CC:-cc} -print-file-name=libasan.so)
