@@ -18,7 +18,7 @@ __all__ = ["plan", "apply", "verify", "plan_graph", "Plan", "BudgetError", "Veri
            "LibraryNotFound", "libremat_version", "use_as_compile_solver"]
 
 
-def plan(model, example_inputs, budget, device=None, repeats=3, verbose=True, check=True):
+def plan(model, example_inputs, budget, device=None, repeats=3, verbose=True, check=True, reuse=None):
     """Profiles model(*example_inputs) (which returns the loss) on the inputs' device and plans
     what to keep and what to recompute within `budget`: bytes (int), a fraction of what storing
     every activation needs (float in (0, 1]), or a string ("3GiB", "500MB", "50%").
@@ -26,7 +26,8 @@ def plan(model, example_inputs, budget, device=None, repeats=3, verbose=True, ch
     Prints the predicted peak and overhead unless verbose=False.
     check: run the plan once and measure its peak (PyTorch's allocator count on CPU, which costs
     a profiled step; max_memory_allocated on CUDA); while it exceeds the budget, plan again for
-    the budget less the excess (what the profile does not see: autograd's own buffers)."""
+    the budget less the excess (what the profile does not see: autograd's own buffers).
+    reuse: an earlier plan of the same model and inputs, whose profile is used again."""
     from .profile import profile
     if device is None:
         import torch
@@ -38,7 +39,10 @@ def plan(model, example_inputs, budget, device=None, repeats=3, verbose=True, ch
     planning.REGION_BYTES = torch.get_rng_state().numel()
     if device is not None and torch.device(device).type == "cuda":
         planning.REGION_BYTES += torch.cuda.get_rng_state(device).numel()
-    gm, prof = profile(model, example_inputs, repeats=repeats, device=device)
+    if reuse is not None and reuse.model is model:
+        gm, prof = reuse.graph_module, reuse.profile
+    else:
+        gm, prof = profile(model, example_inputs, repeats=repeats, device=device)
     graph = prof.graph
 
     def make(budget=budget, **kw):

@@ -125,7 +125,8 @@ def _allocator_peak(prof):
     events (every allocation and free of the CPU allocator) in time order."""
     ev = [e for e in prof.kineto_results.events() if e.name() == "[memory]" and e.device_type() ==
           torch.autograd.DeviceType.CPU]
-    ev.sort(key=lambda e: e.start_us())  # stable: ties keep the recorded order
+    when = (lambda e: e.start_ns()) if ev and hasattr(ev[0], "start_ns") else (lambda e: e.start_us())
+    ev.sort(key=when)  # stable: ties keep the recorded order
     live = peak = 0
     for e in ev:
         live += e.nbytes()
