@@ -37,6 +37,7 @@ def plan(model, example_inputs, budget, device=None, repeats=3, verbose=True, ch
     from . import planning
     import torch
     planning.REGION_BYTES = torch.get_rng_state().numel()
+    planning.SAC = _apply_mod.sac_available()
     if device is not None and torch.device(device).type == "cuda":
         planning.REGION_BYTES += torch.cuda.get_rng_state(device).numel()
     if reuse is not None and reuse.model is model:

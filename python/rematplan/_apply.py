@@ -58,7 +58,53 @@ _hooks = None  # verify.py's saved-tensor hook wrapper, when verifying
 stat_copies = None  # and the addresses of the statistics' copies it does not compare
 
 
-def run_region(body, inputs, name):
+def sac_available():
+    """Selective activation checkpointing (torch >= 2.4): per-op policies inside a region."""
+    try:
+        from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts  # noqa: F401
+        return True
+    except ImportError:
+        return False
+
+
+_respect = []
+
+
+def _takes_respect_hooks():
+    if not _respect:
+        import inspect
+        try:
+            _respect.append("respect_saved_tensors_hooks" in inspect.signature(tc.checkpoint).parameters)
+        except (TypeError, ValueError):
+            _respect.append(False)
+    return _respect[0]
+
+
+def _policy(ctx, op, *args, **kwargs):
+    from torch.utils.checkpoint import CheckpointPolicy
+    return CheckpointPolicy.MUST_SAVE if getattr(_state, "save", False) else CheckpointPolicy.PREFER_RECOMPUTE
+
+
+class Saved(nn.Module):
+    """An op of a region the plan keeps: its aten ops are MUST_SAVE for the selective policy."""
+
+    def __init__(self, fn):
+        super().__init__()
+        if isinstance(fn, nn.Module):
+            self.mod = fn
+        else:
+            self.fn = fn
+
+    def forward(self, *args, **kwargs):
+        before = getattr(_state, "save", False)
+        _state.save = True
+        try:
+            return (self.mod if hasattr(self, "mod") else self.fn)(*args, **kwargs)
+        finally:
+            _state.save = before
+
+
+def run_region(body, inputs, name, sac=False):
     """body(*inputs) under non-reentrant checkpoint, inputs saved through the active hooks."""
     is_t = [isinstance(x, torch.Tensor) for x in inputs]
     tensors = [x for x, t in zip(inputs, is_t) if t]
@@ -86,7 +132,13 @@ def run_region(body, inputs, name):
     # non-tensor inputs (sizes) are kept as they are; tensors only through the token
     inputs_template = [None if t else x for x, t in zip(inputs, is_t)]
     anchor = torch.zeros(0, device=device)  # checkpoint stashes the RNG of the devices of its arguments
-    out = tc.checkpoint(run, anchor, use_reentrant=False, preserve_rng_state=True)
+    extra = {}
+    if sac:
+        import functools
+        extra["context_fn"] = functools.partial(tc.create_selective_checkpoint_contexts, _policy)
+        if _takes_respect_hooks():  # the behaviour of today, said explicitly (no warning)
+            extra["respect_saved_tensors_hooks"] = False
+    out = tc.checkpoint(run, anchor, use_reentrant=False, preserve_rng_state=True, **extra)
     cell[0] = None
     return out
 
@@ -101,13 +153,14 @@ def _call(body, xs, record, recompute):
 class Region(nn.Module):
     """One checkpointed region of the plan."""
 
-    def __init__(self, body, name):
+    def __init__(self, body, name, sac=False):
         super().__init__()
         self.body = body
         self.region_name = name
+        self.sac = sac
 
     def forward(self, *inputs):
-        return run_region(self.body, inputs, self.region_name)
+        return run_region(self.body, inputs, self.region_name, self.sac)
 
 
 def _stat_copy(t):
@@ -152,10 +205,12 @@ def _is_bn(gm, n):
 
 
 class _Builder:
-    def __init__(self, root):
+    def __init__(self, root, saved=()):
         self.gm = root
         self.count = 0
         self.bn = {}
+        self.saved = set(saved)  # fx nodes kept by the selective policy
+        self.n_saved = 0
 
     def region_module(self, items):
         """A Region submodule for items (fx nodes and nested ("region", items, range)), registered on gm."""
@@ -176,7 +231,7 @@ class _Builder:
         name = "remat_region_%d" % self.count
         self.count += 1
         body = torch.fx.GraphModule(self.gm, sub, name)
-        self.gm.add_module(name, Region(body, name))
+        self.gm.add_module(name, Region(body, name, sac=any(n in self.saved for n in inside)))
         return name, inputs, outputs
 
     def flatten(self, items):
@@ -198,10 +253,28 @@ class _Builder:
             for a in n.all_input_nodes:  # a parameter or buffer read inside: its own get_attr
                 if a not in env and a.op == "get_attr":
                     env[a] = g.get_attr(a.target)
-            if inside_region and _is_bn(self.gm, n):
+            if inside_region and n in self.saved:
+                env[n] = self.saved_op(g, n, env)
+            elif inside_region and _is_bn(self.gm, n):
                 env[n] = self.once_bn(g, n, env)
             else:
                 env[n] = g.node_copy(n, lambda a: env[a])
+
+    def saved_op(self, g, n, env):
+        """n as a Saved module: the selective policy saves what it computes."""
+        args = torch.fx.node.map_arg(n.args, lambda a: env[a])
+        kwargs = torch.fx.node.map_arg(n.kwargs, lambda a: env[a])
+        if n.op == "call_module":
+            fn = self.gm.get_submodule(n.target)
+        elif n.op == "call_function":
+            fn = n.target
+        else:
+            name = n.target
+            fn = lambda obj, *a, **k: getattr(obj, name)(*a, **k)  # noqa: E731
+        mod = "remat_saved_%d" % self.n_saved
+        self.n_saved += 1
+        self.gm.add_module(mod, Saved(fn))
+        return g.call_module(mod, args, kwargs)
 
     def once_bn(self, g, n, env):
         args = torch.fx.node.map_arg(n.args, lambda a: env[a])
@@ -264,7 +337,7 @@ def apply(model, plan):
     for name, buf in gm.named_buffers(recurse=False):
         root.register_buffer(name, buf)
     items = to_fx_items(gm, plan.members, plan.tree())
-    b = _Builder(root)
+    b = _Builder(root, {plan.members[i] for i in getattr(plan, "sac_saved", ())})
     g = torch.fx.Graph()
     env = {}
     for n in gm.graph.nodes:

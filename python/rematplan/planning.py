@@ -39,6 +39,9 @@ MARGIN = 0.01
 # (torch.get_rng_state(), 5056 bytes), and a CUDA one on CUDA; set by plan() from the device.
 REGION_BYTES = 5056
 CROSS_BLOCKS = True
+# torch >= 2.4: regions of graph plans keep ops through selective checkpointing policies (plan()
+# sets it from the torch it runs with)
+SAC = False
 
 
 class BudgetError(ValueError):
@@ -156,7 +159,51 @@ def realize(G, modes, blocks):
     return [r for r in regions if any(G.saves(i) for i in r)]
 
 
-def price_regions(G, regions):
+def realize_sac(G, modes, blocks):
+    """With selective checkpointing (torch >= 2.4): regions are the same intervals, never split; in
+    a region an op the planner keeps, or whose output is held from outside the region, is saved
+    by the policy (MUST_SAVE: its output cached, not recomputed), the rest recomputed.
+    Returns (regions, saved ids)."""
+    n = G.n
+    drop = [modes[i] != "keep" and not G.pinned[G.part_of[i]] and G.saves(i) for i in range(n)]
+    cover = [False] * n
+    for i in range(n):
+        if drop[i]:
+            for j in range(i, max(G.readers[i]) + 1):
+                cover[j] = True
+    for i in range(n):
+        if G.pinned[G.part_of[i]]:
+            cover[i] = False
+    for i in range(n):
+        cover[i] = cover[G.part_of[i]]
+    region, regions = [-1] * n, []
+    i = 0
+    while i < n:
+        if cover[i]:
+            j = i
+            while j + 1 < n and cover[j + 1]:
+                j += 1
+            for k in range(i, j + 1):
+                region[k] = len(regions)
+            regions.append(list(range(i, j + 1)))
+            i = j + 1
+        else:
+            i += 1
+    saved = set()
+    for i in range(n):
+        o = G.part_of[i]
+        if region[i] < 0:
+            continue
+        held = any(region[r] != region[o] for r in G.readers[o]) or \
+            any(region[c] >= 0 and region[c] != region[o] for c in G.consumers[o])
+        if modes[o] == "keep" or held:
+            saved.add(i)
+    regions = [r for r in regions if any(i not in saved and G.saves(i) for i in r)]
+    kept = {i for r in regions for i in r}
+    return regions, saved & kept
+
+
+def price_regions(G, regions, saved=()):
     """rm_price_graph's answer for the regions as PyTorch runs them, plus the time of the ops
     PyTorch re-runs that libremat's schedule does not (re-run to restore what they save)."""
     n = G.n
@@ -169,6 +216,15 @@ def price_regions(G, regions):
     nodes = [dict(nd, forward_time=0.0) if "part_of" in nd else nd for nd in G.g["nodes"]]
     graph = {"nodes": nodes, "edges": list(G.g["edges"])}
     for r in regions:
+        # selective checkpointing caches a saved op's output until the region recomputes (at the
+        # backward of its last op)
+        last_bwd = next((i for i in reversed(r) if G.g["nodes"][i].get("backward", True)), None)
+        for i in r:
+            if i in saved and last_bwd is not None:
+                if i < last_bwd:
+                    graph["edges"].append({"producer": i, "consumer": last_bwd, "backward_reads": True})
+                elif i == last_bwd:
+                    nodes[i] = dict(nodes[i], backward_reads_output=True)
         first_bwd = next((i for i in r if G.g["nodes"][i].get("backward", True)), None)
         if first_bwd is None:
             continue
@@ -178,7 +234,7 @@ def price_regions(G, regions):
                 inputs.add(e["producer"])
         for p in sorted(inputs):  # PyTorch holds a region's inputs until its backward ends
             graph["edges"].append({"producer": p, "consumer": first_bwd, "backward_reads": True})
-    modes = ["once" if region[i] >= 0 else "keep" for i in range(n)]
+    modes = ["once" if region[i] >= 0 and i not in saved else "keep" for i in range(n)]
     blocks, b = [], -1
     for i in range(n):
         if i == 0 or region[i] < 0 or region[i] != region[i - 1]:
@@ -188,7 +244,7 @@ def price_regions(G, regions):
     if rc != _lib.RM_OK:
         raise _lib.RematError("rm_price_graph: " + msg)
     recomputed = {int(s.split()[1]) for s in ans["schedule"] if s.startswith("R ")}
-    extra = sum(nodes[i]["forward_time"] for r in regions for i in r if i not in recomputed)
+    extra = sum(nodes[i]["forward_time"] for r in regions for i in r if i not in recomputed and i not in saved)
     return ans["peak_bytes"] + REGION_BYTES * len(regions), ans["recompute_time"] + extra
 
 
@@ -278,6 +334,7 @@ def plan_graph(graph, budget, verbose=False, inner=None):
     chain = segs is not None
     P = Plan()
     P.graph_module = P.members = P.model = P.profile = P.stages = P.chain = None
+    P.sac_saved = set()
     P.graph, P.store_all_bytes, P.budget_bytes = graph, store_all, want
     P.planner = ("chain of %d stages (rm_plan_chain)" % len(segs)) if chain else "graph (rm_plan_graph)"
     if inner is None:
@@ -305,6 +362,7 @@ def plan_graph(graph, budget, verbose=False, inner=None):
         res = _plan_regions(G, inner, store_all, top["min_budget_bytes"])
     P.regions, P.peak_bytes, P.recompute_time, P.planner_budget, P.least_bytes, P.answer = res
     P.least_bytes = min(P.least_bytes, store_all)
+    P.sac_saved = set(P.answer.get("sac_saved", ())) if (P.answer and P.planner.startswith("graph")) else set()
     P.overhead = P.recompute_time / max(_total(graph), 1e-12)
     P.plan_seconds = time.perf_counter() - t0
     if P.regions is None:
@@ -330,8 +388,12 @@ def _attempt(G, b):
     for k, (lo, hi) in enumerate(ans["blocks"]):
         for i in range(lo, hi + 1):
             blocks[i] = k
-    regions = realize(G, modes, blocks)
-    peak, t = price_regions(G, regions)
+    if SAC:
+        regions, saved = realize_sac(G, modes, blocks)
+    else:
+        regions, saved = realize(G, modes, blocks), set()
+    peak, t = price_regions(G, regions, saved)
+    ans["sac_saved"] = sorted(saved)
     return regions, peak, t, ans
 
 
