@@ -426,7 +426,8 @@ void rm_print_plan(const rm_session *s, FILE *f);
 
 /* Planning for a chain profiled elsewhere (any framework). chain_json is
  * {"stages": [{"uf":..,"ub":..,"a":..,"ab":..,"ft":..,"bt":..}, ...]} with the
- * loss last; *result_json (free() it) is {"feasible", "time", "peak_bytes",
+ * loss last (optional "ab_sel", "ub_sel", "bt_sel": a stage kept selectively,
+ * "Fsel s" in the answer); *result_json (free() it) is {"feasible", "time", "peak_bytes",
  * "min_budget_bytes", "sequence": ["Fck 0", "Fn 1", ..., "L 6", "B 5", ...]}.
  * An infeasible budget returns RM_ERR_BUDGET with the JSON still filled. */
 rm_status rm_plan_chain(const char *chain_json, int64_t budget, char **result_json, char *err, size_t errlen);

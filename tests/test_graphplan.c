@@ -400,8 +400,32 @@ static void test_price_graph(void) {
     CHECK(rm_price_graph(json, keep, NULL, err, sizeof err) == RM_ERR_ARG, "NULL result");
 }
 
+/* rm_plan_chain with a second way to keep stages ("ab_sel", "ub_sel",
+ * "bt_sel": remat's Fsel): at a budget where keeping the stages whole does
+ * not fit, keeping them selectively is cheaper than re-running them; the
+ * three fields go together. */
+static void test_chain_selective(void) {
+    const char *plain = "{\"stages\":[{\"uf\":1,\"ub\":2,\"a\":100,\"ab\":400},{\"uf\":1,\"ub\":2,\"a\":100,"
+                        "\"ab\":400},{\"uf\":1,\"ub\":2,\"a\":100,\"ab\":400},{\"uf\":0.1,\"ub\":0.1,\"a\":100,\"ab\":100}]}";
+    const char *sel = "{\"stages\":[{\"uf\":1,\"ub\":2,\"a\":100,\"ab\":400,\"ab_sel\":150,\"ub_sel\":2.3,\"bt_sel\":100},"
+                      "{\"uf\":1,\"ub\":2,\"a\":100,\"ab\":400},{\"uf\":1,\"ub\":2,\"a\":100,\"ab\":400,\"ab_sel\":150,"
+                      "\"ub_sel\":2.3,\"bt_sel\":100},{\"uf\":0.1,\"ub\":0.1,\"a\":100,\"ab\":100}]}";
+    char *a = NULL, *b = NULL, err[256];
+    CHECK(rm_plan_chain(plain, 800, &a, err, sizeof err) == RM_OK && a, "plain chain at 800: %s", err);
+    CHECK(rm_plan_chain(sel, 800, &b, err, sizeof err) == RM_OK && b, "selective chain at 800: %s", err);
+    double ta = a ? atof(strstr(a, "\"time\":") + 7) : 0, tb = b ? atof(strstr(b, "\"time\":") + 7) : 0;
+    CHECK(b && strstr(b, "\"Fsel ") && tb < ta, "Fsel used and cheaper: %g < %g: %s", tb, ta, b ? b : "");
+    free(a), free(b);
+    const char *bad = "{\"stages\":[{\"uf\":1,\"ub\":2,\"a\":100,\"ab\":400,\"ab_sel\":150},"
+                      "{\"uf\":0.1,\"ub\":0.1,\"a\":100,\"ab\":100}]}";
+    a = NULL;
+    CHECK(rm_plan_chain(bad, 800, &a, err, sizeof err) == RM_ERR_FORMAT && !a && strstr(err, "ab_sel"),
+          "ab_sel alone refused: %s", err);
+}
+
 int main(void) {
     test_plan_graph();
+    test_chain_selective();
     test_price_graph();
     test_large_graph();
     test_fast_search();

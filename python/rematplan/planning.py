@@ -42,6 +42,8 @@ CROSS_BLOCKS = True
 # torch >= 2.4: regions of graph plans keep ops through selective checkpointing policies (plan()
 # sets it from the torch it runs with)
 SAC = False
+# chains: each stage also offered kept selectively (regions inside it), Rotor's Fsel
+SELECTIVE = True
 
 
 class BudgetError(ValueError):
@@ -375,7 +377,7 @@ def plan_graph(graph, budget, verbose=False, inner=None):
     return P
 
 
-def _attempt(G, b):
+def _attempt(G, b, sac=None):
     """The planner at budget b, realized and priced: (regions, peak, time, answer) or None."""
     rc, ans, _ = _lib.plan_graph(G.g, b)
     if rc != _lib.RM_OK or not ans.get("feasible"):
@@ -388,7 +390,7 @@ def _attempt(G, b):
     for k, (lo, hi) in enumerate(ans["blocks"]):
         for i in range(lo, hi + 1):
             blocks[i] = k
-    if SAC:
+    if SAC if sac is None else sac:
         regions, saved = realize_sac(G, modes, blocks)
     else:
         regions, saved = realize(G, modes, blocks), set()
@@ -487,14 +489,15 @@ def segments(G):
     return out
 
 
-def _price(G, nodes_range, modes=None, forward_only=False):
-    """rm_price_graph of the sub-graph of nodes lo..hi, with the stage's input as node 0 (of 0 bytes:
-    the chain counts it). forward_only: no backward (every value freed after its last reader)."""
-    lo, hi = nodes_range[:2]
+def _sub(G, lo, hi, forward_only=False):
+    """The sub-graph of nodes lo..hi (ids shifted by lo - 1), the stage's input as node 0 of 0 bytes
+    (the chain counts it). forward_only: no backward (every value freed after its last reader)."""
     nodes = [{"name": "input", "forward_time": 0, "backward_time": 0, "output_bytes": 0, "backward": False}]
     nodes += [dict(G.g["nodes"][i]) for i in range(lo, hi + 1)]
-    if forward_only:
-        for nd in nodes:
+    for nd in nodes:
+        if "part_of" in nd:
+            nd["part_of"] = nd["part_of"] - lo + 1
+        if forward_only:
             nd["backward"], nd["backward_reads_output"] = False, False
     edges = []
     for e in G.g["edges"]:
@@ -503,11 +506,62 @@ def _price(G, nodes_range, modes=None, forward_only=False):
             edges.append({"producer": p - lo + 1 if p >= lo else 0, "consumer": c - lo + 1,
                           "backward_reads": e.get("backward_reads", True)})
     nodes[-1]["gradient_bytes"] = nodes[-1].get("gradient_bytes", nodes[-1]["output_bytes"])
-    m = modes or ["keep"] * len(nodes)
-    rc, ans, msg = _lib.price_graph({"nodes": nodes, "edges": edges}, {"modes": m})
+    return {"nodes": nodes, "edges": edges}
+
+
+def _price(G, nodes_range, forward_only=False):
+    """rm_price_graph of the stage lo..hi storing everything."""
+    sub = _sub(G, nodes_range[0], nodes_range[1], forward_only)
+    rc, ans, msg = _lib.price_graph(sub, {"modes": ["keep"] * len(sub["nodes"])})
     if rc != _lib.RM_OK:
         raise _lib.RematError("rm_price_graph: " + msg)
     return ans
+
+
+def selective_option(G, lo, hi, x, a, ab, ub):
+    """A second way to keep stage lo..hi (remat's Fsel): regions inside it, from libremat's graph
+    planner on the stage alone (its output x never recomputed), priced by libremat. Returns
+    (ab_sel, ub_sel, bt_sel, regions in global ids) with the best bytes saved per time added, or
+    None when no plan holds less."""
+    sub = _sub(G, lo, hi)
+    S = Graph(sub)
+    if x is not None:
+        S.pinned[x - lo + 1] = True
+    rc, top, _ = _lib.plan_graph(sub, -1)
+    if rc != _lib.RM_OK:
+        return None
+    best, seen = None, set()
+    lo_b, hi_b = top["min_budget_bytes"], top["store_all_bytes"]
+    candidates = []
+    for f in (0.8, 0.5, 0.2, 0.0):  # the planner's plans of the stage, realized
+        a_ = _attempt(S, int(lo_b + f * (hi_b - lo_b)), sac=False)
+        if a_ is not None and a_[0]:
+            candidates.append(a_)
+    for v in range(1, S.n):  # and each value dropped alone (a region to its last reader)
+        if S.saves(v) and not S.pinned[S.part_of[v]] and "part_of" not in sub["nodes"][v]:
+            regions = realize(S, ["once" if i == v else "keep" for i in range(S.n)], [0] * S.n)
+            if regions:
+                peak, t = price_regions(S, regions)
+                candidates.append((regions, peak, t, None))
+    for a_ in candidates:
+        regions = a_[0]
+        if str(regions) in seen:
+            continue
+        seen.add(str(regions))
+        dropped = {i for r in regions for i in r}
+        keep = {i for i in range(1, S.n) if (S.saves(i) or i == x - lo + 1) and i not in dropped}
+        for r in regions:  # a region's inputs are held until its backward
+            for i in r:
+                keep |= {p for p in range(1, S.n) if i in S.consumers[p] and p not in r}
+        ab_sel = sum(sub["nodes"][i]["output_bytes"] for i in keep) + REGION_BYTES * len(regions)
+        peak, t = a_[1], a_[2]
+        if ab_sel >= ab or t <= 0:
+            continue
+        score = (ab - ab_sel) / t
+        if best is None or score > best[0]:
+            best = (score, ab_sel, ub + t, max(peak - ab_sel, 0) + a,
+                    [[i + lo - 1 for i in r] for r in regions])
+    return best[1:] if best else None
 
 
 def chain_of(G, segs):
@@ -515,7 +569,7 @@ def chain_of(G, segs):
     everything holds for the backward (its output included), bt = the backward's peak above them
     (the input's gradient included)."""
     nodes = G.g["nodes"]
-    stages = []
+    stages, sel_regions = [], {}
     for s, (lo, hi, x) in enumerate(segs):
         # a checkpointed stage holds its input and the RNG state checkpoint stashes
         a = (nodes[segs[s - 1][2]]["output_bytes"] if s else 0) + REGION_BYTES
@@ -529,8 +583,12 @@ def chain_of(G, segs):
         st = {"uf": sum(nodes[i]["forward_time"] for i in range(lo, hi + 1)),
               "ub": sum(nodes[i]["backward_time"] for i in range(lo, hi + 1) if nodes[i].get("backward", True)),
               "a": a, "ab": ab, "ft": max(fpeak - out, 0), "bt": max(peak - ab, 0) + a}
+        sel = selective_option(G, lo, hi, x, a, ab, st["ub"]) if SELECTIVE and x is not None else None
+        if sel:
+            st["ab_sel"], st["ub_sel"], st["bt_sel"] = sel[0], round(sel[1], 5), sel[2]
+            sel_regions[s] = sel[3]
         stages.append(st)
-    return {"stages": stages}
+    return {"stages": stages, "selective_regions": {str(k): v for k, v in sel_regions.items()}}
 
 
 def parse_sequence(seq, n):
@@ -553,7 +611,7 @@ def parse_sequence(seq, n):
         if op == "L":
             return [s]
         if op in ("Fall", "Fsel"):
-            items = [s] + reverse(s + 1, e)
+            items = [("sel", s) if op == "Fsel" else s] + reverse(s + 1, e)
             op2, j = take()
             if op2 != "B" or j != s:
                 raise ValueError("Rotor sequence: expected B %d, got %s %d" % (s, op2, j))
@@ -571,11 +629,25 @@ def parse_sequence(seq, n):
     return reverse(0, n - 1)
 
 
-def stage_tree_to_nodes(tree, segs):
+def stage_tree_to_nodes(tree, segs, sel=None):
     out = []
     for it in tree:
-        if isinstance(it, tuple):
-            out.append(("region", stage_tree_to_nodes(it[1], segs)))
+        if isinstance(it, tuple) and it[0] == "sel":  # kept selectively: its own regions inside
+            lo, hi, _ = segs[it[1]]
+            regions = (sel or {}).get(str(it[1]), [])
+            inside = {i for r in regions for i in r}
+            i = lo
+            while i <= hi:
+                r = next((r for r in regions if r[0] == i), None)
+                if r:
+                    out.append(("region", list(r)))
+                    i = r[-1] + 1
+                else:
+                    if i not in inside:
+                        out.append(i)
+                    i += 1
+        elif isinstance(it, tuple):
+            out.append(("region", stage_tree_to_nodes(it[1], segs, sel)))
         else:
             lo, hi, _ = segs[it]
             out.extend(range(lo, hi + 1))
@@ -602,6 +674,6 @@ def _plan_chain(G, segs, want, store_all, chain):
         return None, 0, 0.0, want, least, ans
     if rc != _lib.RM_OK:
         raise _lib.RematError("rm_plan_chain: " + msg)
-    tree = stage_tree_to_nodes(parse_sequence(ans["sequence"], len(segs)), segs)
+    tree = stage_tree_to_nodes(parse_sequence(ans["sequence"], len(segs)), segs, chain.get("selective_regions"))
     base = sum(st["uf"] + st["ub"] for st in chain["stages"])
     return tree, ans["peak_bytes"], ans["time"] - base, want, least, ans
