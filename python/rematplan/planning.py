@@ -88,7 +88,9 @@ class Graph:
         self.n = len(graph["nodes"])
         self.readers = [[] for _ in range(self.n)]    # backward readers of each node's output
         self.consumers = [[] for _ in range(self.n)]  # every consumer
+        self.in_edges = [[] for _ in range(self.n)]   # edges by consumer
         for e in graph["edges"]:
+            self.in_edges[e["consumer"]].append(e)
             p, c = e["producer"], e["consumer"]
             self.consumers[p].append(c)
             if e.get("backward_reads", True):
@@ -500,13 +502,22 @@ def _sub(G, lo, hi, forward_only=False):
         if forward_only:
             nd["backward"], nd["backward_reads_output"] = False, False
     edges = []
-    for e in G.g["edges"]:
-        p, c = e["producer"], e["consumer"]
-        if lo <= c <= hi:
+    for c in range(lo, hi + 1):
+        for e in G.in_edges[c]:
+            p = e["producer"]
             edges.append({"producer": p - lo + 1 if p >= lo else 0, "consumer": c - lo + 1,
                           "backward_reads": e.get("backward_reads", True)})
     nodes[-1]["gradient_bytes"] = nodes[-1].get("gradient_bytes", nodes[-1]["output_bytes"])
     return {"nodes": nodes, "edges": edges}
+
+
+def _shape(sub, x):
+    """What a stage's regions depend on, not its times: bytes, flags and edges (a GPT's 200 stages
+    are of two shapes; their regions are searched once per shape)."""
+    return (x, tuple((nd["output_bytes"], nd.get("gradient_bytes"), nd.get("backward", True),
+                      nd.get("backward_reads_output", False), nd.get("part_of"), bool(nd.get("side_effect")))
+                     for nd in sub["nodes"]),
+            tuple((e["producer"], e["consumer"], e["backward_reads"]) for e in sub["edges"]))
 
 
 def _price(G, nodes_range, forward_only=False):
@@ -518,44 +529,58 @@ def _price(G, nodes_range, forward_only=False):
     return ans
 
 
-def selective_option(G, lo, hi, x, a, ab, ub):
-    """A second way to keep stage lo..hi (remat's Fsel): regions inside it, from libremat's graph
-    planner on the stage alone (its output x never recomputed), priced by libremat. Returns
-    (ab_sel, ub_sel, bt_sel, regions in global ids) with the best bytes saved per time added, or
-    None when no plan holds less."""
-    sub = _sub(G, lo, hi)
-    S = Graph(sub)
-    if x is not None:
-        S.pinned[x - lo + 1] = True
+def _stage_regions(sub, S, x_sub):
+    """Candidate regions inside one stage (sub-graph ids): the planner's plans of the stage alone at
+    four budgets, realized, and each value dropped alone (a region to its last reader)."""
     rc, top, _ = _lib.plan_graph(sub, -1)
+    out = []
     if rc != _lib.RM_OK:
-        return None
-    best, seen = None, set()
+        return out
     lo_b, hi_b = top["min_budget_bytes"], top["store_all_bytes"]
-    candidates = []
-    for f in (0.8, 0.5, 0.2, 0.0):  # the planner's plans of the stage, realized
+    for f in (0.8, 0.5, 0.2, 0.0):
         a_ = _attempt(S, int(lo_b + f * (hi_b - lo_b)), sac=False)
         if a_ is not None and a_[0]:
-            candidates.append(a_)
-    for v in range(1, S.n):  # and each value dropped alone (a region to its last reader)
+            out.append(a_[0])
+    for v in range(1, S.n):
         if S.saves(v) and not S.pinned[S.part_of[v]] and "part_of" not in sub["nodes"][v]:
             regions = realize(S, ["once" if i == v else "keep" for i in range(S.n)], [0] * S.n)
             if regions:
-                peak, t = price_regions(S, regions)
-                candidates.append((regions, peak, t, None))
-    for a_ in candidates:
-        regions = a_[0]
-        if str(regions) in seen:
-            continue
-        seen.add(str(regions))
+                out.append(regions)
+    uniq, seen = [], set()
+    for r in out:
+        if str(r) not in seen:
+            seen.add(str(r))
+            uniq.append(r)
+    return uniq
+
+
+_stage_cache = {}
+
+
+def selective_option(G, lo, hi, x, a, ab, ub):
+    """A second way to keep stage lo..hi (remat's Fsel): regions inside it (its output x never
+    recomputed), priced by libremat with this stage's own times. Returns (ab_sel, ub_sel, bt_sel,
+    regions in global ids) with the most bytes saved per time added, or None when none holds less."""
+    sub = _sub(G, lo, hi)
+    S = Graph(sub)
+    S.pinned[x - lo + 1] = True
+    key = _shape(sub, x - lo + 1)
+    if key not in _stage_cache:
+        if len(_stage_cache) > 4096:
+            _stage_cache.clear()
+        _stage_cache[key] = _stage_regions(sub, S, x - lo + 1)
+    best = None
+    for regions in _stage_cache[key]:
         dropped = {i for r in regions for i in r}
         keep = {i for i in range(1, S.n) if (S.saves(i) or i == x - lo + 1) and i not in dropped}
         for r in regions:  # a region's inputs are held until its backward
             for i in r:
-                keep |= {p for p in range(1, S.n) if i in S.consumers[p] and p not in r}
+                keep |= {e["producer"] for e in S.in_edges[i] if e["producer"] >= 1 and e["producer"] not in r}
         ab_sel = sum(sub["nodes"][i]["output_bytes"] for i in keep) + REGION_BYTES * len(regions)
-        peak, t = a_[1], a_[2]
-        if ab_sel >= ab or t <= 0:
+        if ab_sel >= ab:
+            continue
+        peak, t = price_regions(S, regions)
+        if t <= 0:
             continue
         score = (ab - ab_sel) / t
         if best is None or score > best[0]:
