@@ -114,6 +114,21 @@ class UNet(nn.Module):
         return F.cross_entropy(self.head(x), y)
 
 
+class Counted(nn.Module):
+    """Layers one of which counts its calls in a buffer: a side effect that must run once a step."""
+
+    def __init__(self, d=64):
+        super().__init__()
+        self.a, self.b, self.c = nn.Linear(d, d), nn.Linear(d, d), nn.Linear(d, 10)
+        self.register_buffer("calls", torch.zeros((), dtype=torch.long))
+
+    def forward(self, x, y):
+        h = torch.tanh(self.a(x))
+        self.calls.add_(1)
+        h = torch.tanh(self.b(h * 2))
+        return F.cross_entropy(self.c(torch.tanh(h)), y)
+
+
 def grads_after(model, args, seed):
     for p in model.parameters():
         p.grad = None
@@ -253,6 +268,25 @@ def test_graph(remat):
               "remat plan --graph reproduces the plan: %s" % out.stderr[:200])
 
 
+def test_side_effect():
+    torch.manual_seed(0)
+    m = Counted()
+    x, y = torch.randn(128, 64), torch.randint(0, 10, (128,))
+    _, ref = grads_after(m, (x, y), 1)
+    try:
+        plan = rematplan.plan(m, (x, y), budget=0.7, verbose=False)
+    except rematplan.BudgetError as e:
+        plan = rematplan.plan(m, (x, y), budget=e.least_bytes, verbose=False)
+    side = [nd["name"] for nd in plan.graph["nodes"] if nd.get("side_effect")]
+    check(side, "the profile records the in-place update of a buffer: %s" % side)
+    cm = rematplan.apply(m, plan)
+    before = int(m.calls)
+    _, got = grads_after(cm, (x, y), 1)
+    check(int(m.calls) == before + 1 and same(got, ref),
+          "an op with a side effect runs once a step (calls %d -> %d), gradients bit for bit; %r"
+          % (before, int(m.calls), plan))
+
+
 def test_lib():
     check(rematplan.libremat_version().count(".") == 2, "libremat version")
     from rematplan import _lib
@@ -270,6 +304,7 @@ def main():
     test_gpt(a.remat)
     test_batchnorm()
     test_graph(a.remat)
+    test_side_effect()
     print("torch %s, libremat %s (%s)" % (torch.__version__, rematplan.libremat_version(),
                                           rematplan._lib.lib().path))
     print("test_python: %d passed, %d failed" % (passed, failed))

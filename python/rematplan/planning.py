@@ -334,7 +334,9 @@ def plan_graph(graph, budget, verbose=False, inner=None):
         raise _lib.RematError("rm_plan_graph: " + msg)
     store_all = top["store_all_bytes"]
     want = budget_bytes(budget, store_all)
-    segs = segments(G)
+    # Rotor's regions cannot leave out an op with side effects (other than BatchNorm's, which the
+    # wrapper handles): such graphs go to the graph planner, which never recomputes them
+    segs = segments(G) if not any(G.pinned) else None
     chain = segs is not None
     P = Plan()
     P.graph_module = P.members = P.model = P.profile = P.stages = P.chain = None

@@ -275,8 +275,8 @@ class Profile:
         whose backward saves private tensors (a dropout mask, LayerNorm's statistics, matmul's
         contiguous copies) gets a second node right after it, "<op>.saved", holding them until its
         backward: dropping them costs the op's forward again (the op re-runs to restore them)."""
-        members = [n for n in self.calls
-                   if n not in self.alias or self.saves[n] or self.private[n] or self._is_loss(n)]
+        members = [n for n in self.calls if n not in self.alias or self.saves[n] or self.private[n]
+                   or n in self.mutates or self._is_loss(n)]
         self.members, nodes, edges = [], [], []
         index = {}
         for n in members:
