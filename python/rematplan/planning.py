@@ -464,9 +464,11 @@ def _least(G, planner_least, store_all):
 # ---- chains: Rotor's sequence to nested regions ---------------------------------------
 
 def segments(G):
-    """Cuts the op order where one tensor alone crosses (a residual stream between blocks, the
-    activation between layers): the stages of a chain, as (first, last) node ranges; None when
-    fewer than 3 stages come out (not a chain)."""
+    """Cuts the op order where one tensor alone crosses that a backward after the cut reads (a
+    residual stream between blocks, the activation between layers), made in the stage before; other
+    tensors may cross if no backward after the cut reads them (a U-Net's skips, added in): the
+    stages of a chain, as (first, last, crossing node, [side crossings]) ranges; None when fewer
+    than 3 stages come out."""
     n = G.n
     last_use = list(range(n))
     for p in range(n):
@@ -479,17 +481,21 @@ def segments(G):
         live[k] = last_use[k]
         for p in [p for p, lu in live.items() if lu <= k]:
             del live[p]
-        # one tensor crosses, made in this stage (else the next stage would read from two back)
-        if len(live) == 1 and next(iter(live)) >= lo and G.part_of[k + 1] == k + 1:
-            cuts.append((k, next(iter(live))))
+        main = [p for p in live if any(r > k for r in G.readers[p])]
+        side = [p for p in live if p not in main]
+        # one tensor crosses that a later backward reads, made in this stage (else the next stage
+        # would read it from two back)
+        if len(main) == 1 and main[0] >= lo and G.part_of[k + 1] == k + 1 and \
+                all(G.part_of[p] == p for p in side):
+            cuts.append((k, main[0], side))
             lo = k + 1
     if len(cuts) < 2:
         return None
-    out, lo = [], 0
-    for k, x in cuts:
-        out.append((lo, k, x))
-        lo = k + 1
-    out.append((lo, n - 1, None))
+    out, lo, side = [], 0, []
+    for k, x, nxt in cuts:
+        out.append((lo, k, x, side))
+        lo, side = k + 1, nxt
+    out.append((lo, n - 1, None, side))
     return out
 
 
@@ -597,9 +603,11 @@ def chain_of(G, segs):
     (the input's gradient included)."""
     nodes = G.g["nodes"]
     stages, sel_regions = [], {}
-    for s, (lo, hi, x) in enumerate(segs):
-        # a checkpointed stage holds its input and the RNG state checkpoint stashes
-        a = (nodes[segs[s - 1][2]]["output_bytes"] if s else 0) + REGION_BYTES
+    for s, (lo, hi, x, side) in enumerate(segs):
+        # a checkpointed stage holds its input, the tensors crossing into it for later stages (a
+        # U-Net's skips: counted as held by every stage they cross) and the RNG state checkpoint stashes
+        a = (nodes[segs[s - 1][2]]["output_bytes"] if s else 0) + REGION_BYTES + \
+            sum(nodes[p]["output_bytes"] for p in side)
         ab = 0
         for i in range(lo, hi + 1):
             if G.saves(i) or i == x:
@@ -660,7 +668,7 @@ def stage_tree_to_nodes(tree, segs, sel=None):
     out = []
     for it in tree:
         if isinstance(it, tuple) and it[0] == "sel":  # kept selectively: its own regions inside
-            lo, hi, _ = segs[it[1]]
+            lo, hi = segs[it[1]][:2]
             regions = (sel or {}).get(str(it[1]), [])
             inside = {i for r in regions for i in r}
             i = lo
@@ -676,7 +684,7 @@ def stage_tree_to_nodes(tree, segs, sel=None):
         elif isinstance(it, tuple):
             out.append(("region", stage_tree_to_nodes(it[1], segs, sel)))
         else:
-            lo, hi, _ = segs[it]
+            lo, hi = segs[it][:2]
             out.extend(range(lo, hi + 1))
     return out
 
