@@ -432,7 +432,8 @@ void rm_print_plan(const rm_session *s, FILE *f);
 
 /* Planning for a chain profiled elsewhere (any framework). chain_json is
  * {"stages": [{"uf":..,"ub":..,"a":..,"ab":..,"ft":..,"bt":..}, ...]} with the
- * loss last; *result_json (free() it) is {"feasible", "time", "peak_bytes",
+ * loss last (optional "ab_sel", "ub_sel", "bt_sel": a stage kept selectively,
+ * "Fsel s" in the answer); *result_json (free() it) is {"feasible", "time", "peak_bytes",
  * "min_budget_bytes", "sequence": ["Fck 0", "Fn 1", ..., "L 6", "B 5", ...]}.
  * An infeasible budget returns RM_ERR_BUDGET with the JSON still filled. */
 rm_status rm_plan_chain(const char *chain_json, int64_t budget, char **result_json, char *err, size_t errlen);
@@ -497,6 +498,16 @@ rm_status rm_chart_svg(const rm_chart *c, const char *path, char *err, size_t er
  * "schedule": ["F 0", ..., "R 3", "B 5", ...]}. An infeasible budget returns
  * RM_ERR_BUDGET with the JSON still filled. */
 rm_status rm_plan_graph(const char *graph_json, int64_t budget, char **result_json, char *err, size_t errlen);
+/* The price of one given plan on such a graph (what a framework that can
+ * only run some plans, e.g. PyTorch's checkpoint regions, actually runs):
+ * plan_json is {"modes": ["keep" | "once" | "each" | "forward", ...],
+ * "blocks": [block id, ...]}, one entry per node (blocks nondecreasing from
+ * 0 by steps of 0 or 1; absent: one block per node). *result_json (free()
+ * it) is rm_plan_graph's answer for that plan: "peak_bytes",
+ * "recompute_time", "total_time", "schedule", ... ("budget_bytes" is the
+ * peak; "store_all_bytes" and "min_budget_bytes" are -1: not searched). */
+rm_status rm_price_graph(const char *graph_json, const char *plan_json, char **result_json, char *err,
+                         size_t errlen);
 
 /* Parameters, in the order they were created. */
 int rm_param_count(const rm_graph *g);

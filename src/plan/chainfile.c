@@ -21,6 +21,31 @@ static int get_num(const cJSON *o, const char *key, int required, double *out) {
     return 1;
 }
 
+/* The optional second way to keep stage i ("ab_sel", "ub_sel", "bt_sel",
+ * all three or none): what it holds, its backward's time and workspace when
+ * its cheap values are rebuilt inside its backward (remat's Fsel). The first
+ * stage that has them allocates the arrays; the others are marked -1. */
+static rm_status parse_selective(const cJSON *st, int i, rm_chain_model *m, char *err, size_t errlen) {
+    int has = cJSON_GetObjectItemCaseSensitive(st, "ab_sel") || cJSON_GetObjectItemCaseSensitive(st, "ub_sel") ||
+              cJSON_GetObjectItemCaseSensitive(st, "bt_sel");
+    double ab2, ub2, bt2;
+    if (!has) {
+        if (m->ab2) m->ab2[i] = -1;
+        return RM_OK;
+    }
+    if (!get_num(st, "ab_sel", 1, &ab2) || !get_num(st, "ub_sel", 1, &ub2) || !get_num(st, "bt_sel", 1, &bt2) ||
+        ab2 > 9e18 || bt2 > 9e18) {
+        snprintf(err, errlen, "stage %d: ab_sel, ub_sel and bt_sel go together, non-negative numbers", i);
+        return RM_ERR_FORMAT;
+    }
+    if (!m->ab2) {
+        if (rm_chain_model_alloc_selective(m) != RM_OK) return snprintf(err, errlen, "out of memory"), RM_ERR_NOMEM;
+        for (int k = 0; k < i; k++) m->ab2[k] = -1;
+    }
+    m->ab2[i] = (int64_t)ceil(ab2), m->ub2[i] = ub2, m->bt2[i] = (int64_t)ceil(bt2);
+    return RM_OK;
+}
+
 static rm_status parse_chain(const char *text, rm_chain_model *m, char *err, size_t errlen) {
     cJSON *root = cJSON_Parse(text);
     const cJSON *stages = root ? cJSON_GetObjectItemCaseSensitive(root, "stages") : NULL;
@@ -48,28 +73,38 @@ static rm_status parse_chain(const char *text, rm_chain_model *m, char *err, siz
         }
         m->a[i] = (int64_t)ceil(a), m->ab[i] = (int64_t)ceil(ab), m->ft[i] = (int64_t)ceil(ft);
         m->bt[i] = (int64_t)ceil(bt);
+        if (parse_selective(st, i, m, err, errlen) != RM_OK) {
+            rm_chain_model_free(m);
+            cJSON_Delete(root);
+            return RM_ERR_FORMAT;
+        }
     }
+    for (int i = 0; m->ab2 && i < n; i++) /* stages without the option: keeping them selectively is Fall */
+        if (m->ab2[i] < 0) m->ab2[i] = m->ab[i], m->ub2[i] = m->ub[i], m->bt2[i] = m->bt[i];
     m->a[n] = 0;
     double total = 0, time = 0; /* in double: no overflow however large the numbers */
     for (int i = 0; i < n; i++) {
         total += (double)m->a[i] + (double)m->ab[i] + (double)m->ft[i] + (double)m->bt[i];
         time += m->uf[i] + m->ub[i];
     }
+    for (int i = 0; m->ab2 && i < n; i++) total += (double)m->ab2[i] + (double)m->bt2[i], time += m->ub2[i];
     if (total * 2 > (double)RM_ROTOR_MAX_BYTES || !(time <= RM_PLAN_MAX_TIME)) {
         if (!(time <= RM_PLAN_MAX_TIME))
-            snprintf(err, errlen, "the stages' times (uf, ub) add up to %.3g; the planner takes at most %.3g in all "
-                     "(use a coarser unit)", time, RM_PLAN_MAX_TIME);
+            snprintf(err, errlen, "the stages' times (uf, ub, ub_sel) add up to %.3g; the planner takes at most %.3g "
+                     "in all (use a coarser unit)", time, RM_PLAN_MAX_TIME);
         else
-            snprintf(err, errlen, "the stages' bytes (a, ab, ft, bt) add up to %.3g; the planner takes at most "
-                     "%.3g (2^59) in all", total, (double)RM_ROTOR_MAX_BYTES / 2);
+            snprintf(err, errlen, "the stages' bytes (a, ab, ft, bt, ab_sel, bt_sel) add up to %.3g; the planner "
+                     "takes at most %.3g (2^59) in all", total, (double)RM_ROTOR_MAX_BYTES / 2);
         rm_chain_model_free(m);
         cJSON_Delete(root);
         return RM_ERR_FORMAT;
     }
     /* Fall keeps x̄_i, which holds the stage's output x_{i+1}: a smaller ab
      * (a profile that left the output out) is read as a[i+1] */
-    for (int i = 0; i + 1 < n; i++)
+    for (int i = 0; i + 1 < n; i++) {
         if (m->ab[i] < m->a[i + 1]) m->ab[i] = m->a[i + 1];
+        if (m->ab2 && m->ab2[i] < m->a[i + 1]) m->ab2[i] = m->a[i + 1];
+    }
     cJSON_Delete(root);
     return RM_OK;
 }

@@ -196,10 +196,17 @@ static char *answer(const rm_gmodel *m, const rm_gplan *p, int64_t budget, int64
     return text;
 }
 
-rm_status rm_plan_graph(const char *graph_json, int64_t budget, char **result_json, char *err, size_t errlen) {
-    if (!err) errlen = 0; /* err may be NULL: snprintf(NULL, 0, ..) writes nothing */
-    if (!result_json) return snprintf(err, errlen, "rm_plan_graph: result_json is NULL"), RM_ERR_ARG;
+/* The public entries' arguments: err may be NULL (then *errlen is 0, and
+ * snprintf(NULL, 0, ..) writes nothing); result_json may not. */
+static rm_status entry(const char *fn, char **result_json, char *err, size_t *errlen) {
+    if (!err) *errlen = 0;
+    if (!result_json) return snprintf(err, *errlen, "%s: result_json is NULL", fn), RM_ERR_ARG;
     *result_json = NULL;
+    return RM_OK;
+}
+
+rm_status rm_plan_graph(const char *graph_json, int64_t budget, char **result_json, char *err, size_t errlen) {
+    if (entry("rm_plan_graph", result_json, err, &errlen) != RM_OK) return RM_ERR_ARG;
     rm_gmodel m;
     rm_status rc = parse_graph(graph_json ? graph_json : "", &m, err, errlen);
     if (rc != RM_OK) return rc;
@@ -224,6 +231,70 @@ rm_status rm_plan_graph(const char *graph_json, int64_t budget, char **result_js
         rm_gplan_free(&p);
     }
     if (rc == RM_ERR_NOMEM) snprintf(err, errlen, "out of memory planning");
+    rm_gmodel_free(&m);
+    return rc;
+}
+
+/* ---- pricing a given plan (rm_price_graph) -------------------------------- */
+
+/* plan_json {"modes": [...], "blocks": [...]} into p (n nodes): modes by
+ * name, blocks nondecreasing from 0 by at most 1 (absent: one per node). */
+static rm_status parse_plan(const char *text, int n, rm_gplan *p, char *err, size_t errlen) {
+    cJSON *root = cJSON_Parse(text);
+    const cJSON *modes = root ? cJSON_GetObjectItemCaseSensitive(root, "modes") : NULL;
+    const cJSON *blocks = root ? cJSON_GetObjectItemCaseSensitive(root, "blocks") : NULL;
+    rm_status rc = RM_OK;
+    memset(p, 0, sizeof *p);
+    if (!cJSON_IsArray(modes) || cJSON_GetArraySize(modes) != n ||
+        (blocks && (!cJSON_IsArray(blocks) || cJSON_GetArraySize(blocks) != n))) {
+        snprintf(err, errlen, "plan: expected {\"modes\": [%d names: keep, once, each or forward], \"blocks\": "
+                 "[%d block ids, nondecreasing from 0]} (blocks optional)", n, n);
+        cJSON_Delete(root);
+        return RM_ERR_FORMAT;
+    }
+    p->mode = calloc((size_t)n, 1), p->block = calloc((size_t)n, sizeof *p->block);
+    if (!p->mode || !p->block) rc = RM_ERR_NOMEM;
+    const cJSON *m = modes->child, *b = blocks ? blocks->child : NULL;
+    for (int i = 0; i < n && rc == RM_OK; i++, m = m->next, b = b ? b->next : NULL) {
+        int mode = -1;
+        for (int k = 0; k < 4 && cJSON_IsString(m); k++)
+            if (strcmp(m->valuestring, mode_name(k)) == 0) mode = k;
+        int prev = i ? p->block[i - 1] : 0;
+        double id = b ? (cJSON_IsNumber(b) ? b->valuedouble : -1) : i;
+        if (mode < 0 || id != floor(id) || id < prev || id > prev + 1 || (i == 0 && id != 0)) {
+            snprintf(err, errlen, "plan: node %d: %s", i, mode < 0 ? "mode must be keep, once, each or forward"
+                     : "block ids must start at 0 and grow by 0 or 1 from node to node");
+            rc = RM_ERR_FORMAT;
+            break;
+        }
+        p->mode[i] = (char)mode, p->block[i] = (int)id;
+    }
+    if (rc == RM_OK) p->n_blocks = p->block[n - 1] + 1;
+    else rm_gplan_free(p);
+    cJSON_Delete(root);
+    return rc;
+}
+
+rm_status rm_price_graph(const char *graph_json, const char *plan_json, char **result_json, char *err,
+                         size_t errlen) {
+    if (entry("rm_price_graph", result_json, err, &errlen) != RM_OK) return RM_ERR_ARG;
+    rm_gmodel m;
+    rm_status rc = parse_graph(graph_json ? graph_json : "", &m, err, errlen);
+    if (rc != RM_OK) return rc;
+    rm_gplan p;
+    rc = parse_plan(plan_json ? plan_json : "", m.n, &p, err, errlen);
+    rm_schedule s = {0};
+    rm_geval_result r;
+    if (rc == RM_OK) rc = rm_gplan_schedule(&m, p.mode, p.block, &s);
+    if (rc == RM_OK) rc = rm_gmodel_simulate(NULL, &m, &s, INT64_MAX / 4, &r);
+    if (rc == RM_OK) {
+        p.feasible = 1, p.cost = r.cost, p.peak = r.peak;
+        *result_json = answer(&m, &p, r.peak, -1, -1);
+        if (!*result_json) rc = RM_ERR_NOMEM;
+    }
+    if (rc == RM_ERR_NOMEM) snprintf(err, errlen, "out of memory pricing");
+    rm_schedule_free(&s);
+    if (p.mode) rm_gplan_free(&p);
     rm_gmodel_free(&m);
     return rc;
 }
