@@ -34,9 +34,11 @@ typedef struct st_entry {
 } st_entry;
 
 struct rm_st_file {
-    unsigned char *mem;  /* the whole file (owned) */
-    const unsigned char *data;
+    unsigned char *mem;  /* the whole file (rm_st_parse), or its 8 bytes and header (rm_st_open) (owned) */
+    const unsigned char *data; /* the data section in mem, or NULL: read from fd */
     uint64_t data_len;
+    int fd;              /* rm_st_open: the file, read with pread (-1: all in mem) */
+    uint64_t data_off;   /* the data section's offset in the file */
     cJSON *root;         /* names, dtypes and metadata point into it */
     st_entry *ent;       /* by data offset */
     int n;
@@ -279,6 +281,8 @@ static rm_status parse_metadata(rm_st_file *f, const cJSON *it, const char *fnam
  * into f->root and sets f->data to what follows. */
 static rm_status parse_header(rm_st_file *f, const unsigned char *buf, size_t len, const char *fname, char *err,
                               size_t errlen) {
+    /* rm_st_open: buf holds the 8 bytes and the header; len is the file's */
+    const int in_mem = f->fd < 0;
     if (len < 8) {
         rm_st_seterr(err, errlen, "'%s': file has %zu bytes, too short for a safetensors header",
                fname, len);
@@ -300,7 +304,8 @@ static rm_status parse_header(rm_st_file *f, const unsigned char *buf, size_t le
         return RM_ERR_FORMAT;
     }
     const char *hdr = (const char *)buf + 8;
-    f->data = buf + 8 + hlen;
+    f->data = in_mem ? buf + 8 + hlen : NULL;
+    f->data_off = 8 + hlen;
     f->data_len = len - 8 - hlen;
     if (hdr[0] != '{') {
         rm_st_seterr(err, errlen, "'%s': header is not a JSON object", fname);
@@ -398,7 +403,7 @@ static rm_status check_tiling(rm_st_file *f, const char *fname, char *err, size_
             return RM_ERR_FORMAT;
         }
         pos = e->end;
-        e->t.data = f->data + e->begin;
+        e->t.data = f->data ? f->data + e->begin : NULL;
     }
     if (pos != f->data_len) {
         rm_st_seterr(err, errlen, "'%s': data section has %llu bytes but the tensors cover %llu",
@@ -453,7 +458,25 @@ void rm_st_close(rm_st_file *f) {
     free(f->meta_k);
     free(f->meta_v);
     free(f->mem);
+    if (f->fd >= 0) close(f->fd);
     free(f);
+}
+
+rm_status rm_st_read(const rm_st_file *f, const rm_st_tensor *t, uint64_t off, void *dst, size_t n) {
+    if (off > t->bytes || n > t->bytes - off) return RM_ERR_ARG;
+    if (t->data) {
+        memcpy(dst, (const unsigned char *)t->data + off, n);
+        return RM_OK;
+    }
+    const st_entry *e = (const st_entry *)(const void *)t; /* t is the first member of its entry */
+    uint64_t at = f->data_off + e->begin + off;
+    for (unsigned char *p = dst; n > 0;) {
+        ssize_t r = pread(f->fd, p, n, (off_t)at);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return RM_ERR_IO; /* an error, or the file shrank since it was opened */
+        p += r, n -= (size_t)r, at += (uint64_t)r;
+    }
+    return RM_OK;
 }
 
 /* Allocates room for a len-byte file whose data section will start 64-byte
@@ -490,6 +513,7 @@ rm_status rm_st_parse(const void *buf, size_t len, const char *name, rm_st_file 
     *out = NULL;
     if (!name) name = "<memory>";
     rm_st_file *f = calloc(1, sizeof *f);
+    if (f) f->fd = -1;
     unsigned char first8[8] = {0};
     if (len >= 8) memcpy(first8, buf, 8);
     unsigned char *dst = f ? alloc_file(first8, len, &f->mem) : NULL;
@@ -533,23 +557,29 @@ rm_status rm_st_open(const char *path, rm_st_file **out, char *err, size_t errle
         close(fd);
         return RM_ERR_IO;
     }
+    /* Only the 8 bytes and the header are read now (what the header says is
+     * checked against the file's size first); tensors are read from the
+     * file when asked for (rm_st_read), so opening a file of any size takes
+     * the header's memory. A header length past the file or the limit is
+     * refused by parse_header before anything of that size is allocated. */
+    uint64_t hlen = len >= 8 ? le64(first8) : 0;
+    size_t head = len < 8 ? len : hlen <= RM_ST_MAX_HEADER && hlen <= len - 8 ? 8 + (size_t)hlen : 8;
     rm_st_file *f = calloc(1, sizeof *f);
-    unsigned char *dst = f ? alloc_file(first8, len, &f->mem) : NULL;
+    unsigned char *dst = f ? malloc(head + 1) : NULL;
     if (!dst) {
         free(f);
         close(fd);
-        rm_st_seterr(err, errlen, "cannot read '%s': out of memory (%zu bytes)", path, len);
+        rm_st_seterr(err, errlen, "cannot read '%s': out of memory (%zu bytes)", path, head);
         return RM_ERR_NOMEM;
     }
+    f->mem = dst, f->fd = fd;
     size_t have = len >= 8 ? 8 : 0;
     memcpy(dst, first8, have);
-    if (read_all(fd, dst + have, len - have) != 0) {
+    if (read_all(fd, dst + have, head - have) != 0) {
         rm_st_seterr(err, errlen, "cannot read '%s': %s", path, strerror(errno));
-        close(fd);
         rm_st_close(f);
         return RM_ERR_IO;
     }
-    close(fd);
     return finish_open(f, dst, len, path, out, err, errlen);
 }
 
