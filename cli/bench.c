@@ -28,6 +28,7 @@
  * a child outlives no parent (PR_SET_PDEATHSIG). */
 #define _DEFAULT_SOURCE /* wait4: the rusage of one child; mkdtemp */
 #include "bench.h"
+#include "guard.h"
 #include "paths.h"
 #include "stop.h"
 #include <cjson/cJSON.h>
@@ -133,7 +134,8 @@ static int split_flags(int argc, char **argv, bench_flags *bf, char **rest, int 
     return parse_strategies(strategies, &bf->strategies);
 }
 
-/* The least feasible budget and store-all's arena, from a dry compile. */
+/* The least feasible budget and store-all's arena, from a dry compile; with
+ * --init, its file checked against the model (as each child would). */
 static int budget_range(const cli_args *a, size_t *lo, size_t *hi) {
     rm_graph *g = rm_graph_new();
     rm_model_io io;
@@ -152,8 +154,31 @@ static int budget_range(const cli_args *a, size_t *lo, size_t *hi) {
         rm_plan(s, &p);
         *lo = p.min_budget_bytes, *hi = p.store_all_bytes;
     }
+    rm_file *f = NULL;
+    char err[512];
+    if (!rc && a->init && (rm_file_open(a->init, &f, err, sizeof err) != RM_OK || rm_file_check(f, g, err, sizeof err)))
+        rc = cli_fail(1, "%s", err);
+    rm_file_close(f);
     rm_session_free(s);
     rm_graph_free(g);
+    return rc;
+}
+
+/* What every child would refuse at its start-up, refused once before the
+ * first point (the points differ only in their strategy or budget): the
+ * flags together, the memory the model needs, and the data as the run
+ * loads it. */
+static int check_run(const cli_args *a) {
+    int rc = cli_check_flag_use(a);
+    rm_run_info r;
+    cli_run_info(a, "", 0, 0, 0, &r);
+    if (!rc) rc = cli_check_fits(&r, 1, cli_train_state_copies(a, 1), NULL);
+    rm_dataset d;
+    rm_pairs pairs;
+    memset(&d, 0, sizeof d), memset(&pairs, 0, sizeof pairs);
+    if (!rc) rc = cli_load_data(a, &d, &pairs);
+    rm_data_free(&d);
+    rm_pairs_free(&pairs);
     return rc;
 }
 
@@ -161,7 +186,7 @@ static int budget_range(const cli_args *a, size_t *lo, size_t *hi) {
 static int make_points(const bench_flags *bf, const cli_args *a, bench_point **out, int *n) {
     const int n_strat = bf->strategies.n;
     size_t lo = 0, hi = 0;
-    int rc = bf->budgets ? budget_range(a, &lo, &hi) : 0;
+    int rc = budget_range(a, &lo, &hi); /* also with --budgets 0: the model builds, --init fits it */
     bench_point *p = rc ? NULL : calloc((size_t)(n_strat + bf->budgets), sizeof *p);
     if (!rc && !p) rc = cli_fail(1, "out of memory");
     for (int k = 0; !rc && k < n_strat; k++) {
@@ -430,6 +455,7 @@ int cli_bench(int argc, char **argv, const char *argv0) {
     else if (cli_given(&a, "--steps") && a.steps < 1)
         rc = cli_fail(2, "remat bench needs --steps of at least 1 (timed steps per point)");
     if (!rc && !bf.help) rc = check_files(&bf, &a, &cmp, &n_cmp);
+    if (!rc && !bf.help) rc = check_run(&a);
     if (!rc && !bf.help) rc = absolute_inputs(rest, n_rest, held);
     if (!rc && !bf.help) {
         /* from here a signal stops the children and reports what was measured

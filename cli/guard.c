@@ -2,6 +2,7 @@
  * is lost at its end (docs/RELIABILITY.md), and divergence detection. */
 #include "guard.h"
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -27,6 +28,25 @@ static int check_fuse(const cli_args *a) {
     return 0;
 }
 
+/* Every row trains: the global batch splits into ranks x micro-batches
+ * equal parts (after --resume filled --batch from its file). */
+static int check_batch(const cli_args *a) {
+    const int ranks = cli_dist_size(), k = a->micro_batches, parts = ranks * k;
+    if (a->batch % parts == 0) return 0;
+    char e[64];
+    int lo = a->batch / parts * parts, hi = lo + parts;
+    if (lo) snprintf(e, sizeof e, "--batch %d or %d", lo, hi);
+    else snprintf(e, sizeof e, "--batch %d", hi);
+    if (ranks > 1 && k > 1)
+        return cli_fail(2, "--batch %d is the global batch: it does not split evenly over %d ranks x %d "
+                        "micro-batches (%d rows would be left out); give a multiple of %d, e.g. %s", a->batch,
+                        ranks, k, a->batch % parts, parts, e);
+    if (ranks > 1)
+        return cli_fail(2, "--batch %d is the global batch: it must be a multiple of the %d ranks (each takes "
+                        "batch/ranks rows); give e.g. %s", a->batch, ranks, e);
+    return cli_fail(2, "--batch %d must be a multiple of --micro-batches %d; give e.g. %s", a->batch, k, e);
+}
+
 int cli_check_flag_use(const cli_args *a) {
     int mlp = strcmp(a->model, "mlp") == 0;
     if (cli_given(a, "--checkpoint") && a->memory_budget)
@@ -42,7 +62,8 @@ int cli_check_flag_use(const cli_args *a) {
     if (!strcmp(a->model, "encdec") && a->micro_batches > 1)
         return cli_fail(2, "--micro-batches is not available for --model encdec (its batches are (source, target) "
                         "pairs drawn whole each step): drop it, or use a smaller --batch");
-    return check_fuse(a);
+    int rc = check_batch(a);
+    return rc ? rc : check_fuse(a);
 }
 
 /* Parameters of the model r describes (nanoGPT's GPT-2 with a tied head, the
@@ -105,6 +126,51 @@ int cli_check_fits(const rm_run_info *r, int training, double state, const char 
     return cli_fail(1, "%sthe model needs at least %.1f GiB (%.3g parameters%s), more than this machine's %.1f GiB%s",
                     where, need / 1073741824.0, param_count(r), training ? ", with the training's gradients and optimizer state" : "",
                     have / 1073741824.0, file ? "" : ": use a smaller model (remat plan plans any size)");
+}
+
+/* The memory loading data file `path` takes at its peak: the file itself,
+ * then a 4-byte id per token (a byte of text, or 2 bytes of an llm.c token
+ * file), or for encdec pairs the file and 4 offsets per line. */
+static int check_data_fits(const char *path, int encdec) {
+    struct stat st;
+    unsigned char m[4] = {0};
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return 0; /* the reader says what is wrong */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    const int llmc = fd >= 0 && read(fd, m, 4) == 4 && /* llm.c's magic, 20240520 */
+                     ((uint32_t)m[0] | (uint32_t)m[1] << 8 | (uint32_t)m[2] << 16 | (uint32_t)m[3] << 24) == 20240520u;
+    if (fd >= 0) close(fd);
+    double size = (double)st.st_size, need = encdec ? size * 3 : size * (llmc ? 3 : 5), have = machine_bytes();
+    if (need <= have) return 0;
+    return cli_fail(1, "--data '%s' (%.1f GiB%s) needs %.1f GiB in memory to load (%s), more than this machine's "
+                    "%.1f GiB: use a smaller file%s", path, size / 1073741824.0, llmc ? " of llm.c tokens" : "",
+                    need / 1073741824.0, encdec ? "the file and each line's offsets"
+                    : llmc ? "the file, then a 4-byte id per 2-byte token" : "the file, then a 4-byte id per byte",
+                    have / 1073741824.0, llmc || encdec ? "" : ", or tokenize it into an llm.c token file");
+}
+
+int cli_load_data(const cli_args *a, rm_dataset *d, rm_pairs *p) {
+    char err[512];
+    if (!strcmp(a->model, "encdec")) {
+        for (int i = 0; i < 2; i++)
+            if (cli_given(a, i ? "--val-fraction" : "--sampler"))
+                fprintf(stderr, "remat: warning: %s does not apply to --model encdec (it draws (source, target) pairs "
+                        "at random; evaluation uses pairs drawn with another seed); ignored\n",
+                        i ? "--val-fraction" : "--sampler");
+        if (a->context < 2) return cli_fail(2, "--model encdec needs --context >= 2 (a byte and EOS)");
+        if (a->data && check_data_fits(a->data, 1)) return 1;
+        if (a->data && rm_pairs_load(p, a->data, err, sizeof err) != RM_OK) return cli_fail(1, "%s", err);
+        return 0;
+    }
+    if (a->data && check_data_fits(a->data, 0)) return 1;
+    rm_status st = a->data ? rm_data_load_file(d, a->data, err, sizeof err) : rm_data_load_corpus(d, err, sizeof err);
+    if (st != RM_OK) return cli_fail(1, "%s", err);
+    /* a text file is bytes whatever --vocab says: that first, not which token a small vocab lacks */
+    if (d->format == RM_DATA_BYTES && cli_given(a, "--vocab") && !a->resume && a->vocab != 256)
+        return cli_fail(2, "'%s' is read as bytes (a text file: vocab 256), but --vocab is %d: --vocab is for llm.c "
+                        "token files; drop it", d->name, a->vocab);
+    st = rm_data_check_vocab(d, a->vocab, err, sizeof err);
+    if (st == RM_OK) st = rm_data_split(d, a->val_fraction, a->batch, a->context, err, sizeof err);
+    return st == RM_OK ? 0 : cli_fail(1, "%s", err);
 }
 
 static int cmp_float(const void *x, const void *y) {

@@ -6,7 +6,9 @@
 #include "args.h"
 
 /* Flags that conflict or do not apply to the model (exit 2), e.g.
- * --checkpoint with --memory-budget, --widths on a GPT, --heads on an MLP.
+ * --checkpoint with --memory-budget, --widths on a GPT, --heads on an MLP,
+ * a --batch that does not split over ranks x --micro-batches (checked once
+ * --resume filled the flags from its file). train, plan and bench call it.
  * Prints the error and returns the exit status, or 0. */
 int cli_check_flag_use(const cli_args *a);
 /* The bytes the run described by r needs at least (parameters, `state`
@@ -18,6 +20,15 @@ int cli_check_fits(const rm_run_info *r, int training, double state, const char 
  * flat gradients unless fused, AdamW's two moments (sharded over the ranks
  * with --shard-optimizer); plain SGD keeps no state. */
 double cli_train_state_copies(const cli_args *a, int ranks);
+
+/* The data the flags name (--data, else the built-in corpus; --model
+ * encdec: pairs into p, or none for the built-in reverse task) loaded and
+ * checked as a run uses it: the file's load fits this machine's memory
+ * (checked from its size before reading), --vocab fits its tokens (a text
+ * file is bytes: another --vocab is a usage error), one batch fits each part.
+ * 0, or the exit status with a message. train and bench (before its first
+ * point) call it. */
+int cli_load_data(const cli_args *a, rm_dataset *d, rm_pairs *p);
 
 /* Divergence (docs/RELIABILITY.md): a loss that is not finite, or above
  * DIV_FACTOR times a base for DIV_RUN steps in a row. The base is the median

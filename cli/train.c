@@ -199,22 +199,6 @@ static int check_flags(const cli_args *a) {
             if (cli_given(a, i ? "--no-overlap" : "--shard-optimizer"))
                 fprintf(stderr, "remat: warning: %s is for several ranks (mpirun -np P remat train ...); one process "
                         "has nothing to %s\n", i ? "--no-overlap" : "--shard-optimizer", i ? "overlap" : "shard");
-    /* every row trains: the global batch splits into ranks x micro-batches equal parts */
-    const int ranks = cli_dist_size(), k = a->micro_batches, parts = ranks * k;
-    if (a->batch % parts != 0) {
-        char e[64];
-        int lo = a->batch / parts * parts, hi = lo + parts;
-        if (lo) snprintf(e, sizeof e, "--batch %d or %d", lo, hi);
-        else snprintf(e, sizeof e, "--batch %d", hi);
-        if (ranks > 1 && k > 1)
-            return cli_fail(2, "--batch %d is the global batch: it does not split evenly over %d ranks x %d "
-                            "micro-batches (%d rows would be left out); give a multiple of %d, e.g. %s", a->batch,
-                            ranks, k, a->batch % parts, parts, e);
-        if (ranks > 1)
-            return cli_fail(2, "--batch %d is the global batch: it must be a multiple of the %d ranks (each takes "
-                            "batch/ranks rows); give e.g. %s", a->batch, ranks, e);
-        return cli_fail(2, "--batch %d must be a multiple of --micro-batches %d; give e.g. %s", a->batch, k, e);
-    }
     return 0;
 }
 
@@ -246,28 +230,11 @@ static int open_resume(trainer *t) {
 
 static int load_data(trainer *t) {
     const cli_args *a = t->a;
-    char err[512];
     t->encdec = strcmp(a->model, "encdec") == 0; /* after --resume took the model from its file */
-    if (t->encdec) {
-        for (int i = 0; i < 2; i++)
-            if (cli_given(a, i ? "--val-fraction" : "--sampler"))
-                fprintf(stderr, "remat: warning: %s does not apply to --model encdec (it draws (source, target) pairs "
-                        "at random; evaluation uses pairs drawn with another seed); ignored\n",
-                        i ? "--val-fraction" : "--sampler");
-        if (a->context < 2) return cli_fail(2, "--model encdec needs --context >= 2 (a byte and EOS)");
-        if (a->data && rm_pairs_load(&t->pairs, a->data, err, sizeof err) != RM_OK) return cli_fail(1, "%s", err);
-        t->data.n = t->pairs.n; /* for the run's metadata: the number of pairs */
-        return 0;
-    }
-    rm_status st = a->data ? rm_data_load_file(&t->data, a->data, err, sizeof err)
-                           : rm_data_load_corpus(&t->data, err, sizeof err);
-    if (st == RM_OK) st = rm_data_check_vocab(&t->data, a->vocab, err, sizeof err);
-    if (st == RM_OK) st = rm_data_split(&t->data, a->val_fraction, a->batch, a->context, err, sizeof err);
-    if (st != RM_OK) return cli_fail(1, "%s", err);
-    if (t->data.format == RM_DATA_BYTES && cli_given(a, "--vocab") && !a->resume && a->vocab != 256)
-        return cli_fail(2, "'%s' is read as bytes (a text file: vocab 256), but --vocab is %d: --vocab is for llm.c "
-                        "token files; drop it", t->data.name, a->vocab);
-    if (t->resume && t->resumed.data_tokens != t->data.n)
+    int rc = cli_load_data(a, &t->data, &t->pairs);
+    if (rc) return rc;
+    if (t->encdec) t->data.n = t->pairs.n; /* for the run's metadata: the number of pairs */
+    else if (t->resume && t->resumed.data_tokens != t->data.n)
         fprintf(stderr, "remat: note: '%s' was trained on %llu tokens of '%s'; this run has %zu tokens of '%s'\n",
                 a->resume, (unsigned long long)t->resumed.data_tokens, t->resumed.data, t->data.n, t->data.name);
     return 0;
