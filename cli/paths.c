@@ -4,6 +4,7 @@
 #include "paths.h"
 #include "ckptfile.h"
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -133,9 +134,9 @@ void cli_adapter_files(const char *flag, const char *dir, char buf[2][PATH_MAX +
     }
 }
 
-/* Input f is there and a regular file (read later by rm_read_file, which
- * never blocks either): before the work, so that bench does not run every
- * point into the same refusal. */
+/* Input f is there, a regular file and readable (read later by
+ * rm_read_file, which never blocks either): before the work, so that bench
+ * does not run every point into the same refusal. */
 static int check_readable(const cli_file *f) {
     struct stat st;
     if (!*f->path) return cli_fail(2, "%s needs a file name, got ''", f->flag);
@@ -145,6 +146,9 @@ static int check_readable(const cli_file *f) {
         return cli_fail(1, "%s: cannot read '%s': it is a FIFO (a pipe), not a regular file", f->flag, f->path);
     if (!S_ISREG(st.st_mode))
         return cli_fail(1, "%s: cannot read '%s': it is a device or socket, not a regular file", f->flag, f->path);
+    int fd = open(f->path, O_RDONLY | O_NONBLOCK | O_CLOEXEC); /* may it be read (permissions, ACLs)? */
+    if (fd < 0) return cli_fail(1, "%s: cannot read '%s': %s", f->flag, f->path, strerror(errno));
+    close(fd);
     return 0;
 }
 

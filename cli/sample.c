@@ -95,7 +95,7 @@ int cli_sample(const cli_args *a0) {
     cli_args a = *a0;
     char err[512];
     rm_file *f = NULL;
-    if (rm_file_open(a.load, &f, err, sizeof err) != RM_OK) return cli_fail(1, "%s", err);
+    if (rm_file_open(a.load, &f, err, sizeof err) != RM_OK) return cli_fail(1, "--load: %s", err);
     const char *model = rm_file_meta(f, "model");
     static const char *const models[] = {"gpt", "llama", "uvit", "encdec"};
     a.model = NULL;

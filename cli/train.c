@@ -210,7 +210,7 @@ static int open_resume(trainer *t) {
     int present = 0, rc;
     if (rm_file_open(a->resume, &t->resume, err, sizeof err) != RM_OK ||
         rm_file_verify(t->resume, &present, NULL, err, sizeof err) != RM_OK)
-        return cli_fail(1, "%s", err);
+        return cli_fail(1, "--resume: %s", err);
     if (!present)
         return cli_fail(1, "'%s': no checksum (metadata 'remat_checksum'): not a checkpoint file of remat train "
                         "(--init loads the weights of any file)", a->resume);

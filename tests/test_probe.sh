@@ -52,5 +52,21 @@ if [ $ASAN -eq 0 ]; then # ASan reserves terabytes of address space: no ulimit -
     rm -f big.txt
 fi
 
+# ---- class 9/13: an input that cannot be read is refused before the work ----
+# (root reads anything: then the check runs as nobody, when setpriv is there)
+AS=""
+if [ "$(id -u)" = 0 ]; then
+    command -v setpriv >/dev/null 2>&1 && AS="setpriv --reuid=65534 --regid=65534 --clear-groups"
+fi
+if [ "$(id -u)" != 0 ] || [ -n "$AS" ]; then
+    chmod 755 "$T"
+    cp data.txt secret.txt && chmod 000 secret.txt
+    run 1 "bench --data unreadable" $AS "$R" $B --data secret.txt
+    check 'grep -q "\-\-data: cannot read .secret.txt.: Permission denied" "$T/err" && ! grep -q "bench: 1/" "$T/err"' \
+        "bench --data unreadable: ran its points or no reason: $(tail -2 "$T/err")"
+    run 1 "train --data unreadable" $AS "$R" train $TINY --steps 1 --quiet --data secret.txt
+    check 'grep -q "\-\-data: cannot read" "$T/err"' "train --data unreadable: $(cat "$T/err")"
+fi
+
 echo "test_probe: $pass passed, $fail failed"
 [ $fail -eq 0 ]
