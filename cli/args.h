@@ -124,11 +124,20 @@ typedef struct cli_config_item {
  * mismatch rank 0 names the first flag that differs and each value's ranks,
  * and every rank returns 2 (agreed). 0 when all match (or one process). */
 int cli_dist_check_config(const cli_config_item *items, int n);
-/* digest.c: the items of a training run's configuration that every rank
- * must share (everything but --threads, --quiet and --print-plan), with
- * data_tokens the size of the data this rank loaded; returns their count
+/* digest.c: what this rank's files hold, as text for the digest: the data
+ * it loaded (its size and a digest of its tokens or pairs), and a --init or
+ * --resume file (its remat_checksum and step, else its size and a digest of
+ * sampled bytes; path NULL: "(none)"). */
+typedef struct cli_run_identity {
+    char data[96], init[160], resume[160];
+} cli_run_identity;
+void cli_data_identity(const rm_dataset *d, const rm_pairs *p, char *out, size_t cap);
+void cli_file_identity(const char *path, const rm_file *f, char *out, size_t cap);
+/* The items of a training run's configuration that every rank must share
+ * (everything but --threads, --quiet and --print-plan; paths by their
+ * canonical names), with what its files hold (id); returns their count
  * (at most cap). */
-int cli_config_items(const cli_args *a, size_t data_tokens, cli_config_item *items, int cap);
+int cli_config_items(const cli_args *a, const cli_run_identity *id, cli_config_item *items, int cap);
 
 /* The run the flags describe, standing at `step` with `batch` the next
  * training batch's index, on data_tokens tokens of data_name. */

@@ -89,25 +89,35 @@ static uint64_t digest(const char *s) {
 }
 
 /* The message for item i, which differs: each value once, with the ranks
- * that have it; rank 0 says it, every rank returns 2. */
+ * that have it; rank 0 says it, every rank returns 2. Values are told apart
+ * by their digests; one longer than the message shows is cut, with its
+ * digest, so two values alike in their first characters read apart. */
 static int config_mismatch(const cli_config_item *items, int i) {
     enum { W = 96 };
-    char mine[W], *all = malloc((size_t)world_size * W), msg[1000];
-    snprintf(mine, sizeof mine, "%.95s", items[i].value);
-    if (!all) return cli_fail(2, "the ranks run different configurations (%s differs)", items[i].name);
+    char mine[W], msg[1000];
+    uint64_t my_digest = digest(items[i].value), *digests = malloc(sizeof *digests * (size_t)world_size);
+    char *all = malloc((size_t)world_size * W);
+    if (strlen(items[i].value) < W) snprintf(mine, sizeof mine, "%s", items[i].value);
+    else snprintf(mine, sizeof mine, "%.60s... (digest %016llx)", items[i].value, (unsigned long long)my_digest);
+    if (!all || !digests) {
+        free(all), free(digests);
+        return cli_fail(2, "the ranks run different configurations (%s differs)", items[i].name);
+    }
     MPI_Allgather(mine, W, MPI_CHAR, all, W, MPI_CHAR, MPI_COMM_WORLD);
+    MPI_Allgather(&my_digest, 1, MPI_UINT64_T, digests, 1, MPI_UINT64_T, MPI_COMM_WORLD);
     size_t k = (size_t)snprintf(msg, sizeof msg, "the ranks' configurations differ: %s is", items[i].name);
     for (int r = 0; r < world_size && k < sizeof msg; r++) {
-        const char *v = all + (size_t)r * W;
         int first = 1, count = 0;
         for (int q = 0; q < world_size; q++)
-            if (!strcmp(all + (size_t)q * W, v)) first &= q >= r, count++;
+            if (digests[q] == digests[r]) first &= q >= r, count++;
         if (!first) continue;
-        k += (size_t)snprintf(msg + k, sizeof msg - k, "%s '%s' on rank%s", r ? ";" : "", v, count > 1 ? "s" : "");
+        k += (size_t)snprintf(msg + k, sizeof msg - k, "%s '%s' on rank%s", r ? ";" : "", all + (size_t)r * W,
+                              count > 1 ? "s" : "");
         for (int q = r, n = 0; q < world_size && k < sizeof msg; q++)
-            if (!strcmp(all + (size_t)q * W, v)) k += (size_t)snprintf(msg + k, sizeof msg - k, "%s%d", n++ ? "," : " ", q);
+            if (digests[q] == digests[r]) k += (size_t)snprintf(msg + k, sizeof msg - k, "%s%d", n++ ? "," : " ", q);
     }
     free(all);
+    free(digests);
     if (world_rank == 0) {
         int saved = cli_fail_rank;
         cli_fail_rank = -1; /* about every rank, not rank 0's own */

@@ -554,10 +554,21 @@ static int finish(trainer *t, int step, float loss, float val_loss, int have_val
  * during the start-up (agreed: then nothing is saved, nothing changed). */
 static int check_ranks(const trainer *t) {
     enum { MAX_ITEMS = 96 };
-    cli_config_item *items = malloc(MAX_ITEMS * sizeof *items);
-    if (!items) return cli_fail(1, "out of memory");
-    int rc = cli_dist_check_config(items, cli_config_items(t->a, t->data.n, items, MAX_ITEMS));
-    free(items);
+    int rc = 0;
+    if (cli_dist_size() > 1) {
+        cli_config_item *items = malloc(MAX_ITEMS * sizeof *items);
+        cli_run_identity id;
+        if (!items) return cli_fail(1, "out of memory");
+        cli_data_identity(&t->data, &t->pairs, id.data, sizeof id.data);
+        cli_file_identity(t->a->resume, t->resume, id.resume, sizeof id.resume);
+        rm_file *init = NULL;
+        char err[512];
+        if (t->a->init) rm_file_open(t->a->init, &init, err, sizeof err); /* a failure says so later */
+        cli_file_identity(t->a->init, init, id.init, sizeof id.init);
+        rm_file_close(init);
+        rc = cli_dist_check_config(items, cli_config_items(t->a, &id, items, MAX_ITEMS));
+        free(items);
+    }
     int sig = rc ? 0 : cli_dist_any(stop_signal);
     if (!sig) return rc;
     stop_signal = sig;
