@@ -2,6 +2,7 @@
  * `remat COMMAND --help` prints that command's flags and exits 0.
  * Exit status: 0 success, 1 runtime error, 2 usage error. */
 #include "args.h"
+#include "stop.h"
 #include <stdio.h>
 #include <string.h>
 
@@ -25,6 +26,8 @@ static int run(int argc, char **argv) {
         printf("remat %s\n", rm_version());
         return 0;
     }
+    /* train and bench stop cleanly on a signal (stop.h); the others end as the signal says */
+    if (strcmp(argv[1], "train") && strcmp(argv[1], "bench")) cli_stop_default();
     cli_args a;
     cli_args_default(&a);
     a.command = argv[1];
@@ -39,9 +42,12 @@ static int run(int argc, char **argv) {
     return cli_fail(2, "unknown command '%s' (commands: train, sample, inspect, plan, bench, export; see remat --help)", argv[1]);
 }
 
-/* Under mpirun every rank runs the command; see dist.c. */
+/* Under mpirun every rank runs the command; see dist.c. The stop signals
+ * are caught before MPI starts: a signal during the start-up is a request
+ * to stop like any other, not a death without a word. */
 int main(int argc, char **argv) {
     cli_wait_policy(argv);
+    cli_stop_catch(1);
     cli_dist_init(&argc, &argv);
     return cli_dist_finish(run(argc, argv));
 }

@@ -132,10 +132,15 @@ $TO "$R" plan --chain chain.json --sweep >/dev/full 2>err; rc=$?
 check '[ $rc -eq 1 ] && grep -q "stdout" err' "plan --chain --sweep >/dev/full: exit $rc $(cat err)"
 $TO "$R" plan --layers 1 --dim 16 --heads 2 --context 8 --sweep >/dev/full 2>err; rc=$?
 check '[ $rc -eq 1 ]' "plan --sweep >/dev/full: exit $rc $(cat err)"
+run "$R" bench --layers 1 --dim 16 --heads 2 --context 8 --batch 2 --threads 1 --steps 1 --budgets 0 --rounds 1 \
+    --strategies none,sqrt --memory-limit 1MiB --csv never.csv
+check '[ $rc -eq 1 ] && grep -q "no point was measured.*memory-limit" err && [ ! -e never.csv ]' \
+    "bench with every point failing: exit $rc $(grep -v '^bench:' err)"
+# a model no child could build is refused before the first point (test_probe.sh has more)
 run "$R" bench --layers 1 --dim 30 --heads 4 --context 8 --batch 2 --threads 1 --steps 1 --budgets 0 --rounds 1 \
     --strategies none,sqrt --csv never.csv
-check '[ $rc -eq 1 ] && grep -q "no point was measured.*divisible" err && [ ! -e never.csv ]' \
-    "bench with every point failing: exit $rc $(grep -v '^bench:' err)"
+check '[ $rc -eq 2 ] && grep -q "divisible" err && ! grep -q "bench: 1/" err && [ ! -e never.csv ]' \
+    "bench of a model that does not build: exit $rc $(grep -v '^bench:' err)"
 
 # class 5: a signal to bench stops its child, removes the temporaries,
 # writes what was measured and exits 130/143; the user's interrupt file

@@ -69,5 +69,32 @@ else
     echo "test_mpi_probe: no private mount namespace here (unshare -m): the other-contents cases are skipped"
 fi
 
+# class 1: signals beyond INT/TERM/HUP/USR1/USR2, to one rank; and one during the start-up
+rank_pid() {
+    for p in $(pgrep -P "$1"); do
+        tr '\0' '\n' < /proc/"$p"/environ 2>/dev/null | grep -q "^OMPI_COMM_WORLD_RANK=$2$" && echo "$p"
+    done
+}
+caught() { c=$(awk '/^SigCgt/ { print $2 }' /proc/"$1"/status 2>/dev/null); [ -n "$c" ] && [ $((0x$c >> 14 & 1)) -eq 1 ]; }
+G2="--layers 2 --dim 32 --heads 4 --context 16 --batch 4 --threads 1 --data data.txt"
+for sig_want in QUIT:131 ALRM:142; do
+    sig=${sig_want%:*} want=${sig_want#*:}
+    rm -f s.st
+    mpirun --allow-run-as-root --oversubscribe --mca btl self,vader -np 2 "$R" train $G2 --steps 200000 --save s.st \
+        >out 2>err & mp=$!
+    i=0; while [ $i -lt 1200 ] && ! grep -q "^step [2-9][0-9]/" out 2>/dev/null; do sleep 0.05; i=$((i + 1)); done
+    kill -$sig $(rank_pid $mp 1); wait $mp; rc=$?
+    check '[ $rc -eq $want ] && grep -q "SIG$sig: stopped after step .*saved s.st" err && "$R" inspect s.st >/dev/null' \
+        "SIG$sig to rank 1: exit $rc, $want wanted: $(grep -v "^---\|^$" err | head -3)"
+done
+# during the start-up: as soon as rank 1 catches the signals (before or in MPI_Init), not after a step
+rm -f s.st
+mpirun --allow-run-as-root --oversubscribe --mca btl self,vader -np 2 "$R" train $G2 --steps 200000 --save s.st \
+    >out 2>err & mp=$!
+i=0; p1=; while [ $i -lt 1000 ] && { [ -z "$p1" ] || ! caught "$p1"; }; do p1=$(rank_pid $mp 1); sleep 0.005; i=$((i + 1)); done
+kill -TERM "$p1"; wait $mp; rc=$?
+check '[ $rc -eq 143 ] && grep -q "SIGTERM: stopped .*\(nothing was saved\|saved s.st\)" err && ! grep -q "exited on signal" err' \
+    "SIGTERM to rank 1 during the start-up: exit $rc: $(grep -v "^---\|^$" err | head -3)"
+
 echo "test_mpi_probe: $pass passed, $fail failed"
 [ $fail -eq 0 ]

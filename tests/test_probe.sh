@@ -68,5 +68,40 @@ if [ "$(id -u)" != 0 ] || [ -n "$AS" ]; then
     check 'grep -q "\-\-data: cannot read" "$T/err"' "train --data unreadable: $(cat "$T/err")"
 fi
 
+# ---- class 1/5: every signal that ends a process is a stop that saves, or says it did not ----
+G="--layers 2 --dim 32 --heads 4 --context 16 --batch 4 --threads 1 --data data.txt"
+# a closed pipe on stdout (remat train | head): SIGPIPE saved the run, it used to kill it
+("$R" train $G --steps 200000 --save p.st; echo $? >rc.txt) 2>p.err | head -c 10 >/dev/null
+check '[ "$(cat rc.txt)" = 141 ] && grep -q "SIGPIPE: stopped after step .*saved p.st" p.err && "$R" inspect p.st >/dev/null' \
+    "train | head: exit $(cat rc.txt), $(tail -1 p.err)"
+caught() { c=$(awk '/^SigCgt/ { print $2 }' /proc/"$1"/status 2>/dev/null); [ -n "$c" ] && [ $((0x$c >> 14 & 1)) -eq 1 ]; }
+# wait_caught PID OUT: until PID catches SIGTERM (its handlers are in place) and OUT shows a step
+wait_caught() {
+    i=0; while [ $i -lt 400 ] && ! caught "$1"; do sleep 0.01; i=$((i + 1)); done
+    i=0; while [ $i -lt 400 ] && ! grep -q "^step" "$2" 2>/dev/null; do sleep 0.01; i=$((i + 1)); done
+}
+# (no timeout(1) in front of a process that is sent a signal: it would take it)
+for sig_want in ALRM:142 XCPU:152 QUIT:131; do
+    sig=${sig_want%:*} want=${sig_want#*:}
+    rm -f s.st
+    "$R" train $G --steps 200000 --save s.st >s.out 2>s.err & p=$!
+    wait_caught $p s.out
+    sleep 0.3; kill -$sig $p; wait $p; rc=$?
+    check '[ $rc -eq $want ] && grep -q "SIG$sig: stopped after step .*saved s.st" s.err && "$R" inspect s.st >/dev/null' \
+        "SIG$sig to train: exit $rc, $want wanted: $(tail -1 s.err)"
+done
+# nohup: SIGHUP stays ignored (closing the terminal must not stop the run)
+nohup "$R" train $G --steps 200000 >n.out 2>&1 & p=$!
+wait_caught $p n.out
+sleep 0.3; kill -HUP $p; sleep 0.5
+check 'kill -0 $p 2>/dev/null' "nohup remat train: SIGHUP stopped it: $(tail -2 n.out)"
+kill -TERM $p; wait $p
+# bench: a timer's SIGALRM stops its children and removes their folder, like SIGINT
+mkdir -p tmp
+TMPDIR=$T/tmp "$R" bench $G --steps 100000 --rounds 1 --budgets 1 --strategies none >b.out 2>b.err & p=$!
+i=0; while [ $i -lt 400 ] && [ -z "$(pgrep -P $p)" ]; do sleep 0.02; i=$((i + 1)); done
+sleep 0.5; kill -ALRM $p; wait $p; rc=$?
+check '[ $rc -eq 142 ] && [ -z "$(ls tmp)" ] && grep -q "SIGALRM: stopped" b.err' "SIGALRM to bench: exit $rc, left $(ls tmp): $(tail -1 b.err)"
+
 echo "test_probe: $pass passed, $fail failed"
 [ $fail -eq 0 ]
