@@ -66,9 +66,26 @@ int cli_given(const cli_args *a, const char *flag) {
     return 0;
 }
 
-static void mark_given(cli_args *a, const char *flag) {
-    if (!cli_given(a, flag) && a->n_given < (int)(sizeof a->given / sizeof a->given[0]))
+int cli_once(const char *flag, const char **seen, const char *value) {
+    if (*seen && value && strcmp(*seen, value) != 0) {
+        cli_fail(2, "%s is given twice, '%.200s' then '%.200s': give it once (the first would be ignored)", flag, *seen,
+                 value);
+        return 0;
+    }
+    if (!*seen) *seen = value;
+    return 1;
+}
+
+/* Marks flag given (with the text of its value, NULL for a boolean); 0
+ * after a usage error when it was given before with another value. */
+static int mark_given(cli_args *a, const char *flag, const char *value) {
+    for (int i = 0; i < a->n_given; i++)
+        if (strcmp(a->given[i], flag) == 0) return cli_once(flag, &a->given_value[i], value);
+    if (a->n_given < (int)(sizeof a->given / sizeof a->given[0])) {
+        a->given_value[a->n_given] = value;
         snprintf(a->given[a->n_given++], sizeof a->given[0], "%s", flag);
+    }
+    return 1;
 }
 
 static int parse_int(const char *flag, const char *s, int lo, int hi, int *out) {
@@ -412,7 +429,7 @@ int cli_args_parse(cli_args *a, int argc, char **argv, int first) {
         int *boolean = boolean_flag(a, f);
         if (boolean) {
             *boolean = 1;
-            mark_given(a, f);
+            mark_given(a, f, NULL);
             continue;
         }
         const char *eq = strchr(f, '=');
@@ -445,8 +462,7 @@ int cli_args_parse(cli_args *a, int argc, char **argv, int first) {
                 return 0;
             }
         }
-        if (!set_value(a, flag, v)) return 0;
-        mark_given(a, flag);
+        if (!mark_given(a, flag, v) || !set_value(a, flag, v)) return 0;
     }
     return check_model_flags(a);
 }

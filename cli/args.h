@@ -58,6 +58,7 @@ typedef struct cli_args {
     int help;                   /* --help was given: print the command's flags */
     int n_given;
     char given[64][64];
+    const char *given_value[64]; /* the text each was given (NULL for a boolean flag) */
 } cli_args;
 
 void cli_args_default(cli_args *a);
@@ -71,6 +72,10 @@ typedef struct cli_list {
     char item[CLI_LIST_MAX][CLI_ITEM_MAX];
 } cli_list;
 int cli_parse_list(const char *flag, const char *s, int max, const char *example, cli_list *l);
+/* A flag given twice: 1 if this is its first value, or the same text
+ * again; else a usage error naming both values (the first would be
+ * silently dropped) and 0. *seen holds the first value (NULL: not yet). */
+int cli_once(const char *flag, const char **seen, const char *value);
 /* Whether `flag` ("--lr") was given. */
 int cli_given(const cli_args *a, const char *flag);
 /* Parses argv[first..argc) and checks that the model flags fit --model; on

@@ -106,7 +106,7 @@ static int split_flags(int argc, char **argv, bench_flags *bf, char **rest, int 
     memset(bf, 0, sizeof *bf);
     bf->budgets = 10, bf->rounds = 2;
     *n_rest = 0;
-    const char *strategies = DEFAULT_STRATEGIES;
+    const char *strategies = DEFAULT_STRATEGIES, *seen[8] = {NULL};
     for (int i = 0; i < argc; i++) {
         const char *f = argv[i], *name, *v;
         for (int k = 0; sets[k]; k++)
@@ -115,6 +115,8 @@ static int split_flags(int argc, char **argv, bench_flags *bf, char **rest, int 
                                 sets[k]), 0;
         int own = cli_own_flag(argc, argv, &i, with_value, alone, "bench", &name, &v);
         if (own < 0) return 0;
+        for (int k = 0; own && v && with_value[k]; k++)
+            if (!strcmp(name, with_value[k]) && !cli_once(name, &seen[k], v)) return 0;
         if (!own) rest[(*n_rest)++] = argv[i];
         else if (!strcmp(name, "--help") || !strcmp(name, "-h")) bf->help = 1;
         else if (!strcmp(name, "--budgets")) {
@@ -273,7 +275,14 @@ static void child_argv(const char *self, char **rest, int n_rest, const bench_po
                        const char *budget, const char *report, const char **argv) {
     int k = 0;
     argv[k++] = self, argv[k++] = "train";
-    for (int i = 0; i < n_rest; i++) argv[k++] = rest[i];
+    for (int i = 0; i < n_rest; i++) {
+        if (!strcmp(rest[i], "--quiet") || !strncmp(rest[i], "--steps=", 8)) continue; /* given below */
+        if (!strcmp(rest[i], "--steps")) {
+            i++;
+            continue;
+        }
+        argv[k++] = rest[i];
+    }
     argv[k++] = "--quiet", argv[k++] = "--steps", argv[k++] = steps, argv[k++] = "--report", argv[k++] = report;
     if (p->budget) argv[k++] = "--memory-budget", argv[k++] = budget;
     else argv[k++] = "--checkpoint", argv[k++] = p->strategy;

@@ -151,7 +151,13 @@ static void model_flags(ctx *c, const rm_run_info *r) {
         model_float(c, "--lora-alpha", &a->lora_alpha, r->lora.alpha);
         model_float(c, "--lora-dropout", &a->lora_dropout, r->lora.dropout);
         model_str(c, "--lora-targets", &a->lora_targets, r->lora.targets);
+        return;
     }
+    static const char *const lora[] = {"--lora-alpha", "--lora-dropout", "--lora-targets"};
+    for (size_t i = 0; !c->rc && i < sizeof lora / sizeof *lora; i++) /* else they would be ignored */
+        if (cli_given(a, lora[i]))
+            c->rc = cli_fail(2, "'%s' holds no LoRA adapters (it was not trained with --lora): %s does not apply; a "
+                             "resumed run takes the model from the file (drop %s)", c->path, lora[i], lora[i]);
 }
 
 int cli_resume_args(cli_args *a, const rm_run_info *r, const char *path) {

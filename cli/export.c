@@ -48,6 +48,9 @@ int cli_export(const cli_args *a) {
         return cli_fail(2, "export needs --merge-lora --out FILE and/or --adapters DIR (see remat export --help)");
     if (a->merge_lora != (a->out != NULL))
         return cli_fail(2, "--merge-lora and --out FILE go together: the merged model is written to --out");
+    if (a->base_model && !a->adapters)
+        return cli_fail(2, "--base-model names the base model in the adapter_config.json of --adapters DIR: add "
+                        "--adapters DIR, or drop --base-model");
     /* before loading anything: the outputs writable, none the input or each other */
     char adapter_paths[2][PATH_MAX + 64];
     cli_file files[5] = {{"--load", a->load, CLI_IN, NULL, 0}, {"--out", a->out, CLI_OUT, NULL, 0}};

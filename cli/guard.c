@@ -62,6 +62,9 @@ int cli_check_flag_use(const cli_args *a) {
     if (!strcmp(a->model, "encdec") && a->micro_batches > 1)
         return cli_fail(2, "--micro-batches is not available for --model encdec (its batches are (source, target) "
                         "pairs drawn whole each step): drop it, or use a smaller --batch");
+    if (a->eval_every > 0 && a->val_fraction <= 0.0f)
+        return cli_fail(2, "--eval-every %d evaluates on the validation rows, and --val-fraction 0 leaves none: give "
+                        "--val-fraction F > 0 (default 0.1), or drop --eval-every", a->eval_every);
     int rc = check_batch(a);
     return rc ? rc : check_fuse(a);
 }
@@ -102,7 +105,7 @@ static double activation_bytes(const rm_run_info *r, int training) {
 }
 
 /* This machine's memory, or the address-space limit when that is lower. */
-static double machine_bytes(void) {
+double cli_machine_bytes(void) {
     double ram = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
     struct rlimit rl;
     if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && (double)rl.rlim_cur < ram)
@@ -119,58 +122,13 @@ double cli_train_state_copies(const cli_args *a, int ranks) {
 
 int cli_check_fits(const rm_run_info *r, int training, double state, const char *file) {
     double need = 4.0 * param_count(r) * (1.0 + (training ? state : 0)) + activation_bytes(r, training);
-    double have = machine_bytes();
+    double have = cli_machine_bytes();
     if (need <= have) return 0;
     char where[1100] = "";
     if (file) snprintf(where, sizeof where, "'%s': ", file);
     return cli_fail(1, "%sthe model needs at least %.1f GiB (%.3g parameters%s), more than this machine's %.1f GiB%s",
                     where, need / 1073741824.0, param_count(r), training ? ", with the training's gradients and optimizer state" : "",
                     have / 1073741824.0, file ? "" : ": use a smaller model (remat plan plans any size)");
-}
-
-/* The memory loading data file `path` takes at its peak: the file itself,
- * then a 4-byte id per token (a byte of text, or 2 bytes of an llm.c token
- * file), or for encdec pairs the file and 4 offsets per line. */
-static int check_data_fits(const char *path, int encdec) {
-    struct stat st;
-    unsigned char m[4] = {0};
-    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return 0; /* the reader says what is wrong */
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    const int llmc = fd >= 0 && read(fd, m, 4) == 4 && /* llm.c's magic, 20240520 */
-                     ((uint32_t)m[0] | (uint32_t)m[1] << 8 | (uint32_t)m[2] << 16 | (uint32_t)m[3] << 24) == 20240520u;
-    if (fd >= 0) close(fd);
-    double size = (double)st.st_size, need = encdec ? size * 3 : size * (llmc ? 3 : 5), have = machine_bytes();
-    if (need <= have) return 0;
-    return cli_fail(1, "--data '%s' (%.1f GiB%s) needs %.1f GiB in memory to load (%s), more than this machine's "
-                    "%.1f GiB: use a smaller file%s", path, size / 1073741824.0, llmc ? " of llm.c tokens" : "",
-                    need / 1073741824.0, encdec ? "the file and each line's offsets"
-                    : llmc ? "the file, then a 4-byte id per 2-byte token" : "the file, then a 4-byte id per byte",
-                    have / 1073741824.0, llmc || encdec ? "" : ", or tokenize it into an llm.c token file");
-}
-
-int cli_load_data(const cli_args *a, rm_dataset *d, rm_pairs *p) {
-    char err[512];
-    if (!strcmp(a->model, "encdec")) {
-        for (int i = 0; i < 2; i++)
-            if (cli_given(a, i ? "--val-fraction" : "--sampler"))
-                fprintf(stderr, "remat: warning: %s does not apply to --model encdec (it draws (source, target) pairs "
-                        "at random; evaluation uses pairs drawn with another seed); ignored\n",
-                        i ? "--val-fraction" : "--sampler");
-        if (a->context < 2) return cli_fail(2, "--model encdec needs --context >= 2 (a byte and EOS)");
-        if (a->data && check_data_fits(a->data, 1)) return 1;
-        if (a->data && rm_pairs_load(p, a->data, err, sizeof err) != RM_OK) return cli_fail(1, "%s", err);
-        return 0;
-    }
-    if (a->data && check_data_fits(a->data, 0)) return 1;
-    rm_status st = a->data ? rm_data_load_file(d, a->data, err, sizeof err) : rm_data_load_corpus(d, err, sizeof err);
-    if (st != RM_OK) return cli_fail(1, "%s", err);
-    /* a text file is bytes whatever --vocab says: that first, not which token a small vocab lacks */
-    if (d->format == RM_DATA_BYTES && cli_given(a, "--vocab") && !a->resume && a->vocab != 256)
-        return cli_fail(2, "'%s' is read as bytes (a text file: vocab 256), but --vocab is %d: --vocab is for llm.c "
-                        "token files; drop it", d->name, a->vocab);
-    st = rm_data_check_vocab(d, a->vocab, err, sizeof err);
-    if (st == RM_OK) st = rm_data_split(d, a->val_fraction, a->batch, a->context, err, sizeof err);
-    return st == RM_OK ? 0 : cli_fail(1, "%s", err);
 }
 
 static int cmp_float(const void *x, const void *y) {

@@ -20,6 +20,8 @@ int cli_check_fits(const rm_run_info *r, int training, double state, const char 
  * flat gradients unless fused, AdamW's two moments (sharded over the ranks
  * with --shard-optimizer); plain SGD keeps no state. */
 double cli_train_state_copies(const cli_args *a, int ranks);
+/* This machine's memory, or the address-space limit (ulimit -v) when lower. */
+double cli_machine_bytes(void);
 
 /* The data the flags name (--data, else the built-in corpus; --model
  * encdec: pairs into p, or none for the built-in reverse task) loaded and

@@ -59,7 +59,7 @@ static const char SAMPLE_FLAGS[] =
     "  --source TEXT (encdec: decode a target for TEXT, greedy unless --temperature > 0)\n";
 static const char PLAN_FLAGS[] =
     "plan flags:\n"
-    "  model and recompute flags as for train (default --memory-budget 50%), or\n"
+    "  model and recompute flags as for train (default --memory-budget 50%; --checkpoint S: that strategy), or\n"
     "  --chain FILE.json --memory-budget BYTES: plan a chain profiled elsewhere\n"
     "  --sweep (budget -> overhead table)  --csv FILE (write it there)  --json (with --chain)\n"
     "  --svg FILE (with --sweep on a model: the chart of predicted overhead against memory)\n"

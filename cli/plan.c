@@ -23,10 +23,13 @@ static int split_flags(int argc, char **argv, plan_flags *pf, char **rest, int *
     static const char *const alone[] = {"--json", "--sweep", "--help", "-h", NULL};
     memset(pf, 0, sizeof *pf);
     *n_rest = 0;
+    const char *seen[4] = {NULL};
     for (int i = 0; i < argc; i++) {
         const char *name, *v;
         int own = cli_own_flag(argc, argv, &i, with_value, alone, "plan", &name, &v);
         if (own < 0) return 0;
+        for (int k = 0; own && v && with_value[k]; k++)
+            if (!strcmp(name, with_value[k]) && !cli_once(name, &seen[k], v)) return 0;
         if (!own) rest[(*n_rest)++] = argv[i];
         else if (!strcmp(name, "--help") || !strcmp(name, "-h")) pf->help = 1;
         else if (!strcmp(name, "--json")) pf->json = 1;
@@ -57,6 +60,11 @@ static int check_modes(const plan_flags *pf, const cli_args *a) {
     if (pf->svg && file) return cli_fail(2, "--svg draws the sweep of a model, not of %s: use --csv", file);
     if (pf->sweep && a->memory_budget)
         return cli_fail(2, "--sweep plans every budget from the least feasible to store-all: drop --memory-budget");
+    if (pf->sweep && cli_given(a, "--checkpoint"))
+        return cli_fail(2, "--sweep plans every budget from the least feasible to store-all, not one --checkpoint "
+                        "strategy: drop --checkpoint (or --sweep, to see --checkpoint %s's plan)", a->checkpoint);
+    if (pf->json && pf->sweep)
+        return cli_fail(2, "--json prints one plan of --chain; --sweep prints the table (CSV): drop one");
     return 0;
 }
 
@@ -87,9 +95,20 @@ static int emit_table(const char *csv, const char *table, size_t n) {
     return rc;
 }
 
+/* A chain or graph file's text: a NUL before its end would hide what follows from the parser. */
+static int read_json(const char *flag, const char *path, char **text) {
+    char err[512];
+    size_t len = 0;
+    if (rm_read_file(path, 64u << 20, text, &len, err, sizeof err) != RM_OK) return cli_fail(1, "%s", err);
+    if (strlen(*text) == len) return 0;
+    cli_fail(1, "%s '%s': a NUL byte at byte %zu of %zu: not a JSON text file", flag, path, strlen(*text), len);
+    free(*text);
+    return 1;
+}
+
 static int plan_chain(const plan_flags *pf, const cli_args *a) {
     char *text, err[512];
-    if (rm_read_file(pf->chain, 64u << 20, &text, NULL, err, sizeof err) != RM_OK) return cli_fail(1, "%s", err);
+    if (read_json("--chain", pf->chain, &text)) return 1;
     int rc = 0;
     if (pf->sweep) {
         char *table = NULL;
@@ -137,7 +156,7 @@ static int plan_chain(const plan_flags *pf, const cli_args *a) {
  * graph profiled elsewhere (rm_plan_graph); without a budget, store-all. */
 static int plan_graph(const plan_flags *pf, const cli_args *a) {
     char *text, err[512], *end;
-    if (rm_read_file(pf->graph, 64u << 20, &text, NULL, err, sizeof err) != RM_OK) return cli_fail(1, "%s", err);
+    if (read_json("--graph", pf->graph, &text)) return 1;
     double bytes = -1;
     if (a->memory_budget && (bytes = strtod(a->memory_budget, &end), *end || !(bytes >= 0))) {
         free(text);
@@ -226,8 +245,10 @@ static int sweep_model(const plan_flags *pf, const cli_args *a, size_t lo, size_
 static int plan_model(const plan_flags *pf, const cli_args *a) {
     rm_graph *g;
     rm_session *s;
-    /* a sweep needs only the range (least feasible .. store-all), which any feasible budget gives */
-    const char *budget = a->memory_budget ? a->memory_budget : pf->sweep ? "100%" : "50%";
+    /* a sweep needs only the range (least feasible .. store-all), which any feasible budget gives;
+     * --checkpoint plans that strategy, without a budget */
+    const char *budget = a->memory_budget ? a->memory_budget : pf->sweep ? "100%"
+                         : cli_given(a, "--checkpoint") ? NULL : "50%";
     int rc = compile_dry(a, budget, &g, &s);
     if (rc) {
         rm_graph_free(g);
@@ -239,10 +260,14 @@ static int plan_model(const plan_flags *pf, const cli_args *a) {
     rm_memory(s, &m);
     if (!pf->sweep) {
         rm_print_plan(s, stdout);
-        printf("budget %.2f MiB (store-all %.2f MiB, minimum feasible %.2f MiB): activations %.2f MiB planned, "
-               "predicted overhead %.1f%% (FLOP model)\n",
-               p.budget_bytes / 1048576.0, p.store_all_bytes / 1048576.0, p.min_budget_bytes / 1048576.0,
-               m.activation_arena_bytes / 1048576.0, 100 * p.predicted_overhead);
+        if (budget)
+            printf("budget %.2f MiB (store-all %.2f MiB, minimum feasible %.2f MiB): activations %.2f MiB planned, "
+                   "predicted overhead %.1f%% (FLOP model)\n",
+                   p.budget_bytes / 1048576.0, p.store_all_bytes / 1048576.0, p.min_budget_bytes / 1048576.0,
+                   m.activation_arena_bytes / 1048576.0, 100 * p.predicted_overhead);
+        else
+            printf("--checkpoint %s: activations %.2f MiB planned, predicted overhead %.1f%% (FLOP model)\n",
+                   a->checkpoint, m.activation_arena_bytes / 1048576.0, 100 * p.predicted_overhead);
         printf("per step: forward %.2f + backward %.2f + recompute %.2f = %.2f GFLOP; parameters %.2f MiB, "
                "trainable %.2f MiB\n", p.flops_forward / 1e9, p.flops_backward / 1e9, p.flops_recompute / 1e9,
                (p.flops_forward + p.flops_backward + p.flops_recompute) / 1e9, m.param_bytes / 1048576.0,

@@ -123,6 +123,14 @@ int cli_sample(const cli_args *a0) {
         return cli_fail(2, encdec ? "'%s' holds an encdec: give --source TEXT to decode a target for"
                                   : "--source is for encdec models; '%s' holds a language model (use --prompt)",
                         a.load);
+    /* greedy decoding (temperature 0; an encdec's default) draws nothing: --top-k and --seed would be ignored */
+    const float temp = encdec && !cli_given(&a, "--temperature") ? 0.0f : a.temperature;
+    static const char *const draw[] = {"--top-k", "--seed"};
+    for (size_t i = 0; temp <= 0.0f && i < sizeof draw / sizeof *draw; i++)
+        if (cli_given(&a, draw[i]))
+            return cli_fail(2, "%s applies to sampling; --temperature 0%s decodes greedily (the likeliest token "
+                            "each time): give --temperature T > 0, or drop %s", draw[i],
+                            cli_given(&a, "--temperature") ? "" : " (an encdec's default)", draw[i]);
     a.batch = 1;
     a.dropout = 0.0f;
     rm_run_info r;

@@ -15,6 +15,10 @@
 
 enum { MAX_ARGS = 64 };
 
+/* One process: cli/dist.c (Open MPI, the library's threads) stays out of
+ * this target; check_batch asks it the number of ranks. */
+int cli_dist_size(void) { return 1; }
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     /* the parser's usage errors go to a null stream; fd 2 stays open for
      * the sanitizers' reports (glibc's stderr is an assignable FILE *) */

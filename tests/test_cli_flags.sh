@@ -57,7 +57,7 @@ usage "--save --report r.json" "next argument is the flag --report" "$R" train $
 awk 'BEGIN { printf "{\"stages\":["; for (i = 0; i < 100001; i++) printf "%s{\"uf\":1,\"ub\":1,\"a\":1,\"ab\":1}", (i ? "," : ""); print "]}" }' > long.json
 run "$R" plan --chain long.json --memory-budget 10
 check '[ $rc -eq 1 ] && grep -q "100001 stages" err && ! grep -q "at least one" err' "100001 stages: exit $rc $(cat err)"
-usage "--batch 6 --micro-batches 4" "--batch 4 or 8" "$R" train $TINY --batch 6 --micro-batches 4
+usage "--batch 6 --micro-batches 4" "--batch 4 or 8" "$R" train ${TINY%% --batch*} --steps 1 --threads 1 --quiet --batch 6 --micro-batches 4
 usage "--memory-budget 150%" "at most 100%" "$R" plan $TINY --memory-budget 150%
 usage "--dim 30 --heads 4" "multiple of heads" "$R" train --dim 30 --heads 4 --steps 1 --quiet
 usage "plan --chain --memory-budget 50%" "not '50%'" "$R" plan --chain chain.json --memory-budget 50%

@@ -88,10 +88,10 @@ check 'cmp -s "$T/init.st" "$T/good.safetensors"' "--init was replaced"
 # first non-finite at step 32, exited 0 and replaced the file) stops the run
 # with exit 1 naming the step, and the last good file is kept
 cp "$T/good.safetensors" "$T/keep.st"
-run "$R" train $TINY --threads 1 --steps 25 --warmup 50 --lr 100 --save "$T/keep.st"
+run "$R" train ${TINY% --steps 2 --quiet} --quiet --threads 1 --steps 25 --warmup 50 --lr 100 --save "$T/keep.st"
 check '[ $rc -eq 1 ] && grep -q "diverged at step [0-9]" "$T/err"' "an exploding loss: exit $rc: $(cat "$T/err")"
 check 'cmp -s "$T/keep.st" "$T/good.safetensors"' "an exploding loss replaced the last good file"
-run "$R" train $TINY --steps 30 --lr 3e-3 --save "$T/fine.st"
+run "$R" train ${TINY% --steps 2 --quiet} --quiet --steps 30 --lr 3e-3 --save "$T/fine.st"
 check '[ $rc -eq 0 ] && [ -s "$T/fine.st" ]' "a normal run is not taken for divergence: $(cat "$T/err")"
 
 # class 10: flags that conflict or do not apply are usage errors (exit 2)

@@ -118,15 +118,13 @@ static rm_status check_totals(const rm_gmodel *m, char *err, size_t errlen) {
 }
 
 static rm_status parse_graph(const char *text, rm_gmodel *m, char *err, size_t errlen) {
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithOpts(text, &end, 1); /* 1: nothing but white space after the object */
+    cJSON *root = rm_json_parse(text, err, errlen); /* one object, no key twice */
     const cJSON *nodes = root ? cJSON_GetObjectItemCaseSensitive(root, "nodes") : NULL;
     const cJSON *edges = root ? cJSON_GetObjectItemCaseSensitive(root, "edges") : NULL;
     int n = cJSON_IsArray(nodes) ? cJSON_GetArraySize(nodes) : 0;
     if (!root || n < 1 || n > MAX_NODES || (edges && !cJSON_IsArray(edges)) ||
         (edges && cJSON_GetArraySize(edges) > MAX_EDGES)) {
-        if (!root) rm_json_error(text, end, err, errlen);
-        else snprintf(err, errlen, "expected {\"nodes\": [{...}, ...], \"edges\": [{\"producer\": i, \"consumer\": j}, "
+        if (root) snprintf(err, errlen, "expected {\"nodes\": [{...}, ...], \"edges\": [{\"producer\": i, \"consumer\": j}, "
                       "...]} with 1 to 100000 nodes and at most 1000000 edges (this one: %d nodes%s)", n,
                       edges && cJSON_IsArray(edges) && cJSON_GetArraySize(edges) > MAX_EDGES ? ", too many edges" : "");
         cJSON_Delete(root);
@@ -243,11 +241,12 @@ rm_status rm_plan_graph(const char *graph_json, int64_t budget, char **result_js
 /* plan_json {"modes": [...], "blocks": [...]} into p (n nodes): modes by
  * name, blocks nondecreasing from 0 by at most 1 (absent: one per node). */
 static rm_status parse_plan(const char *text, int n, rm_gplan *p, char *err, size_t errlen) {
-    cJSON *root = cJSON_Parse(text);
+    cJSON *root = rm_json_parse(text, err, errlen); /* one object, no key twice */
     const cJSON *modes = root ? cJSON_GetObjectItemCaseSensitive(root, "modes") : NULL;
     const cJSON *blocks = root ? cJSON_GetObjectItemCaseSensitive(root, "blocks") : NULL;
     rm_status rc = RM_OK;
     memset(p, 0, sizeof *p);
+    if (!root) return RM_ERR_FORMAT;
     if (!cJSON_IsArray(modes) || cJSON_GetArraySize(modes) != n ||
         (blocks && (!cJSON_IsArray(blocks) || cJSON_GetArraySize(blocks) != n))) {
         snprintf(err, errlen, "plan: expected {\"modes\": [%d names: keep, once, each or forward], \"blocks\": "

@@ -328,6 +328,11 @@ static rm_status parse_header(rm_st_file *f, const unsigned char *buf, size_t le
         rm_st_seterr(err, errlen, "'%s': header is not a JSON object", fname);
         return RM_ERR_FORMAT;
     }
+    const char *dup = rm_json_dup_key(f->root); /* a tensor or a metadata key twice: which one counts? */
+    if (dup) {
+        rm_st_seterr(err, errlen, "'%s': header names '%.60s' twice", fname, dup);
+        return RM_ERR_FORMAT;
+    }
     return RM_OK;
 }
 

@@ -41,5 +41,13 @@ void rm_strlcpy(char *dst, const char *src, size_t n);
 /* The message for JSON text that cJSON_ParseWithOpts(text, &end, 1)
  * refused: a syntax error near `end`, or bytes after the object (jsonerr.c). */
 void rm_json_error(const char *text, const char *end, char *err, size_t errlen);
+/* The JSON object of a file remat reads (a chain, a graph, a plan): one
+ * value and nothing after it but white space, no key twice in any object
+ * (cJSON would read the first and ignore the second). NULL with the
+ * message in err otherwise. cJSON_Delete the result. */
+struct cJSON;
+struct cJSON *rm_json_parse(const char *text, char *err, size_t errlen);
+/* A key that appears twice in one object of `root` (at any depth), or NULL. */
+const char *rm_json_dup_key(const struct cJSON *root);
 
 #endif
