@@ -2,7 +2,9 @@
  * (--flag VALUE or --flag=VALUE); an unknown or malformed flag is a usage
  * error (exit 2) with one line saying what to do. */
 #include "args.h"
+#include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -66,69 +68,99 @@ int cli_given(const cli_args *a, const char *flag) {
     return 0;
 }
 
-int cli_once(const char *flag, const char **seen, const char *value) {
-    if (*seen && value && strcmp(*seen, value) != 0) {
-        cli_fail(2, "%s is given twice, '%.200s' then '%.200s': give it once (the first would be ignored)", flag, *seen,
-                 value);
-        return 0;
-    }
-    if (!*seen) *seen = value;
-    return 1;
+void cli_once(const char *flag, const char **seen, const char *value) {
+    if (*seen && value && strcmp(*seen, value) != 0)
+        fprintf(stderr, "remat: warning: %s is given twice, '%.200s' then '%.200s': the last is used (give it once)\n",
+                flag, *seen, value);
+    *seen = value;
 }
 
-/* Marks flag given (with the text of its value, NULL for a boolean); 0
- * after a usage error when it was given before with another value. */
-static int mark_given(cli_args *a, const char *flag, const char *value) {
+/* Marks flag given (with the text of its value, NULL for a boolean); a
+ * second value is warned about (cli_once). */
+static void mark_given(cli_args *a, const char *flag, const char *value) {
     for (int i = 0; i < a->n_given; i++)
-        if (strcmp(a->given[i], flag) == 0) return cli_once(flag, &a->given_value[i], value);
+        if (strcmp(a->given[i], flag) == 0) {
+            cli_once(flag, &a->given_value[i], value);
+            return;
+        }
     if (a->n_given < (int)(sizeof a->given / sizeof a->given[0])) {
         a->given_value[a->n_given] = value;
         snprintf(a->given[a->n_given++], sizeof a->given[0], "%s", flag);
     }
-    return 1;
 }
 
-static int parse_int(const char *flag, const char *s, int lo, int hi, int *out) {
+/* One rule for every number, size and list item the command line gives:
+ * its characters are the value, no white space around or inside it (' 4',
+ * '4 ' and '4 ,4' are refused alike), and a number is written in decimal
+ * (no hexadecimal, inf or nan). NULL when s is such a number, else why not. */
+static const char *not_decimal(const char *s, int whole) {
+    if (!*s) return "it is empty";
+    for (const char *c = s; *c; c++)
+        if (isspace((unsigned char)*c)) return "no white space, please: remove it";
+    return strspn(s, whole ? "+-0123456789" : "+-.0123456789eE") == strlen(s) ? NULL : "not a decimal number";
+}
+
+int cli_parse_int(const char *flag, const char *s, int lo, int hi, int *out) {
     char *end;
     errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || *end || end == s || v < lo || v > hi) {
-        cli_fail(2, "%s expects a whole number from %d to %d, got '%s'", flag, lo, hi, s);
+    const char *why = not_decimal(s, 1);
+    long v = why ? 0 : strtol(s, &end, 10);
+    if (why || errno || *end || end == s || v < lo || v > hi) {
+        cli_fail(2, "%s expects a whole number from %d to %d, got '%.200s'%s%s", flag, lo, hi, s, why ? ": " : "",
+                 why ? why : "");
         return 0;
     }
     *out = (int)v;
     return 1;
 }
 
-static int parse_float(const char *flag, const char *s, float lo, float hi, float *out) {
+int cli_parse_double(const char *flag, const char *s, double lo, double hi, double *out) {
     char *end;
     errno = 0;
-    float v = strtof(s, &end);
-    if (errno || *end || end == s || !(v >= lo && v <= hi)) {
-        cli_fail(2, "%s expects a number from %g to %g, got '%s'", flag, (double)lo, (double)hi, s);
+    const char *why = not_decimal(s, 0);
+    double v = why ? NAN : strtod(s, &end);
+    if (!why && errno == ERANGE && fabs(v) < 1) errno = 0; /* 1e-45: below the smallest double, read as 0 or tiny */
+    if (why || errno || *end || end == s || !(v >= lo && v <= hi)) {
+        cli_fail(2, "%s expects a number from %g to %g, got '%.200s'%s%s", flag, lo, hi, s, why ? ": " : "",
+                 why ? why : "");
         return 0;
     }
     *out = v;
     return 1;
 }
 
+static int parse_float(const char *flag, const char *s, float lo, float hi, float *out) {
+    double v;
+    if (!cli_parse_double(flag, s, lo, hi, &v)) return 0;
+    *out = (float)v; /* below FLT_MIN: a denormal or 0, as the number is */
+    return 1;
+}
+
 int cli_parse_list(const char *flag, const char *s, int max, const char *example, cli_list *l) {
-    l->n = 0;
-    if (max > CLI_LIST_MAX) max = CLI_LIST_MAX;
+    int n = 0;
+    if (l && max > CLI_LIST_MAX) max = CLI_LIST_MAX;
     const char *p = s;
     for (;;) {
-        size_t len = strcspn(p, ",");
-        const char *why = len == 0 ? "an empty item" : len >= CLI_ITEM_MAX ? "an item too long" : NULL;
-        if (!why && l->n >= max) why = "too many items";
+        size_t len = strcspn(p, ","), blank = 0;
+        for (size_t i = 0; i < len; i++) blank |= isspace((unsigned char)p[i]) != 0;
+        const char *why = len == 0                    ? "an empty item"
+                          : blank                     ? "white space in an item"
+                          : l && len >= CLI_ITEM_MAX ? "an item too long"
+                                                      : NULL;
+        if (!why && n >= max) why = "too many items";
         if (why) {
             char most[48] = "";
-            if (max > 1) snprintf(most, sizeof most, ", at most %d", max);
-            cli_fail(2, "%s expects a comma-separated list like %s (no empty items%s); '%.200s' has %s", flag, example,
-                     most, s, why);
+            if (max > 1 && l) snprintf(most, sizeof most, ", at most %d", max);
+            cli_fail(2, "%s expects a comma-separated list like %s (no empty items, no white space%s); '%.200s' has %s",
+                     flag, example, most, s, why);
             return 0;
         }
-        memcpy(l->item[l->n], p, len);
-        l->item[l->n++][len] = 0;
+        if (l) {
+            memcpy(l->item[n], p, len);
+            l->item[n][len] = 0;
+            l->n = n + 1;
+        }
+        n++;
         if (!p[len]) return 1;
         p += len + 1;
     }
@@ -143,8 +175,8 @@ static int parse_betas(const char *s, float *b1, float *b2) {
     for (int i = 0; i < 2; i++) {
         char *end;
         errno = 0;
-        v[i] = i < l.n ? strtof(l.item[i], &end) : NAN;
-        if (i >= l.n || errno || *end || end == l.item[i] || !(v[i] >= 0.0f && v[i] < 1.0f))
+        v[i] = i < l.n && !not_decimal(l.item[i], 0) ? strtof(l.item[i], &end) : NAN;
+        if (i >= l.n || isnan(v[i]) || errno || *end || end == l.item[i] || !(v[i] >= 0.0f && v[i] < 1.0f))
             return cli_fail(2, what, s), 0;
     }
     *b1 = v[0], *b2 = v[1];
@@ -158,8 +190,8 @@ static int parse_widths(cli_args *a, const char *s) {
     for (int i = 0; i < l.n; i++) {
         char *end;
         errno = 0;
-        long w = strtol(l.item[i], &end, 10);
-        if (errno || *end || end == l.item[i] || w < 1 || w > (1 << 20))
+        long w = not_decimal(l.item[i], 1) ? 0 : strtol(l.item[i], &end, 10);
+        if (w == 0 || errno || *end || end == l.item[i] || w < 1 || w > (1 << 20))
             return cli_fail(2, "--widths expects comma-separated widths from 1 to 1048576 like 256,1024,256; "
                             "'%s' in '%.200s' is not one", l.item[i], s), 0;
         a->widths[i] = (int)w;
@@ -176,34 +208,36 @@ static int set_value(cli_args *a, const char *flag, const char *v) {
         if (strcmp(v, "gpt") && strcmp(v, "mlp") && strcmp(v, "llama") && strcmp(v, "uvit") && strcmp(v, "encdec"))
             ok = (cli_fail(2, "--model is gpt, mlp, llama, uvit or encdec, got '%s'", v), 0);
         a->model = v;
-    } else if (IS("--layers")) ok = parse_int(flag, v, 1, 4096, &a->layers);
-    else if (IS("--ffn-dim")) ok = parse_int(flag, v, 1, 1 << 20, &a->ffn_dim);
-    else if (IS("--enc-layers")) ok = parse_int(flag, v, 1, 4096, &a->enc_layers);
-    else if (IS("--dec-layers")) ok = parse_int(flag, v, 1, 4096, &a->dec_layers);
+    } else if (IS("--layers")) ok = cli_parse_int(flag, v, 1, 4096, &a->layers);
+    else if (IS("--ffn-dim")) ok = cli_parse_int(flag, v, 1, 1 << 20, &a->ffn_dim);
+    else if (IS("--enc-layers")) ok = cli_parse_int(flag, v, 1, 4096, &a->enc_layers);
+    else if (IS("--dec-layers")) ok = cli_parse_int(flag, v, 1, 4096, &a->dec_layers);
     else if (IS("--source")) a->source = v;
     else if (IS("--freeze") || IS("--train-only")) {
         if (!*v || strlen(v) >= sizeof ((rm_run_info *)0)->freeze)
             ok = (cli_fail(2, "%s expects comma-separated globs on parameter names (e.g. 'model.embed_tokens,"
                            "model.layers.0'), at most 255 characters; got '%.40s'", flag, v), 0);
+        else ok = cli_parse_list(flag, v, INT_MAX, "'model.embed_tokens,lm_head'", NULL);
         if (IS("--freeze")) a->freeze = v;
         else a->train_only = v;
-    } else if (IS("--lora")) ok = parse_int(flag, v, 1, 1 << 16, &a->lora_rank);
+    } else if (IS("--lora")) ok = cli_parse_int(flag, v, 1, 1 << 16, &a->lora_rank);
     else if (IS("--lora-alpha")) ok = parse_float(flag, v, -1e6f, 1e6f, &a->lora_alpha);
     else if (IS("--lora-dropout")) ok = parse_float(flag, v, 0.0f, 0.95f, &a->lora_dropout);
     else if (IS("--lora-targets")) {
         if (!*v || strlen(v) >= sizeof ((rm_lora_config *)0)->targets)
             ok = (cli_fail(2, "--lora-targets expects comma-separated module names such as q_proj,v_proj, at most "
                            "159 characters; got '%.40s'", v), 0);
+        else ok = cli_parse_list(flag, v, INT_MAX, "q_proj,v_proj", NULL);
         a->lora_targets = v;
     } else if (IS("--save-adapters")) a->save_adapters = v;
     else if (IS("--out")) a->out = v;
     else if (IS("--adapters")) a->adapters = v;
     else if (IS("--base-model")) a->base_model = v;
-    else if (IS("--dim")) ok = parse_int(flag, v, 1, 1 << 16, &a->dim);
-    else if (IS("--heads")) ok = parse_int(flag, v, 1, 1 << 12, &a->heads);
-    else if (IS("--context")) ok = parse_int(flag, v, 1, 1 << 16, &a->context);
-    else if (IS("--vocab")) ok = parse_int(flag, v, 2, 1 << 24, &a->vocab), a->vocab_set = 1;
-    else if (IS("--batch")) ok = parse_int(flag, v, 1, 1 << 16, &a->batch);
+    else if (IS("--dim")) ok = cli_parse_int(flag, v, 1, 1 << 16, &a->dim);
+    else if (IS("--heads")) ok = cli_parse_int(flag, v, 1, 1 << 12, &a->heads);
+    else if (IS("--context")) ok = cli_parse_int(flag, v, 1, 1 << 16, &a->context);
+    else if (IS("--vocab")) ok = cli_parse_int(flag, v, 2, 1 << 24, &a->vocab), a->vocab_set = 1;
+    else if (IS("--batch")) ok = cli_parse_int(flag, v, 1, 1 << 16, &a->batch);
     else if (IS("--widths")) ok = parse_widths(a, v);
     else if (IS("--dropout")) ok = parse_float(flag, v, 0.0f, 0.95f, &a->dropout);
     else if (IS("--data")) a->data = v;
@@ -212,14 +246,14 @@ static int set_value(cli_args *a, const char *flag, const char *v) {
         if (strcmp(v, "random") && strcmp(v, "sequential"))
             ok = (cli_fail(2, "--sampler is random or sequential, got '%s'", v), 0);
         a->sampler = v;
-    } else if (IS("--steps")) ok = parse_int(flag, v, 0, 1 << 30, &a->steps);
-    else if (IS("--micro-batches")) ok = parse_int(flag, v, 1, 1 << 16, &a->micro_batches);
-    else if (IS("--threads")) ok = parse_int(flag, v, 1, 1024, &a->threads);
-    else if (IS("--eval-every")) ok = parse_int(flag, v, 0, 1 << 30, &a->eval_every);
-    else if (IS("--warmup")) ok = parse_int(flag, v, 0, 1 << 30, &a->warmup);
+    } else if (IS("--steps")) ok = cli_parse_int(flag, v, 0, 1 << 30, &a->steps);
+    else if (IS("--micro-batches")) ok = cli_parse_int(flag, v, 1, 1 << 16, &a->micro_batches);
+    else if (IS("--threads")) ok = cli_parse_int(flag, v, 1, 1024, &a->threads);
+    else if (IS("--eval-every")) ok = cli_parse_int(flag, v, 0, 1 << 30, &a->eval_every);
+    else if (IS("--warmup")) ok = cli_parse_int(flag, v, 0, 1 << 30, &a->warmup);
     else if (IS("--seed")) {
         int s;
-        ok = parse_int(flag, v, 0, 2147483647, &s);
+        ok = cli_parse_int(flag, v, 0, 2147483647, &s);
         a->seed = (uint64_t)s;
     } else if (IS("--optimizer")) {
         if (strcmp(v, "adamw") && strcmp(v, "sgd")) ok = (cli_fail(2, "--optimizer is adamw or sgd, got '%s'", v), 0);
@@ -239,15 +273,15 @@ static int set_value(cli_args *a, const char *flag, const char *v) {
     else if (IS("--init")) a->init = v;
     else if (IS("--save")) a->save = v;
     else if (IS("--resume")) a->resume = v;
-    else if (IS("--save-every")) ok = parse_int(flag, v, 1, 1 << 30, &a->save_every);
-    else if (IS("--keep")) ok = parse_int(flag, v, 0, 1 << 20, &a->keep);
+    else if (IS("--save-every")) ok = cli_parse_int(flag, v, 1, 1 << 30, &a->save_every);
+    else if (IS("--keep")) ok = cli_parse_int(flag, v, 0, 1 << 20, &a->keep);
     else if (IS("--report")) a->report = v;
     else if (IS("--trace")) a->trace = v;
-    else if (IS("--trace-step")) ok = parse_int(flag, v, 1, 1 << 30, &a->trace_step);
+    else if (IS("--trace-step")) ok = cli_parse_int(flag, v, 1, 1 << 30, &a->trace_step);
     else if (IS("--load")) a->load = v;
     else if (IS("--prompt")) a->prompt = v;
-    else if (IS("--tokens")) ok = parse_int(flag, v, 0, 1 << 20, &a->tokens);
-    else if (IS("--top-k")) ok = parse_int(flag, v, 0, 1 << 24, &a->top_k);
+    else if (IS("--tokens")) ok = cli_parse_int(flag, v, 0, 1 << 20, &a->tokens);
+    else if (IS("--top-k")) ok = cli_parse_int(flag, v, 0, 1 << 24, &a->top_k);
     else if (IS("--temperature")) ok = parse_float(flag, v, 0.0f, 100.0f, &a->temperature);
     else ok = (cli_fail(2, "unknown flag '%s' (see remat %s --help)", flag, a->command), 0);
 #undef IS
@@ -462,7 +496,8 @@ int cli_args_parse(cli_args *a, int argc, char **argv, int first) {
                 return 0;
             }
         }
-        if (!mark_given(a, flag, v) || !set_value(a, flag, v)) return 0;
+        if (!set_value(a, flag, v)) return 0;
+        mark_given(a, flag, v);
     }
     return check_model_flags(a);
 }

@@ -63,19 +63,27 @@ typedef struct cli_args {
 
 void cli_args_default(cli_args *a);
 /* Every comma-separated list of the command line (--widths, --adam-betas,
- * bench's --strategies) is split here, once, with bounds: 1 to `max`
- * items, none empty, each shorter than CLI_ITEM_MAX. Else a usage error
- * (exit 2) naming flag, with `example`, and 0. */
+ * bench's --strategies; --freeze, --train-only and --lora-targets checked
+ * with l NULL, nothing stored) is split here, once, with bounds: 1 to `max`
+ * items, none empty (no comma first, last or twice), none with white space,
+ * each shorter than CLI_ITEM_MAX when stored. Else a usage error (exit 2)
+ * naming flag, with `example`, and 0. */
 enum { CLI_LIST_MAX = RM_MLP_MAX_LAYERS, CLI_ITEM_MAX = 48 };
 typedef struct cli_list {
     int n;
     char item[CLI_LIST_MAX][CLI_ITEM_MAX];
 } cli_list;
 int cli_parse_list(const char *flag, const char *s, int max, const char *example, cli_list *l);
-/* A flag given twice: 1 if this is its first value, or the same text
- * again; else a usage error naming both values (the first would be
- * silently dropped) and 0. *seen holds the first value (NULL: not yet). */
-int cli_once(const char *flag, const char **seen, const char *value);
+/* A flag given twice with two values: the last is used, as in most
+ * tools (a script's defaults, then an override), and a warning names both
+ * so that the first is not dropped silently. *seen holds the value before
+ * (NULL: none) and becomes `value`. */
+void cli_once(const char *flag, const char **seen, const char *value);
+/* A number of the command line, from lo to hi: decimal, with no white
+ * space around or inside it (' 4' and '4 ' alike). Else a usage error
+ * (exit 2) naming flag, and 0. */
+int cli_parse_int(const char *flag, const char *s, int lo, int hi, int *out);
+int cli_parse_double(const char *flag, const char *s, double lo, double hi, double *out);
 /* Whether `flag` ("--lr") was given. */
 int cli_given(const cli_args *a, const char *flag);
 /* Parses argv[first..argc) and checks that the model flags fit --model; on

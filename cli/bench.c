@@ -68,16 +68,6 @@ static double now_s(void) {
     return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
-static int parse_count(const char *flag, const char *v, int lo, int hi, int *out) {
-    char *end;
-    errno = 0;
-    long n = strtol(v, &end, 10);
-    if (errno || *end || end == v || n < lo || n > hi)
-        return cli_fail(2, "%s expects a whole number from %d to %d, got '%s'", flag, lo, hi, v), 0;
-    *out = (int)n;
-    return 1;
-}
-
 /* --strategies: each a strategy rm_parse_strategy reads, none twice. */
 static int parse_strategies(const char *s, cli_list *l) {
     char err[256];
@@ -116,13 +106,13 @@ static int split_flags(int argc, char **argv, bench_flags *bf, char **rest, int 
         int own = cli_own_flag(argc, argv, &i, with_value, alone, "bench", &name, &v);
         if (own < 0) return 0;
         for (int k = 0; own && v && with_value[k]; k++)
-            if (!strcmp(name, with_value[k]) && !cli_once(name, &seen[k], v)) return 0;
+            if (!strcmp(name, with_value[k])) cli_once(name, &seen[k], v);
         if (!own) rest[(*n_rest)++] = argv[i];
         else if (!strcmp(name, "--help") || !strcmp(name, "-h")) bf->help = 1;
         else if (!strcmp(name, "--budgets")) {
-            if (!parse_count(name, v, 0, 100, &bf->budgets)) return 0;
+            if (!cli_parse_int(name, v, 0, 100, &bf->budgets)) return 0;
         } else if (!strcmp(name, "--rounds")) {
-            if (!parse_count(name, v, 1, 100, &bf->rounds)) return 0;
+            if (!cli_parse_int(name, v, 1, 100, &bf->rounds)) return 0;
         } else *(!strcmp(name, "--csv") ? &bf->csv : !strcmp(name, "--svg") ? &bf->svg
                  : !strcmp(name, "--compare") ? &bf->compare : !strcmp(name, "--x") ? &bf->x : &strategies) = v;
     }

@@ -29,7 +29,7 @@ static int split_flags(int argc, char **argv, plan_flags *pf, char **rest, int *
         int own = cli_own_flag(argc, argv, &i, with_value, alone, "plan", &name, &v);
         if (own < 0) return 0;
         for (int k = 0; own && v && with_value[k]; k++)
-            if (!strcmp(name, with_value[k]) && !cli_once(name, &seen[k], v)) return 0;
+            if (!strcmp(name, with_value[k])) cli_once(name, &seen[k], v);
         if (!own) rest[(*n_rest)++] = argv[i];
         else if (!strcmp(name, "--help") || !strcmp(name, "-h")) pf->help = 1;
         else if (!strcmp(name, "--json")) pf->json = 1;
@@ -106,6 +106,12 @@ static int read_json(const char *flag, const char *path, char **text) {
     return 1;
 }
 
+/* --memory-budget of a chain or graph: a plain number in its units (no
+ * unit, no percentage), as cli_parse_double reads numbers. */
+static int chain_budget(const char *s, double *bytes) {
+    return cli_parse_double("--memory-budget (a number in the file's units)", s, 0, 1e300, bytes); /* above int64: plans as the most */
+}
+
 static int plan_chain(const plan_flags *pf, const cli_args *a) {
     char *text, err[512];
     if (read_json("--chain", pf->chain, &text)) return 1;
@@ -123,13 +129,12 @@ static int plan_chain(const plan_flags *pf, const cli_args *a) {
         return rc;
     }
     double bytes;
-    char *end;
-    if (!a->memory_budget || (bytes = strtod(a->memory_budget, &end), *end || !(bytes >= 0))) {
+    if (!a->memory_budget) {
         free(text);
-        return cli_fail(2, "plan --chain needs --memory-budget BYTES, a number in the chain's units%s%s%s (plan --chain "
-                        "FILE --sweep shows the range)", a->memory_budget ? ", not '" : "",
-                        a->memory_budget ? a->memory_budget : "", a->memory_budget ? "'" : "");
+        return cli_fail(2, "plan --chain needs --memory-budget BYTES, a number in the chain's units (plan --chain "
+                        "FILE --sweep shows the range)");
     }
+    if (!chain_budget(a->memory_budget, &bytes)) return free(text), 2;
     char *result = NULL;
     rm_status st = rm_plan_chain(text, bytes < 9e18 ? (int64_t)bytes : INT64_MAX, &result, err, sizeof err);
     free(text);
@@ -155,14 +160,10 @@ static int plan_chain(const plan_flags *pf, const cli_args *a) {
 /* `remat plan --graph FILE.json [--memory-budget BYTES] [--json]`: any
  * graph profiled elsewhere (rm_plan_graph); without a budget, store-all. */
 static int plan_graph(const plan_flags *pf, const cli_args *a) {
-    char *text, err[512], *end;
+    char *text, err[512];
     if (read_json("--graph", pf->graph, &text)) return 1;
     double bytes = -1;
-    if (a->memory_budget && (bytes = strtod(a->memory_budget, &end), *end || !(bytes >= 0))) {
-        free(text);
-        return cli_fail(2, "plan --graph takes --memory-budget BYTES, a number in the graph's units, not '%s' (without "
-                        "it: store-all and the least feasible budget)", a->memory_budget);
-    }
+    if (a->memory_budget && !chain_budget(a->memory_budget, &bytes)) return free(text), 2;
     char *result = NULL;
     rm_status st = rm_plan_graph(text, bytes < 9e18 ? (int64_t)bytes : INT64_MAX, &result, err, sizeof err);
     free(text);

@@ -255,7 +255,10 @@ void rm_options_default(rm_options *o);
 rm_status rm_parse_strategy(const char *s, rm_strategy *out, int *param, char *err, size_t errlen);
 /* The name rm_parse_strategy reads ("segments:4"); 0 if s is not a strategy or cap too small. */
 int rm_strategy_name(rm_strategy s, int param, char *out, size_t cap);
-/* "64MiB", "1.5GiB", "500MB", "123456" -> *bytes (*fraction 0); "50%" -> *fraction 0.5 (*bytes 0). */
+/* "64MiB", "1.5GiB", "500MB", "123456" -> *bytes (*fraction 0); "50%" -> *fraction 0.5 (*bytes 0).
+ * Units B, KiB..EiB, KB..EB, K, M, G (a space before the unit allowed); decimal,
+ * nothing around it (" 5MiB" and "5MiB " are refused); at least 1 byte, at
+ * most 2^60 (1EiB); a count without a unit is whole ("1.5" is refused). */
 rm_status rm_parse_size(const char *s, int64_t *bytes, double *fraction, char *err, size_t errlen);
 
 /* Compiles g into a session: autodiff, the plan, the step program, and one
@@ -541,7 +544,8 @@ rm_val rm_param_by_name(const rm_graph *g, const char *name);
 /* Freezes by name: `freeze` and `train_only` are comma-separated globs
  * (fnmatch) on parameter names, and a pattern also matches every tensor of
  * a module ("lm_head" matches "lm_head.weight"; "model.layers.0" the whole
- * layer). Every parameter one of `freeze`'s patterns matches is frozen, and
+ * layer); no empty pattern (no comma first, last or twice) and no white space
+ * in one. Every parameter one of `freeze`'s patterns matches is frozen, and
  * with `train_only`, every parameter none of its patterns matches. NULL or
  * "" for either: not used. A pattern that matches no parameter is
  * RM_ERR_ARG naming it (a typo would silently train everything). *n_frozen
@@ -576,7 +580,8 @@ typedef struct rm_lora_config {
     float dropout;     /* PEFT's lora_dropout, on each adapter's input, in [0, 1) */
     /* comma-separated module names; "": all of the model's: llama q_proj,
      * k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj; gpt and uvit c_attn,
-     * c_proj,c_fc. A name the model lacks is RM_ERR_ARG. */
+     * c_proj,c_fc. A name the model lacks, or an empty one (a comma first,
+     * last or twice), is RM_ERR_ARG. */
     char targets[160];
 } rm_lora_config;
 

@@ -39,7 +39,7 @@ expect() {
     inspect) "$R" inspect "$f" > /dev/null 2> "$T/err" ;;
     esac
     rc=$?
-    check '[ $rc -eq $want ] && [ "$(wc -l < "$T/err")" -eq 1 ] && grep -qF "remat: error: '"'"'$f'"'"': " "$T/err" && grep -qF -- "$text" "$T/err" && ! [ -e "$T/out.st" ]' \
+    check '[ $rc -eq $want ] && [ "$(wc -l < "$T/err")" -eq 1 ] && grep -q "^remat: error: " "$T/err" && grep -qF "'"'"'$f'"'"': " "$T/err" && grep -qF -- "$text" "$T/err" && ! [ -e "$T/out.st" ]' \
         "$cmd $(basename "$f"): exit $rc (want $want), stderr: $(cat "$T/err"), wanted: $text"
 }
 # every command that reads the file

@@ -43,7 +43,8 @@ fi
 # refusals: exit 2, one line, nothing on stdout
 refused() { # flags, what the message must say
     want=$2
-    "$R" train --steps 1 --quiet $1 > "$T/out" 2> "$T/err"; rc=$?
+    case " $1 " in *" --steps "*) s= ;; *) s="--steps 1" ;; esac
+    "$R" train $s --quiet $1 > "$T/out" 2> "$T/err"; rc=$?
     check '[ $rc -eq 2 ] && [ $(wc -l < "$T/err") -eq 1 ] && grep -q -- "$want" "$T/err" && [ ! -s "$T/out" ]' \
         "'$1': exit $rc: $(cat "$T/err")"
 }

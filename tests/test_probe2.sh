@@ -22,19 +22,28 @@ run() {
 says() { pat=$2; check 'grep -q -e "$pat" "$T/err"' "$1: '$2' not in: $(head -c 300 "$T/err")"; }
 
 "$R" train $TINY --steps 1 --quiet --save plain.st >/dev/null 2>&1 || bad "setup: plain.st"
+"$R" train $TINY --steps 1 --quiet --lora 2 --save lora.st >/dev/null 2>&1 || bad "setup: lora.st"
 
-# ---- class 18: a flag given twice with two values (the first was dropped silently) ----
-run 2 "train --save twice" "$R" train $TINY --steps 1 --quiet --save a.st --save b.st
-says "train --save twice" "given twice, 'a.st' then 'b.st'"
-check '[ ! -e a.st ] && [ ! -e b.st ]' "train --save twice: wrote a file"
-run 2 "train --lr twice (--lr=)" "$R" train $TINY --steps 1 --quiet --lr 0.1 --lr=0.2
+# ---- class 18: a flag given twice with two values: the last is used, and said (it was silent) ----
+# warned WHAT CMD...: exit 0 and a warning naming both values
+warned() {
+    what=$1; shift
+    run 0 "$what" "$@"
+    says "$what" "warning: .* is given twice, '.*' then '.*': the last is used"
+}
+warned "train --save twice" "$R" train $TINY --steps 1 --quiet --save a.st --save b.st
+says "train --save twice" "--save is given twice, 'a.st' then 'b.st'"
+check '[ ! -e a.st ] && [ -s b.st ]' "train --save twice: not the last one written"
+warned "train --lr twice (--lr=)" "$R" train $TINY --steps 1 --quiet --lr 0.1 --lr=0.2
 run 0 "train --steps twice, one value" "$R" train $TINY --steps 1 --quiet --steps 1
-run 2 "sample --tokens twice" "$R" sample --load plain.st --tokens 3 --tokens 4
-run 2 "plan --csv twice" "$R" plan $TINY --sweep --csv a.csv --csv b.csv
-run 2 "plan --chain twice" "$R" plan --chain a.json --chain b.json --memory-budget 10
-run 2 "bench --rounds twice" "$R" bench $TINY --steps 1 --budgets 1 --rounds 1 --rounds 2 --strategies none
-check '! grep -q "bench: 1/" "$T/err"' "bench --rounds twice: ran a point"
-run 2 "export --out twice" "$R" export --load plain.st --merge-lora --out a.st --out b.st
+check '! grep -q warning "$T/err"' "the same value twice: warned: $(cat "$T/err")"
+warned "sample --tokens twice" "$R" sample --load plain.st --tokens 3 --tokens 4
+check '[ "$(wc -c <"$T/out")" -le 5 ]' "sample --tokens 3 --tokens 4: not the last: $(wc -c <"$T/out") bytes"
+warned "plan --csv twice" "$R" plan $TINY --sweep --csv a.csv --csv b.csv
+check '[ ! -e a.csv ] && [ -s b.csv ]' "plan --csv twice: not the last one written"
+warned "bench --rounds twice" "$R" bench $TINY --steps 1 --budgets 0 --rounds 2 --rounds 1 --strategies none
+warned "export --out twice" "$R" export --load lora.st --merge-lora --out a.st --out m2.st
+check '[ -s m2.st ]' "export --out twice: not the last one written"
 
 # ---- class 18: flags that would be ignored are refused ----
 run 2 "export --base-model without --adapters" "$R" export --load plain.st --merge-lora --out m.st --base-model x
@@ -70,6 +79,47 @@ h='{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"a":{"dtype":"F32","sha
 { printf "\\$(printf %03o ${#h})\\000\\000\\000\\000\\000\\000\\000"; printf '%s' "$h"; printf '\000\000\000\000'; } >dup.st
 run 1 "safetensors header with a tensor twice" "$R" inspect dup.st
 says "safetensors dup" "header names 'a' twice"
+
+# ---- class 3/6/14: one rule for numbers, sizes and list items: no white space, decimal, no empty item ----
+M="--model mlp --context 8 --batch 2 --steps 1 --quiet --threads 1"
+for w in " 8,8" "8,8 " "8 ,8" "8, 8" "8,8," ",8" "8,,8" "0x8,8"; do
+    run 2 "--widths '$w'" "$R" train $M --widths "$w"
+done
+run 0 "--widths 8,8" "$R" train $M --widths 8,8
+for v in " 1" "1 " "0x1" ""; do run 2 "--layers '$v'" "$R" train $TINY --steps 1 --quiet --layers "$v"; done
+for v in " 0.1" "0.1 " "0x1" "inf" "nan"; do run 2 "--lr '$v'" "$R" train $TINY --steps 1 --quiet --lr "$v"; done
+run 0 "--lr 1e-45 (below the smallest float: 'expects 0 to 100' before)" "$R" train $TINY --steps 1 --quiet --lr 1e-45
+for b in " 0.9,0.95" "0.9 ,0.95" "0.9, 0.95" "0.9,0.95,"; do
+    run 2 "--adam-betas '$b'" "$R" train $TINY --steps 1 --quiet --adam-betas "$b"
+done
+for f in "transformer.wte," ",transformer.wte" " transformer.wte" "transformer.wte, transformer.wpe" \
+    "transformer.wte,,transformer.wpe"; do
+    run 2 "--freeze '$f'" "$R" train $TINY --steps 1 --quiet --freeze "$f"
+    run 2 "--train-only '$f'" "$R" train $TINY --steps 1 --quiet --train-only "$f"
+done
+run 0 "--freeze transformer.wte,transformer.wpe" "$R" train $TINY --steps 1 --quiet --freeze transformer.wte,transformer.wpe
+for t in "c_attn," " c_attn" "c_attn, c_proj" ",c_attn"; do
+    run 2 "--lora-targets '$t'" "$R" train $TINY --steps 1 --quiet --lora 2 --lora-targets "$t"
+done
+for c in "segments: 2" "segments:+2" "segments:2 " " sqrt"; do
+    run 2 "--checkpoint '$c'" "$R" train $TINY --steps 1 --quiet --checkpoint "$c"
+done
+run 2 "bench --budgets ' 1'" "$R" bench $TINY --steps 1 --budgets " 1" --rounds 1 --strategies none
+run 2 "bench --strategies 'none, sqrt'" "$R" bench $TINY --steps 1 --budgets 0 --rounds 1 --strategies "none, sqrt"
+for b in " 5MiB" "5MiB " "" "1.5" "1.5B" "0x10MiB" "2EiB" "5mib"; do
+    run 2 "--memory-budget '$b'" "$R" train $TINY --steps 1 --quiet --memory-budget "$b"
+done
+says "--memory-budget 5mib" "is not a size: use e.g. 64MiB"
+for b in "1EiB" "5 MiB" "1TiB" "1e9"; do
+    run 0 "--memory-budget '$b'" "$R" train $TINY --steps 1 --quiet --memory-budget "$b"
+done
+run 2 "--memory-limit ' 1GiB'" "$R" train $TINY --steps 1 --quiet --memory-limit " 1GiB"
+printf '{"stages": [{"uf": 1, "ub": 1, "a": 10, "ab": 10}, {"uf": 1, "ub": 1, "a": 10, "ab": 10}]}' >c.json
+run 0 "plan --chain --memory-budget 100" "$R" plan --chain c.json --memory-budget 100
+for b in "" " 100" "100 " "0x64" "inf" "1e999"; do
+    run 2 "plan --chain --memory-budget '$b'" "$R" plan --chain c.json --memory-budget "$b"
+    run 2 "plan --graph --memory-budget '$b'" "$R" plan --graph gdup.json --memory-budget "$b"
+done
 
 echo "test_probe2: $pass passed, $fail failed"
 [ $fail -eq 0 ]

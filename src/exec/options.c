@@ -39,8 +39,8 @@ rm_status rm_parse_strategy(const char *s, rm_strategy *out, int *param, char *e
         if (takes_param((rm_strategy)i) && s[n] == ':') {
             char *end;
             errno = 0;
-            long v = strtol(s + n + 1, &end, 10);
-            if (end != s + n + 1 && !*end && !errno && v >= 1 && v <= 1000000) {
+            long v = isdigit((unsigned char)s[n + 1]) ? strtol(s + n + 1, &end, 10) : 0; /* no sign, no space */
+            if (v && end != s + n + 1 && !*end && !errno && v >= 1 && v <= 1000000) {
                 *out = (rm_strategy)i, *param = (int)v;
                 return RM_OK;
             }
@@ -72,20 +72,21 @@ rm_status rm_parse_size(const char *s, int64_t *bytes, double *fraction, char *e
             if (err && errlen) snprintf(err, errlen, "'%.40s' is more than all of store-all: a share is at most 100%%", s);
             return RM_ERR_ARG;
         }
+        const int blank = s && *s && (isspace((unsigned char)s[0]) || isspace((unsigned char)s[strlen(s) - 1]));
         if (err && errlen)
-            snprintf(err, errlen, "'%.40s' is not a size: use e.g. 64MiB, 1.5GiB, 500MB, 123456 (bytes) or 50%% "
-                     "(of store-all)", s ? s : "(null)");
+            snprintf(err, errlen, "'%.40s' is not a size%s: use e.g. 64MiB, 1.5GiB, 500MB, 123456 (bytes) or 50%% "
+                     "(of store-all)", s ? s : "(null)", blank ? " (white space around it: remove it)" : "");
         return RM_ERR_ARG;
     }
     if (!percent && !(v <= (double)RM_MAX_BUDGET_BYTES)) {
-        if (err && errlen) snprintf(err, errlen, "size '%.40s' is too large: at most 2^60 bytes (1 EiB, 1073741824GiB)", s);
+        if (err && errlen) snprintf(err, errlen, "size '%.40s' is too large: at most 2^60 bytes (1EiB, 1073741824GiB)", s);
         return RM_ERR_ARG;
     }
     /* "0.5" is ambiguous (half of store-all, or half a byte?), and anything
      * under one byte would be no size at all: refused, with what works */
     char *end;
     double bare = strtod(s, &end);
-    while (isspace((unsigned char)*end)) end++;
+    while (*end == ' ') end++;
     if (!percent && v < 1.0) {
         if (err && errlen) {
             if (!*end && bare < 1.0)
@@ -95,7 +96,12 @@ rm_status rm_parse_size(const char *s, int64_t *bytes, double *fraction, char *e
         }
         return RM_ERR_ARG;
     }
-    *bytes = percent ? 0 : (int64_t)v;
+    if (!percent && bare != floor(bare) && (!*end || !strcmp(end, "B"))) { /* 1.5 bytes: 1 or 2? */
+        if (err && errlen) snprintf(err, errlen, "'%.40s' is not a whole number of bytes: give %.0f or %.0f, or a "
+                                    "unit (e.g. %gKiB)", s, floor(bare), ceil(bare), bare);
+        return RM_ERR_ARG;
+    }
+    *bytes = percent ? 0 : (int64_t)v; /* with a unit: whole bytes, rounded down */
     *fraction = percent ? v / 100.0 : 0.0;
     return RM_OK;
 }

@@ -12,6 +12,7 @@
  * first in the parameter buffer, so a trainable parameter's gradient and
  * moments sit at its own offset in buffers of train_floats floats. */
 #include "graph/graph.h"
+#include <ctype.h>
 #include <fnmatch.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,16 +80,23 @@ static int glob_match(const char *pat, const char *name) {
 }
 
 /* Marks in hit[] the parameters one of the comma-separated patterns of
- * `list` matches; RM_ERR_ARG naming a pattern that matches none. */
+ * `list` matches; RM_ERR_ARG naming a pattern that matches none. The list
+ * is checked whole first: no empty pattern (no comma first, last or twice),
+ * none too long, none with white space, as the command line checks it. */
 static rm_status match_list(rm_graph *g, const char *list, const char *what, char *hit) {
-    const char *p = list;
-    while (*p) {
-        const char *end = strchr(p, ',');
-        size_t n = end ? (size_t)(end - p) : strlen(p);
+    for (const char *p = list;; p++) {
+        size_t n = strcspn(p, ","), k = 0;
+        while (k < n && !isspace((unsigned char)p[k])) k++;
+        if (n == 0 || n >= RM_NAME_LEN || k < n)
+            return rm_graph_fail(g, RM_ERR_ARG, "%s: '%s' has an empty, too long or blank-holding pattern "
+                                 "(comma-separated globs on parameter names, no comma first, last or twice, no "
+                                 "white space, e.g. 'model.embed_tokens,lm_head')", what, list);
+        p += n;
+        if (!*p) break;
+    }
+    for (const char *p = list; *p;) {
+        size_t n = strcspn(p, ",");
         char pat[RM_NAME_LEN];
-        if (n == 0 || n >= sizeof pat)
-            return rm_graph_fail(g, RM_ERR_ARG, "%s: '%s' has an empty or too long pattern (comma-separated globs "
-                                 "on parameter names, e.g. 'model.embed_tokens,lm_head')", what, list);
         memcpy(pat, p, n);
         pat[n] = '\0';
         int any = 0;
@@ -97,7 +105,7 @@ static rm_status match_list(rm_graph *g, const char *list, const char *what, cha
         if (!any)
             return rm_graph_fail(g, RM_ERR_ARG, "%s: the pattern '%s' matches no parameter (names as in the model's "
                                  "files, e.g. model.layers.0.mlp.up_proj.weight)", what, pat);
-        p = end ? end + 1 : p + n;
+        p += n + (p[n] == ',');
     }
     return RM_OK;
 }

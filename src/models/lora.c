@@ -22,6 +22,9 @@ rm_status rm_model_lora_finish(rm_graph *g, const rm_lora_config *lora, const ch
     for (const char *p = lora->targets; *p;) {
         const char *end = strchr(p, ',');
         int k = end ? (int)(end - p) : (int)strlen(p), found = 0;
+        if (k == 0 || (end && !end[1]))
+            return rm_graph_fail(g, RM_ERR_ARG, "%s: LoRA targets '%s' have an empty item (comma-separated module "
+                                 "names, no comma first, last or twice, e.g. q_proj,v_proj)", model, lora->targets);
         for (int i = 0; i < n_modules; i++)
             found |= (int)strlen(modules[i]) == k && strncmp(p, modules[i], (size_t)k) == 0;
         if (!found)

@@ -4,6 +4,7 @@
 #include "util/util.h"
 #include "train/safetensors.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,8 +95,8 @@ static void get_widths(rd *c, rm_run_info *r) {
     const char *p = v;
     while (*p && n < RM_MLP_MAX_LAYERS - 1) {
         char *end;
-        long x = strtol(p, &end, 10);
-        if (end == p || x < 1 || x > (1 << 20) || (*end && *end != ',')) break;
+        long x = isdigit((unsigned char)*p) ? strtol(p, &end, 10) : 0; /* "16,8": no sign, no space */
+        if (x < 1 || x > (1 << 20) || (*end && (*end != ',' || !end[1]))) break; /* nor a comma last */
         r->widths[n++] = (int)x;
         p = *end ? end + 1 : end;
     }

@@ -11,17 +11,22 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* A size string (the memory budget): a positive finite number and a unit. */
+/* A size string (the memory budget): a positive finite decimal number and
+ * a unit, nothing around them (' 5MiB' and '5MiB ' are refused alike; a
+ * space between number and unit, '5 MiB', is allowed). Not rounded:
+ * rm_parse_size says what a fraction of a byte means. */
 rm_status rm_parse_bytes(const char *s, double *bytes, int *percent) {
     char *end;
     *percent = 0;
-    if (!s) return RM_ERR_ARG;
+    if (!s || !*s || strspn(s, "+.0123456789") == 0) return RM_ERR_ARG; /* white space, hex, inf, nan */
     double v = strtod(s, &end);
-    if (end == s || !(v > 0) || !isfinite(v)) return RM_ERR_ARG;
-    while (isspace((unsigned char)*end)) end++;
+    if (end == s || !(v > 0) || !isfinite(v) || strspn(s, "+-.0123456789eE") < (size_t)(end - s))
+        return RM_ERR_ARG; /* 0x10: not decimal */
+    while (*end == ' ') end++;
     static const struct { const char *unit; double mult; } units[] = {
-        {"", 1}, {"B", 1}, {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"KB", 1e3},
-        {"MB", 1e6}, {"GB", 1e9}, {"K", 1024.0}, {"M", 1048576.0}, {"G", 1073741824.0}};
+        {"", 1}, {"B", 1}, {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0},
+        {"PiB", 1125899906842624.0}, {"EiB", 1152921504606846976.0}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9},
+        {"TB", 1e12}, {"PB", 1e15}, {"EB", 1e18}, {"K", 1024.0}, {"M", 1048576.0}, {"G", 1073741824.0}};
     if (strcmp(end, "%") == 0) {
         if (v > 100) return RM_ERR_ARG;
         *percent = 1;
