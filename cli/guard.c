@@ -62,6 +62,14 @@ int cli_check_flag_use(const cli_args *a) {
     if (!strcmp(a->model, "encdec") && a->micro_batches > 1)
         return cli_fail(2, "--micro-batches is not available for --model encdec (its batches are (source, target) "
                         "pairs drawn whole each step): drop it, or use a smaller --batch");
+    /* every N steps, N past the run's last step: nothing would happen (as --trace-step past --steps) */
+    for (int i = 0; i < 2; i++) {
+        const int every = i ? a->eval_every : a->save_every;
+        if (every > a->steps)
+            return cli_fail(2, "%s %d is past --steps %d: %s; give at most %d, or drop it", i ? "--eval-every" :
+                            "--save-every", every, a->steps, i ? "no evaluation would run" :
+                            "no step file would be written", a->steps);
+    }
     if (a->eval_every > 0 && a->val_fraction <= 0.0f)
         return cli_fail(2, "--eval-every %d evaluates on the validation rows, and --val-fraction 0 leaves none: give "
                         "--val-fraction F > 0 (default 0.1), or drop --eval-every", a->eval_every);

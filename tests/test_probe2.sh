@@ -57,6 +57,10 @@ check 'grep -q "^--checkpoint sqrt: activations" "$T/out"' "plan --checkpoint: $
 run 2 "train --eval-every with --val-fraction 0" "$R" train $TINY --steps 2 --quiet --eval-every 1 --val-fraction 0
 run 2 "sample --top-k with --temperature 0" "$R" sample --load plain.st --top-k 3 --temperature 0
 run 2 "sample --seed with --temperature 0" "$R" sample --load plain.st --seed 3 --temperature 0
+run 2 "train --save-every past --steps" "$R" train $TINY --steps 2 --quiet --save se.st --save-every 3
+check '[ ! -e se.st ]' "--save-every past --steps: trained before refusing"
+run 2 "train --eval-every past --steps" "$R" train $TINY --steps 2 --quiet --eval-every 3
+run 0 "train --save-every at --steps" "$R" train $TINY --steps 2 --quiet --save se.st --save-every 2
 run 0 "sample --seed with sampling" "$R" sample --load plain.st --seed 3 --tokens 2
 
 # ---- class 18/17: JSON with a key twice, or bytes hidden after a NUL ----
