@@ -419,6 +419,13 @@ static int check_model_flags(cli_args *a) {
         return cli_fail(2, "--enc-layers and --dec-layers are for --model encdec (use --layers)"), 0;
     if (cli_given(a, "--ffn-dim") && strcmp(a->model, "llama") != 0)
         return cli_fail(2, "--ffn-dim is for --model llama (gpt and uvit use 4 x --dim)"), 0;
+    for (int i = 0; encdec && i < 2; i++) /* the builders' bounds, said with the flag */
+        if ((i ? a->dec_layers : a->enc_layers) > RM_ENCDEC_MAX_LAYERS)
+            return cli_fail(2, "%s is at most %d for --model encdec (its plan is a graph's, whose planning time grows "
+                            "with the square of the layers)", i ? "--dec-layers" : "--enc-layers",
+                            RM_ENCDEC_MAX_LAYERS), 0;
+    if (!strcmp(a->model, "uvit") && a->layers > 1024)
+        return cli_fail(2, "--layers is at most 1024 for --model uvit (the bound of rm_uvit_build)"), 0;
     if (encdec && !cli_given(a, "--vocab")) a->vocab = RM_ENCDEC_VOCAB;
     return check_command_flags(a) && check_finetune_flags(a);
 }

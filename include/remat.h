@@ -672,8 +672,12 @@ rm_status rm_uvit_build(rm_graph *g, const rm_gpt_config *c, rm_model_io *io);
 #define RM_ENCDEC_EOS 257
 #define RM_ENCDEC_PAD 258
 #define RM_ENCDEC_VOCAB 259
+/* An encdec's plan is a graph's (its decoder reads the encoder at every
+ * layer), planned in time growing with the square of its layers: 512 + 512
+ * take about 13 s, so each side is bounded. */
+#define RM_ENCDEC_MAX_LAYERS 1024
 typedef struct rm_encdec_config {
-    int enc_layers, dec_layers, dim, heads, context, vocab, batch; /* vocab >= RM_ENCDEC_VOCAB */
+    int enc_layers, dec_layers, dim, heads, context, vocab, batch; /* vocab >= RM_ENCDEC_VOCAB; layers <= RM_ENCDEC_MAX_LAYERS */
     float dropout;
     int keep_logits;
 } rm_encdec_config;

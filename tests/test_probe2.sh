@@ -125,5 +125,14 @@ for b in "" " 100" "100 " "0x64" "inf" "1e999"; do
     run 2 "plan --graph --memory-budget '$b'" "$R" plan --graph gdup.json --memory-budget "$b"
 done
 
+# ---- class 12: sizes whose planning never ended are bounded, with the flag's name ----
+run 2 "encdec --enc-layers 1025" "$R" plan --model encdec --enc-layers 1025 --dec-layers 1
+says "encdec --enc-layers 1025" "--enc-layers is at most 1024"
+run 2 "encdec --dec-layers 4096" "$R" train --model encdec --enc-layers 1 --dec-layers 4096 --steps 1 --quiet
+run 2 "uvit --layers 1025 (was the library's 'rm_uvit_build:')" "$R" plan --model uvit --layers 1025
+python3 -c 'import json; print(json.dumps({"stages": [{"uf": 1, "ub": 1, "a": 10, "ab": 10}] * 100000}))' >c100k.json 2>/dev/null &&
+    { run 1 "a chain of 100000 stages" "$R" plan --chain c100k.json --memory-budget 1000
+      says "100000 stages" "too many for the planner (10000 at most)"; }
+
 echo "test_probe2: $pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -33,6 +33,7 @@ void rm_graph_free(rm_graph *g) {
     free(g->nodes);
     free(g->stages);
     free(g->params);
+    free(g->param_names);
     free(g);
 }
 
@@ -151,6 +152,36 @@ rm_val rm_positions(rm_graph *g, const char *name, int64_t B, int64_t T) {
     return v;
 }
 
+static unsigned name_hash(const char *s) {
+    unsigned h = 2166136261u; /* FNV-1a */
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
+    return h;
+}
+
+/* The slot of `name` in the set of parameter names: where it is, or the
+ * empty slot where it would go. */
+static int name_slot(const rm_graph *g, const char *name) {
+    int k = (int)(name_hash(name) & (unsigned)(g->name_slots - 1));
+    while (g->param_names[k] >= 0 && strcmp(g->vals[g->params[g->param_names[k]]].name, name) != 0)
+        k = (k + 1) & (g->name_slots - 1);
+    return k;
+}
+
+/* Room in the set for one more name (at most half full); 0 when out of memory. */
+static int names_room(rm_graph *g) {
+    if (2 * (g->n_params + 1) <= g->name_slots) return 1;
+    int slots = g->name_slots ? 2 * g->name_slots : 64, *old = g->param_names;
+    if (!(g->param_names = malloc(sizeof *g->param_names * (size_t)slots))) return g->param_names = old, 0;
+    free(old);
+    g->name_slots = slots;
+    for (int k = 0; k < slots; k++) g->param_names[k] = -1;
+    for (int i = 0; i < g->n_params; i++) g->param_names[name_slot(g, g->vals[g->params[i]].name)] = i;
+    return 1;
+}
+
+/* A parameter's name is looked up in a hash set, not compared with every
+ * other one: a model of 8192 layers has 10^5 parameters, and the pairwise
+ * check took minutes. */
 rm_val rm_param(rm_graph *g, const char *name, int ndim, const int64_t *shape, rm_init init,
                 float std, int decay) {
     if (!g || g->status != RM_OK) return -1;
@@ -158,11 +189,14 @@ rm_val rm_param(rm_graph *g, const char *name, int ndim, const int64_t *shape, r
         rm_graph_fail(g, RM_ERR_ARG, "rm_param: a parameter needs a name");
         return -1;
     }
-    for (int i = 0; i < g->n_params; i++)
-        if (strcmp(g->vals[g->params[i]].name, name) == 0) {
-            rm_graph_fail(g, RM_ERR_ARG, "rm_param: two parameters are named '%s'", name);
-            return -1;
-        }
+    if (!names_room(g)) {
+        rm_graph_fail(g, RM_ERR_NOMEM, "out of memory recording parameter '%s'", name);
+        return -1;
+    }
+    if (g->param_names[name_slot(g, name)] >= 0) {
+        rm_graph_fail(g, RM_ERR_ARG, "rm_param: two parameters are named '%s'", name);
+        return -1;
+    }
     rm_val v = new_value(g, RM_VALUE_PARAM, name, RM_DTYPE_F32, ndim, shape);
     if (v < 0) return -1;
     if (!grow((void **)&g->params, &g->cap_params, g->n_params + 1, sizeof *g->params)) {
@@ -177,7 +211,8 @@ rm_val rm_param(rm_graph *g, const char *name, int ndim, const int64_t *shape, r
     /* keep every parameter 64-byte aligned inside the one flat buffer */
     p->param_off = g->param_floats;
     g->param_floats += ((size_t)p->numel + 15) / 16 * 16;
-    g->params[g->n_params++] = v;
+    g->params[g->n_params] = v;
+    g->param_names[name_slot(g, g->vals[v].name)] = g->n_params++;
     return v;
 }
 

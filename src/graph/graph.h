@@ -107,6 +107,8 @@ struct rm_graph {
     int n_stages, cap_stages;
     int *params; /* value ids of parameters, in creation order */
     int n_params, cap_params;
+    int *param_names; /* open-addressed set of params[] indices by name (-1: empty), name_slots a power of 2 */
+    int name_slots;
     int loss;    /* value id or -1 */
     int diffed;  /* rm_autodiff has run */
     int region_depth; /* open rm_recompute_begin regions */

@@ -70,6 +70,10 @@ rm_status rm_encdec_build(rm_graph *g, const rm_encdec_config *c, rm_model_io *i
     if (c->enc_layers < 1 || c->dec_layers < 1 || C < 1 || H < 1 || T < 1 || B < 1 || V < RM_ENCDEC_VOCAB)
         return rm_graph_fail(g, RM_ERR_ARG, "encdec: enc/dec layers, dim, heads, context, batch must be >= 1 and "
                              "vocab >= %d (bytes, BOS, EOS, PAD)", RM_ENCDEC_VOCAB);
+    if (c->enc_layers > RM_ENCDEC_MAX_LAYERS || c->dec_layers > RM_ENCDEC_MAX_LAYERS)
+        return rm_graph_fail(g, RM_ERR_ARG, "encdec: at most %d encoder and %d decoder layers (got %d and %d): its "
+                             "plan is a graph's, whose planning time grows with the square of the layers",
+                             RM_ENCDEC_MAX_LAYERS, RM_ENCDEC_MAX_LAYERS, c->enc_layers, c->dec_layers);
     if (C % H != 0)
         return rm_graph_fail(g, RM_ERR_ARG, "encdec: --dim %lld is not divisible by --heads %lld", (long long)C,
                              (long long)H);
