@@ -23,33 +23,41 @@ static int cmp_size(const void *x, const void *y, void *bufs_) {
     return *(const int *)x - *(const int *)y;
 }
 
-/* The greedy rule, quadratic: offsets into off[]. */
+static const size_t *sort_off; /* the offsets sort_by_offset compares */
+static int sort_by_offset(const void *x, const void *y) {
+    size_t a = sort_off[*(const int *)x], b = sort_off[*(const int *)y];
+    return (a > b) - (a < b);
+}
+
+/* The greedy rule written out, offsets into off[]: buffers by size
+ * (largest first, then by first use, then by id), each at the lowest
+ * offset clear of the placed buffers alive with it (those collected, sorted
+ * by offset, swept once). Quadratic, and simple. */
 static size_t reference(const rm_buffer *bufs, int n, size_t *off) {
-    int *order = malloc(sizeof *order * (size_t)n), *placed = malloc(sizeof *placed * (size_t)n);
+    int *order = malloc(sizeof *order * (size_t)n), *placed = malloc(sizeof *placed * (size_t)n),
+        *live = malloc(sizeof *live * (size_t)n);
     for (int i = 0; i < n; i++) order[i] = i;
-    for (int i = 1; i < n; i++) /* insertion sort by (bytes desc, first, id): n is small enough */
+    for (int i = 1; i < n; i++) /* insertion sort: the same keys as memplan.c's qsort */
         for (int j = i; j > 0 && cmp_size(&order[j - 1], &order[j], (void *)bufs) > 0; j--) {
             int t = order[j];
             order[j] = order[j - 1], order[j - 1] = t;
         }
     size_t arena = 0;
+    sort_off = off;
     for (int k = 0; k < n; k++) {
         const rm_buffer *b = &bufs[order[k]];
+        int m = 0;
+        for (int j = 0; j < k; j++)
+            if (bufs[placed[j]].first <= b->last && b->first <= bufs[placed[j]].last) live[m++] = placed[j];
+        qsort(live, (size_t)m, sizeof *live, sort_by_offset);
         size_t o = 0;
-        for (int moved = 1; moved;) { /* raise o past every colliding placed buffer until none collides */
-            moved = 0;
-            for (int j = 0; j < k; j++) {
-                const rm_buffer *p = &bufs[placed[j]];
-                if (p->first <= b->last && b->first <= p->last && off[placed[j]] < o + b->bytes &&
-                    o < off[placed[j]] + p->bytes)
-                    o = off[placed[j]] + p->bytes, moved = 1;
-            }
-        }
+        for (int j = 0; j < m && off[live[j]] < o + b->bytes; j++)
+            if (off[live[j]] + bufs[live[j]].bytes > o) o = off[live[j]] + bufs[live[j]].bytes;
         off[order[k]] = o;
         placed[k] = order[k];
         if (o + b->bytes > arena) arena = o + b->bytes;
     }
-    free(order), free(placed);
+    free(order), free(placed), free(live);
     return arena;
 }
 
