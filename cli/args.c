@@ -424,6 +424,17 @@ static int check_model_flags(cli_args *a) {
             return cli_fail(2, "%s is at most %d for --model encdec (its plan is a graph's, whose planning time grows "
                             "with the square of the layers)", i ? "--dec-layers" : "--enc-layers",
                             RM_ENCDEC_MAX_LAYERS), 0;
+    if (strcmp(a->model, "mlp") && strcmp(a->model, "llama") && a->dim % a->heads) { /* llama: its own rule (RoPE) */
+        int lo = a->dim / a->heads * a->heads;
+        char e[48];
+        if (lo) snprintf(e, sizeof e, "--dim %d or %d", lo, lo + a->heads);
+        else snprintf(e, sizeof e, "--dim %d", a->heads);
+        return cli_fail(2, "--dim %d is not a multiple of --heads %d (each head takes dim/heads): give e.g. %s",
+                        a->dim, a->heads, e), 0;
+    }
+    if (!strcmp(a->model, "mlp") && cli_given(a, "--lora"))
+        return cli_fail(2, "--lora applies to --model gpt, llama and uvit (their projections take adapters), not "
+                        "mlp: drop --lora, or fine-tune the mlp whole (--freeze/--train-only choose its layers)"), 0;
     if (!strcmp(a->model, "uvit") && a->layers > 1024)
         return cli_fail(2, "--layers is at most 1024 for --model uvit (the bound of rm_uvit_build)"), 0;
     if (encdec && !cli_given(a, "--vocab")) a->vocab = RM_ENCDEC_VOCAB;

@@ -53,7 +53,7 @@ for bad in "--adam-betas 0.9" "--adam-betas 1,0.95" "--adam-betas 0.9,x" "--adam
     check '[ $rc -eq 2 ] && grep -q -- "${bad%% *} expects" "$T/err" && [ $(wc -l < "$T/err") -eq 1 ]' "$bad: exit $rc, $(cat "$T/err")"
 done
 "$R" train --dim 30 --heads 4 --steps 1 2> "$T/err"; rc=$?
-check '[ $rc -eq 2 ] && grep -q "divisible" "$T/err"' "dim/heads: exit $rc"
+check '[ $rc -eq 2 ] && grep -q "not a multiple of --heads 4" "$T/err"' "dim/heads: exit $rc"
 "$R" train --data "$T/nope.txt" --steps 1 2> "$T/err"; rc=$?
 check '[ $rc -eq 1 ] && grep -q "nope.txt" "$T/err"' "missing data file: exit $rc $(cat "$T/err")"
 "$R" train --init "$T/nope.safetensors" --steps 1 2> "$T/err"; rc=$?

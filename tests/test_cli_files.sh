@@ -139,7 +139,7 @@ check '[ $rc -eq 1 ] && grep -q "no point was measured.*memory-limit" err && [ !
 # a model no child could build is refused before the first point (test_probe.sh has more)
 run "$R" bench --layers 1 --dim 30 --heads 4 --context 8 --batch 2 --threads 1 --steps 1 --budgets 0 --rounds 1 \
     --strategies none,sqrt --csv never.csv
-check '[ $rc -eq 2 ] && grep -q "divisible" err && ! grep -q "bench: 1/" err && [ ! -e never.csv ]' \
+check '[ $rc -eq 2 ] && grep -q "not a multiple of --heads" err && ! grep -q "bench: 1/" err && [ ! -e never.csv ]' \
     "bench of a model that does not build: exit $rc $(grep -v '^bench:' err)"
 
 # class 5: a signal to bench stops its child, removes the temporaries,

@@ -59,7 +59,7 @@ run "$R" plan --chain long.json --memory-budget 10
 check '[ $rc -eq 1 ] && grep -q "100001 stages" err && ! grep -q "at least one" err' "100001 stages: exit $rc $(cat err)"
 usage "--batch 6 --micro-batches 4" "--batch 4 or 8" "$R" train ${TINY%% --batch*} --steps 1 --threads 1 --quiet --batch 6 --micro-batches 4
 usage "--memory-budget 150%" "at most 100%" "$R" plan $TINY --memory-budget 150%
-usage "--dim 30 --heads 4" "multiple of heads" "$R" train --dim 30 --heads 4 --steps 1 --quiet
+usage "--dim 30 --heads 4" "multiple of --heads 4" "$R" train --dim 30 --heads 4 --steps 1 --quiet
 usage "plan --chain --memory-budget 50%" "got '50%'" "$R" plan --chain chain.json --memory-budget 50%
 run "$R" plan --layers 1 --dim 16 --heads 2 --context 8 --memory-budget 1KB
 check '[ $rc -eq 1 ] && grep -q "at least [0-9.]*MiB" err && ! grep -q "rm_options" err' \

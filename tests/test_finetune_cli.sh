@@ -112,7 +112,7 @@ check '[ $rc -eq 2 ] && grep -q "needs --lora" "$T/e"' "--lora-alpha without --l
 "$R" train $LLAMA --steps 1 --lora 4 --lora-targets q_proj,x_proj >/dev/null 2>"$T/e"; rc=$?
 check '[ $rc -eq 2 ] && grep -q "x_proj" "$T/e"' "--lora-targets x_proj: exit $rc, $(cat "$T/e")"
 "$R" train --model mlp --steps 1 --lora 4 >/dev/null 2>"$T/e"; rc=$?
-check '[ $rc -eq 2 ] && grep -q "LoRA applies to" "$T/e"' "--lora on an mlp: exit $rc, $(cat "$T/e")"
+check '[ $rc -eq 2 ] && grep -q -- "--lora applies to" "$T/e"' "--lora on an mlp: exit $rc, $(cat "$T/e")"
 "$R" train $LLAMA --steps 1 --save-adapters "$T/x" >/dev/null 2>"$T/e"; rc=$?
 check '[ $rc -eq 2 ]' "--save-adapters without --lora: exit $rc"
 "$R" export --load "$T/base.st" --merge-lora --out "$T/x.st" >/dev/null 2>"$T/e"; rc=$?

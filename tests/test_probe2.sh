@@ -134,5 +134,15 @@ python3 -c 'import json; print(json.dumps({"stages": [{"uf": 1, "ub": 1, "a": 10
     { run 1 "a chain of 100000 stages" "$R" plan --chain c100k.json --memory-budget 1000
       says "100000 stages" "too many for the planner (10000 at most)"; }
 
+# ---- class 17: the flags' words, not the library's function names ----
+run 2 "--heads 3 --dim 16" "$R" train $TINY --steps 1 --quiet --heads 3 --dim 16
+says "--heads 3 --dim 16" "^remat: error: --dim 16 is not a multiple of --heads 3.*--dim 15 or 18"
+run 2 "uvit --heads 3" "$R" plan --model uvit --heads 3 --dim 16
+check '! grep -q "rm_uvit_build" "$T/err"' "uvit --heads 3: a function name: $(cat "$T/err")"
+run 2 "--lora on an mlp" "$R" train --model mlp --widths 8 --context 8 --steps 1 --quiet --lora 2
+check '! grep -q "rm_run_build" "$T/err"' "--lora on an mlp: a function name: $(cat "$T/err")"
+run 2 "--checkpoint segments (no count)" "$R" train $TINY --steps 1 --quiet --checkpoint segments
+says "--checkpoint segments" "needs a count after a colon: segments:K"
+
 echo "test_probe2: $pass passed, $fail failed"
 [ $fail -eq 0 ]

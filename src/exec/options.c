@@ -49,6 +49,12 @@ rm_status rm_parse_strategy(const char *s, rm_strategy *out, int *param, char *e
             return RM_ERR_ARG;
         }
     }
+    for (int i = 0; i < N_STRATEGIES; i++)
+        if (takes_param((rm_strategy)i) && !strcmp(s, strategy_names[i])) {
+            if (err && errlen) snprintf(err, errlen, "recompute strategy '%s' needs a count after a colon: %s:%s "
+                                        "(e.g. %s:4)", s, s, i == RM_STRATEGY_SEGMENTS ? "K" : "S", s);
+            return RM_ERR_ARG;
+        }
     if (err && errlen)
         snprintf(err, errlen, "unknown recompute strategy '%.40s' (try none, blocks, segments:K, sqrt, selective, "
                  "revolve:S)", s);
