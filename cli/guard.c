@@ -62,6 +62,11 @@ int cli_check_flag_use(const cli_args *a) {
     if (!strcmp(a->model, "encdec") && a->micro_batches > 1)
         return cli_fail(2, "--micro-batches is not available for --model encdec (its batches are (source, target) "
                         "pairs drawn whole each step): drop it, or use a smaller --batch");
+    for (int i = 0; !strcmp(a->optimizer, "sgd") && i < 2; i++) /* SGD keeps no moments */
+        if (cli_given(a, i ? "--adam-eps" : "--adam-betas"))
+            return cli_fail(2, "%s applies to --optimizer adamw; %s uses plain SGD, which has no moments: drop it, or "
+                            "use --optimizer adamw", i ? "--adam-eps" : "--adam-betas",
+                            a->resume ? "the resumed run" : "--optimizer sgd");
     /* every N steps, N past the run's last step: nothing would happen (as --trace-step past --steps) */
     for (int i = 0; i < 2; i++) {
         const int every = i ? a->eval_every : a->save_every;

@@ -61,6 +61,12 @@ run 2 "train --save-every past --steps" "$R" train $TINY --steps 2 --quiet --sav
 check '[ ! -e se.st ]' "--save-every past --steps: trained before refusing"
 run 2 "train --eval-every past --steps" "$R" train $TINY --steps 2 --quiet --eval-every 3
 run 0 "train --save-every at --steps" "$R" train $TINY --steps 2 --quiet --save se.st --save-every 2
+run 2 "train --optimizer sgd --adam-betas" "$R" train $TINY --steps 1 --quiet --optimizer sgd --adam-betas 0.8,0.9
+run 2 "bench --optimizer sgd --adam-eps" "$R" bench $TINY --steps 1 --budgets 0 --rounds 1 --strategies none \
+    --optimizer sgd --adam-eps 1e-6
+check '! grep -q "bench: 1/" "$T/err"' "bench --optimizer sgd --adam-eps: ran a point"
+"$R" train $TINY --steps 1 --quiet --optimizer sgd --save sgd.st >/dev/null 2>&1
+run 2 "--resume of an SGD run with --adam-betas" "$R" train --resume sgd.st --steps 2 --quiet --adam-betas 0.8,0.9
 run 0 "sample --seed with sampling" "$R" sample --load plain.st --seed 3 --tokens 2
 
 # ---- class 18/17: JSON with a key twice, or bytes hidden after a NUL ----
