@@ -288,6 +288,17 @@ static int set_value(cli_args *a, const char *flag, const char *v) {
     return ok;
 }
 
+/* The flags that name a file or folder: an empty name is refused at once,
+ * the same for every one (cli/paths.c says it for those it checks; sample
+ * --load '' was "cannot open ''", exit 1). */
+static int is_path_flag(const char *f) {
+    static const char *const paths[] = {"--data", "--init", "--save", "--resume", "--report", "--trace", "--load",
+                                        "--out", "--adapters", "--save-adapters", NULL};
+    for (int i = 0; paths[i]; i++)
+        if (!strcmp(f, paths[i])) return 1;
+    return 0;
+}
+
 /* The flags that take no value; NULL for any other. */
 static int *boolean_flag(cli_args *a, const char *f) {
     return !strcmp(f, "--quiet")              ? &a->quiet
@@ -514,6 +525,8 @@ int cli_args_parse(cli_args *a, int argc, char **argv, int first) {
                 return 0;
             }
         }
+        if (!*v && is_path_flag(flag))
+            return cli_fail(2, "%s needs a %s name, got ''", flag, strstr(flag, "adapters") ? "folder" : "file"), 0;
         if (!set_value(a, flag, v)) return 0;
         mark_given(a, flag, v);
     }

@@ -67,6 +67,10 @@ run 2 "bench --optimizer sgd --adam-eps" "$R" bench $TINY --steps 1 --budgets 0 
 check '! grep -q "bench: 1/" "$T/err"' "bench --optimizer sgd --adam-eps: ran a point"
 "$R" train $TINY --steps 1 --quiet --optimizer sgd --save sgd.st >/dev/null 2>&1
 run 2 "--resume of an SGD run with --adam-betas" "$R" train --resume sgd.st --steps 2 --quiet --adam-betas 0.8,0.9
+for f in "sample --load" "train --init" "train --resume" "train --save" "export --merge-lora --out m.st --load"; do
+    run 2 "$f ''" "$R" $f ""
+    says "$f ''" "needs a file name, got ''"
+done
 run 0 "sample --seed with sampling" "$R" sample --load plain.st --seed 3 --tokens 2
 
 # ---- class 18/17: JSON with a key twice, or bytes hidden after a NUL ----
