@@ -4,6 +4,7 @@
 #include "args.h"
 #include <ctype.h>
 #include <errno.h>
+#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -114,13 +115,21 @@ int cli_parse_int(const char *flag, const char *s, int lo, int hi, int *out) {
     return 1;
 }
 
-int cli_parse_double(const char *flag, const char *s, double lo, double hi, double *out) {
+/* s as a decimal number into *v: NULL, or why it is not one. */
+static const char *number_of(const char *s, double *v) {
+    const char *why = not_decimal(s, 0);
+    if (why) return why;
     char *end;
     errno = 0;
-    const char *why = not_decimal(s, 0);
-    double v = why ? NAN : strtod(s, &end);
-    if (!why && errno == ERANGE && fabs(v) < 1) errno = 0; /* 1e-45: below the smallest double, read as 0 or tiny */
-    if (why || errno || *end || end == s || !(v >= lo && v <= hi)) {
+    *v = strtod(s, &end);
+    if (errno == ERANGE && fabs(*v) < 1) errno = 0; /* 1e-45: below the smallest double, read as 0 or tiny */
+    return errno || *end || end == s ? "not a decimal number" : NULL;
+}
+
+int cli_parse_double(const char *flag, const char *s, double lo, double hi, double *out) {
+    double v = NAN;
+    const char *why = number_of(s, &v);
+    if (why || !(v >= lo && v <= hi)) {
         cli_fail(2, "%s expects a number from %g to %g, got '%.200s'%s%s", flag, lo, hi, s, why ? ": " : "",
                  why ? why : "");
         return 0;
@@ -129,10 +138,18 @@ int cli_parse_double(const char *flag, const char *s, double lo, double hi, doub
     return 1;
 }
 
+/* A float flag: its range is checked on the float the value becomes, so
+ * that '0.95' is within 0.95f (as a double it is above it). */
 static int parse_float(const char *flag, const char *s, float lo, float hi, float *out) {
-    double v;
-    if (!cli_parse_double(flag, s, lo, hi, &v)) return 0;
-    *out = (float)v; /* below FLT_MIN: a denormal or 0, as the number is */
+    double v = NAN;
+    const char *why = number_of(s, &v);
+    const float f = !why && fabs(v) <= FLT_MAX ? (float)v : NAN; /* below FLT_MIN: a denormal or 0, as the number is */
+    if (why || !(f >= lo && f <= hi)) {
+        cli_fail(2, "%s expects a number from %g to %g, got '%.200s'%s%s", flag, (double)lo, (double)hi, s,
+                 why ? ": " : "", why ? why : "");
+        return 0;
+    }
+    *out = f;
     return 1;
 }
 

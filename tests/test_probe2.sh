@@ -102,6 +102,12 @@ done
 run 0 "--widths 8,8" "$R" train $M --widths 8,8
 for v in " 1" "1 " "0x1" ""; do run 2 "--layers '$v'" "$R" train $TINY --steps 1 --quiet --layers "$v"; done
 for v in " 0.1" "0.1 " "0x1" "inf" "nan"; do run 2 "--lr '$v'" "$R" train $TINY --steps 1 --quiet --lr "$v"; done
+for v in "--dropout 0.95" "--val-fraction 0.9" "--adam-eps 1e-30" "--lr 100" "--grad-clip 1e9"; do
+    run 0 "a range's end is in it: $v" "$R" train $TINY --steps 1 --quiet $v
+done
+for v in "--dropout 0.9500001" "--adam-eps 9.9e-31" "--lr 1e39" "--lr 1e999"; do
+    run 2 "just past a range's end: $v" "$R" train $TINY --steps 1 --quiet $v
+done
 run 0 "--lr 1e-45 (below the smallest float: 'expects 0 to 100' before)" "$R" train $TINY --steps 1 --quiet --lr 1e-45
 for b in " 0.9,0.95" "0.9 ,0.95" "0.9, 0.95" "0.9,0.95,"; do
     run 2 "--adam-betas '$b'" "$R" train $TINY --steps 1 --quiet --adam-betas "$b"
