@@ -9,23 +9,6 @@
 #include <math.h>
 #include <string.h>
 
-/* A 64-bit hash of a buffer's bytes (multiply-xorshift over words): equal
- * values give equal hashes, and a recomputation that differs in any bit is
- * caught with overwhelming probability. */
-static uint64_t hash_bytes(const void *p, size_t n) {
-    const unsigned char *b = p;
-    uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t w;
-        memcpy(&w, b + i, 8);
-        h = (h ^ w) * 0xBF58476D1CE4E5B9ull;
-        h ^= h >> 31;
-    }
-    for (; i < n; i++) h = (h ^ b[i]) * 0x94D049BB133111EBull;
-    return h ^ (h >> 29);
-}
-
 /* verify_recompute: remember first computations, compare recomputations. */
 static rm_status verify(rm_session *s, const rm_instr *ins, const rm_kernel_ctx *c) {
     const rm_graph *g = s->g;
@@ -33,7 +16,7 @@ static rm_status verify(rm_session *s, const rm_instr *ins, const rm_kernel_ctx 
     for (int j = 0; j < nd->n_out; j++) {
         if (!c->out[j]) continue;
         const rm_value *v = &g->vals[nd->out[j]];
-        uint64_t h = hash_bytes(c->out[j], (size_t)v->numel * rm_dtype_size(v->dtype));
+        uint64_t h = rm_hash_bytes(c->out[j], (size_t)v->numel * rm_dtype_size(v->dtype));
         if (ins->kind == RM_INSTR_FORWARD) s->hashes[nd->out[j]] = h;
         else if (s->hashes[nd->out[j]] != h)
             return rm_session_fail(s, RM_ERR_VERIFY,
