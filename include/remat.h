@@ -241,7 +241,38 @@ typedef struct rm_options {
      * under a limit it is refused (RM_ERR_STATE), since the limit did not
      * count it. Not with fuse_optimizer (RM_ERR_ARG). */
     int accumulate;
+    /* ---- paging to disk (issue 20; docs/RECOMPUTE.md, "Beyond RAM") ----
+     * A directory on a disk for the scratch file (NULL: nothing is paged,
+     * exactly as without). remat pages to one anonymous file there
+     * (O_TMPFILE, or unlinked at once: nothing is left behind, even after a
+     * kill -9), with O_DIRECT where the file system takes it; a directory on
+     * tmpfs or ramfs is refused (RM_ERR_ARG: its pages are memory). Under a
+     * limit or budget the plan then chooses per value keep, recompute or
+     * page (written after its last forward use, read back ahead of its first
+     * backward use, on an I/O thread while the step computes), and which of
+     * the training state to page (AdamW moments, parameters), minimising the
+     * predicted step time. The file's space is allocated at rm_compile
+     * (RM_ERR_IO naming the directory and the bytes when the disk is full);
+     * an I/O error while paging fails the step with RM_ERR_IO, a block that
+     * reads back different from what was written (verify_recompute: each
+     * paged block is checksummed) with RM_ERR_IO too. Weights are bit for bit
+     * those of a run that pages nothing. */
+    const char *scratch_dir;
+    /* The scratch file's bandwidth in bytes/s the plan assumes for both
+     * directions (0: measured at rm_compile by a short write and read). */
+    double scratch_bandwidth;
+    /* RM_PAGE_* or'ed: page these whatever the plan would choose (tests,
+     * and forcing a choice); 0: the plan chooses. Needs scratch_dir; the
+     * training state (moments, parameters) needs fuse_optimizer. */
+    int page;
 } rm_options;
+
+/* rm_options.page: every activation whose buffer idles between two uses;
+ * every trainable parameter's AdamW moments; every trainable parameter (and
+ * its moments). */
+#define RM_PAGE_ACTIVATIONS 1
+#define RM_PAGE_MOMENTS 2
+#define RM_PAGE_PARAMS 4
 
 /* Fills o with the defaults: all cores, seed 1337, keep everything, no
  * budget, rm_optim_config_default. */
@@ -433,6 +464,29 @@ rm_status rm_plan_chain(const char *chain_json, int64_t budget, char **result_js
 /* The trade-off table (budget -> time, overhead, peak) as CSV, `points`
  * budgets from the minimum feasible to store-all. */
 rm_status rm_plan_chain_sweep(const char *chain_json, int points, FILE *csv, char *err, size_t errlen);
+
+/* ---- paging to disk: what it moved (issue 20) ------------------------------- */
+
+/* The scratch tier of a session compiled with rm_options.scratch_dir: where,
+ * how fast, and what the training step pages. The per-step figures are the
+ * last training step's; io_ms is the I/O thread's time in transfers, wait_ms
+ * the time the step waited for them (the rest overlapped compute). */
+typedef struct rm_paging_info {
+    int enabled;                  /* a scratch file is open */
+    int direct;                   /* O_DIRECT (else through the page cache) */
+    double write_bps, read_bps;   /* the bandwidth the plan assumed (measured, or scratch_bandwidth) */
+    uint64_t scratch_bytes;       /* the file's size (allocated at rm_compile) */
+    uint64_t state_bytes;         /* of it, the training state that lives there */
+    int values_paged;             /* activations paged out per step */
+    int moments_paged, params_paged; /* parameters whose moments / whose values live in the file */
+    uint64_t out_bytes, in_bytes; /* planned per step */
+    uint64_t out_bytes_measured, in_bytes_measured; /* moved in the last step */
+    double io_ms, wait_ms;        /* last step */
+    double overlap;               /* 1 - wait_ms / io_ms (1: all hidden; 0 when nothing moved) */
+    double predicted_wait_ms;     /* the plan's */
+} rm_paging_info;
+/* Fills p for session s (all 0 without scratch_dir). */
+void rm_paging(const rm_session *s, rm_paging_info *p);
 
 /* ---- tracing one step -------------------------------------------------- */
 

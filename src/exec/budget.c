@@ -30,6 +30,10 @@ rm_status rm_session_budget_program(rm_session *s, const rm_profile *prof, rm_pr
     s->budget_bytes = s->autoplan.budget;
     s->store_all_bytes = s->autoplan.store_all;
     if (rc != RM_OK) return rm_graph_fail(g, rc, "%s", err);
+    if ((rc = rm_session_page_schedule(s, &sch, prof, 1)) != RM_OK) {
+        rm_schedule_free(&sch);
+        return rc;
+    }
     s->notes[0] = 0;
     if (rm_graph_has_marks(g))
         snprintf(s->notes, sizeof s->notes, "note: memory_budget schedules whole stages; per-node user marks "
@@ -53,7 +57,7 @@ static rm_status grow_arena(rm_session *s, size_t bytes) {
     if (bytes <= s->arena_bytes) return RM_OK;
     free(s->arena);
     s->arena = NULL, s->arena_bytes = 0;
-    unsigned char *a = aligned_alloc(RM_ALIGN, (bytes + RM_ALIGN - 1) / RM_ALIGN * RM_ALIGN);
+    unsigned char *a = aligned_alloc(RM_PAGE_ALIGN, rm_page_round(bytes)); /* paged buffers: O_DIRECT */
     if (!a) return rm_graph_fail(s->g, RM_ERR_NOMEM, "out of memory for the activation arena");
     memset(a, 0, bytes);
     s->arena = a;

@@ -34,6 +34,11 @@ struct rm_session {
         rm_status (*begin)(rm_optim *o);
         void (*update)(rm_optim *o, int param, float *grad); /* grad: the ranks sum it in place */
         rm_status (*end)(rm_optim *o);
+        /* paged state (exec/page.c): floats [lo, hi) of parameter `param`,
+         * from its whole gradient grad (NULL: zero), into its whole storage
+         * w, with the staged moments m and v of those floats */
+        void (*update_chunk)(rm_optim *o, int param, int64_t lo, int64_t hi, float *grad, float *w, float *m,
+                             float *v);
     } fused;
     unsigned char *inputs;
     const rm_program *last; /* the program run last (for rm_data of outputs) */
@@ -53,6 +58,19 @@ struct rm_session {
     /* timing of the last training step, by instruction kind, in ms */
     double ms_forward, ms_recompute, ms_backward;
     rm_profile timing;  /* and per stage and node */
+    /* paging to disk (issue 20, exec/page.c): the scratch file and its I/O
+     * queue, the bandwidth the plan assumes, the training state that lives
+     * in the file (per parameter, fixed at the first plan), and the last
+     * step's figures */
+    struct rm_page_state {
+        char dir[512];          /* opt.scratch_dir points here */
+        rm_scratch file;
+        rm_ioq q;
+        int open;
+        double write_bps, read_bps;
+        char *moments, *params; /* per parameter: paged (NULL: none) */
+        double wait_ms, predicted_wait_ms;
+    } page;
     char strategy_name[32]; /* opt.checkpoint and opt.memory_budget point here */
     char budget_name[48];
     char errmsg[256];
@@ -84,6 +102,16 @@ rm_status rm_session_limit_program(rm_session *s);
 /* And, once s->arena_bytes is known (train and forward-only programs): the
  * arena fits the limit, else RM_ERR_BUDGET with the breakdown. */
 rm_status rm_session_limit_check(rm_session *s);
+/* exec/page.c: the scratch tier of a session (issue 20). Opening the file
+ * and measuring its bandwidth (before planning); the paging a schedule
+ * gets (forced by opt.page, or chosen by the plan); the file's space and
+ * the I/O thread once the programs are built; one paging instruction of a
+ * step; closing. */
+rm_status rm_session_scratch_open(rm_session *s);
+rm_status rm_session_page_schedule(rm_session *s, rm_schedule *sch, const rm_profile *prof, int backward);
+rm_status rm_session_scratch_start(rm_session *s);
+rm_status rm_session_io(rm_session *s, const rm_program *p, const rm_instr *ins, int train);
+void rm_session_scratch_close(rm_session *s);
 /* exec/exec.c: runs one program (train: a training step). */
 rm_status rm_execute(rm_session *s, const rm_program *p, uint64_t step, int train);
 void rm_trace_free(rm_session *s); /* exec/trace.c */

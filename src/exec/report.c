@@ -14,6 +14,7 @@ void rm_plan(const rm_session *s, rm_plan_info *p) {
     p->n_stages = g->n_stages;
     for (int i = 0; i < pr->n_instrs; i++) {
         const rm_instr *ins = &pr->instrs[i];
+        if (!rm_instr_runs_node(ins->kind)) continue;
         const rm_node *nd = &g->nodes[ins->node];
         const rm_op_def *op = rm_op_get(nd->op);
         double f = op->flops ? op->flops(nd, g->vals, ins->kind == RM_INSTR_BACKWARD) : 0;

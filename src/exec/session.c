@@ -34,6 +34,9 @@ static void *alloc_aligned(size_t bytes) {
     return aligned_alloc(RM_ALIGN, bytes);
 }
 
+/* The arena: its paged buffers are O_DIRECT transfers, page-aligned. */
+static void *alloc_arena(size_t bytes) { return aligned_alloc(RM_PAGE_ALIGN, rm_page_round(bytes ? bytes : 1)); }
+
 /* The notes about what the user's marks changed under `strategy`. */
 static void word_notes(rm_session *s, const char *strategy, const rm_marks *m) {
     char *out = s->notes;
@@ -56,6 +59,10 @@ rm_status rm_session_program(rm_session *s, const char *strategy, int backward, 
     char err[256];
     rm_status rc = rm_schedule_build(s->g, strategy, backward, &marks, &sch, err, sizeof err);
     if (rc != RM_OK) return rm_graph_fail(s->g, rc, "%s", err);
+    if ((rc = rm_session_page_schedule(s, &sch, NULL, backward)) != RM_OK) {
+        rm_schedule_free(&sch);
+        return rc;
+    }
     if (backward) word_notes(s, strategy && *strategy ? strategy : "none", &marks);
     rc = rm_program_build(s->g, &sch, s->threads, p, err, sizeof err);
     rm_schedule_free(&sch);
@@ -77,6 +84,10 @@ static rm_status compile(rm_graph *g, const rm_options *o, rm_session **out) {
     s->threads = s->opt.threads > 0 ? s->opt.threads : rm_default_threads();
     s->loss_seed = 1.0f;
     g->fuse_grads = s->opt.fuse_optimizer; /* the programs planned from here on (rm_compile resets it) */
+    if ((rc = rm_session_scratch_open(s)) != RM_OK) {
+        rm_session_free(s);
+        return rc;
+    }
     if (g->loss >= 0 && !s->opt.forward_only) {
         rc = rm_autodiff(g);
         if (rc == RM_OK && s->opt.limit_bytes > 0 && s->opt.strategy == RM_STRATEGY_NONE) {
@@ -102,8 +113,12 @@ static rm_status compile(rm_graph *g, const rm_options *o, rm_session **out) {
         *out = s;
         return RM_OK;
     }
+    if ((rc = rm_session_scratch_start(s)) != RM_OK) {
+        rm_session_free(s);
+        return rc;
+    }
     const int flat_grads = !s->opt.fuse_optimizer; /* fused: the gradients are arena buffers */
-    s->arena = alloc_aligned(s->arena_bytes);
+    s->arena = alloc_arena(s->arena_bytes);
     s->params = alloc_aligned(g->param_floats * sizeof(float));
     if (flat_grads) s->grads = alloc_aligned(g->param_floats * sizeof(float));
     if (flat_grads && s->opt.accumulate) s->grads_micro = alloc_aligned(g->param_floats * sizeof(float));
@@ -161,6 +176,7 @@ void rm_session_free(rm_session *s) {
     rm_profile_free(&s->prof);
     rm_profile_free(&s->timing);
     rm_trace_free(s);
+    rm_session_scratch_close(s);
     free(s);
 }
 

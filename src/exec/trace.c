@@ -77,6 +77,7 @@ static const char *kind_name(rm_instr_kind k) {
 
 /* One duration event; ts and dur in microseconds from the step's start. */
 static void put_span(FILE *f, const rm_graph *g, const rm_trace_event *e, double origin) {
+    if (!rm_instr_runs_node(e->kind)) return; /* paging instructions: the I/O track */
     const rm_node *nd = &g->nodes[e->node];
     const char *stage = g->stages[nd->stage].name, *op = rm_op_get(nd->op)->name;
     char name[RM_NAME_LEN + 64];

@@ -8,7 +8,10 @@
  * offset is one scan that stops at the first wide-enough gap). Lifetimes
  * are intervals of instruction indices, so "alive at the same time" is
  * interval overlap. The result is never below the peak
- * of live bytes (program.c) and is usually within a few percent of it. */
+ * of live bytes (program.c) and is usually within a few percent of it.
+ * Buffers moved to or from the scratch file (`paged`) start at multiples
+ * of RM_PAGE_ALIGN, as O_DIRECT transfers need (the arena is allocated so
+ * aligned). */
 #include "plan/plan.h"
 #include <stdlib.h>
 #include <string.h>
@@ -53,7 +56,7 @@ static size_t lowest_fit(const placed *pl, const rm_buffer *b) {
         for (int j = 0; j < c->n; j++) {
             const slot *o = &c->e[j];
             if (o->offset >= off + b->bytes) return off; /* fits in the gap before o (and all after it) */
-            if (o->end > off && overlaps(o->first, o->last, b)) off = o->end;
+            if (o->end > off && overlaps(o->first, o->last, b)) off = b->paged ? rm_page_round(o->end) : o->end;
         }
     }
     return off;
@@ -119,6 +122,7 @@ void rm_memplan(rm_program *p) {
         /* fall back to no reuse at all: correct, just larger */
         size_t off = 0;
         for (int b = 0; b < n; b++) {
+            if (p->bufs[b].paged) off = rm_page_round(off);
             p->bufs[b].offset = off;
             off += p->bufs[b].bytes;
         }

@@ -47,7 +47,7 @@ static void measure(const rm_graph *g, const rm_chain *c, const rm_program *p, r
     for (int s = 0; s < c->n; s++) {
         int gs = c->graph_stage[s], fs = -1, fe = -1, bs = -1, be = -1;
         for (int i = 0; i < n; i++) {
-            if (g->nodes[p->instrs[i].node].stage != gs) continue;
+            if (!rm_instr_runs_node(p->instrs[i].kind) || g->nodes[p->instrs[i].node].stage != gs) continue;
             if (p->instrs[i].kind == RM_INSTR_FORWARD) fe = i, fs = fs < 0 ? i : fs;
             if (p->instrs[i].kind != RM_INSTR_FORWARD) be = i, bs = bs < 0 ? i : bs; /* recompute + backward */
         }

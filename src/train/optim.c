@@ -45,6 +45,7 @@ void rm_optim_config_default(rm_optim_config *c) {
 static rm_status fused_begin(rm_optim *o);
 static void fused_update(rm_optim *o, int pi, float *grad);
 static rm_status fused_end(rm_optim *o);
+static void fused_update_chunk(rm_optim *o, int pi, int64_t lo, int64_t hi, float *grad, float *w, float *m, float *v);
 
 /* A fused session's optimizer: one per session, without clipping. */
 static rm_status attach(rm_optim *o) {
@@ -58,7 +59,7 @@ static rm_status attach(rm_optim *o) {
     o->param_sq = calloc((size_t)(s->g->n_params ? s->g->n_params : 1), sizeof *o->param_sq);
     if (!o->param_sq) return rm_session_fail(s, RM_ERR_NOMEM, "out of memory for optimizer state");
     o->fused = 1;
-    s->fused = (struct rm_fused){o, fused_begin, fused_update, fused_end};
+    s->fused = (struct rm_fused){o, fused_begin, fused_update, fused_end, fused_update_chunk};
     return RM_OK;
 }
 
@@ -194,15 +195,13 @@ static void update_elems(const rm_optim *o, float *w, float *m, float *v, const 
     else for (size_t i = 0; i < n; i++) adamw_elem(&w[i], &m[i], &v[i], 0.0f * clip, k);
 }
 
-/* Updates floats [a, b) of the flat parameters, all of parameter v, from
- * their gradients gr (NULL: zero) times clip, chunk by chunk. With want_sq,
- * returns the squared norm of gr, summed per chunk and then in chunk order.
- * Elementwise, so fused and unfused runs get the same bits. */
-static double update_range(rm_optim *o, const rm_value *v, size_t a, size_t b, const float *gr, float lr, float clip,
-                           int want_sq) {
-    float *w = o->s->params + a;
-    float *m = o->m ? o->m + (a - o->lo) : NULL, *vv = o->v ? o->v + (a - o->lo) : NULL;
-    const size_t n = b - a;
+/* Updates n floats of parameter v: storage w, moments m and vv (NULL for
+ * SGD), from gradients gr (NULL: zero) times clip, chunk by chunk. With
+ * want_sq, returns the squared norm of gr, summed per chunk and then in
+ * chunk order. Elementwise, so fused, unfused and paged runs get the same
+ * bits. */
+static double update_span(rm_optim *o, const rm_value *v, float *w, float *m, float *vv, const float *gr, size_t n,
+                          float lr, float clip, int want_sq) {
     const int64_t chunks = (int64_t)((n + NORM_CHUNK - 1) / NORM_CHUNK);
     const float decay = v->decay ? 1.0f - lr * o->c.weight_decay : 1.0f;
     #pragma omp parallel for schedule(static)
@@ -214,6 +213,14 @@ static double update_range(rm_optim *o, const rm_value *v, size_t a, size_t b, c
     double total = 0.0;
     for (int64_t k = 0; want_sq && k < chunks; k++) total += o->partial[k];
     return total;
+}
+
+/* Floats [a, b) of the flat parameters, all of parameter v, from their
+ * gradients gr (NULL: zero). */
+static double update_range(rm_optim *o, const rm_value *v, size_t a, size_t b, const float *gr, float lr, float clip,
+                           int want_sq) {
+    float *m = o->m ? o->m + (a - o->lo) : NULL, *vv = o->v ? o->v + (a - o->lo) : NULL;
+    return update_span(o, v, o->s->params + a, m, vv, gr, b - a, lr, clip, want_sq);
 }
 
 rm_status rm_optim_step(rm_optim *o, float lr, float *norm_out) {
@@ -265,6 +272,20 @@ static void fused_update(rm_optim *o, int pi, float *grad) {
     if (!v->trainable) return;
     if (grad) rm_dist_sum_floats(o->s, grad, (size_t)v->numel);
     o->param_sq[pi] = update_range(o, v, v->param_off, v->param_off + (size_t)v->numel, grad, o->lr, 1.0f, 1);
+}
+
+/* Fused, with the state paged to the scratch file (exec/page.c): floats
+ * [lo, hi) of parameter pi, from its staged moments m and v (those floats
+ * only) into its storage w (the whole parameter, staged when it is paged
+ * too). The same arithmetic as fused_update, chunk by chunk; the squared
+ * norms add up per parameter (for the divergence check only). */
+static void fused_update_chunk(rm_optim *o, int pi, int64_t lo, int64_t hi, float *grad, float *w, float *m, float *v) {
+    const rm_value *val = &o->s->g->vals[o->s->g->params[pi]];
+    if (!val->trainable) return;
+    if (grad && lo == 0) rm_dist_sum_floats(o->s, grad, (size_t)val->numel); /* several ranks: once per parameter */
+    o->param_sq[pi] += update_span(o, val, w + lo, o->c.kind == RM_OPTIM_ADAMW ? m : NULL,
+                                   o->c.kind == RM_OPTIM_ADAMW ? v : NULL, grad ? grad + lo : NULL, (size_t)(hi - lo),
+                                   o->lr, 1.0f, 1);
 }
 
 /* Fused: the step's gradient norm, in parameter order, must be finite. */

@@ -1,0 +1,194 @@
+/* page.c: the session's side of the scratch tier (issue 20).
+ *
+ * rm_compile opens the scratch file in rm_options.scratch_dir and measures
+ * its bandwidth (a short write and read, unless scratch_bandwidth is
+ * given) before anything is planned, so the plan can price paging. Each
+ * schedule the session turns into a program first gets its paging items
+ * (plan/paging.c): forced by rm_options.page, or as the plan chose. Once
+ * the programs are built, the file's space is allocated (a full disk is
+ * found here, before training) and the I/O thread started with one request
+ * slot per transfer of the train program. The executor hands every paging
+ * instruction to rm_session_io: a page-out or page-in is submitted to the
+ * I/O thread, a wait blocks until its transfer is done (an error or a
+ * changed block stops the step, naming the directory), an update runs the
+ * fused optimizer on staged moments. */
+#include "exec/exec.h"
+#include "exec/trace.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The probe: 32 MiB written and read back in 4 MiB transfers. */
+#define PROBE_BYTES ((size_t)32 << 20)
+#define PROBE_BUF ((size_t)4 << 20)
+/* The most bytes of moments (m and v) one unit stages. */
+#define MOMENT_CHUNK_BYTES ((size_t)8 << 20)
+
+rm_status rm_session_scratch_open(rm_session *s) {
+    if (!s->opt.scratch_dir) return RM_OK;
+    char err[700];
+    rm_status rc = rm_scratch_open(&s->page.file, s->page.dir, err, sizeof err);
+    if (rc != RM_OK) return rm_graph_fail(s->g, rc, "%s", err);
+    s->page.open = 1;
+    if (s->opt.scratch_bandwidth > 0) {
+        s->page.write_bps = s->page.read_bps = s->opt.scratch_bandwidth;
+        return RM_OK;
+    }
+    void *buf = NULL;
+    if (posix_memalign(&buf, RM_PAGE_ALIGN, PROBE_BUF) != 0)
+        return rm_graph_fail(s->g, RM_ERR_NOMEM, "out of memory measuring the scratch file's bandwidth");
+    rc = rm_scratch_probe(&s->page.file, buf, PROBE_BUF, PROBE_BYTES, &s->page.write_bps, &s->page.read_bps, err,
+                          sizeof err);
+    free(buf);
+    if (rc != RM_OK) return rm_graph_fail(s->g, rc, "%s", err);
+    return RM_OK;
+}
+
+/* The state to page: fixed at the first plan of the session (the file's
+ * layout of it must not change once it holds the state). */
+static rm_status state_marks(rm_session *s) {
+    const rm_graph *g = s->g;
+    if (s->page.moments || !(s->opt.page & (RM_PAGE_MOMENTS | RM_PAGE_PARAMS))) return RM_OK;
+    const size_t n = (size_t)(g->n_params ? g->n_params : 1);
+    s->page.moments = calloc(n, 1);
+    s->page.params = calloc(n, 1);
+    if (!s->page.moments || !s->page.params) return RM_ERR_NOMEM;
+    for (int pi = 0; pi < g->n_params; pi++) {
+        if (!g->vals[g->params[pi]].trainable) continue;
+        s->page.moments[pi] = 1;
+        s->page.params[pi] = (s->opt.page & RM_PAGE_PARAMS) != 0;
+    }
+    return RM_OK;
+}
+
+rm_status rm_session_page_schedule(rm_session *s, rm_schedule *sch, const rm_profile *prof, int backward) {
+    const rm_graph *g = s->g;
+    if (!s->page.open) return RM_OK;
+    if (state_marks(s) != RM_OK) return rm_graph_fail(s->g, RM_ERR_NOMEM, "out of memory planning the paging");
+    char *values = NULL;
+    if (backward && (s->opt.page & RM_PAGE_ACTIVATIONS)) {
+        values = malloc((size_t)(g->n_vals ? g->n_vals : 1));
+        if (!values) return rm_graph_fail(s->g, RM_ERR_NOMEM, "out of memory planning the paging");
+        for (int v = 0; v < g->n_vals; v++) values[v] = g->vals[v].kind == RM_VALUE_ACT;
+    }
+    if (!values && !s->page.params && !(backward && s->page.moments)) return RM_OK;
+    double *ms = malloc(((size_t)sch->n + 1) * sizeof *ms);
+    if (!ms) {
+        free(values);
+        return rm_graph_fail(s->g, RM_ERR_NOMEM, "out of memory planning the paging");
+    }
+    rm_schedule_item_ms(g, sch, prof, 5e7, ms);
+    rm_page_opts o = {values, backward ? s->page.moments : NULL, s->page.params, ms, s->page.write_bps,
+                      s->page.read_bps, MOMENT_CHUNK_BYTES, !backward};
+    rm_schedule paged;
+    char err[256];
+    double stall = 0;
+    rm_status rc = rm_schedule_page(g, sch, &o, &paged, &stall, err, sizeof err);
+    free(values), free(ms);
+    if (rc != RM_OK) return rm_graph_fail(s->g, rc, "%s", err);
+    rm_schedule_free(sch);
+    *sch = paged;
+    if (backward) s->page.predicted_wait_ms = stall;
+    return RM_OK;
+}
+
+rm_status rm_session_scratch_start(rm_session *s) {
+    if (!s->page.open || s->page.q.running) return RM_OK;
+    const rm_program *p = &s->train;
+    uint64_t bytes = p->scratch_bytes > s->infer.scratch_bytes ? p->scratch_bytes : s->infer.scratch_bytes;
+    char err[700];
+    rm_status rc = rm_scratch_reserve(&s->page.file, bytes ? bytes : RM_PAGE_ALIGN, err, sizeof err);
+    if (rc != RM_OK) return rm_graph_fail(s->g, rc, "%s", err);
+    int n_io = p->n_io > s->infer.n_io ? p->n_io : s->infer.n_io;
+    int n_regions = p->n_regions > s->infer.n_regions ? p->n_regions : s->infer.n_regions;
+    if (rm_ioq_start(&s->page.q, &s->page.file, n_io, n_regions, s->opt.verify_recompute) != RM_OK)
+        return rm_graph_fail(s->g, RM_ERR_NOMEM, "cannot start the scratch file's I/O thread");
+    return RM_OK;
+}
+
+/* What a unit holds, for messages. */
+static void unit_name(const rm_session *s, const rm_page_unit *u, char *out, size_t cap) {
+    const char *v = s->g->vals[u->value].name;
+    if (u->kind == RM_UNIT_VALUE) snprintf(out, cap, "the activation '%s'", v);
+    else if (u->kind == RM_UNIT_PARAM) snprintf(out, cap, "the parameter '%s'", v);
+    else snprintf(out, cap, "the AdamW moments of '%s' [%lld, %lld)", v, (long long)u->lo, (long long)u->hi);
+}
+
+/* A wait that found an error: every transfer in flight finished first (the
+ * buffers are the arena's), then the step fails naming the directory. */
+static rm_status io_failed(rm_session *s, const rm_program *p, int slot, int e) {
+    rm_ioq_drain(&s->page.q);
+    const rm_io_slot *io = &p->io[slot];
+    char what[RM_NAME_LEN + 96];
+    unit_name(s, &p->units[io->unit], what, sizeof what);
+    if (e == RM_IO_CHANGED)
+        return rm_session_fail(s, RM_ERR_IO, "scratch file in '%s' changed underneath: %s (%zu bytes at offset %llu) "
+                               "read back different from what was written; not training on it", s->page.dir, what,
+                               io->bytes, (unsigned long long)io->off);
+    return rm_session_fail(s, RM_ERR_IO, "scratch directory '%s': %s %s (%zu bytes at offset %llu): %s; paging "
+                           "needs %.1f MiB there (%llu bytes)", s->page.dir, io->write ? "writing" : "reading", what,
+                           io->bytes, (unsigned long long)io->off, strerror(e), (double)p->scratch_bytes / 1048576.0,
+                           (unsigned long long)p->scratch_bytes);
+}
+
+rm_status rm_session_io(rm_session *s, const rm_program *p, const rm_instr *ins, int train) {
+    rm_ioq *q = &s->page.q;
+    if (ins->kind == RM_INSTR_UPDATE) {
+        const rm_page_unit *u = &p->units[ins->node];
+        if (!train || !p->fused || !s->fused.o) return RM_OK; /* the profiling step: no optimizer yet */
+        const rm_value *v = &s->g->vals[u->value];
+        float *w = ins->in_buf[0] >= 0 ? (float *)(s->arena + p->bufs[ins->in_buf[0]].offset) : s->params + v->param_off;
+        float *g = ins->din_buf[0] >= 0 ? (float *)(s->arena + p->bufs[ins->din_buf[0]].offset) : NULL;
+        float *m = (float *)(s->arena + p->bufs[ins->out_buf[0]].offset);
+        float *mv = m + rm_page_round((size_t)(u->hi - u->lo) * sizeof(float)) / sizeof(float);
+        s->fused.update_chunk(s->fused.o, u->param, u->lo, u->hi, g, w, m, mv);
+        return RM_OK;
+    }
+    if (ins->kind == RM_INSTR_WAIT) {
+        double t0 = rm_trace_now_ms();
+        int e = rm_ioq_wait(q, ins->io);
+        s->page.wait_ms += rm_trace_now_ms() - t0;
+        return e ? io_failed(s, p, ins->io, e) : RM_OK;
+    }
+    const rm_io_slot *io = &p->io[ins->io];
+    rm_io_req *r = &q->req[ins->io];
+    r->buf = s->arena + p->bufs[io->buf].offset;
+    r->bytes = io->bytes;
+    r->off = io->off;
+    r->write = io->write;
+    r->region = io->region;
+    rm_ioq_submit(q, ins->io);
+    return RM_OK;
+}
+
+void rm_session_scratch_close(rm_session *s) {
+    rm_ioq_stop(&s->page.q);
+    if (s->page.open) rm_scratch_close(&s->page.file);
+    s->page.open = 0;
+    free(s->page.moments);
+    free(s->page.params);
+    s->page.moments = s->page.params = NULL;
+}
+
+void rm_paging(const rm_session *s, rm_paging_info *pi) {
+    if (!pi) return;
+    memset(pi, 0, sizeof *pi);
+    if (!s || !s->page.open) return;
+    const rm_program *p = &s->train;
+    pi->enabled = 1;
+    pi->direct = s->page.file.direct;
+    pi->write_bps = s->page.write_bps, pi->read_bps = s->page.read_bps;
+    pi->scratch_bytes = s->page.file.reserved;
+    pi->state_bytes = p->state_scratch_bytes;
+    for (int u = 0; u < p->n_units; u++) {
+        pi->values_paged += p->units[u].kind == RM_UNIT_VALUE;
+        pi->params_paged += p->units[u].kind == RM_UNIT_PARAM;
+        pi->moments_paged += p->units[u].kind == RM_UNIT_MOMENTS && p->units[u].lo == 0;
+    }
+    pi->out_bytes = p->page_out_bytes, pi->in_bytes = p->page_in_bytes;
+    pi->out_bytes_measured = s->page.q.bytes_out, pi->in_bytes_measured = s->page.q.bytes_in;
+    pi->io_ms = s->page.q.busy_ms, pi->wait_ms = s->page.wait_ms;
+    pi->overlap = pi->io_ms > 0 ? 1.0 - pi->wait_ms / pi->io_ms : 0;
+    if (pi->overlap < 0) pi->overlap = 0;
+    pi->predicted_wait_ms = s->page.predicted_wait_ms;
+}

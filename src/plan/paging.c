@@ -1,0 +1,393 @@
+/* paging.c: the third choice beside keep and recompute (issue 20): page a
+ * value out to the scratch file after its last reader before a long idle
+ * gap (in practice: after the forward pass is done with it) and read it
+ * back ahead of its first reader after the gap (its first backward use);
+ * and page the training state (AdamW's moments, parameters) through the
+ * fused optimizer's updates in the order the backward finishes them.
+ *
+ * The pass takes any schedule (a strategy's, a budget plan's, a graph
+ * plan's) and what to page, and inserts paging items: PAGE_OUT, PAGE_IN,
+ * WAIT and UPDATE. It only decides where they go; the program gives the
+ * buffers their lifetimes (a page-out's buffer lives until its wait, a
+ * page-in defines a new buffer), the memory layout places them in the
+ * arena, and the executor moves the bytes on the I/O thread.
+ *
+ * Where they go comes from a timeline of the step: the compute items one
+ * after another (item_ms), the transfers one after another on the I/O
+ * thread, first in first out, at the scratch file's bandwidth. A write is
+ * waited for where the timeline says it is done (its buffer lives until
+ * then); a read is issued early enough to be done when its reader comes,
+ * moved earlier while the timeline says its reader would wait, but never
+ * before the value's own write is waited for. Earlier reads hide more I/O
+ * and hold their buffers longer: the planner (paging is priced by
+ * rm_page_predict) weighs that against recomputation. */
+#include "plan/plan.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Positions: an inserted item goes before item `pos` (phases WAIT_W,
+ * READ, WAIT_R) or after it (phases AFTER: updates and page-outs), in
+ * this order; pos == n is the end of the step. */
+enum { PH_WAIT_W = 0, PH_READ, PH_WAIT_R, PH_AFTER };
+
+typedef struct op {
+    int pos, phase, seq;
+    rm_instr_kind kind;
+    int unit;
+    /* transfers: bytes and direction; a read's reader (`need`, the item it
+     * must be done before) and earliest place; a write's wait (an index
+     * into the op array) */
+    size_t bytes;
+    int write, need, lower, wait;
+    int need_after; /* the read is needed after item `need` (a state unit's update), not before it */
+} op;
+
+typedef struct pager {
+    const rm_graph *g;
+    const rm_schedule *in;
+    const rm_page_opts *o;
+    op *ops;
+    int n_ops, cap_ops;
+    rm_page_unit *units;
+    int n_units, cap_units;
+    double *t; /* t[k]: when item k starts; t[n]: the step's end */
+} pager;
+
+static int push_op(pager *P, op x) {
+    if (P->n_ops == P->cap_ops) {
+        int nc = P->cap_ops ? 2 * P->cap_ops : 256;
+        void *q = realloc(P->ops, (size_t)nc * sizeof *P->ops);
+        if (!q) return -1;
+        P->ops = q, P->cap_ops = nc;
+    }
+    x.seq = P->n_ops;
+    P->ops[P->n_ops] = x;
+    return P->n_ops++;
+}
+
+static int push_unit(pager *P, rm_page_unit u) {
+    if (P->n_units == P->cap_units) {
+        int nc = P->cap_units ? 2 * P->cap_units : 64;
+        void *q = realloc(P->units, (size_t)nc * sizeof *P->units);
+        if (!q) return -1;
+        P->units = q, P->cap_units = nc;
+    }
+    P->units[P->n_units] = u;
+    return P->n_units++;
+}
+
+/* One computation of an activation: where it was defined, its last use so
+ * far and the longest gap between two of its uses. */
+typedef struct copy { int value, last, gap_a, gap_b; } copy;
+
+/* Whether item it reads value v (as the program's liveness has it). */
+static void for_each_read(const rm_graph *g, const rm_sched_item *it, void (*f)(void *, int), void *ctx) {
+    const rm_node *nd = &g->nodes[it->node];
+    const rm_op_def *op = rm_op_get(nd->op);
+    const int backward = it->kind == RM_INSTR_BACKWARD;
+    for (int i = 0; i < nd->n_in; i++) {
+        int v = nd->in[i];
+        if (v < 0 || g->vals[v].kind != RM_VALUE_ACT || (backward && !(op->bwd_reads & RM_READS_IN(i)))) continue;
+        f(ctx, v);
+    }
+    for (int j = 0; backward && j < nd->n_out; j++)
+        if (op->bwd_reads & RM_READS_OUT(j)) f(ctx, nd->out[j]);
+}
+
+typedef struct scan { copy *c; int *cur; int at; } scan;
+
+static void note_use(void *ctx, int v) {
+    scan *S = ctx;
+    if (S->cur[v] < 0) return;
+    copy *c = &S->c[S->cur[v]];
+    if (S->at - c->last > c->gap_b - c->gap_a) c->gap_a = c->last, c->gap_b = S->at;
+    c->last = S->at;
+}
+
+/* The activations' units: each computation of a wanted value with an idle
+ * gap of at least one item is paged out after the gap's first use and in
+ * before its last. */
+static rm_status value_units(pager *P) {
+    const rm_graph *g = P->g;
+    const rm_schedule *s = P->in;
+    int n_copies = 0;
+    for (int k = 0; k < s->n; k++)
+        if (s->items[k].kind != RM_INSTR_BACKWARD) n_copies += g->nodes[s->items[k].node].n_out;
+    copy *c = malloc((size_t)(n_copies ? n_copies : 1) * sizeof *c);
+    int *cur = malloc((size_t)(g->n_vals ? g->n_vals : 1) * sizeof *cur);
+    if (!c || !cur) {
+        free(c), free(cur);
+        return RM_ERR_NOMEM;
+    }
+    for (int v = 0; v < g->n_vals; v++) cur[v] = -1;
+    scan S = {c, cur, 0};
+    int nc = 0;
+    for (int k = 0; k < s->n; k++) {
+        S.at = k;
+        for_each_read(g, &s->items[k], note_use, &S);
+        if (s->items[k].kind == RM_INSTR_BACKWARD) continue;
+        const rm_node *nd = &g->nodes[s->items[k].node];
+        for (int j = 0; j < nd->n_out; j++) {
+            c[nc] = (copy){nd->out[j], k, k, k};
+            cur[nd->out[j]] = nc++;
+        }
+    }
+    rm_status rc = RM_OK;
+    for (int i = 0; i < nc && rc == RM_OK; i++) {
+        const rm_value *v = &g->vals[c[i].value];
+        if (!P->o->values[c[i].value] || v->is_output || c[i].gap_b - c[i].gap_a < 2) continue;
+        size_t bytes = rm_page_round((size_t)v->numel * rm_dtype_size(v->dtype));
+        int u = push_unit(P, (rm_page_unit){RM_UNIT_VALUE, c[i].value, -1, 0, 0, bytes});
+        int w = u < 0 ? -1 : push_op(P, (op){c[i].gap_a, PH_AFTER, 0, RM_INSTR_PAGE_OUT, u, bytes, 1, -1, -1, -1, 0});
+        int ww = w < 0 ? -1 : push_op(P, (op){c[i].gap_a + 1, PH_WAIT_W, 0, RM_INSTR_WAIT, u, 0, 0, -1, -1, -1, 0});
+        int r = ww < 0 ? -1 : push_op(P, (op){c[i].gap_b, PH_READ, 0, RM_INSTR_PAGE_IN, u, bytes, 0, c[i].gap_b,
+                                              c[i].gap_a + 1, -1, 0});
+        if (r < 0 || push_op(P, (op){c[i].gap_b, PH_WAIT_R, 0, RM_INSTR_WAIT, u, 0, 0, -1, -1, -1, 0}) < 0) {
+            rc = RM_ERR_NOMEM;
+            break;
+        }
+        P->ops[w].wait = ww;
+    }
+    free(c), free(cur);
+    return rc;
+}
+
+/* The items that read parameter value v, in order (count in *n). */
+static int *param_readers(const rm_graph *g, const rm_schedule *s, int v, int *n) {
+    *n = 0;
+    int *r = malloc((size_t)(s->n ? s->n : 1) * sizeof *r);
+    for (int k = 0; r && k < s->n; k++) {
+        const rm_node *nd = &g->nodes[s->items[k].node];
+        for (int i = 0; i < nd->n_in; i++)
+            if (nd->in[i] == v) {
+                r[(*n)++] = k;
+                break;
+            }
+    }
+    return r;
+}
+
+/* A parameter staged whole: read before its first reader, and again before
+ * the first reader after its longest idle gap (the first staged copy dies
+ * at the last reader before it: the file still holds those bytes). */
+static rm_status param_unit(pager *P, int pi, int v, const int *rd, int nr) {
+    const rm_value *val = &P->g->vals[v];
+    size_t bytes = rm_page_round((size_t)val->numel * sizeof(float));
+    int u = push_unit(P, (rm_page_unit){RM_UNIT_PARAM, v, pi, 0, val->numel, bytes});
+    if (u < 0) return RM_ERR_NOMEM;
+    int ga = 0;
+    for (int i = 1; i < nr; i++)
+        if (rd[i] - rd[i - 1] > rd[ga + 1] - rd[ga]) ga = i - 1;
+    const int two = nr > 1 && rd[ga + 1] - rd[ga] >= 2;
+    for (int k = 0; k < 1 + two; k++) {
+        int need = k ? rd[ga + 1] : rd[0], lower = k ? rd[ga] + 1 : 0;
+        if (push_op(P, (op){need, PH_READ, 0, RM_INSTR_PAGE_IN, u, bytes, 0, need, lower, -1, 0}) < 0 ||
+            push_op(P, (op){need, PH_WAIT_R, 0, RM_INSTR_WAIT, u, 0, 0, -1, -1, -1, 0}) < 0)
+            return RM_ERR_NOMEM;
+    }
+    return RM_OK;
+}
+
+/* Parameter pi's state: chunks of its moments read ahead of its update
+ * (after its last reader, `fin`), updated, written back; a paged parameter
+ * is written back after its last chunk. */
+static rm_status state_units(pager *P, int pi) {
+    const rm_graph *g = P->g;
+    const int v = g->params[pi];
+    const rm_value *val = &g->vals[v];
+    int nr = 0;
+    int *rd = param_readers(g, P->in, v, &nr);
+    if (!rd) return RM_ERR_NOMEM;
+    rm_status rc = RM_OK;
+    const int paged_param = P->o->params && P->o->params[pi];
+    if (nr == 0) goto done; /* read nowhere: updated at the end of the step, resident */
+    if (paged_param && (rc = param_unit(P, pi, v, rd, nr)) != RM_OK) goto done;
+    if (P->o->forward_only) goto done;
+    const int fin = rd[nr - 1], pu = paged_param ? P->n_units - 1 : -1;
+    /* chunks of whole 4096-float blocks (the optimizer's norm blocks) */
+    int64_t per = (int64_t)(P->o->chunk_bytes / 8 / 4096 * 4096);
+    if (per < 4096) per = 4096;
+    for (int64_t lo = 0; lo < val->numel && rc == RM_OK; lo += per) {
+        int64_t hi = lo + per < val->numel ? lo + per : val->numel;
+        size_t bytes = 2 * rm_page_round((size_t)(hi - lo) * sizeof(float));
+        int u = push_unit(P, (rm_page_unit){RM_UNIT_MOMENTS, v, pi, lo, hi, bytes});
+        int w = -1;
+        if (u < 0 || push_op(P, (op){fin, PH_READ, 0, RM_INSTR_PAGE_IN, u, bytes, 0, fin, 0, -1, 1}) < 0 ||
+            push_op(P, (op){fin, PH_AFTER, 0, RM_INSTR_WAIT, u, 0, 0, -1, -1, -1, 0}) < 0 ||
+            push_op(P, (op){fin, PH_AFTER, 0, RM_INSTR_UPDATE, u, 0, 0, -1, -1, -1, 0}) < 0 ||
+            (w = push_op(P, (op){fin, PH_AFTER, 0, RM_INSTR_PAGE_OUT, u, bytes, 1, -1, -1, -1, 0})) < 0 ||
+            (P->ops[w].wait = push_op(P, (op){fin + 1, PH_WAIT_W, 0, RM_INSTR_WAIT, u, 0, 0, -1, -1, -1, 0})) < 0)
+            rc = RM_ERR_NOMEM;
+    }
+    if (rc == RM_OK && pu >= 0) {
+        int w = push_op(P, (op){fin, PH_AFTER, 0, RM_INSTR_PAGE_OUT, pu, P->units[pu].bytes, 1, -1, -1, -1, 0});
+        if (w < 0 || (P->ops[w].wait = push_op(P, (op){fin + 1, PH_WAIT_W, 0, RM_INSTR_WAIT, pu, 0, 0, -1, -1, -1, 0})) < 0)
+            rc = RM_ERR_NOMEM;
+    }
+done:
+    free(rd);
+    return rc;
+}
+
+static int by_place(const void *a, const void *b) {
+    const op *x = a, *y = b;
+    if (x->pos != y->pos) return x->pos - y->pos;
+    if (x->phase != y->phase) return x->phase - y->phase;
+    return x->seq - y->seq;
+}
+
+/* The first item position at or after `from` whose start is at or after
+ * time `at` (n: the end). */
+static int position_at(const pager *P, int from, double at) {
+    int n = P->in->n;
+    for (int k = from; k < n; k++)
+        if (P->t[k] >= at) return k;
+    return n;
+}
+
+/* The last position at or after `lower` and at or before `need` whose
+ * start is at or before time `at`. */
+static int position_before(const pager *P, int lower, int need, double at) {
+    int k = need;
+    while (k > lower && P->t[k] > at) k--;
+    return k;
+}
+
+/* The timeline: the transfers in program order on one FIFO channel, each
+ * starting when issued and the channel is free. Reads done after their
+ * reader starts move earlier; writes are waited for where they are done.
+ * Returns the predicted time the compute waits for reads. */
+static double place(pager *P) {
+    const rm_page_opts *o = P->o;
+    double stall = 0;
+    int *idx = malloc((size_t)(P->n_ops ? P->n_ops : 1) * sizeof *idx);
+    double *done = malloc((size_t)(P->n_ops ? P->n_ops : 1) * sizeof *done);
+    if (!idx || !done) {
+        free(idx), free(done);
+        return 0;
+    }
+    /* reads start just early enough on an idle channel */
+    for (int i = 0; i < P->n_ops; i++) {
+        op *x = &P->ops[i];
+        if (x->kind != RM_INSTR_PAGE_IN) continue;
+        double need_t = x->need_after ? P->t[x->need + 1] : P->t[x->need];
+        x->pos = position_before(P, x->lower, x->need, need_t - (double)x->bytes / o->read_bps * 1e3);
+    }
+    for (int iter = 0; iter < 12; iter++) {
+        /* the channel in program order (ops sorted by place, via an index) */
+        for (int i = 0; i < P->n_ops; i++) idx[i] = i;
+        for (int i = 1; i < P->n_ops; i++) { /* insertion sort by place: the ops are nearly sorted */
+            int j = i, x = idx[i];
+            while (j > 0 && by_place(&P->ops[idx[j - 1]], &P->ops[x]) > 0) idx[j] = idx[j - 1], j--;
+            idx[j] = x;
+        }
+        double free_at = 0;
+        int moved = 0;
+        stall = 0;
+        for (int k = 0; k < P->n_ops; k++) {
+            op *x = &P->ops[idx[k]];
+            if (x->kind != RM_INSTR_PAGE_IN && x->kind != RM_INSTR_PAGE_OUT) continue;
+            const int n = P->in->n;
+            double issue = P->t[x->pos < n ? x->pos + (x->phase == PH_AFTER) : n];
+            double start = issue > free_at ? issue : free_at;
+            free_at = start + (double)x->bytes / (x->write ? o->write_bps : o->read_bps) * 1e3;
+            done[idx[k]] = free_at;
+            if (x->write) continue;
+            double need_t = x->need_after ? P->t[x->need + 1] : P->t[x->need];
+            if (free_at > need_t + 1e-9) {
+                stall += free_at - need_t;
+                int earlier = position_before(P, x->lower, x->pos, P->t[x->pos] - (free_at - need_t));
+                if (earlier < x->pos) x->pos = earlier, moved = 1;
+            }
+        }
+        /* writes: waited for where the timeline has them done */
+        for (int i = 0; i < P->n_ops; i++) {
+            op *x = &P->ops[i];
+            if (x->kind != RM_INSTR_PAGE_OUT || x->wait < 0) continue;
+            op *w = &P->ops[x->wait];
+            w->pos = position_at(P, x->pos + 1, done[i]);
+        }
+        if (!moved) break;
+    }
+    /* a value's write is waited for by the time its read is issued */
+    for (int i = 0; i < P->n_ops; i++) {
+        op *x = &P->ops[i];
+        if (x->kind != RM_INSTR_PAGE_OUT || x->wait < 0 || P->units[x->unit].kind != RM_UNIT_VALUE) continue;
+        for (int j = 0; j < P->n_ops; j++)
+            if (P->ops[j].kind == RM_INSTR_PAGE_IN && P->ops[j].unit == x->unit && P->ops[x->wait].pos > P->ops[j].pos)
+                P->ops[x->wait].pos = P->ops[j].pos;
+    }
+    free(idx), free(done);
+    return stall;
+}
+
+/* The schedule with the paging ops merged in. */
+static rm_status emit(pager *P, rm_schedule *out) {
+    qsort(P->ops, (size_t)P->n_ops, sizeof *P->ops, by_place);
+    const rm_schedule *s = P->in;
+    int j = 0;
+    for (int k = 0; k <= s->n; k++) {
+        for (; j < P->n_ops && P->ops[j].pos == k && P->ops[j].phase < PH_AFTER; j++)
+            if (rm_schedule_push(out, P->ops[j].kind, P->ops[j].unit) != RM_OK) return RM_ERR_NOMEM;
+        if (k == s->n) break;
+        if (rm_schedule_push(out, s->items[k].kind, s->items[k].node) != RM_OK) return RM_ERR_NOMEM;
+        for (; j < P->n_ops && P->ops[j].pos == k && P->ops[j].phase == PH_AFTER; j++)
+            if (rm_schedule_push(out, P->ops[j].kind, P->ops[j].unit) != RM_OK) return RM_ERR_NOMEM;
+    }
+    return RM_OK;
+}
+
+rm_status rm_schedule_page(const rm_graph *g, const rm_schedule *in, const rm_page_opts *o, rm_schedule *out,
+                           double *stall_ms, char *err, size_t errlen) {
+    memset(out, 0, sizeof *out);
+    if (stall_ms) *stall_ms = 0;
+    pager P = {g, in, o, NULL, 0, 0, NULL, 0, 0, malloc(((size_t)in->n + 1) * sizeof(double))};
+    rm_status rc = P.t ? RM_OK : RM_ERR_NOMEM;
+    for (int k = 0; rc == RM_OK && k < in->n; k++) P.t[k + 1] = P.t[k] + (o->item_ms ? o->item_ms[k] : 1.0);
+    if (rc == RM_OK) P.t[0] = 0;
+    if (rc == RM_OK && o->values) rc = value_units(&P);
+    for (int pi = 0; rc == RM_OK && (g->fuse_grads || o->forward_only) && pi < g->n_params; pi++)
+        if (g->vals[g->params[pi]].trainable && ((!o->forward_only && o->moments && o->moments[pi]) ||
+                                                 (o->params && o->params[pi])))
+            rc = state_units(&P, pi);
+    if (rc == RM_OK) {
+        double stall = place(&P);
+        if (stall_ms) *stall_ms = stall;
+        rc = emit(&P, out);
+    }
+    if (rc == RM_OK) {
+        out->units = P.units, out->n_units = P.n_units;
+        P.units = NULL;
+    } else {
+        rm_schedule_free(out);
+        snprintf(err, errlen, "out of memory planning the paging");
+    }
+    free(P.ops), free(P.units), free(P.t);
+    return rc;
+}
+
+void rm_schedule_item_ms(const rm_graph *g, const rm_schedule *s, const rm_profile *prof, double flops_per_ms,
+                         double *out) {
+    double *stage_flops = calloc((size_t)(g->n_stages ? g->n_stages : 1), sizeof *stage_flops);
+    for (int n = 0; stage_flops && n < g->n_nodes; n++) {
+        const rm_op_def *op = rm_op_get(g->nodes[n].op);
+        if (g->nodes[n].needs_grad && op->flops) stage_flops[g->nodes[n].stage] += op->flops(&g->nodes[n], g->vals, 1);
+    }
+    for (int k = 0; k < s->n; k++) {
+        const rm_sched_item *it = &s->items[k];
+        out[k] = 0;
+        if (!rm_instr_runs_node(it->kind)) continue;
+        const rm_node *nd = &g->nodes[it->node];
+        const rm_op_def *op = rm_op_get(nd->op);
+        const int bwd = it->kind == RM_INSTR_BACKWARD;
+        double f = op->flops ? op->flops(nd, g->vals, bwd) : 0;
+        if (prof && !bwd && prof->node_fwd[it->node] > 0)
+            out[k] = it->kind == RM_INSTR_RECOMPUTE ? rm_profile_recompute_ms(prof, it->node) : prof->node_fwd[it->node];
+        else if (prof && bwd && stage_flops && stage_flops[nd->stage] > 0 && prof->stage_bwd[nd->stage] > 0)
+            out[k] = prof->stage_bwd[nd->stage] * f / stage_flops[nd->stage];
+        else
+            out[k] = f / (flops_per_ms > 0 ? flops_per_ms : 1e7);
+    }
+    free(stage_flops);
+}

