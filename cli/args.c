@@ -140,7 +140,7 @@ static int known_flag(const char *flag) {
         "--warmup", "--seed", "--optimizer", "--lr", "--weight-decay", "--adam-betas", "--adam-eps", "--grad-clip", "--lr-schedule",
         "--checkpoint", "--memory-budget", "--memory-limit", "--init", "--save", "--resume", "--save-every", "--keep",
         "--report", "--micro-batches", "--trace", "--trace-step", "--load", "--prompt", "--tokens", "--top-k", "--temperature", "--ffn-dim",
-        "--enc-layers", "--dec-layers", "--source", NULL};
+        "--enc-layers", "--dec-layers", "--source", "--scratch", "--scratch-bandwidth", "--page", NULL};
     for (int i = 0; flags[i]; i++)
         if (strcmp(flag, flags[i]) == 0) return 1;
     return 0;
@@ -196,6 +196,9 @@ static int set_value(cli_args *a, const char *flag, const char *v) {
     } else if (IS("--checkpoint")) a->checkpoint = v;
     else if (IS("--memory-budget")) a->memory_budget = v;
     else if (IS("--memory-limit")) a->memory_limit = v;
+    else if (IS("--scratch")) a->scratch = v;
+    else if (IS("--scratch-bandwidth")) a->scratch_bandwidth = v;
+    else if (IS("--page")) a->page = v;
     else if (IS("--init")) a->init = v;
     else if (IS("--save")) a->save = v;
     else if (IS("--resume")) a->resume = v;

@@ -26,6 +26,9 @@ typedef struct cli_args {
     const char *checkpoint;     /* recompute strategy */
     const char *memory_budget;  /* "64MiB", "50%": plan to fit (NULL: none) */
     const char *memory_limit;   /* "2GiB": the process's peak RSS (NULL: none; cli/limit.c) */
+    const char *scratch;        /* --scratch DIR: page to an anonymous file there (issue 20; NULL: none) */
+    const char *scratch_bandwidth; /* --scratch-bandwidth 2GB/s: the plan's bandwidth (NULL: measured) */
+    const char *page;           /* --page activations,moments,params: forced paging (NULL: the plan's) */
     const char *init, *save, *report, *load;
     const char *resume;         /* checkpoint file to continue from */
     int save_every, keep;       /* step files every N steps; keep the last K (0: all) */
@@ -83,6 +86,8 @@ void cli_run_info(const cli_args *a, const char *data_name, size_t data_tokens, 
  * (NULL: none). Prints a usage error and returns 2 for a bad strategy or
  * size, else 0. */
 int cli_options(const cli_args *a, const char *budget, rm_options *o);
+/* --scratch, --scratch-bandwidth, --page into o (cli_options calls it); 2 after a usage error, else 0. */
+int cli_paging_options(const cli_args *a, rm_options *o);
 /* The graph of the model the flags describe. */
 rm_status cli_build_model(const cli_args *a, rm_graph *g, rm_model_io *io, int keep_logits);
 #endif

@@ -149,6 +149,50 @@ static void test_equal(const cfg *c) {
     close_run(&b);
 }
 
+/* A checkpoint file of a paged run resumes exactly in a run that pages and
+ * in one that does not, and a file of a run that does not page resumes in
+ * one that does: 2 steps, save, load into a new session, 2 more steps,
+ * against 4 uninterrupted steps. */
+static void test_resume(void) {
+    const cfg c = {"gpt", NULL, RM_PAGE_ACTIVATIONS | RM_PAGE_MOMENTS | RM_PAGE_PARAMS, 1, 0};
+    char path[300], err[256];
+    snprintf(path, sizeof path, "%s/resume.safetensors", dir);
+    for (int k = 0; k < 3; k++) {
+        const int first_paged = k != 2, second_paged = k != 1;
+        run ref, a, b;
+        int ok = open_run(&c, 0, 0, &ref) && open_run(&c, first_paged, 0, &a) && open_run(&c, second_paged, 0, &b);
+        ok = ok && train(&ref, 0, 4) == RM_OK && train(&a, 0, 2) == RM_OK;
+        ok = ok && rm_save_state(a.s, a.o, path, 0, NULL, NULL, err, sizeof err) == RM_OK;
+        ok = ok && rm_load_state(b.s, b.o, path, err, sizeof err) == RM_OK && train(&b, 2, 4) == RM_OK;
+        CHECK(ok, "resume %d: %s / %s", k, err, rm_session_errmsg(b.s));
+        CHECK(ok && same_state(&ref, &b, "resume"), "resume from a run that %s into one that %s: not exact",
+              first_paged ? "pages" : "does not page", second_paged ? "pages" : "does not page");
+        close_run(&ref), close_run(&a), close_run(&b);
+        remove(path);
+    }
+}
+
+/* REMAT_SCRATCH_FAULT: a full disk or an I/O error fails the step with
+ * RM_ERR_IO naming the directory and the bytes; a block changed in the
+ * file is caught under verify_recompute. */
+static void test_faults(void) {
+    const cfg c = {"gpt", NULL, RM_PAGE_ACTIVATIONS | RM_PAGE_MOMENTS, 1, 0};
+    const char *faults[3] = {"enospc:300", "eio:300", "corrupt:300"};
+    const char *want[3] = {"No space left on device", "Input/output error", "changed underneath"};
+    for (int k = 0; k < 3; k++) {
+        setenv("REMAT_SCRATCH_FAULT", faults[k], 1);
+        run r;
+        int ok = open_run(&c, 1, k == 2, &r);
+        unsetenv("REMAT_SCRATCH_FAULT");
+        rm_status st = ok ? train(&r, 0, 3) : RM_ERR_STATE;
+        const char *msg = ok ? rm_session_errmsg(r.s) : "";
+        CHECK(st == RM_ERR_IO && strstr(msg, want[k]) && strstr(msg, dir), "%s: %d %s", faults[k], st, msg);
+        CHECK(k == 2 || strstr(msg, "paging needs"), "%s names the bytes: %s", faults[k], msg);
+        printf("%s: %s\n", faults[k], msg);
+        close_run(&r);
+    }
+}
+
 int main(void) {
     char err[256];
     if (scratch_tmpdir(dir, sizeof dir, "paging") != 0) return 1;
@@ -161,8 +205,14 @@ int main(void) {
         {"gpt", "blocks", RM_PAGE_ACTIVATIONS, 0, 0},
         {"uvit", NULL, RM_PAGE_ACTIVATIONS, 0, 0},
         {"encdec", "segments:2", RM_PAGE_ACTIVATIONS, 0, 0},
+        {"gpt", NULL, RM_PAGE_MOMENTS, 1, 0},
+        {"gpt", "sqrt", RM_PAGE_ACTIVATIONS | RM_PAGE_MOMENTS | RM_PAGE_PARAMS, 1, 0},
+        {"uvit", "blocks", RM_PAGE_MOMENTS | RM_PAGE_PARAMS, 1, 0},
+        {"encdec", NULL, RM_PAGE_ACTIVATIONS | RM_PAGE_MOMENTS | RM_PAGE_PARAMS, 1, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) test_equal(&cases[i]);
+    test_resume();
+    test_faults();
     CHECK(scratch_dir_entries(dir) == 0, "nothing left in %s", dir);
     rm_data_free(&data);
     check_rmdir(dir);

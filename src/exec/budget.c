@@ -65,6 +65,22 @@ static rm_status grow_arena(rm_session *s, size_t bytes) {
     return RM_OK;
 }
 
+/* The parameters from src to dst (laid out as the flat buffer): all of it,
+ * or, when parameters are paged, the resident ones only (the profiling
+ * step updates none, and a paged one's part of the flat buffer is never
+ * touched). */
+static void copy_resident(const rm_session *s, float *dst, const float *src) {
+    const rm_graph *g = s->g;
+    if (!s->page.params) {
+        memcpy(dst, src, g->param_floats * sizeof(float));
+        return;
+    }
+    for (int i = 0; i < g->n_params; i++) {
+        const rm_value *v = &g->vals[g->params[i]];
+        if (!s->page.params[i]) memcpy(dst + v->param_off, src + v->param_off, (size_t)v->numel * sizeof(float));
+    }
+}
+
 /* Steps on the inputs as they are (zeros at compile time) to time each
  * stage, then plan again with those times. Parameters and state (running
  * statistics) are restored, so the profile leaves no trace. */
@@ -73,11 +89,11 @@ rm_status rm_session_profile(rm_session *s) {
     size_t bytes = g->param_floats * sizeof(float);
     float *saved = malloc(bytes ? bytes : 1);
     if (!saved) return rm_graph_fail(g, RM_ERR_NOMEM, "out of memory profiling");
-    memcpy(saved, s->params, bytes);
+    copy_resident(s, saved, s->params);
     /* twice: the first step also pays for first-touch page faults and thread start-up */
     rm_status rc = rm_execute(s, &s->train, 0, 1);
     if (rc == RM_OK) rc = rm_execute(s, &s->train, 0, 1);
-    memcpy(s->params, saved, bytes);
+    copy_resident(s, s->params, saved);
     free(saved);
     if (rc != RM_OK) return rm_graph_fail(g, rc, "profiling step: %s", s->errmsg);
     if (!rm_profile_copy(&s->prof, &s->timing, g)) return rm_graph_fail(g, RM_ERR_NOMEM, "out of memory profiling");

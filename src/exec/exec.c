@@ -118,6 +118,7 @@ rm_status rm_execute(rm_session *s, const rm_program *p, uint64_t step, int trai
     struct rm_trace *tr = train ? rm_trace_for(s, p, step) : NULL; /* NULL unless this step is traced */
     const int fused = train && p->fused && s->fused.o; /* update parameters as they become final */
     rm_status verified = RM_OK;
+    s->page.staged = 0; /* the arena's start is this step's */
     if (train) begin_step(s, p);
     rm_set_threads(s->threads);
     for (int i = 0; i < p->n_instrs; i++) {

@@ -69,6 +69,7 @@ struct rm_session {
         int open;
         double write_bps, read_bps;
         char *moments, *params; /* per parameter: paged (NULL: none) */
+        int staged;             /* between steps: the unit staged at the arena's start, + 1 (0: none) */
         double wait_ms, predicted_wait_ms;
     } page;
     char strategy_name[32]; /* opt.checkpoint and opt.memory_budget point here */
@@ -112,6 +113,14 @@ rm_status rm_session_page_schedule(rm_session *s, rm_schedule *sch, const rm_pro
 rm_status rm_session_scratch_start(rm_session *s);
 rm_status rm_session_io(rm_session *s, const rm_program *p, const rm_instr *ins, int train);
 void rm_session_scratch_close(rm_session *s);
+/* Between steps, the training state that lives in the scratch file
+ * (what: 0 the parameter, 1 AdamW's m, 2 its v of parameter pi): whether it
+ * is paged; a view of its bytes from `off` on (*len of them; NULL after an
+ * error, the message on the session), staged in the arena; and the whole
+ * of it written from src (NULL: zeros). */
+int rm_session_state_paged(const rm_session *s, int pi, int what);
+const void *rm_session_state_view(rm_session *s, int pi, int what, uint64_t off, uint64_t *len);
+rm_status rm_session_state_store(rm_session *s, int pi, int what, const float *src);
 /* exec/exec.c: runs one program (train: a training step). */
 rm_status rm_execute(rm_session *s, const rm_program *p, uint64_t step, int train);
 void rm_trace_free(rm_session *s); /* exec/trace.c */

@@ -6,26 +6,41 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Parameters start from N(0, std) drawn from Philox keyed by (seed, param
- * index): a pure function of the seed, independent of thread count. */
-static void init_params(rm_session *s) {
-    const rm_graph *g = s->g;
-    memset(s->params, 0, g->param_floats * sizeof(float));
-    for (int i = 0; i < g->n_params; i++) {
-        const rm_value *v = &g->vals[g->params[i]];
-        float *w = s->params + v->param_off;
-        /* each element depends only on (seed, i, e): parallel, same values */
-        #pragma omp parallel for schedule(static)
-        for (int64_t e = 0; e < v->numel; e++) {
-            switch (v->init) {
-            case RM_INIT_ZEROS: w[e] = 0.0f; break;
-            case RM_INIT_ONES: w[e] = 1.0f; break;
-            case RM_INIT_NORMAL:
-                w[e] = v->init_std * rm_philox_normal(s->opt.seed, 0x70617261u, (uint32_t)i, (uint64_t)e);
-                break;
-            }
+/* Parameter i's first values into w: N(0, std) drawn from Philox keyed by
+ * (seed, param index), a pure function of the seed, independent of thread
+ * count (or zeros, ones). */
+static void init_param(const rm_session *s, int i, float *w) {
+    const rm_value *v = &s->g->vals[s->g->params[i]];
+    /* each element depends only on (seed, i, e): parallel, same values */
+    #pragma omp parallel for schedule(static)
+    for (int64_t e = 0; e < v->numel; e++) {
+        switch (v->init) {
+        case RM_INIT_ZEROS: w[e] = 0.0f; break;
+        case RM_INIT_ONES: w[e] = 1.0f; break;
+        case RM_INIT_NORMAL:
+            w[e] = v->init_std * rm_philox_normal(s->opt.seed, 0x70617261u, (uint32_t)i, (uint64_t)e);
+            break;
         }
     }
+}
+
+/* Every parameter's first values. A parameter paged to the scratch file
+ * gets them there (staged in the arena), and its part of the flat buffer
+ * is never touched: it costs address space, not memory. */
+static rm_status init_params(rm_session *s) {
+    const rm_graph *g = s->g;
+    if (!s->page.params) memset(s->params, 0, g->param_floats * sizeof(float)); /* the padding too */
+    for (int i = 0; i < g->n_params; i++) {
+        const rm_value *v = &g->vals[g->params[i]];
+        if (!rm_session_state_paged(s, i, 0)) {
+            init_param(s, i, s->params + v->param_off);
+            continue;
+        }
+        init_param(s, i, (float *)s->arena); /* the whole parameter fits: its staged buffer is in the arena */
+        rm_status rc = rm_session_state_store(s, i, 0, (float *)s->arena);
+        if (rc != RM_OK) return rm_graph_fail(s->g, rc, "%s", s->errmsg);
+    }
+    return RM_OK;
 }
 
 static void *alloc_aligned(size_t bytes) {
@@ -138,7 +153,10 @@ static rm_status compile(rm_graph *g, const rm_options *o, rm_session **out) {
             memcpy(s->inputs + g->vals[v].input_off, g->vals[v].const_data,
                    (size_t)g->vals[v].numel * sizeof(int32_t));
     memset(s->arena, 0, s->arena_bytes); /* touch it once, before any step */
-    init_params(s);
+    if ((rc = init_params(s)) != RM_OK) {
+        rm_session_free(s);
+        return rc;
+    }
     if (s->opt.memory_budget && s->train.n_instrs && (rc = rm_session_profile(s)) != RM_OK) {
         rm_session_free(s);
         return rc;

@@ -46,6 +46,11 @@ static int cmp_kv(const void *a, const void *b) {
     return strcmp(((const kv *)a)->k, ((const kv *)b)->k);
 }
 
+static int hash_piece(void *ctx, const void *p, uint64_t n) {
+    sha256_update(ctx, (size_t)n, p);
+    return 0;
+}
+
 rm_status rm_st_digest(int n, const rm_st_tensor *const *t, int n_meta, const char *const *keys,
                        const char *const *values, char out[RM_ST_CHECKSUM_LEN]) {
     const rm_st_tensor **ts = malloc(((size_t)n + 1) * sizeof *ts);
@@ -77,7 +82,11 @@ rm_status rm_st_digest(int n, const rm_st_tensor *const *t, int n_meta, const ch
         put_str(&c, x->name);
         put_str(&c, x->dtype);
         put_str(&c, dims);
-        if (x->bytes) sha256_update(&c, (size_t)x->bytes, x->data);
+        if (rm_st_each_piece(x, hash_piece, &c) != 0) {
+            free(ts);
+            free(meta);
+            return RM_ERR_IO;
+        }
     }
     put_count(&c, m);
     for (int i = 0; i < m; i++) {

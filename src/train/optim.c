@@ -79,6 +79,32 @@ static rm_status config_check(rm_session *s, const rm_optim_config *c) {
     return rm_session_fail(s, RM_ERR_ARG, "rm_optim_new: %s is %g", bad, v);
 }
 
+/* The moments start at zero: touched now, not lazily inside the first
+ * timed step. Moments paged to the scratch file (exec/page.c) are zeroed
+ * there, and their part of o->m and o->v is never touched (address space
+ * only, no memory). */
+static rm_status moments_zero(rm_optim *o) {
+    rm_session *s = o->s;
+    const size_t n = o->hi - o->lo;
+    if (!s->page.moments || o->sharded) {
+        memset(o->m, 0, (n ? n : 1) * sizeof *o->m);
+        memset(o->v, 0, (n ? n : 1) * sizeof *o->v);
+        return RM_OK;
+    }
+    for (int pi = 0; pi < s->g->n_params; pi++) {
+        const rm_value *v = &s->g->vals[s->g->params[pi]];
+        if (!rm_session_state_paged(s, pi, 1)) {
+            memset(o->m + v->param_off, 0, (size_t)v->numel * sizeof *o->m);
+            memset(o->v + v->param_off, 0, (size_t)v->numel * sizeof *o->v);
+            continue;
+        }
+        rm_status rc = rm_session_state_store(s, pi, 1, NULL);
+        if (rc == RM_OK) rc = rm_session_state_store(s, pi, 2, NULL);
+        if (rc != RM_OK) return rc;
+    }
+    return RM_OK;
+}
+
 rm_status rm_optim_new(rm_session *s, const rm_optim_config *c, rm_optim **out) {
     if (!out) return s ? rm_session_fail(s, RM_ERR_ARG, "rm_optim_new: out must not be NULL") : RM_ERR_ARG;
     *out = NULL;
@@ -96,15 +122,16 @@ rm_status rm_optim_new(rm_session *s, const rm_optim_config *c, rm_optim **out) 
     o->n_chunks = (n + NORM_CHUNK - 1) / NORM_CHUNK;
     o->partial = calloc(o->n_chunks ? o->n_chunks : 1, sizeof *o->partial);
     if (c->kind == RM_OPTIM_ADAMW) {
-        /* touched now, not lazily inside the first timed step */
         o->m = malloc((n ? n : 1) * sizeof *o->m);
         o->v = malloc((n ? n : 1) * sizeof *o->v);
-        if (o->m) memset(o->m, 0, (n ? n : 1) * sizeof *o->m);
-        if (o->v) memset(o->v, 0, (n ? n : 1) * sizeof *o->v);
     }
     if (!o->partial || (c->kind == RM_OPTIM_ADAMW && (!o->m || !o->v))) {
         rm_optim_free(o);
         return rm_session_fail(s, RM_ERR_NOMEM, "out of memory for optimizer state");
+    }
+    if (c->kind == RM_OPTIM_ADAMW && moments_zero(o) != RM_OK) {
+        rm_optim_free(o);
+        return RM_ERR_IO;
     }
     rm_status rc = s->opt.fuse_optimizer ? attach(o) : RM_OK;
     if (rc != RM_OK) {

@@ -33,6 +33,24 @@ static void moment_name(char *out, int which, const char *param) {
     snprintf(out, MOMENT_NAME_LEN, "optimizer.%c.%s", which ? 'v' : 'm', param);
 }
 
+/* A tensor of paged training state (issue 20): its bytes are read from the
+ * scratch file a unit at a time, staged in the arena (exec/page.c). */
+typedef struct paged_src { rm_session *s; int pi, what; } paged_src;
+
+static const void *paged_view(void *user, uint64_t off, uint64_t *len) {
+    const paged_src *p = user;
+    return rm_session_state_view(p->s, p->pi, p->what, off, len);
+}
+
+/* t (whose data is w) reads from the scratch file when that state is paged. */
+static void maybe_paged(rm_session *s, int pi, int what, rm_st_tensor *t, paged_src *src) {
+    if (!rm_session_state_paged(s, pi, what)) return;
+    *src = (paged_src){s, pi, what};
+    t->data = NULL;
+    t->view = paged_view;
+    t->user = src;
+}
+
 static rm_status save(rm_session *s, rm_optim *o, const char *path, int n_meta,
                       const char *const *keys, const char *const *values, char *err,
                       size_t errlen) {
@@ -47,11 +65,13 @@ static rm_status save(rm_session *s, rm_optim *o, const char *path, int n_meta,
     if (o) rm_optim_state(o, &m, &v, &updates);
     int cap = g->n_params * (m ? 3 : 1);
     rm_st_tensor *t = calloc((size_t)cap + 1, sizeof *t);
+    paged_src *src = calloc((size_t)cap + 1, sizeof *src);
     char *names = m ? malloc((size_t)g->n_params * 2 * MOMENT_NAME_LEN) : NULL;
     const char **k = malloc(((size_t)n_meta + 1) * sizeof *k);
     const char **val = malloc(((size_t)n_meta + 1) * sizeof *val);
-    if (!t || (m && !names) || !k || !val) {
+    if (!t || !src || (m && !names) || !k || !val) {
         free(t);
+        free(src);
         free(names);
         free(k);
         free(val);
@@ -60,8 +80,10 @@ static rm_status save(rm_session *s, rm_optim *o, const char *path, int n_meta,
     int n = 0;
     for (int i = 0; i < g->n_params; i++) {
         const rm_value *p = &g->vals[g->params[i]];
-        t[n++] = (rm_st_tensor){p->name, "F32", p->ndim, p->shape, s->params + p->param_off,
-                                (uint64_t)p->numel * sizeof(float)};
+        t[n] = (rm_st_tensor){p->name, "F32", p->ndim, p->shape, s->params + p->param_off,
+                              (uint64_t)p->numel * sizeof(float), NULL, NULL};
+        maybe_paged(s, i, 0, &t[n], &src[n]);
+        n++;
     }
     for (int w = 0; m && w < 2; w++)
         for (int i = 0; i < g->n_params; i++) {
@@ -69,8 +91,10 @@ static rm_status save(rm_session *s, rm_optim *o, const char *path, int n_meta,
             if (!p->trainable) continue;
             char *nm = names + ((size_t)w * g->n_params + i) * MOMENT_NAME_LEN;
             moment_name(nm, w, p->name);
-            t[n++] = (rm_st_tensor){nm, "F32", p->ndim, p->shape, (w ? v : m) + p->param_off,
-                                    (uint64_t)p->numel * sizeof(float)};
+            t[n] = (rm_st_tensor){nm, "F32", p->ndim, p->shape, (w ? v : m) + p->param_off,
+                                  (uint64_t)p->numel * sizeof(float), NULL, NULL};
+            maybe_paged(s, i, w + 1, &t[n], &src[n]);
+            n++;
         }
     for (int i = 0; i < n_meta; i++) {
         k[i] = keys[i];
@@ -86,6 +110,7 @@ static rm_status save(rm_session *s, rm_optim *o, const char *path, int n_meta,
     char e[512];
     rm_status st = rm_st_write_ex(path, n, t, nm, k, val, 1, e, sizeof e);
     free(t);
+    free(src);
     free(names);
     free(k);
     free(val);
@@ -180,9 +205,14 @@ rm_status rm_load_from(rm_session *s, rm_optim *o, const rm_st_file *f, const ch
     for (int i = 0; i < g->n_params && st == RM_OK; i++) {
         const rm_value *p = &g->vals[g->params[i]];
         float *dst[3] = {s->params, m, v};
-        for (int w = 0; w < 3; w++) {
+        for (int w = 0; w < 3 && st == RM_OK; w++) {
             const rm_st_tensor *t = src[(size_t)w * g->n_params + i];
-            if (t && dst[w] && t->bytes) memcpy(dst[w] + p->param_off, t->data, (size_t)t->bytes);
+            if (!t || !dst[w] || !t->bytes) continue;
+            if (rm_session_state_paged(s, i, w)) /* to the scratch file (issue 20) */
+                st = rm_session_state_store(s, i, w, t->data) == RM_OK ? RM_OK
+                   : param_fail(s, RM_ERR_IO, err, errlen, "cannot load '%s': %s", fname, s->errmsg);
+            else
+                memcpy(dst[w] + p->param_off, t->data, (size_t)t->bytes);
         }
     }
     if (st == RM_OK && o && need_state) rm_optim_set_updates(o, updates);

@@ -36,7 +36,18 @@ typedef struct rm_st_tensor {
     const int64_t *shape;
     const void *data;
     uint64_t bytes;         /* numel * rm_st_dtype_size(dtype) */
+    /* Writing a tensor whose bytes are not in memory (data NULL; paged
+     * training state, issue 20): view returns a pointer to its bytes from
+     * `off` on and how many are there (*len >= 1; NULL after an error). The
+     * checksum and the writer read it front to back, in turn. */
+    const void *(*view)(void *user, uint64_t off, uint64_t *len);
+    void *user;
 } rm_st_tensor;
+
+/* Calls f on the bytes of t front to back, a piece at a time (all at once
+ * when they are in memory); stops at the first nonzero f returns, or with
+ * EIO when a view fails. Returns 0 or that value. */
+int rm_st_each_piece(const rm_st_tensor *t, int (*f)(void *ctx, const void *p, uint64_t n), void *ctx);
 
 typedef struct rm_st_file rm_st_file;
 
