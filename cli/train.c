@@ -58,6 +58,7 @@ typedef struct trainer {
     void *gx;               /* --micro-batches: the global batch's inputs (tokens or features) */
     int32_t *gy;            /* and targets */
     cli_limit limit;        /* --memory-limit (limit.h) */
+    cli_paging paging_ms;   /* --scratch: what the steps paged (args.h) */
 } trainer;
 
 /* encdec evaluates on 20 batches drawn with another seed than training's
@@ -120,7 +121,7 @@ static int write_report(const trainer *t, float final_loss, float val_loss, int 
             "  \"ms_forward\": %.3f,\n  \"ms_recompute\": %.3f,\n  \"ms_backward\": %.3f,\n"
             "  \"memory_budget_bytes\": %zu,\n  \"store_all_bytes\": %zu,\n  \"min_budget_bytes\": %zu,\n"
             "  \"step_ms_min\": %.3f,\n  \"step_ms_max\": %.3f,\n  \"ranks\": %d,\n  \"shard_optimizer\": %s,\n"
-            "  \"comm_wait_ms\": %.3f,\n  \"fuse_optimizer\": %s,\n  \"grad_arena_bytes\": %zu\n}\n",
+            "  \"comm_wait_ms\": %.3f,\n  \"fuse_optimizer\": %s,\n  \"grad_arena_bytes\": %zu",
             a->model, p.strategy, a->steps, fin, val, median_ms, tok_s, m.activation_bytes_planned, m.activation_bytes_measured,
             m.activation_arena_bytes, m.param_bytes, m.grad_bytes,
             rm_optim_bytes(t->opt), ru.ru_maxrss * 1024L, t->threads, rm_gemm_has_blas() ? "true" : "false",
@@ -129,6 +130,8 @@ static int write_report(const trainer *t, float final_loss, float val_loss, int 
             t->step_ms_min, t->step_ms_max, cli_dist_size(), a->shard_optimizer && cli_dist_size() > 1 ? "true" : "false",
             a->steps > (int)t->start ? t->comm_ms / (a->steps - (int)t->start) : 0.0,
             a->fuse_optimizer ? "true" : "false", m.grad_arena_bytes);
+    cli_paging_report(t->s, &t->paging_ms, f);
+    fputs("\n}\n", f);
     if (fclose(f) != 0) return cli_fail(1, "cannot write report '%s'", a->report);
     return 0;
 }
@@ -382,6 +385,7 @@ static int run_steps(trainer *t, int *step, float *loss, float *val_loss, int *h
         t->times[i] = now_ms() - t0;
         t->overheads[i] = rm_step_overhead(t->s);
         t->comm_ms += rm_step_comm_ms(t->s);
+        cli_paging_step(&t->paging_ms, t->s, i);
         if (!a->quiet && (t->tty || s % 10 == 0 || s == a->steps - 1)) {
             rm_memory_info m;
             double avg = (now_ms() - t_start) / (i + 1);
@@ -432,6 +436,7 @@ static void print_summary(const trainer *t, int n_done, float loss, float val_lo
                ((double)p.store_all_bytes - (double)m.activation_bytes_measured) / 1048576.0,
                100.0 * (1.0 - (double)m.activation_bytes_measured / (double)p.store_all_bytes),
                100.0 * t->overhead_median);
+    cli_paging_summary(t->s, &t->paging_ms, stdout);
 }
 
 /* After the loop: on a signal, save where the run stands; else evaluate,

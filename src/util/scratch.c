@@ -205,6 +205,11 @@ static double now_s(void) {
 rm_status rm_scratch_probe(rm_scratch *sc, void *buf, size_t buf_bytes, size_t bytes, double *write_bps,
                            double *read_bps, char *err, size_t errlen) {
     size_t chunk = buf_bytes / RM_PAGE_ALIGN * RM_PAGE_ALIGN;
+    struct statfs fs; /* on a nearly full disk, a smaller probe (an eighth of what is free) */
+    if (fstatfs(sc->fd, &fs) == 0 && (uint64_t)fs.f_bavail * (uint64_t)fs.f_bsize / 8 < bytes)
+        bytes = (size_t)((uint64_t)fs.f_bavail * (uint64_t)fs.f_bsize / 8);
+    while (chunk > RM_PAGE_ALIGN && chunk > bytes) chunk /= 2;
+    chunk = chunk / RM_PAGE_ALIGN * RM_PAGE_ALIGN;
     if (chunk == 0 || bytes < chunk) bytes = chunk;
     bytes = bytes / chunk * chunk;
     memset(buf, 0x5a, chunk);
@@ -220,8 +225,8 @@ rm_status rm_scratch_probe(rm_scratch *sc, void *buf, size_t buf_bytes, size_t b
     double t2 = now_s();
     sc->n_writes = sc->n_reads = 0; /* the probe does not count for injected faults */
     if (e) {
-        snprintf(err, errlen, "scratch directory '%s': measuring its bandwidth (%.1f MiB): %s", sc->dir,
-                 (double)bytes / 1048576.0, strerror(e));
+        snprintf(err, errlen, "scratch directory '%s': measuring its bandwidth (writing and reading %.1f MiB, %zu "
+                 "bytes): %s", sc->dir, (double)bytes / 1048576.0, bytes, strerror(e));
         return RM_ERR_IO;
     }
     *write_bps = (double)bytes / (t1 - t0 > 1e-6 ? t1 - t0 : 1e-6);
