@@ -426,6 +426,9 @@ typedef struct rm_limit_info {
     size_t param_bytes, grad_bytes, optimizer_bytes, input_bytes, margin_bytes;
     size_t activation_bytes; /* what the limit leaves for the activation arena */
     size_t arena_bytes;      /* the arena planned (<= activation_bytes) */
+    /* rm_options.scratch_dir: the training state the plan keeps in the
+     * scratch file instead (parameters and moments; not counted above) */
+    size_t paged_bytes;
 } rm_limit_info;
 /* Fills l for session s (zeroed for a NULL s; nothing for a NULL l). */
 void rm_limit(const rm_session *s, rm_limit_info *l);

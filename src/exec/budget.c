@@ -81,6 +81,33 @@ static void copy_resident(const rm_session *s, float *dst, const float *src) {
     }
 }
 
+/* The plan again with the profile's times. A plan that pages under a limit
+ * (exec/pageplan.c) keeps the training state it chose; the rest, placed
+ * anew, must fit the arena the limit leaves: the budget is tightened by
+ * the excess while it does not, and the first plan stays if none does. */
+static rm_status replan(rm_session *s, rm_program *p) {
+    rm_status rc = rm_session_budget_program(s, &s->prof, p);
+    for (int tries = 0; rc == RM_OK && s->page.arena_cap > 0 && (int64_t)p->arena_bytes > s->page.arena_cap; tries++) {
+        int64_t budget = s->budget_bytes - ((int64_t)p->arena_bytes - s->page.arena_cap);
+        rm_program_free(p);
+        if (tries == 4 || budget <= 0) { /* the first plan, which fits */
+            *p = s->train;
+            memset(&s->train, 0, sizeof s->train);
+            return RM_OK;
+        }
+        snprintf(s->budget_name, sizeof s->budget_name, "%lld", (long long)budget);
+        s->opt.memory_budget = s->budget_name;
+        rc = rm_session_budget_program(s, &s->prof, p);
+        if (rc == RM_ERR_BUDGET) { /* nothing at the tighter budget: the first plan */
+            s->g->status = RM_OK;
+            *p = s->train;
+            memset(&s->train, 0, sizeof s->train);
+            return RM_OK;
+        }
+    }
+    return rc;
+}
+
 /* Steps on the inputs as they are (zeros at compile time) to time each
  * stage, then plan again with those times. Parameters and state (running
  * statistics) are restored, so the profile leaves no trace. */
@@ -102,7 +129,7 @@ rm_status rm_session_profile(rm_session *s) {
         s->arena = NULL, s->arena_bytes = 0;
     }
     rm_program p;
-    rc = rm_session_budget_program(s, &s->prof, &p);
+    rc = replan(s, &p);
     if (rc != RM_OK) return rc;
     size_t need = p.arena_bytes > s->infer.arena_bytes ? p.arena_bytes : s->infer.arena_bytes;
     if ((rc = grow_arena(s, need)) != RM_OK) {

@@ -69,7 +69,13 @@ struct rm_session {
         int open;
         double write_bps, read_bps;
         char *moments, *params; /* per parameter: paged (NULL: none) */
+        char *values;           /* per value: the plan pages it (NULL: none) */
         int staged;             /* between steps: the unit staged at the arena's start, + 1 (0: none) */
+        int planning;           /* pricing paging without a scratch file (the least limit with one) */
+        size_t max_staged;      /* the plan's cap on bytes staged ahead (0: none) */
+        size_t chunk_bytes;     /* the most bytes of moments one unit stages (fixed with the state's layout) */
+        int64_t arena_cap;      /* under a limit: the arena the plan must fit (re-plans tighten to it) */
+        double flops_per_ms;    /* the compute rate item times are estimated with before a profile */
         double wait_ms, predicted_wait_ms;
     } page;
     char strategy_name[32]; /* opt.checkpoint and opt.memory_budget point here */
@@ -119,6 +125,16 @@ void rm_session_scratch_close(rm_session *s);
  * error, the message on the session), staged in the arena; and the whole
  * of it written from src (NULL: zeros). */
 int rm_session_state_paged(const rm_session *s, int pi, int what);
+/* The bytes of parameters and of parameters whose moments the marks page. */
+void rm_session_paged_bytes(const rm_session *s, size_t *params, size_t *moments);
+/* exec/pageplan.c: under a limit with a scratch file, one plan over keep,
+ * recompute and page, and over which training state to page (the fastest
+ * predicted step whose arena fits what the resident state leaves);
+ * `fixed` gives the limit's fixed part under the current marks. */
+rm_status rm_session_limit_paging(rm_session *s, size_t (*fixed)(rm_session *s));
+/* The least limit that works when the whole training state is paged (0:
+ * none found), for the refusal's message. */
+size_t rm_session_least_paged(rm_session *s, size_t (*fixed)(rm_session *s));
 const void *rm_session_state_view(rm_session *s, int pi, int what, uint64_t off, uint64_t *len);
 rm_status rm_session_state_store(rm_session *s, int pi, int what, const float *src);
 /* exec/exec.c: runs one program (train: a training step). */

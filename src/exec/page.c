@@ -24,8 +24,31 @@
 /* The most bytes of moments (m and v) one unit stages. */
 #define MOMENT_CHUNK_BYTES ((size_t)8 << 20)
 
+/* The compute rate the plan's first item times assume (a profile replaces
+ * them): a 512 x 512 x 512 product timed, at 0.7 of its rate (the rest of a
+ * step is slower than its products). */
+static double measure_flops_per_ms(int threads) {
+    const int n = 512;
+    float *a = malloc((size_t)n * n * 3 * sizeof(float));
+    if (!a) return 5e7;
+    for (size_t i = 0; i < (size_t)n * n * 3; i++) a[i] = (float)(i % 7) * 0.125f;
+    rm_set_threads(threads);
+    rm_sgemm(0, 0, n, n, n, 1.0f, a, n, a + n * n, n, 0.0f, a + 2 * n * n, n); /* warm up (loads OpenBLAS) */
+    double best = 1e30;
+    for (int k = 0; k < 3; k++) {
+        double t0 = rm_trace_now_ms();
+        rm_sgemm(0, 0, n, n, n, 1.0f, a, n, a + n * n, n, 0.0f, a + 2 * n * n, n);
+        double dt = rm_trace_now_ms() - t0;
+        if (dt < best) best = dt;
+    }
+    free(a);
+    return best > 0 ? 0.7 * 2.0 * n * n * (double)n / best : 5e7;
+}
+
 rm_status rm_session_scratch_open(rm_session *s) {
+    s->page.flops_per_ms = 5e7;
     if (!s->opt.scratch_dir) return RM_OK;
+    s->page.flops_per_ms = measure_flops_per_ms(s->threads);
     char err[700];
     rm_status rc = rm_scratch_open(&s->page.file, s->page.dir, err, sizeof err);
     if (rc != RM_OK) return rm_graph_fail(s->g, rc, "%s", err);
@@ -61,15 +84,28 @@ static rm_status state_marks(rm_session *s) {
     return RM_OK;
 }
 
+void rm_session_paged_bytes(const rm_session *s, size_t *params, size_t *moments) {
+    *params = *moments = 0;
+    for (int pi = 0; pi < s->g->n_params; pi++) {
+        size_t b = (size_t)s->g->vals[s->g->params[pi]].numel * sizeof(float);
+        if (s->page.params && s->page.params[pi]) *params += b;
+        if (s->page.moments && s->page.moments[pi]) *moments += b;
+    }
+}
+
 rm_status rm_session_page_schedule(rm_session *s, rm_schedule *sch, const rm_profile *prof, int backward) {
     const rm_graph *g = s->g;
-    if (!s->page.open) return RM_OK;
+    if (!s->page.open && !s->page.planning) return RM_OK;
     if (state_marks(s) != RM_OK) return rm_graph_fail(s->g, RM_ERR_NOMEM, "out of memory planning the paging");
     char *values = NULL;
     if (backward && (s->opt.page & RM_PAGE_ACTIVATIONS)) {
         values = malloc((size_t)(g->n_vals ? g->n_vals : 1));
         if (!values) return rm_graph_fail(s->g, RM_ERR_NOMEM, "out of memory planning the paging");
         for (int v = 0; v < g->n_vals; v++) values[v] = g->vals[v].kind == RM_VALUE_ACT;
+    } else if (backward && s->page.values) {
+        values = malloc((size_t)(g->n_vals ? g->n_vals : 1));
+        if (!values) return rm_graph_fail(s->g, RM_ERR_NOMEM, "out of memory planning the paging");
+        memcpy(values, s->page.values, (size_t)g->n_vals);
     }
     if (!values && !s->page.params && !(backward && s->page.moments)) return RM_OK;
     double *ms = malloc(((size_t)sch->n + 1) * sizeof *ms);
@@ -77,9 +113,10 @@ rm_status rm_session_page_schedule(rm_session *s, rm_schedule *sch, const rm_pro
         free(values);
         return rm_graph_fail(s->g, RM_ERR_NOMEM, "out of memory planning the paging");
     }
-    rm_schedule_item_ms(g, sch, prof, 5e7, ms);
-    rm_page_opts o = {values, backward ? s->page.moments : NULL, s->page.params, ms, s->page.write_bps,
-                      s->page.read_bps, MOMENT_CHUNK_BYTES, !backward};
+    rm_schedule_item_ms(g, sch, prof, s->page.flops_per_ms, ms);
+    rm_page_opts o = {values, s->page.moments, s->page.params, ms, s->page.write_bps,
+                      s->page.read_bps, s->page.chunk_bytes ? s->page.chunk_bytes : MOMENT_CHUNK_BYTES, !backward,
+                      s->page.max_staged};
     rm_schedule paged;
     char err[256];
     double stall = 0;
@@ -167,7 +204,8 @@ void rm_session_scratch_close(rm_session *s) {
     s->page.open = 0;
     free(s->page.moments);
     free(s->page.params);
-    s->page.moments = s->page.params = NULL;
+    free(s->page.values);
+    s->page.moments = s->page.params = s->page.values = NULL;
 }
 
 void rm_paging(const rm_session *s, rm_paging_info *pi) {

@@ -52,6 +52,8 @@ typedef struct pager {
     rm_page_unit *units;
     int n_units, cap_units;
     double *t; /* t[k]: when item k starts; t[n]: the step's end */
+    uint64_t *param_off, *moment_off; /* the state's layout in the file, per parameter */
+    int64_t *staged; /* per position: bytes read ahead or not yet waited for (max_staged) */
 } pager;
 
 static int push_op(pager *P, op x) {
@@ -138,7 +140,7 @@ static rm_status value_units(pager *P) {
         const rm_value *v = &g->vals[c[i].value];
         if (!P->o->values[c[i].value] || v->is_output || c[i].gap_b - c[i].gap_a < 2) continue;
         size_t bytes = rm_page_round((size_t)v->numel * rm_dtype_size(v->dtype));
-        int u = push_unit(P, (rm_page_unit){RM_UNIT_VALUE, c[i].value, -1, 0, 0, bytes});
+        int u = push_unit(P, (rm_page_unit){RM_UNIT_VALUE, c[i].value, -1, 0, 0, bytes, 0});
         int w = u < 0 ? -1 : push_op(P, (op){c[i].gap_a, PH_AFTER, 0, RM_INSTR_PAGE_OUT, u, bytes, 1, -1, -1, -1, 0});
         int ww = w < 0 ? -1 : push_op(P, (op){c[i].gap_a + 1, PH_WAIT_W, 0, RM_INSTR_WAIT, u, 0, 0, -1, -1, -1, 0});
         int r = ww < 0 ? -1 : push_op(P, (op){c[i].gap_b, PH_READ, 0, RM_INSTR_PAGE_IN, u, bytes, 0, c[i].gap_b,
@@ -174,7 +176,7 @@ static int *param_readers(const rm_graph *g, const rm_schedule *s, int v, int *n
 static rm_status param_unit(pager *P, int pi, int v, const int *rd, int nr) {
     const rm_value *val = &P->g->vals[v];
     size_t bytes = rm_page_round((size_t)val->numel * sizeof(float));
-    int u = push_unit(P, (rm_page_unit){RM_UNIT_PARAM, v, pi, 0, val->numel, bytes});
+    int u = push_unit(P, (rm_page_unit){RM_UNIT_PARAM, v, pi, 0, val->numel, bytes, P->param_off[pi]});
     if (u < 0) return RM_ERR_NOMEM;
     int ga = 0;
     for (int i = 1; i < nr; i++)
@@ -187,6 +189,13 @@ static rm_status param_unit(pager *P, int pi, int v, const int *rd, int nr) {
             return RM_ERR_NOMEM;
     }
     return RM_OK;
+}
+
+/* Floats of a moments unit: whole 4096-float blocks (the optimizer's norm
+ * blocks), m and v together at most chunk_bytes. */
+static int64_t chunk_floats(const rm_page_opts *o) {
+    int64_t per = (int64_t)(o->chunk_bytes / 8 / 4096 * 4096);
+    return per < 4096 ? 4096 : per;
 }
 
 /* Parameter pi's state: chunks of its moments read ahead of its update
@@ -206,12 +215,13 @@ static rm_status state_units(pager *P, int pi) {
     if (P->o->forward_only) goto done;
     const int fin = rd[nr - 1], pu = paged_param ? P->n_units - 1 : -1;
     /* chunks of whole 4096-float blocks (the optimizer's norm blocks) */
-    int64_t per = (int64_t)(P->o->chunk_bytes / 8 / 4096 * 4096);
-    if (per < 4096) per = 4096;
+    int64_t per = chunk_floats(P->o);
+    uint64_t moff = 0;
     for (int64_t lo = 0; lo < val->numel && rc == RM_OK; lo += per) {
         int64_t hi = lo + per < val->numel ? lo + per : val->numel;
         size_t bytes = 2 * rm_page_round((size_t)(hi - lo) * sizeof(float));
-        int u = push_unit(P, (rm_page_unit){RM_UNIT_MOMENTS, v, pi, lo, hi, bytes});
+        int u = push_unit(P, (rm_page_unit){RM_UNIT_MOMENTS, v, pi, lo, hi, bytes, P->moment_off[pi] + moff});
+        moff += bytes;
         int w = -1;
         if (u < 0 || push_op(P, (op){fin, PH_READ, 0, RM_INSTR_PAGE_IN, u, bytes, 0, fin, 0, -1, 1}) < 0 ||
             push_op(P, (op){fin, PH_AFTER, 0, RM_INSTR_WAIT, u, 0, 0, -1, -1, -1, 0}) < 0 ||
@@ -228,6 +238,29 @@ static rm_status state_units(pager *P, int pi) {
 done:
     free(rd);
     return rc;
+}
+
+/* The state's layout in the file: per parameter in order, the parameter
+ * (when paged), then its moments' chunks (when they are paged, as they are
+ * with the parameter), whether or not this program moves them, so every
+ * program of a session finds the state in the same places. */
+static uint64_t state_layout(pager *P) {
+    const rm_graph *g = P->g;
+    const rm_page_opts *o = P->o;
+    uint64_t off = 0;
+    int64_t per = chunk_floats(o);
+    for (int pi = 0; pi < g->n_params; pi++) {
+        const rm_value *v = &g->vals[g->params[pi]];
+        const int pp = o->params && o->params[pi], pm = pp || (o->moments && o->moments[pi]);
+        P->param_off[pi] = off;
+        if (pp) off += rm_page_round((size_t)v->numel * sizeof(float));
+        P->moment_off[pi] = off;
+        for (int64_t lo = 0; pm && lo < v->numel; lo += per) {
+            int64_t hi = lo + per < v->numel ? lo + per : v->numel;
+            off += 2 * rm_page_round((size_t)(hi - lo) * sizeof(float));
+        }
+    }
+    return off;
 }
 
 static int by_place(const void *a, const void *b) {
@@ -254,6 +287,33 @@ static int position_before(const pager *P, int lower, int need, double at) {
     return k;
 }
 
+/* The positions a transfer's buffer is staged over: a read from its issue
+ * to its reader, a write from its issue to its wait. */
+static void staged_span(const pager *P, const op *x, int *a, int *b) {
+    if (x->kind == RM_INSTR_PAGE_IN) *a = x->pos, *b = x->need + x->need_after;
+    else *a = x->pos + 1, *b = x->wait >= 0 ? P->ops[x->wait].pos : x->pos + 1;
+}
+
+static void stage(pager *P, const op *x, int sign) {
+    if (!P->staged || (x->kind != RM_INSTR_PAGE_IN && x->kind != RM_INSTR_PAGE_OUT)) return;
+    int a, b;
+    staged_span(P, x, &a, &b);
+    for (int k = a; k < b && k <= P->in->n; k++) P->staged[k] += sign * (int64_t)x->bytes;
+}
+
+/* How far from `from` towards `to` (step -1: earlier, +1: later) a span
+ * of `bytes` may grow within the cap: the last position reached. */
+static int within_cap(const pager *P, int from, int to, int step, size_t bytes) {
+    if (!P->staged) return to;
+    int k = from;
+    while (k != to) {
+        int next = k + step, at = step < 0 ? next : k;
+        if (at < 0 || at > P->in->n || P->staged[at] + (int64_t)bytes > (int64_t)P->o->max_staged) break;
+        k = next;
+    }
+    return k;
+}
+
 /* The timeline: the transfers in program order on one FIFO channel, each
  * starting when issued and the channel is free. Reads done after their
  * reader starts move earlier; writes are waited for where they are done.
@@ -274,6 +334,7 @@ static double place(pager *P) {
         double need_t = x->need_after ? P->t[x->need + 1] : P->t[x->need];
         x->pos = position_before(P, x->lower, x->need, need_t - (double)x->bytes / o->read_bps * 1e3);
     }
+    for (int i = 0; i < P->n_ops; i++) stage(P, &P->ops[i], 1);
     for (int iter = 0; iter < 12; iter++) {
         /* the channel in program order (ops sorted by place, via an index) */
         for (int i = 0; i < P->n_ops; i++) idx[i] = i;
@@ -298,7 +359,12 @@ static double place(pager *P) {
             if (free_at > need_t + 1e-9) {
                 stall += free_at - need_t;
                 int earlier = position_before(P, x->lower, x->pos, P->t[x->pos] - (free_at - need_t));
-                if (earlier < x->pos) x->pos = earlier, moved = 1;
+                earlier = within_cap(P, x->pos, earlier, -1, x->bytes);
+                if (earlier < x->pos) {
+                    stage(P, x, -1);
+                    x->pos = earlier, moved = 1;
+                    stage(P, x, 1);
+                }
             }
         }
         /* writes: waited for where the timeline has them done */
@@ -306,7 +372,10 @@ static double place(pager *P) {
             op *x = &P->ops[i];
             if (x->kind != RM_INSTR_PAGE_OUT || x->wait < 0) continue;
             op *w = &P->ops[x->wait];
-            w->pos = position_at(P, x->pos + 1, done[i]);
+            int want = position_at(P, x->pos + 1, done[i]);
+            stage(P, x, -1);
+            w->pos = want <= w->pos ? want : within_cap(P, w->pos, want, 1, x->bytes);
+            stage(P, x, 1);
         }
         if (!moved) break;
     }
@@ -342,8 +411,12 @@ rm_status rm_schedule_page(const rm_graph *g, const rm_schedule *in, const rm_pa
                            double *stall_ms, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
     if (stall_ms) *stall_ms = 0;
-    pager P = {g, in, o, NULL, 0, 0, NULL, 0, 0, malloc(((size_t)in->n + 1) * sizeof(double))};
-    rm_status rc = P.t ? RM_OK : RM_ERR_NOMEM;
+    const size_t np = (size_t)(g->n_params ? g->n_params : 1);
+    pager P = {g, in, o, NULL, 0, 0, NULL, 0, 0, malloc(((size_t)in->n + 1) * sizeof(double)),
+               malloc(np * sizeof(uint64_t)), malloc(np * sizeof(uint64_t)),
+               o->max_staged ? calloc((size_t)in->n + 1, sizeof(int64_t)) : NULL};
+    rm_status rc = P.t && P.param_off && P.moment_off && (P.staged || !o->max_staged) ? RM_OK : RM_ERR_NOMEM;
+    uint64_t state = rc == RM_OK ? state_layout(&P) : 0;
     for (int k = 0; rc == RM_OK && k < in->n; k++) P.t[k + 1] = P.t[k] + (o->item_ms ? o->item_ms[k] : 1.0);
     if (rc == RM_OK) P.t[0] = 0;
     if (rc == RM_OK && o->values) rc = value_units(&P);
@@ -357,13 +430,13 @@ rm_status rm_schedule_page(const rm_graph *g, const rm_schedule *in, const rm_pa
         rc = emit(&P, out);
     }
     if (rc == RM_OK) {
-        out->units = P.units, out->n_units = P.n_units;
+        out->units = P.units, out->n_units = P.n_units, out->state_bytes = state;
         P.units = NULL;
     } else {
         rm_schedule_free(out);
         snprintf(err, errlen, "out of memory planning the paging");
     }
-    free(P.ops), free(P.units), free(P.t);
+    free(P.ops), free(P.units), free(P.t), free(P.staged), free(P.param_off), free(P.moment_off);
     return rc;
 }
 

@@ -38,6 +38,8 @@ typedef struct rm_page_unit {
     int param;          /* MOMENTS, PARAM: index into g->params (-1 for VALUE) */
     int64_t lo, hi;     /* MOMENTS: floats [lo, hi) of the parameter */
     size_t bytes;       /* its buffer (and its place in the file), a multiple of RM_PAGE_ALIGN */
+    uint64_t file_off;  /* MOMENTS, PARAM: its place in the scratch file, the same in every program of a
+                         * session (the state's layout follows from the marks alone) */
 } rm_page_unit;
 
 /* One instruction of a step. Buffer ids index rm_program.bufs. */
@@ -130,6 +132,7 @@ typedef struct rm_schedule {
     int n, cap;
     rm_page_unit *units; /* what its paging items move (plan/paging.c); NULL: none */
     int n_units;
+    uint64_t state_bytes; /* the file's first bytes, the state's (value pages follow) */
 } rm_schedule;
 
 /* plan/schedule.c: the primitives strategies build schedules from (the
@@ -247,6 +250,11 @@ typedef struct rm_page_opts {
     double write_bps, read_bps;
     size_t chunk_bytes;    /* moments: the most bytes (m and v) one unit stages */
     int forward_only;      /* a forward-only program: parameters are read, nothing is updated */
+    /* the most bytes staged beyond what the schedule itself holds (reads
+     * issued ahead of their reader, writes not yet waited for) at any
+     * point, for reads moved earlier and waits moved later (0: no cap;
+     * what must be staged at the least is staged regardless) */
+    size_t max_staged;
 } rm_page_opts;
 rm_status rm_schedule_page(const rm_graph *g, const rm_schedule *in, const rm_page_opts *o, rm_schedule *out,
                            double *stall_ms, char *err, size_t errlen);

@@ -450,11 +450,10 @@ static rm_status paging_setup(builder *b, const rm_schedule *s) {
             b->paged_value[un->value] = 1;
             continue;
         }
-        p->unit_off[u] = b->file_next;
-        b->file_next += un->bytes;
+        p->unit_off[u] = un->file_off;
         if (un->kind == RM_UNIT_PARAM) p->param_unit[un->param] = u;
     }
-    p->state_scratch_bytes = b->file_next;
+    b->file_next = p->state_scratch_bytes = s->state_bytes; /* value pages after the state */
     return RM_OK;
 }
 

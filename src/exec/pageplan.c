@@ -1,0 +1,390 @@
+/* pageplan.c: one plan over keep, recompute and page under a memory limit
+ * (issue 20).
+ *
+ * With a scratch file, what the limit leaves after the training state is
+ * no longer fixed: each parameter's AdamW moments, and then the parameter
+ * itself, can live in the file instead (fused optimizer), streamed through
+ * its update; and each activation can be paged out over its idle gap
+ * instead of kept or recomputed. The plan minimises the predicted step
+ * time, compute (forward, backward, recomputation) plus the time the step
+ * waits for transfers, over:
+ *
+ *   - how much state to page: levels k = 0 .. 2P over the P trainable
+ *     parameters ordered by when the backward finishes them (the first
+ *     ones get the most compute to hide their transfers behind; a tied
+ *     embedding, finished by the step's last instruction, comes last):
+ *     levels up to P page the first k parameters' moments, levels above
+ *     also the first k - P parameters. Each level frees its bytes for the
+ *     arena: the recompute plan (Rotor's program on chains, the graph
+ *     planner on other graphs) gets a larger budget;
+ *   - which activations to page instead of recomputing: from a recompute
+ *     plan at a larger budget, the largest values held across the forward
+ *     and backward passes are paged until the arena fits;
+ *   - the staging room (a cap on bytes read ahead or not yet written),
+ *     which is arena too.
+ *
+ * Every candidate is lowered to the engine's program and laid out: only an
+ * arena that fits counts, so the limit holds whatever the predictions. The
+ * predictions come from the paging timeline (plan/paging.c: the compute
+ * items one after another, the transfers on one FIFO channel at the
+ * scratch file's bandwidth) with compute priced from FLOPs at the rate
+ * measured at start (and, after the profiling step, from measured times:
+ * the re-plan keeps the state chosen here and re-plans the rest). */
+#include "exec/exec.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The staging room of a plan in an arena room of `room` bytes: enough to
+ * stream at the file's bandwidth with ~60 ms of lead, at most a third of
+ * the room, at least two chunks of moments. */
+static size_t staging_cap(const rm_session *s, int64_t room) {
+    double bw = s->page.read_bps > s->page.write_bps ? s->page.read_bps : s->page.write_bps;
+    double cap = bw * 0.06;
+    if (cap > room / 3.0) cap = room / 3.0;
+    if (cap < 2.0 * (double)s->page.chunk_bytes) cap = 2.0 * (double)s->page.chunk_bytes;
+    return (size_t)cap;
+}
+
+/* The moments' chunk: 8 MiB, smaller under a small limit (a 32nd of it),
+ * at least 64 KiB (two 4096-float blocks of m and v). */
+static size_t chunk_for(int64_t limit) {
+    int64_t c = limit / 32;
+    if (c > ((int64_t)8 << 20)) c = (int64_t)8 << 20;
+    if (c < ((int64_t)64 << 10)) c = (int64_t)64 << 10;
+    return (size_t)c;
+}
+
+/* Trainable parameters read in the step, in the order the backward
+ * finishes them (their last reader in store-all's schedule). */
+static int state_order(rm_session *s, int *order) {
+    const rm_graph *g = s->g;
+    rm_schedule sch;
+    char err[256];
+    if (rm_schedule_build(g, "none", 1, NULL, &sch, err, sizeof err) != RM_OK) return -1;
+    int *last = malloc((size_t)(g->n_params ? g->n_params : 1) * sizeof *last);
+    if (!last) {
+        rm_schedule_free(&sch);
+        return -1;
+    }
+    for (int pi = 0; pi < g->n_params; pi++) last[pi] = -1;
+    for (int k = 0; k < sch.n; k++) {
+        const rm_node *nd = &g->nodes[sch.items[k].node];
+        for (int i = 0; i < nd->n_in; i++)
+            for (int pi = 0; nd->in[i] >= 0 && pi < g->n_params; pi++)
+                if (g->params[pi] == nd->in[i]) last[pi] = k;
+    }
+    int n = 0;
+    for (int pi = 0; pi < g->n_params; pi++)
+        if (g->vals[g->params[pi]].trainable && last[pi] >= 0) order[n++] = pi;
+    for (int i = 1; i < n; i++) { /* insertion sort by last reader */
+        int x = order[i], j = i;
+        while (j > 0 && last[order[j - 1]] > last[x]) order[j] = order[j - 1], j--;
+        order[j] = x;
+    }
+    free(last);
+    rm_schedule_free(&sch);
+    return n;
+}
+
+static void set_level(rm_session *s, const int *order, int n, int level) {
+    memset(s->page.moments, 0, (size_t)(s->g->n_params ? s->g->n_params : 1));
+    memset(s->page.params, 0, (size_t)(s->g->n_params ? s->g->n_params : 1));
+    for (int i = 0; i < n && i < level; i++) s->page.moments[order[i]] = 1;
+    for (int i = 0; i < n && i < level - n; i++) s->page.params[order[i]] = 1;
+}
+
+/* A plan being weighed: its program, predicted time and what it pages. */
+typedef struct cand {
+    rm_program prog;
+    int level, n_values;
+    int64_t budget;     /* the recompute plan's budget */
+    size_t cap;         /* the staging room */
+    double ms;          /* predicted: recomputation + waits */
+    char *values;       /* the activations it pages (NULL: none) */
+} cand;
+
+static void cand_free(cand *c) {
+    rm_program_free(&c->prog);
+    free(c->values);
+    memset(c, 0, sizeof *c);
+}
+
+/* The recompute plan at `budget` (no paging yet): its schedule. */
+static rm_status recompute_plan(rm_session *s, int64_t budget, rm_schedule *sch) {
+    char name[48], err[512];
+    snprintf(name, sizeof name, "%lld", (long long)budget);
+    rm_status rc = rm_schedule_budget(s->g, name, s->threads, NULL, sch, &s->autoplan, err, sizeof err);
+    if (rc != RM_OK && rc != RM_ERR_BUDGET) rm_graph_fail(s->g, rc, "%s", err);
+    return rc;
+}
+
+static rm_status copy_schedule(const rm_schedule *a, rm_schedule *b) {
+    memset(b, 0, sizeof *b);
+    for (int k = 0; k < a->n; k++)
+        if (rm_schedule_push(b, a->items[k].kind, a->items[k].node) != RM_OK) return RM_ERR_NOMEM;
+    return RM_OK;
+}
+
+/* The schedule with the session's paging marks applied, as a laid-out
+ * program; *ms the predicted recomputation and waits. */
+static rm_status lay_out(rm_session *s, const rm_schedule *base, rm_program *p, double *ms) {
+    rm_schedule sch;
+    char err[256];
+    rm_status rc = copy_schedule(base, &sch);
+    if (rc == RM_OK) rc = rm_session_page_schedule(s, &sch, NULL, 1);
+    if (rc == RM_OK && (rc = rm_program_build(s->g, &sch, s->threads, p, err, sizeof err)) != RM_OK)
+        rm_graph_fail(s->g, rc, "%s", err);
+    rm_schedule_free(&sch);
+    if (rc != RM_OK) return rc;
+    rm_memplan(p);
+    /* recomputation and waits; and a twentieth of the transfers' time, so
+     * that of two plans predicted alike the one that moves less wins (the
+     * timeline's overlap is a prediction) */
+    double io_ms = ((double)p->page_out_bytes / s->page.write_bps + (double)p->page_in_bytes / s->page.read_bps) * 1e3;
+    *ms = rm_recompute_cost(s->g, p, NULL) / s->page.flops_per_ms + s->page.predicted_wait_ms + 0.05 * io_ms;
+    return RM_OK;
+}
+
+/* Values held from the forward into the backward pass (the first buffer of
+ * a forward that a backward reads), largest first: what activation paging
+ * frees. Returns how many. */
+static int held_values(const rm_session *s, const rm_program *p, int *out) {
+    const rm_graph *g = s->g;
+    int first_bwd = p->n_instrs, n = 0;
+    for (int i = 0; i < p->n_instrs; i++)
+        if (p->instrs[i].kind == RM_INSTR_BACKWARD) {
+            first_bwd = i;
+            break;
+        }
+    for (int b = 0; b < p->n_bufs; b++) {
+        const rm_buffer *bf = &p->bufs[b];
+        if (bf->value < 0 || g->vals[bf->value].kind != RM_VALUE_ACT || g->vals[bf->value].is_output) continue;
+        if (p->instrs[bf->first].kind != RM_INSTR_FORWARD || bf->last < first_bwd || bf->first >= first_bwd) continue;
+        if (bf->bytes < ((size_t)64 << 10)) continue; /* small values: not worth a transfer */
+        out[n++] = bf->value;
+    }
+    for (int i = 1; i < n; i++) { /* largest first */
+        int x = out[i], j = i;
+        size_t bx = (size_t)g->vals[x].numel;
+        while (j > 0 && (size_t)g->vals[out[j - 1]].numel < bx) out[j] = out[j - 1], j--;
+        out[j] = x;
+    }
+    return n;
+}
+
+/* Candidate c at state level c->level with the recompute plan at c->budget:
+ * as is, and, when `acts`, with activations paged until the arena fits.
+ * c->prog is the cheapest that fits `room` (prog.n_instrs 0: none). */
+static rm_status weigh(rm_session *s, cand *c, int64_t room, int acts) {
+    rm_graph *g = s->g;
+    rm_schedule base;
+    rm_status rc = recompute_plan(s, c->budget, &base);
+    if (rc == RM_ERR_BUDGET) return RM_OK;
+    if (rc != RM_OK) return rc;
+    s->page.max_staged = c->cap;
+    free(s->page.values);
+    s->page.values = NULL;
+    rm_program p;
+    double ms;
+    if ((rc = lay_out(s, &base, &p, &ms)) != RM_OK) goto done;
+    if ((int64_t)p.arena_bytes <= room) {
+        c->prog = p, c->ms = ms;
+        goto done;
+    }
+    if (!acts) {
+        rm_program_free(&p);
+        goto done;
+    }
+    /* page the largest held values until the arena fits */
+    int *held = malloc((size_t)(g->n_vals ? g->n_vals : 1) * sizeof *held);
+    s->page.values = calloc((size_t)(g->n_vals ? g->n_vals : 1), 1);
+    if (!held || !s->page.values) {
+        free(held);
+        rm_program_free(&p);
+        rc = rm_graph_fail(g, RM_ERR_NOMEM, "out of memory planning the paging");
+        goto done;
+    }
+    int n = held_values(s, &p, held), next = 0;
+    for (int round = 0; round < 24 && next < n && (int64_t)p.arena_bytes > room; round++) {
+        int64_t excess = (int64_t)p.arena_bytes - room, freed = 0;
+        while (next < n && freed < excess + excess / 4) {
+            s->page.values[held[next]] = 1;
+            freed += (int64_t)g->vals[held[next++]].numel * 4;
+        }
+        rm_program_free(&p);
+        if ((rc = lay_out(s, &base, &p, &ms)) != RM_OK) break;
+    }
+    free(held);
+    if (rc == RM_OK && (int64_t)p.arena_bytes <= room) {
+        c->prog = p, c->ms = ms, c->n_values = next;
+        c->values = s->page.values;
+        s->page.values = NULL;
+    } else {
+        if (rc == RM_OK) rm_program_free(&p);
+        free(s->page.values);
+        s->page.values = NULL;
+    }
+done:
+    rm_schedule_free(&base);
+    return rc;
+}
+
+/* The budgets worth weighing at a level whose arena room is `room`: the
+ * room itself, less the staging; and, for activation paging, recompute
+ * plans at larger budgets (less recomputation, more to page). */
+static rm_status try_level(rm_session *s, int level, int64_t room, int64_t store_all, cand *best) {
+    const int pages_state = level > 0;
+    const size_t cap = staging_cap(s, room);
+    const double more[4] = {1.0, 1.3, 1.7, 2.5};
+    for (int k = 0; k < 4; k++) {
+        cand c = {0};
+        c.level = level;
+        c.cap = pages_state || k > 0 ? cap : 0;
+        c.budget = (int64_t)((double)(room - (int64_t)c.cap) * more[k]);
+        if (c.budget <= 0) continue;
+        if (k > 0 && c.budget / more[k] * more[k - 1] >= store_all) break; /* the previous already stored all */
+        if (c.budget > store_all) c.budget = store_all;
+        rm_status rc = weigh(s, &c, room, k > 0);
+        if (rc != RM_OK) {
+            cand_free(&c);
+            return rc;
+        }
+        if (getenv("REMAT_PAGEPLAN_DEBUG"))
+            fprintf(stderr, "pageplan: level %d budget %.2f MiB cap %.1f MiB: %s arena %.2f MiB (room %.2f), %.1f ms, "
+                    "%d values\n", level, c.budget / 1048576.0, c.cap / 1048576.0, c.prog.n_instrs ? "fits" : "no",
+                    c.prog.arena_bytes / 1048576.0, room / 1048576.0, c.ms, c.n_values);
+        if (c.prog.n_instrs && (!best->prog.n_instrs || c.ms < best->ms * (1 - 1e-9))) {
+            cand_free(best);
+            *best = c;
+        } else {
+            cand_free(&c);
+        }
+    }
+    return RM_OK;
+}
+
+/* The state levels to weigh: none; the least that lets store-all's arena
+ * (then 3/4, 1/2, 1/3, 1/5 of it) fit; and all of it. */
+static int levels_to_weigh(rm_session *s, size_t (*fixed)(rm_session *), const int *order, int n, int64_t store_all,
+                           int *levels) {
+    int count = 0;
+    const int top = s->opt.fuse_optimizer ? 2 * n : 0; /* the state is paged through the fused updates */
+    const double share[5] = {1.0, 0.75, 0.5, 0.33, 0.2};
+    levels[count++] = 0;
+    for (int j = 0; j < 5 && top > 0; j++) {
+        int64_t want = (int64_t)(store_all * share[j]);
+        want += (int64_t)staging_cap(s, want);
+        int lo = 0, hi = top; /* the least level whose room is `want` */
+        set_level(s, order, n, hi);
+        if (s->opt.limit_bytes - (int64_t)fixed(s) < want) continue;
+        while (hi - lo > 1) {
+            int mid = (lo + hi) / 2;
+            set_level(s, order, n, mid);
+            if (s->opt.limit_bytes - (int64_t)fixed(s) >= want) hi = mid;
+            else lo = mid;
+        }
+        if (levels[count - 1] != hi) levels[count++] = hi;
+    }
+    if (top > 0 && levels[count - 1] != top) levels[count++] = top;
+    return count;
+}
+
+static rm_status alloc_marks(rm_session *s) {
+    const size_t np = (size_t)(s->g->n_params ? s->g->n_params : 1);
+    if (!s->page.moments) s->page.moments = calloc(np, 1);
+    if (!s->page.params) s->page.params = calloc(np, 1);
+    return s->page.moments && s->page.params ? RM_OK : RM_ERR_NOMEM;
+}
+
+rm_status rm_session_limit_paging(rm_session *s, size_t (*fixed)(rm_session *s)) {
+    rm_graph *g = s->g;
+    int *order = malloc((size_t)(g->n_params ? g->n_params : 1) * sizeof *order);
+    if (!order || alloc_marks(s) != RM_OK) {
+        free(order);
+        return rm_graph_fail(g, RM_ERR_NOMEM, "out of memory planning the paging");
+    }
+    int n = state_order(s, order), levels[8];
+    s->page.chunk_bytes = chunk_for(s->opt.limit_bytes);
+    rm_program none;
+    rm_status rc = n < 0 ? RM_ERR_NOMEM : rm_session_program(s, "none", 1, &none);
+    if (rc != RM_OK) {
+        free(order);
+        return rc == RM_ERR_NOMEM ? rm_graph_fail(g, rc, "out of memory planning the paging") : rc;
+    }
+    const int64_t store_all = (int64_t)none.arena_bytes;
+    rm_program_free(&none);
+    int nl = levels_to_weigh(s, fixed, order, n, store_all, levels);
+    cand best = {0};
+    for (int i = 0; i < nl && rc == RM_OK; i++) {
+        set_level(s, order, n, levels[i]);
+        int64_t room = s->opt.limit_bytes - (int64_t)fixed(s);
+        if (room > 0) rc = try_level(s, levels[i], room, store_all, &best);
+    }
+    if (rc == RM_OK && !best.prog.n_instrs) {
+        set_level(s, order, 0, 0);
+        free(order);
+        s->page.max_staged = 0;
+        return RM_ERR_BUDGET; /* the caller words the refusal */
+    }
+    if (rc == RM_OK) {
+        set_level(s, order, n, best.level);
+        s->page.values = best.values, best.values = NULL;
+        s->page.max_staged = best.cap;
+        s->train = best.prog, memset(&best.prog, 0, sizeof best.prog);
+        s->page.arena_cap = s->opt.limit_bytes - (int64_t)fixed(s);
+        snprintf(s->budget_name, sizeof s->budget_name, "%lld", (long long)best.budget);
+        s->opt.memory_budget = s->budget_name;
+        s->opt.checkpoint = "auto";
+        s->budget_bytes = best.budget;
+        s->store_all_bytes = store_all;
+        s->limit.activation_bytes = (size_t)s->page.arena_cap;
+        s->limit.arena_bytes = s->train.arena_bytes;
+        size_t len = strlen(s->autoplan.chosen);
+        snprintf(s->autoplan.chosen + len, sizeof s->autoplan.chosen - len, "+paging");
+    }
+    cand_free(&best);
+    free(order);
+    return rc;
+}
+
+size_t rm_session_least_paged(rm_session *s, size_t (*fixed)(rm_session *s)) {
+    rm_graph *g = s->g;
+    if (!s->opt.fuse_optimizer) return 0; /* the state is paged through the fused updates */
+    const int planning = s->page.planning;
+    s->page.planning = 1; /* a scratch file or not: pricing only */
+    if (s->page.read_bps <= 0) s->page.read_bps = s->page.write_bps = 1e9;
+    int *order = malloc((size_t)(g->n_params ? g->n_params : 1) * sizeof *order);
+    size_t least = 0;
+    if (order && alloc_marks(s) == RM_OK) {
+        int n = state_order(s, order);
+        if (!s->page.chunk_bytes) s->page.chunk_bytes = chunk_for(s->opt.limit_bytes);
+        set_level(s, order, n, n > 0 ? 2 * n : 0);
+        /* the least recompute plan, with every parameter paged through it */
+        rm_schedule base;
+        rm_auto_info saved = s->autoplan;
+        int64_t min_budget = s->autoplan.min_budget;
+        if (min_budget <= 0 && recompute_plan(s, 1, &base) == RM_ERR_BUDGET) min_budget = s->autoplan.min_budget;
+        else if (min_budget <= 0) rm_schedule_free(&base);
+        s->g->status = RM_OK;
+        s->page.max_staged = 2 * s->page.chunk_bytes;
+        rm_program p;
+        double ms;
+        if (min_budget > 0 && recompute_plan(s, min_budget, &base) == RM_OK) {
+            if (lay_out(s, &base, &p, &ms) == RM_OK) {
+                least = fixed(s) + p.arena_bytes;
+                rm_program_free(&p);
+            }
+            rm_schedule_free(&base);
+        }
+        s->g->status = RM_OK;
+        s->autoplan = saved;
+        set_level(s, order, 0, 0);
+        s->page.max_staged = 0;
+    }
+    free(order);
+    s->page.planning = planning;
+    fixed(s); /* the breakdown as it was */
+    return least;
+}
