@@ -85,6 +85,7 @@ typedef struct copy { int value, last, gap_a, gap_b; } copy;
 
 /* Whether item it reads value v (as the program's liveness has it). */
 static void for_each_read(const rm_graph *g, const rm_sched_item *it, void (*f)(void *, int), void *ctx) {
+    if (!rm_instr_runs_node(it->kind)) return; /* an update of paged state */
     const rm_node *nd = &g->nodes[it->node];
     const rm_op_def *op = rm_op_get(nd->op);
     const int backward = it->kind == RM_INSTR_BACKWARD;
@@ -115,7 +116,8 @@ static rm_status value_units(pager *P) {
     const rm_schedule *s = P->in;
     int n_copies = 0;
     for (int k = 0; k < s->n; k++)
-        if (s->items[k].kind != RM_INSTR_BACKWARD) n_copies += g->nodes[s->items[k].node].n_out;
+        if (s->items[k].kind == RM_INSTR_FORWARD || s->items[k].kind == RM_INSTR_RECOMPUTE)
+            n_copies += g->nodes[s->items[k].node].n_out;
     copy *c = malloc((size_t)(n_copies ? n_copies : 1) * sizeof *c);
     int *cur = malloc((size_t)(g->n_vals ? g->n_vals : 1) * sizeof *cur);
     if (!c || !cur) {
@@ -128,7 +130,7 @@ static rm_status value_units(pager *P) {
     for (int k = 0; k < s->n; k++) {
         S.at = k;
         for_each_read(g, &s->items[k], note_use, &S);
-        if (s->items[k].kind == RM_INSTR_BACKWARD) continue;
+        if (s->items[k].kind != RM_INSTR_FORWARD && s->items[k].kind != RM_INSTR_RECOMPUTE) continue;
         const rm_node *nd = &g->nodes[s->items[k].node];
         for (int j = 0; j < nd->n_out; j++) {
             c[nc] = (copy){nd->out[j], k, k, k};
@@ -160,6 +162,7 @@ static int *param_readers(const rm_graph *g, const rm_schedule *s, int v, int *n
     *n = 0;
     int *r = malloc((size_t)(s->n ? s->n : 1) * sizeof *r);
     for (int k = 0; r && k < s->n; k++) {
+        if (!rm_instr_runs_node(s->items[k].kind)) continue;
         const rm_node *nd = &g->nodes[s->items[k].node];
         for (int i = 0; i < nd->n_in; i++)
             if (nd->in[i] == v) {
@@ -173,11 +176,8 @@ static int *param_readers(const rm_graph *g, const rm_schedule *s, int v, int *n
 /* A parameter staged whole: read before its first reader, and again before
  * the first reader after its longest idle gap (the first staged copy dies
  * at the last reader before it: the file still holds those bytes). */
-static rm_status param_unit(pager *P, int pi, int v, const int *rd, int nr) {
-    const rm_value *val = &P->g->vals[v];
-    size_t bytes = rm_page_round((size_t)val->numel * sizeof(float));
-    int u = push_unit(P, (rm_page_unit){RM_UNIT_PARAM, v, pi, 0, val->numel, bytes, P->param_off[pi]});
-    if (u < 0) return RM_ERR_NOMEM;
+static rm_status param_unit_ops(pager *P, int u, const int *rd, int nr) {
+    const size_t bytes = P->units[u].bytes;
     int ga = 0;
     for (int i = 1; i < nr; i++)
         if (rd[i] - rd[i - 1] > rd[ga + 1] - rd[ga]) ga = i - 1;
@@ -198,10 +198,16 @@ static int64_t chunk_floats(const rm_page_opts *o) {
     return per < 4096 ? 4096 : per;
 }
 
-/* Parameter pi's state: chunks of its moments read ahead of its update
- * (after its last reader, `fin`), updated, written back; a paged parameter
- * is written back after its last chunk. */
-static rm_status state_units(pager *P, int pi) {
+/* AdamW's update time per float, ms (the schedule's UPDATE items): about
+ * 3 ns at the machine's memory bandwidth for w, g, m and v. */
+#define UPDATE_MS_PER_FLOAT 3e-6
+
+/* Parameter pi's paged state, first part: its units (the parameter when it
+ * is paged; its moments in chunks), each chunk's update placed right after
+ * the parameter's last reader in the original schedule (fin[u], by unit).
+ * Returns RM_OK with no unit when nothing reads it (its zero-gradient
+ * update at the end of the step keeps its state resident). */
+static rm_status state_units(pager *P, int pi, int *fin) {
     const rm_graph *g = P->g;
     const int v = g->params[pi];
     const rm_value *val = &g->vals[v];
@@ -209,35 +215,89 @@ static rm_status state_units(pager *P, int pi) {
     int *rd = param_readers(g, P->in, v, &nr);
     if (!rd) return RM_ERR_NOMEM;
     rm_status rc = RM_OK;
-    const int paged_param = P->o->params && P->o->params[pi];
-    if (nr == 0) goto done; /* read nowhere: updated at the end of the step, resident */
-    if (paged_param && (rc = param_unit(P, pi, v, rd, nr)) != RM_OK) goto done;
-    if (P->o->forward_only) goto done;
-    const int fin = rd[nr - 1], pu = paged_param ? P->n_units - 1 : -1;
-    /* chunks of whole 4096-float blocks (the optimizer's norm blocks) */
-    int64_t per = chunk_floats(P->o);
+    const int last = nr ? rd[nr - 1] : -1;
+    free(rd);
+    if (nr == 0) return RM_OK;
+    if (P->o->params && P->o->params[pi]) {
+        size_t bytes = rm_page_round((size_t)val->numel * sizeof(float));
+        int u = push_unit(P, (rm_page_unit){RM_UNIT_PARAM, v, pi, 0, val->numel, bytes, P->param_off[pi]});
+        if (u < 0) return RM_ERR_NOMEM;
+        fin[u] = last;
+    }
+    if (P->o->forward_only) return RM_OK;
+    const int64_t per = chunk_floats(P->o);
     uint64_t moff = 0;
     for (int64_t lo = 0; lo < val->numel && rc == RM_OK; lo += per) {
         int64_t hi = lo + per < val->numel ? lo + per : val->numel;
         size_t bytes = 2 * rm_page_round((size_t)(hi - lo) * sizeof(float));
         int u = push_unit(P, (rm_page_unit){RM_UNIT_MOMENTS, v, pi, lo, hi, bytes, P->moment_off[pi] + moff});
+        if (u < 0) return RM_ERR_NOMEM;
+        fin[u] = last;
         moff += bytes;
-        int w = -1;
-        if (u < 0 || push_op(P, (op){fin, PH_READ, 0, RM_INSTR_PAGE_IN, u, bytes, 0, fin, 0, -1, 1}) < 0 ||
-            push_op(P, (op){fin, PH_AFTER, 0, RM_INSTR_WAIT, u, 0, 0, -1, -1, -1, 0}) < 0 ||
-            push_op(P, (op){fin, PH_AFTER, 0, RM_INSTR_UPDATE, u, 0, 0, -1, -1, -1, 0}) < 0 ||
-            (w = push_op(P, (op){fin, PH_AFTER, 0, RM_INSTR_PAGE_OUT, u, bytes, 1, -1, -1, -1, 0})) < 0 ||
-            (P->ops[w].wait = push_op(P, (op){fin + 1, PH_WAIT_W, 0, RM_INSTR_WAIT, u, 0, 0, -1, -1, -1, 0})) < 0)
-            rc = RM_ERR_NOMEM;
     }
-    if (rc == RM_OK && pu >= 0) {
-        int w = push_op(P, (op){fin, PH_AFTER, 0, RM_INSTR_PAGE_OUT, pu, P->units[pu].bytes, 1, -1, -1, -1, 0});
-        if (w < 0 || (P->ops[w].wait = push_op(P, (op){fin + 1, PH_WAIT_W, 0, RM_INSTR_WAIT, pu, 0, 0, -1, -1, -1, 0})) < 0)
-            rc = RM_ERR_NOMEM;
-    }
-done:
-    free(rd);
     return rc;
+}
+
+/* The schedule the transfers are placed on: the original items with an
+ * UPDATE item for each chunk of moments right after its parameter's last
+ * reader (chunks in order), and their times: the timeline then sees the
+ * updates take time, and a parameter's chunks stream one after another
+ * (read ahead, updated, written) instead of being staged all at once. */
+static rm_status extend(pager *P, const int *fin, rm_schedule *ext, double *t, int *at) {
+    const rm_schedule *in = P->in;
+    memset(ext, 0, sizeof *ext);
+    int u = 0;
+    t[0] = 0;
+    for (int k = 0; k < in->n; k++) {
+        if (rm_schedule_push(ext, in->items[k].kind, in->items[k].node) != RM_OK) return RM_ERR_NOMEM;
+        t[ext->n] = t[ext->n - 1] + (P->o->item_ms ? P->o->item_ms[k] : 1.0);
+        for (u = 0; u < P->n_units; u++) {
+            const rm_page_unit *un = &P->units[u];
+            if (un->kind != RM_UNIT_MOMENTS || fin[u] != k) continue;
+            at[u] = ext->n;
+            if (rm_schedule_push(ext, RM_INSTR_UPDATE, u) != RM_OK) return RM_ERR_NOMEM;
+            t[ext->n] = t[ext->n - 1] + (double)(un->hi - un->lo) * UPDATE_MS_PER_FLOAT;
+        }
+    }
+    return RM_OK;
+}
+
+/* The transfers of the state units, on the extended schedule: a chunk of
+ * moments read ahead of its update, written after it; a paged parameter
+ * read before its first reader and again before the first reader after its
+ * longest idle gap, written after its last chunk's update. */
+static rm_status state_ops(pager *P, const int *at) {
+    const rm_graph *g = P->g;
+    int last_update = -1, w;
+    for (int u = 0; u < P->n_units; u++) {
+        const rm_page_unit *un = &P->units[u];
+        if (un->kind == RM_UNIT_MOMENTS) {
+            const int p = at[u];
+            last_update = p;
+            if (push_op(P, (op){p, PH_READ, 0, RM_INSTR_PAGE_IN, u, un->bytes, 0, p, 0, -1, 0}) < 0 ||
+                push_op(P, (op){p, PH_WAIT_R, 0, RM_INSTR_WAIT, u, 0, 0, -1, -1, -1, 0}) < 0 ||
+                (w = push_op(P, (op){p, PH_AFTER, 0, RM_INSTR_PAGE_OUT, u, un->bytes, 1, -1, -1, -1, 0})) < 0 ||
+                (P->ops[w].wait = push_op(P, (op){p + 1, PH_WAIT_W, 0, RM_INSTR_WAIT, u, 0, 0, -1, -1, -1, 0})) < 0)
+                return RM_ERR_NOMEM;
+        }
+        /* a paged parameter: its ops once its chunks are known (they follow it) */
+        int next = u + 1;
+        while (next < P->n_units && P->units[next].kind == RM_UNIT_MOMENTS && P->units[next].param == un->param) next++;
+        if (un->kind != RM_UNIT_PARAM) continue;
+        int nr = 0;
+        int *rd = param_readers(g, P->in, un->value, &nr);
+        rm_status rc = rd && nr ? param_unit_ops(P, u, rd, nr) : rd ? RM_OK : RM_ERR_NOMEM;
+        int after = nr ? rd[nr - 1] : 0;
+        free(rd);
+        if (rc != RM_OK) return rc;
+        if (next > u + 1) after = at[next - 1]; /* after its last chunk's update */
+        if (P->o->forward_only) continue;
+        if ((w = push_op(P, (op){after, PH_AFTER, 0, RM_INSTR_PAGE_OUT, u, un->bytes, 1, -1, -1, -1, 0})) < 0 ||
+            (P->ops[w].wait = push_op(P, (op){after + 1, PH_WAIT_W, 0, RM_INSTR_WAIT, u, 0, 0, -1, -1, -1, 0})) < 0)
+            return RM_ERR_NOMEM;
+    }
+    (void)last_update;
+    return RM_OK;
 }
 
 /* The state's layout in the file: per parameter in order, the parameter
@@ -290,7 +350,7 @@ static int position_before(const pager *P, int lower, int need, double at) {
 /* The positions a transfer's buffer is staged over: a read from its issue
  * to its reader, a write from its issue to its wait. */
 static void staged_span(const pager *P, const op *x, int *a, int *b) {
-    if (x->kind == RM_INSTR_PAGE_IN) *a = x->pos, *b = x->need + x->need_after;
+    if (x->kind == RM_INSTR_PAGE_IN) *a = x->pos, *b = x->need + (x->need_after || P->units[x->unit].kind == RM_UNIT_MOMENTS);
     else *a = x->pos + 1, *b = x->wait >= 0 ? P->ops[x->wait].pos : x->pos + 1;
 }
 
@@ -412,18 +472,34 @@ rm_status rm_schedule_page(const rm_graph *g, const rm_schedule *in, const rm_pa
     memset(out, 0, sizeof *out);
     if (stall_ms) *stall_ms = 0;
     const size_t np = (size_t)(g->n_params ? g->n_params : 1);
-    pager P = {g, in, o, NULL, 0, 0, NULL, 0, 0, malloc(((size_t)in->n + 1) * sizeof(double)),
-               malloc(np * sizeof(uint64_t)), malloc(np * sizeof(uint64_t)),
-               o->max_staged ? calloc((size_t)in->n + 1, sizeof(int64_t)) : NULL};
-    rm_status rc = P.t && P.param_off && P.moment_off && (P.staged || !o->max_staged) ? RM_OK : RM_ERR_NOMEM;
+    pager P = {g, in, o, NULL, 0, 0, NULL, 0, 0, NULL, malloc(np * sizeof(uint64_t)), malloc(np * sizeof(uint64_t)),
+               NULL};
+    rm_schedule ext = {0};
+    int *fin = NULL, *at = NULL;
+    rm_status rc = P.param_off && P.moment_off ? RM_OK : RM_ERR_NOMEM;
     uint64_t state = rc == RM_OK ? state_layout(&P) : 0;
-    for (int k = 0; rc == RM_OK && k < in->n; k++) P.t[k + 1] = P.t[k] + (o->item_ms ? o->item_ms[k] : 1.0);
-    if (rc == RM_OK) P.t[0] = 0;
+    /* the state's units, then the schedule with their updates, then every transfer on it */
+    for (int pi = 0; rc == RM_OK && (g->fuse_grads || o->forward_only) && pi < g->n_params; pi++) {
+        if (!g->vals[g->params[pi]].trainable ||
+            !((!o->forward_only && o->moments && o->moments[pi]) || (o->params && o->params[pi])))
+            continue;
+        size_t more = (size_t)(g->vals[g->params[pi]].numel / chunk_floats(o)) + 2;
+        int *f = realloc(fin, ((size_t)P.n_units + more) * sizeof *fin);
+        if (!f) rc = RM_ERR_NOMEM;
+        else fin = f, rc = state_units(&P, pi, fin);
+    }
+    int n_updates = 0;
+    for (int u = 0; u < P.n_units; u++) n_updates += P.units[u].kind == RM_UNIT_MOMENTS;
+    P.t = malloc(((size_t)in->n + (size_t)n_updates + 1) * sizeof(double));
+    at = malloc((size_t)(P.n_units ? P.n_units : 1) * sizeof *at);
+    if (rc == RM_OK && (!P.t || !at)) rc = RM_ERR_NOMEM;
+    if (rc == RM_OK) rc = extend(&P, fin, &ext, P.t, at);
+    if (rc == RM_OK) {
+        P.in = &ext;
+        if (o->max_staged && !(P.staged = calloc((size_t)ext.n + 1, sizeof(int64_t)))) rc = RM_ERR_NOMEM;
+    }
     if (rc == RM_OK && o->values) rc = value_units(&P);
-    for (int pi = 0; rc == RM_OK && (g->fuse_grads || o->forward_only) && pi < g->n_params; pi++)
-        if (g->vals[g->params[pi]].trainable && ((!o->forward_only && o->moments && o->moments[pi]) ||
-                                                 (o->params && o->params[pi])))
-            rc = state_units(&P, pi);
+    if (rc == RM_OK) rc = state_ops(&P, at);
     if (rc == RM_OK) {
         double stall = place(&P);
         if (stall_ms) *stall_ms = stall;
@@ -436,6 +512,8 @@ rm_status rm_schedule_page(const rm_graph *g, const rm_schedule *in, const rm_pa
         rm_schedule_free(out);
         snprintf(err, errlen, "out of memory planning the paging");
     }
+    rm_schedule_free(&ext);
+    free(fin), free(at);
     free(P.ops), free(P.units), free(P.t), free(P.staged), free(P.param_off), free(P.moment_off);
     return rc;
 }
