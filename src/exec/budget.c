@@ -65,10 +65,11 @@ static rm_status grow_arena(rm_session *s, size_t bytes) {
     return RM_OK;
 }
 
-/* The parameters from src to dst (laid out as the flat buffer): all of it,
- * or, when parameters are paged, the resident ones only (the profiling
- * step updates none, and a paged one's part of the flat buffer is never
- * touched). */
+/* The parameters from src to dst (laid out as the flat buffer): all of
+ * them; or, when the session may page (marks exist), only the state
+ * (running statistics): without an optimizer, which the profiling step
+ * never has, no step changes a trainable parameter, and a paged one's part
+ * of the flat buffer is never touched. */
 static void copy_resident(const rm_session *s, float *dst, const float *src) {
     const rm_graph *g = s->g;
     if (!s->page.params) {
@@ -77,7 +78,7 @@ static void copy_resident(const rm_session *s, float *dst, const float *src) {
     }
     for (int i = 0; i < g->n_params; i++) {
         const rm_value *v = &g->vals[g->params[i]];
-        if (!s->page.params[i]) memcpy(dst + v->param_off, src + v->param_off, (size_t)v->numel * sizeof(float));
+        if (!v->trainable) memcpy(dst + v->param_off, src + v->param_off, (size_t)v->numel * sizeof(float));
     }
 }
 
@@ -114,7 +115,7 @@ static rm_status replan(rm_session *s, rm_program *p) {
 rm_status rm_session_profile(rm_session *s) {
     rm_graph *g = s->g;
     size_t bytes = g->param_floats * sizeof(float);
-    float *saved = malloc(bytes ? bytes : 1);
+    float *saved = malloc(bytes ? bytes : 1); /* touched only where copy_resident copies */
     if (!saved) return rm_graph_fail(g, RM_ERR_NOMEM, "out of memory profiling");
     copy_resident(s, saved, s->params);
     /* twice: the first step also pays for first-touch page faults and thread start-up */

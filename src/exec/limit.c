@@ -22,6 +22,14 @@
 static double mib(double b) { return b / 1048576.0; }
 
 /* The fixed part of the limit, into s->limit. */
+/* The bytes of non-trainable parameters (running statistics). */
+static size_t state_bytes(const rm_graph *g) {
+    size_t b = 0;
+    for (int i = 0; i < g->n_params; i++)
+        if (!g->vals[g->params[i]].trainable) b += (size_t)g->vals[g->params[i]].numel * sizeof(float);
+    return b;
+}
+
 static size_t fixed_bytes(rm_session *s) {
     rm_limit_info *l = &s->limit;
     const rm_graph *g = s->g;
@@ -38,7 +46,10 @@ static size_t fixed_bytes(rm_session *s) {
     /* AdamW's two moments; a profiling step (planned schedules) copies the
      * parameters before the optimizer exists: the larger of the two */
     size_t moments = adamw ? 2 * (all - paged_moments) : 0;
-    l->optimizer_bytes = moments > l->param_bytes || s->opt.strategy != RM_STRATEGY_NONE ? moments : l->param_bytes;
+    /* a session that may page copies only the state (running statistics)
+     * around its profiling step (exec/budget.c) */
+    size_t copied = s->page.params ? state_bytes(g) : l->param_bytes;
+    l->optimizer_bytes = moments > copied || s->opt.strategy != RM_STRATEGY_NONE ? moments : copied;
     l->input_bytes = g->input_bytes;
     l->margin_bytes = LIMIT_MARGIN_BYTES;
     return l->param_bytes + l->grad_bytes + l->optimizer_bytes + l->input_bytes + l->margin_bytes;

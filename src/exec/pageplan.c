@@ -189,6 +189,10 @@ static rm_status weigh(rm_session *s, cand *c, int64_t room, int acts) {
     rm_program p;
     double ms;
     if ((rc = lay_out(s, &base, &p, &ms)) != RM_OK) goto done;
+    if (getenv("REMAT_PAGEPLAN_DEBUG"))
+        fprintf(stderr, "pageplan:   recompute plan at %.2f MiB (%s): paged arena %.2f MiB, live %.2f, room %.2f\n",
+                c->budget / 1048576.0, s->autoplan.chosen, p.arena_bytes / 1048576.0, p.peak_live_bytes / 1048576.0,
+                room / 1048576.0);
     if ((int64_t)p.arena_bytes <= room) {
         c->prog = p, c->ms = ms;
         goto done;
@@ -265,29 +269,42 @@ static rm_status try_level(rm_session *s, int level, int64_t room, int64_t store
     return RM_OK;
 }
 
-/* The state levels to weigh: none; the least that lets store-all's arena
- * (then 3/4, 1/2, 1/3, 1/5 of it) fit; and all of it. */
+/* The least level whose arena room is at least `want` (-1: none). */
+static int least_level(rm_session *s, size_t (*fixed)(rm_session *), const int *order, int n, int top, int64_t want) {
+    set_level(s, order, n, top);
+    if (s->opt.limit_bytes - (int64_t)fixed(s) < want) return -1;
+    int lo = -1, hi = top;
+    while (hi - lo > 1) {
+        int mid = (lo + hi) / 2;
+        set_level(s, order, n, mid);
+        if (s->opt.limit_bytes - (int64_t)fixed(s) >= want) hi = mid;
+        else lo = mid;
+    }
+    return hi;
+}
+
+/* The state levels to weigh: none; the moments alone; and the least levels
+ * whose room holds the least recompute plan and some of what store-all
+ * holds beyond it (all of it, 60%, 30%, 10%, none), with the staging; and
+ * all of the state. */
 static int levels_to_weigh(rm_session *s, size_t (*fixed)(rm_session *), const int *order, int n, int64_t store_all,
-                           int *levels) {
+                           int64_t least, int *levels) {
     int count = 0;
     const int top = s->opt.fuse_optimizer ? 2 * n : 0; /* the state is paged through the fused updates */
-    const double share[5] = {1.0, 0.75, 0.5, 0.33, 0.2};
+    const double share[5] = {1.0, 0.6, 0.3, 0.1, 0.0};
     levels[count++] = 0;
+    if (top > 0) levels[count++] = n;
     for (int j = 0; j < 5 && top > 0; j++) {
-        int64_t want = (int64_t)(store_all * share[j]);
+        int64_t want = least + (int64_t)((double)(store_all - least) * share[j]);
         want += (int64_t)staging_cap(s, want);
-        int lo = 0, hi = top; /* the least level whose room is `want` */
-        set_level(s, order, n, hi);
-        if (s->opt.limit_bytes - (int64_t)fixed(s) < want) continue;
-        while (hi - lo > 1) {
-            int mid = (lo + hi) / 2;
-            set_level(s, order, n, mid);
-            if (s->opt.limit_bytes - (int64_t)fixed(s) >= want) hi = mid;
-            else lo = mid;
-        }
-        if (levels[count - 1] != hi) levels[count++] = hi;
+        int l = least_level(s, fixed, order, n, top, want);
+        int seen = l < 0;
+        for (int i = 0; i < count; i++) seen |= levels[i] == l;
+        if (!seen) levels[count++] = l;
     }
-    if (top > 0 && levels[count - 1] != top) levels[count++] = top;
+    int seen = 0;
+    for (int i = 0; i < count; i++) seen |= levels[i] == top;
+    if (top > 0 && !seen) levels[count++] = top;
     return count;
 }
 
@@ -305,7 +322,7 @@ rm_status rm_session_limit_paging(rm_session *s, size_t (*fixed)(rm_session *s))
         free(order);
         return rm_graph_fail(g, RM_ERR_NOMEM, "out of memory planning the paging");
     }
-    int n = state_order(s, order), levels[8];
+    int n = state_order(s, order), levels[10];
     s->page.chunk_bytes = chunk_for(s->opt.limit_bytes);
     rm_program none;
     rm_status rc = n < 0 ? RM_ERR_NOMEM : rm_session_program(s, "none", 1, &none);
@@ -315,7 +332,15 @@ rm_status rm_session_limit_paging(rm_session *s, size_t (*fixed)(rm_session *s))
     }
     const int64_t store_all = (int64_t)none.arena_bytes;
     rm_program_free(&none);
-    int nl = levels_to_weigh(s, fixed, order, n, store_all, levels);
+    /* the least recompute plan's arena (the planner names it when a budget is below it) */
+    rm_schedule probe;
+    int64_t least = store_all;
+    rc = recompute_plan(s, 1, &probe);
+    if (rc == RM_OK) rm_schedule_free(&probe);
+    if (rc == RM_ERR_BUDGET && s->autoplan.min_budget > 0) least = s->autoplan.min_budget;
+    g->status = RM_OK;
+    rc = RM_OK;
+    int nl = levels_to_weigh(s, fixed, order, n, store_all, least, levels);
     cand best = {0};
     for (int i = 0; i < nl && rc == RM_OK; i++) {
         set_level(s, order, n, levels[i]);

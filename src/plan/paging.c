@@ -330,15 +330,6 @@ static int by_place(const void *a, const void *b) {
     return x->seq - y->seq;
 }
 
-/* The first item position at or after `from` whose start is at or after
- * time `at` (n: the end). */
-static int position_at(const pager *P, int from, double at) {
-    int n = P->in->n;
-    for (int k = from; k < n; k++)
-        if (P->t[k] >= at) return k;
-    return n;
-}
-
 /* The last position at or after `lower` and at or before `need` whose
  * start is at or before time `at`. */
 static int position_before(const pager *P, int lower, int need, double at) {
@@ -374,20 +365,75 @@ static int within_cap(const pager *P, int from, int to, int step, size_t bytes) 
     return k;
 }
 
-/* The timeline: the transfers in program order on one FIFO channel, each
- * starting when issued and the channel is free. Reads done after their
- * reader starts move earlier; writes are waited for where they are done.
- * Returns the predicted time the compute waits for reads. */
+/* The step as it would run: the items in order on the compute clock, each
+ * transfer starting when it is issued and the channel (one FIFO, the I/O
+ * thread) is free, each wait holding the compute clock until its transfer
+ * is done. Fills done[op] (when each transfer ends), late[op] (how long the
+ * compute waited at each read's wait) and A[k] (when position k starts);
+ * returns the total wait. idx: the ops in program order. */
+static double simulate(pager *P, const int *idx, double *done, double *late, double *A, int *inflight) {
+    const rm_page_opts *o = P->o;
+    const int n = P->in->n;
+    double c = 0, free_at = 0, waited = 0;
+    int j = 0;
+    for (int u = 0; u < P->n_units; u++) inflight[u] = -1;
+    for (int k = 0; k <= n; k++) {
+        for (int pass = 0; pass < 2; pass++) {
+            if (pass == 1) { /* the item itself */
+                if (k == n) break;
+                A[k] = c;
+                c += P->t[k + 1] - P->t[k];
+            } else if (k == n) {
+                A[n] = c;
+            }
+            for (; j < P->n_ops; j++) {
+                const int i = idx[j];
+                op *x = &P->ops[i];
+                if (x->pos != k || (pass == 0) != (x->phase < PH_AFTER)) break;
+                if (x->kind == RM_INSTR_PAGE_IN || x->kind == RM_INSTR_PAGE_OUT) {
+                    double start = c > free_at ? c : free_at;
+                    free_at = start + (double)x->bytes / (x->write ? o->write_bps : o->read_bps) * 1e3;
+                    done[i] = free_at, late[i] = 0;
+                    inflight[x->unit] = i;
+                } else if (x->kind == RM_INSTR_WAIT && inflight[x->unit] >= 0) {
+                    const int t = inflight[x->unit];
+                    if (done[t] > c) {
+                        if (!P->ops[t].write) late[t] = done[t] - c;
+                        waited += done[t] - c;
+                        c = done[t];
+                    }
+                    inflight[x->unit] = -1;
+                }
+            }
+        }
+    }
+    return waited;
+}
+
+/* The first position at or after `from` that starts at or after time `at`
+ * on the simulated clock A (n: the end). */
+static int position_at_actual(const pager *P, const double *A, int from, double at) {
+    for (int k = from; k < P->in->n; k++)
+        if (A[k] >= at) return k;
+    return P->in->n;
+}
+
+/* Placement: reads start just early enough on an idle channel; then, while
+ * the simulated step waits for a read, that read moves earlier by the wait
+ * (within the staging cap and never before its lower bound), and each write
+ * is waited for where the simulation has it done. Returns the predicted
+ * wait of the step. */
 static double place(pager *P) {
     const rm_page_opts *o = P->o;
     double stall = 0;
-    int *idx = malloc((size_t)(P->n_ops ? P->n_ops : 1) * sizeof *idx);
-    double *done = malloc((size_t)(P->n_ops ? P->n_ops : 1) * sizeof *done);
-    if (!idx || !done) {
-        free(idx), free(done);
+    const size_t no = (size_t)(P->n_ops ? P->n_ops : 1);
+    int *idx = malloc(no * sizeof *idx), *inflight = malloc((size_t)(P->n_units ? P->n_units : 1) * sizeof *inflight);
+    double *done = malloc(no * sizeof *done), *late = malloc(no * sizeof *late);
+    double *A = malloc(((size_t)P->in->n + 1) * sizeof *A);
+    if (!idx || !done || !late || !A || !inflight) {
+        free(idx), free(done), free(late), free(A), free(inflight);
         return 0;
     }
-    /* reads start just early enough on an idle channel */
     for (int i = 0; i < P->n_ops; i++) {
         op *x = &P->ops[i];
         if (x->kind != RM_INSTR_PAGE_IN) continue;
@@ -395,47 +441,34 @@ static double place(pager *P) {
         x->pos = position_before(P, x->lower, x->need, need_t - (double)x->bytes / o->read_bps * 1e3);
     }
     for (int i = 0; i < P->n_ops; i++) stage(P, &P->ops[i], 1);
-    for (int iter = 0; iter < 12; iter++) {
-        /* the channel in program order (ops sorted by place, via an index) */
-        for (int i = 0; i < P->n_ops; i++) idx[i] = i;
-        for (int i = 1; i < P->n_ops; i++) { /* insertion sort by place: the ops are nearly sorted */
+    for (int i = 0; i < P->n_ops; i++) idx[i] = i;
+    for (int iter = 0; iter < 16; iter++) {
+        for (int i = 1; i < P->n_ops; i++) { /* program order (insertion sort: nearly sorted) */
             int j = i, x = idx[i];
             while (j > 0 && by_place(&P->ops[idx[j - 1]], &P->ops[x]) > 0) idx[j] = idx[j - 1], j--;
             idx[j] = x;
         }
-        double free_at = 0;
+        stall = simulate(P, idx, done, late, A, inflight);
         int moved = 0;
-        stall = 0;
-        for (int k = 0; k < P->n_ops; k++) {
-            op *x = &P->ops[idx[k]];
-            if (x->kind != RM_INSTR_PAGE_IN && x->kind != RM_INSTR_PAGE_OUT) continue;
-            const int n = P->in->n;
-            double issue = P->t[x->pos < n ? x->pos + (x->phase == PH_AFTER) : n];
-            double start = issue > free_at ? issue : free_at;
-            free_at = start + (double)x->bytes / (x->write ? o->write_bps : o->read_bps) * 1e3;
-            done[idx[k]] = free_at;
-            if (x->write) continue;
-            double need_t = x->need_after ? P->t[x->need + 1] : P->t[x->need];
-            if (free_at > need_t + 1e-9) {
-                stall += free_at - need_t;
-                int earlier = position_before(P, x->lower, x->pos, P->t[x->pos] - (free_at - need_t));
-                earlier = within_cap(P, x->pos, earlier, -1, x->bytes);
-                if (earlier < x->pos) {
-                    stage(P, x, -1);
-                    x->pos = earlier, moved = 1;
-                    stage(P, x, 1);
-                }
-            }
-        }
-        /* writes: waited for where the timeline has them done */
         for (int i = 0; i < P->n_ops; i++) {
             op *x = &P->ops[i];
-            if (x->kind != RM_INSTR_PAGE_OUT || x->wait < 0) continue;
-            op *w = &P->ops[x->wait];
-            int want = position_at(P, x->pos + 1, done[i]);
-            stage(P, x, -1);
-            w->pos = want <= w->pos ? want : within_cap(P, w->pos, want, 1, x->bytes);
-            stage(P, x, 1);
+            if (x->kind == RM_INSTR_PAGE_IN && late[i] > 1e-9) {
+                int k = x->pos;
+                while (k > x->lower && A[k] > A[x->pos] - late[i]) k--;
+                k = within_cap(P, x->pos, k, -1, x->bytes);
+                if (k < x->pos) {
+                    stage(P, x, -1);
+                    x->pos = k, moved = 1;
+                    stage(P, x, 1);
+                }
+            } else if (x->kind == RM_INSTR_PAGE_OUT && x->wait >= 0) {
+                op *w = &P->ops[x->wait];
+                int want = position_at_actual(P, A, x->pos + 1, done[i]);
+                stage(P, x, -1);
+                int pos = want <= w->pos ? want : within_cap(P, w->pos, want, 1, x->bytes);
+                if (pos != w->pos) w->pos = pos, moved = 1;
+                stage(P, x, 1);
+            }
         }
         if (!moved) break;
     }
@@ -447,7 +480,14 @@ static double place(pager *P) {
             if (P->ops[j].kind == RM_INSTR_PAGE_IN && P->ops[j].unit == x->unit && P->ops[x->wait].pos > P->ops[j].pos)
                 P->ops[x->wait].pos = P->ops[j].pos;
     }
-    free(idx), free(done);
+    /* the prediction of the placement as emitted */
+    for (int i = 1; i < P->n_ops; i++) {
+        int j = i, x = idx[i];
+        while (j > 0 && by_place(&P->ops[idx[j - 1]], &P->ops[x]) > 0) idx[j] = idx[j - 1], j--;
+        idx[j] = x;
+    }
+    stall = simulate(P, idx, done, late, A, inflight);
+    free(idx), free(done), free(late), free(A), free(inflight);
     return stall;
 }
 
