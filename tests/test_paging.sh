@@ -34,6 +34,11 @@ check 'empty "$S"' "files left in the scratch folder: $(ls -A "$S")"
 check '[ "$(json "$T/paged.json" paged_out_bytes)" -gt 0 ] && [ "$(json "$T/paged.json" paged_in_bytes)" -gt 0 ]' \
     "report: paged bytes $(json "$T/paged.json" paged_out_bytes)"
 check 'grep -q "\"io_ms\"" "$T/paged.json" && grep -q "\"io_overlap\"" "$T/paged.json"' "report: io figures"
+# --trace: the transfers on their own track (tid 2), the waits on the step's
+"$R" train $GPT $FUSED --steps 3 --scratch "$S" --page all --trace "$T/paged_trace.json" || bad "traced run exited $?"
+check 'grep -q "\"tid\":2,\"name\":\"thread_name\",\"args\":{\"name\":\"scratch I/O\"}" "$T/paged_trace.json" &&
+       grep -q "\"cat\":\"page-out\"" "$T/paged_trace.json" && grep -q "\"cat\":\"page-in\"" "$T/paged_trace.json"' \
+    "trace: no I/O track"
 
 # refusals
 if [ "$(stat -f -c %T /dev/shm 2>/dev/null)" = tmpfs ]; then

@@ -30,6 +30,17 @@ rm_status rm_session_budget_program(rm_session *s, const rm_profile *prof, rm_pr
     s->budget_bytes = s->autoplan.budget;
     s->store_all_bytes = s->autoplan.store_all;
     if (rc != RM_OK) return rm_graph_fail(g, rc, "%s", err);
+    if (s->page.open && !s->opt.page && !s->page.arena_cap && !prof) {
+        /* a scratch file: paging activations is weighed against recomputing them (exec/pageplan.c) */
+        rm_schedule_free(&sch);
+        rm_auto_info info = s->autoplan;
+        rc = rm_session_budget_paging(s, s->autoplan.budget, out);
+        s->autoplan.budget = info.budget, s->autoplan.store_all = info.store_all;
+        s->autoplan.min_budget = info.min_budget;
+        if (rc == RM_OK) s->notes[0] = 0;
+        return rc == RM_ERR_BUDGET ? rm_graph_fail(g, rc, "memory budget %.2f MiB: no plan fits",
+                                                   (double)s->autoplan.budget / 1048576.0) : rc;
+    }
     if ((rc = rm_session_page_schedule(s, &sch, prof, 1)) != RM_OK) {
         rm_schedule_free(&sch);
         return rc;
@@ -106,6 +117,7 @@ static rm_status replan(rm_session *s, rm_program *p) {
             return RM_OK;
         }
     }
+    if (s->page.arena_cap > 0 && s->budget_bytes > s->page.arena_cap) s->budget_bytes = s->page.arena_cap;
     return rc;
 }
 

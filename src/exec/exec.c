@@ -172,6 +172,7 @@ rm_status rm_execute(rm_session *s, const rm_program *p, uint64_t step, int trai
         if (tr) tr->ev[tr->n++].live_out = live;
     }
     end_io(s);
+    if (tr) rm_trace_io(s, p);
     /* parameters nothing reads: updated with a zero gradient, as unfused */
     for (int pi = 0; fused && pi < p->n_params; pi++)
         if (p->param_final[pi] < 0) s->fused.update(s->fused.o, pi, NULL);

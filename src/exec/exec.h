@@ -132,6 +132,10 @@ void rm_session_paged_bytes(const rm_session *s, size_t *params, size_t *moments
  * predicted step whose arena fits what the resident state leaves);
  * `fixed` gives the limit's fixed part under the current marks. */
 rm_status rm_session_limit_paging(rm_session *s, size_t (*fixed)(rm_session *s));
+/* Under a memory budget with a scratch file: the fastest predicted of the
+ * recompute plan at the budget and recompute plans at larger budgets with
+ * activations paged until the arena fits it (RM_ERR_BUDGET: none fits). */
+rm_status rm_session_budget_paging(rm_session *s, int64_t budget, rm_program *out);
 /* The least limit that works when the whole training state is paged (0:
  * none found), for the refusal's message. */
 size_t rm_session_least_paged(rm_session *s, size_t (*fixed)(rm_session *s));

@@ -413,3 +413,48 @@ size_t rm_session_least_paged(rm_session *s, size_t (*fixed)(rm_session *s)) {
     fixed(s); /* the breakdown as it was */
     return least;
 }
+
+rm_status rm_session_budget_paging(rm_session *s, int64_t budget, rm_program *out) {
+    /* activations only: the budget covers the arena, not the state */
+    cand best = {0};
+    const size_t cap = staging_cap(s, budget);
+    s->page.chunk_bytes = s->page.chunk_bytes ? s->page.chunk_bytes : chunk_for(budget * 4);
+    rm_program none;
+    rm_status rc = rm_session_program(s, "none", 1, &none);
+    if (rc != RM_OK) return rc;
+    const int64_t store_all = (int64_t)none.arena_bytes;
+    rm_program_free(&none);
+    const double more[4] = {1.0, 1.3, 1.7, 2.5};
+    for (int k = 0; k < 4 && rc == RM_OK; k++) {
+        cand c = {0};
+        c.cap = k ? cap : 0;
+        c.budget = (int64_t)((double)budget * more[k]);
+        if (k > 0 && (double)c.budget / more[k] * more[k - 1] >= (double)store_all) break;
+        if (c.budget > store_all) c.budget = store_all;
+        rc = weigh(s, &c, budget, k > 0);
+        if (rc == RM_OK && c.prog.n_instrs && (!best.prog.n_instrs || c.ms < best.ms * (1 - 1e-9))) {
+            cand_free(&best);
+            best = c;
+        } else {
+            cand_free(&c);
+        }
+    }
+    if (rc != RM_OK) {
+        cand_free(&best);
+        return rc;
+    }
+    if (!best.prog.n_instrs) return RM_ERR_BUDGET;
+    free(s->page.values);
+    s->page.values = best.values, best.values = NULL;
+    s->page.max_staged = best.cap;
+    *out = best.prog, memset(&best.prog, 0, sizeof best.prog);
+    s->page.arena_cap = budget; /* the profiled re-plan: the chosen recompute budget, tightened to this */
+    snprintf(s->budget_name, sizeof s->budget_name, "%lld", (long long)best.budget);
+    s->opt.memory_budget = s->budget_name;
+    if (best.n_values) {
+        size_t len = strlen(s->autoplan.chosen);
+        snprintf(s->autoplan.chosen + len, sizeof s->autoplan.chosen - len, "+paging");
+    }
+    cand_free(&best);
+    return RM_OK;
+}
