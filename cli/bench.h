@@ -49,7 +49,9 @@ int bench_read_report(const char *path, bench_run *r);
 int bench_svg(const char *path, const bench_point *p, int n, const char *compare, const char *config,
               const char *machine, int steps, int rounds);
 /* remat plan --sweep --svg: predicted overhead against planned activation MiB. */
-int cli_plan_svg(const char *path, const char *config, const double *mib, const double *overhead, int n);
+/* paged (NULL-able): per point, 1 for a plan with --scratch (its own series) */
+int cli_plan_svg(const char *path, const char *config, const double *mib, const double *overhead, const int *paged,
+                 int n);
 
 int cli_bench(int argc, char **argv, const char *argv0);
 #endif

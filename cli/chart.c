@@ -131,19 +131,22 @@ int bench_svg(const char *path, const bench_point *p, int n, const char *compare
     return rc;
 }
 
-int cli_plan_svg(const char *path, const char *config, const double *mib, const double *overhead, int n) {
+int cli_plan_svg(const char *path, const char *config, const double *mib, const double *overhead, const int *paged,
+                 int n) {
     rm_chart_point *pts = malloc(sizeof *pts * (size_t)(n ? n : 1));
     char (*labels)[32] = malloc(32 * (size_t)(n ? n : 1)), title[400], err[512];
-    int rc = 0;
+    int rc = 0, any_paged = 0;
     if (!pts || !labels) rc = cli_fail(1, "out of memory");
     for (int i = 0; !rc && i < n; i++) {
         snprintf(labels[i], 32, "%.2f MiB", mib[i]);
-        pts[i] = (rm_chart_point){mib[i], 100 * overhead[i], labels[i], 0};
+        pts[i] = (rm_chart_point){mib[i], 100 * overhead[i], labels[i], paged && paged[i] ? 1 : 0};
+        any_paged |= paged && paged[i];
     }
-    rm_chart_series s = {"remat plan --sweep (predicted)", 1, RM_MARK_DIAMOND};
+    rm_chart_series s[2] = {{"remat plan --sweep (predicted)", 1, RM_MARK_DIAMOND},
+                            {"with --scratch: keep, recompute or page (predicted)", 1, RM_MARK_SQUARE}};
     snprintf(title, sizeof title, "Predicted recompute overhead against activation memory: %s", config);
     rm_chart c = {title, "planned, not measured: remat plan --sweep (measure with remat bench)",
-                  "planned activation memory (MiB)", "predicted overhead (% of a step)", "", &s, 1, pts, n, 0};
+                  "planned activation memory (MiB)", "predicted overhead (% of a step)", "", s, 1 + any_paged, pts, n, 0};
     if (!rc && rm_chart_svg(&c, path, err, sizeof err) != RM_OK) rc = cli_fail(1, "%s", err);
     free(pts);
     free(labels);

@@ -101,7 +101,8 @@ typedef struct cand {
     int level, n_values;
     int64_t budget;     /* the recompute plan's budget */
     size_t cap;         /* the staging room */
-    double ms;          /* predicted: recomputation + waits */
+    double ms;          /* predicted: recomputation + waits (+ a twentieth of the transfers) */
+    double wait;        /* of it, the predicted waits */
     char *values;       /* the activations it pages (NULL: none) */
 } cand;
 
@@ -194,7 +195,7 @@ static rm_status weigh(rm_session *s, cand *c, int64_t room, int acts) {
                 c->budget / 1048576.0, s->autoplan.chosen, p.arena_bytes / 1048576.0, p.peak_live_bytes / 1048576.0,
                 room / 1048576.0);
     if ((int64_t)p.arena_bytes <= room) {
-        c->prog = p, c->ms = ms;
+        c->prog = p, c->ms = ms, c->wait = s->page.predicted_wait_ms;
         goto done;
     }
     if (!acts) {
@@ -222,7 +223,7 @@ static rm_status weigh(rm_session *s, cand *c, int64_t room, int acts) {
     }
     free(held);
     if (rc == RM_OK && (int64_t)p.arena_bytes <= room) {
-        c->prog = p, c->ms = ms, c->n_values = next;
+        c->prog = p, c->ms = ms, c->n_values = next, c->wait = s->page.predicted_wait_ms;
         c->values = s->page.values;
         s->page.values = NULL;
     } else {
@@ -355,6 +356,7 @@ rm_status rm_session_limit_paging(rm_session *s, size_t (*fixed)(rm_session *s))
     }
     if (rc == RM_OK) {
         set_level(s, order, n, best.level);
+        s->page.predicted_wait_ms = best.wait;
         s->page.values = best.values, best.values = NULL;
         s->page.max_staged = best.cap;
         s->train = best.prog, memset(&best.prog, 0, sizeof best.prog);
@@ -447,6 +449,7 @@ rm_status rm_session_budget_paging(rm_session *s, int64_t budget, rm_program *ou
     free(s->page.values);
     s->page.values = best.values, best.values = NULL;
     s->page.max_staged = best.cap;
+    s->page.predicted_wait_ms = best.wait;
     *out = best.prog, memset(&best.prog, 0, sizeof best.prog);
     s->page.arena_cap = budget; /* the profiled re-plan: the chosen recompute budget, tightened to this */
     snprintf(s->budget_name, sizeof s->budget_name, "%lld", (long long)best.budget);
