@@ -37,8 +37,11 @@ static const char *const default_strategies[] = {"none", "selective", "blocks", 
 /* Flags of bench's own; the rest go to every child `remat train`. */
 typedef struct bench_flags {
     const char *csv, *svg, *compare, *strategies;
+    const char *scratch, *scratch_bandwidth; /* --scratch DIR: the budget sweep again, paging (issue 20) */
     int budgets, rounds, help;
 } bench_flags;
+
+static bench_flags bench_own; /* the flags of this run (run_child reads --scratch) */
 
 static double now_s(void) {
     struct timespec t;
@@ -73,6 +76,8 @@ static int split_flags(int argc, char **argv, bench_flags *bf, char **rest, int 
                            : !strcmp(f, "--svg")        ? &bf->svg
                            : !strcmp(f, "--compare")    ? &bf->compare
                            : !strcmp(f, "--strategies") ? &bf->strategies
+                           : !strcmp(f, "--scratch")    ? &bf->scratch
+                           : !strcmp(f, "--scratch-bandwidth") ? &bf->scratch_bandwidth
                                                         : NULL;
         int is_count = !strcmp(f, "--budgets") || !strcmp(f, "--rounds");
         if ((str || is_count) && i + 1 >= argc) return cli_fail(2, "%s needs a value (see remat --help)", f), 0;
@@ -124,19 +129,23 @@ static int make_points(const bench_flags *bf, const cli_args *a, bench_point **o
     }
     size_t lo = 0, hi = 0;
     int rc = bf->budgets ? budget_range(a, &lo, &hi) : 0;
-    bench_point *p = rc ? NULL : calloc((size_t)(n_strat + bf->budgets), sizeof *p);
+    const int sweeps = bf->scratch ? 2 : 1; /* with --scratch: the budgets again, paging */
+    bench_point *p = rc ? NULL : calloc((size_t)(n_strat + sweeps * bf->budgets), sizeof *p);
     if (!rc && !p) rc = cli_fail(1, "out of memory");
     for (int k = 0; !rc && k < n_strat; k++) snprintf(p[k].strategy, sizeof p[k].strategy, "%s", names[k]);
-    for (int k = 0; !rc && k < bf->budgets; k++) {
+    for (int k = 0; !rc && k < sweeps * bf->budgets; k++) {
         bench_point *b = &p[n_strat + k];
-        b->budget = bf->budgets > 1 ? lo + (size_t)((double)(hi - lo) * k / (bf->budgets - 1)) : hi;
-        snprintf(b->strategy, sizeof b->strategy, "auto");
-        snprintf(b->label, sizeof b->label, "budget %.0f%%", 100.0 * (double)b->budget / (double)(hi ? hi : 1));
+        const int j = k % bf->budgets;
+        b->paged = k >= bf->budgets;
+        b->budget = bf->budgets > 1 ? lo + (size_t)((double)(hi - lo) * j / (bf->budgets - 1)) : hi;
+        snprintf(b->strategy, sizeof b->strategy, "%s", b->paged ? "auto+paging" : "auto");
+        snprintf(b->label, sizeof b->label, "budget %.0f%%%s", 100.0 * (double)b->budget / (double)(hi ? hi : 1),
+                 b->paged ? " +page" : "");
     }
     for (int k = 0; !rc && k < n_strat; k++) snprintf(p[k].label, sizeof p[k].label, "%s", names[k]);
     free(list);
     *out = p;
-    *n = rc ? 0 : n_strat + bf->budgets;
+    *n = rc ? 0 : n_strat + sweeps * bf->budgets;
     return rc;
 }
 
@@ -161,6 +170,8 @@ static int run_child(const char *self, char **rest, int n_rest, const bench_poin
     argv[k++] = "--quiet", argv[k++] = "--steps", argv[k++] = steps_s, argv[k++] = "--report", argv[k++] = report;
     if (p->budget) argv[k++] = "--memory-budget", argv[k++] = budget_s;
     else argv[k++] = "--checkpoint", argv[k++] = p->strategy;
+    if (p->paged) argv[k++] = "--scratch", argv[k++] = bench_own.scratch;
+    if (p->paged && bench_own.scratch_bandwidth) argv[k++] = "--scratch-bandwidth", argv[k++] = bench_own.scratch_bandwidth;
     argv[k] = NULL;
     fflush(NULL);
     pid_t pid = fork();
@@ -335,6 +346,7 @@ int cli_bench(int argc, char **argv, const char *argv0) {
         free(rest);
         return cli_help("bench");
     }
+    bench_own = bf;
     int steps = cli_given(&a, "--steps") ? a.steps : 5;
     if (steps < 1) {
         free(rest);

@@ -40,6 +40,7 @@ typedef struct bench_point {
     double medians[100]; /* one per round */
     int n_runs, ok;
     char error[256];
+    int paged;           /* a budget point run with bench's --scratch (keep, recompute or page) */
 } bench_point;
 
 /* Reads a child's --report JSON into r; 0, or 1 with r->error set. */

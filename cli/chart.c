@@ -73,6 +73,7 @@ static int load_compare(const char *path, bench_point **out, int *n) {
 /* The series of a compare source placed by activation bytes (by_rss 0) or
  * by peak RSS (1); added on first use. */
 static int compare_series(rm_chart_series *s, char names[][96], int *n_series, const char *source, int by_rss) {
+    if (*n_series < 3) *n_series = 3; /* series 2: paged points (empty unless --scratch) */
     char name[96];
     snprintf(name, sizeof name, "%s (x: %s)", source, by_rss ? "peak RSS" : "activation bytes");
     for (int i = 2; i < *n_series; i++)
@@ -92,12 +93,14 @@ int bench_svg(const char *path, const bench_point *p, int n, const char *compare
     char (*labels)[96] = rc ? NULL : malloc(96 * (size_t)(n + n_cmp + 1));
     if (!rc && (!pts || !labels)) rc = cli_fail(1, "out of memory");
     rm_chart_series series[16] = {{"remat --checkpoint STRATEGY", 0, RM_MARK_CIRCLE},
-                                  {"remat --memory-budget sweep (Pareto front)", 1, RM_MARK_DIAMOND}};
+                                  {"remat --memory-budget sweep (Pareto front)", 1, RM_MARK_DIAMOND},
+                                  {"the same with --scratch: keep, recompute or page", 1, RM_MARK_SQUARE}};
     char names[16][96];
     int n_series = 2, k = 0;
     for (int i = 0; !rc && i < n; i++) {
         if (!p[i].ok) continue;
-        pts[k] = (rm_chart_point){p[i].measured / 1048576.0, p[i].median, p[i].label, p[i].budget ? 1 : 0};
+        pts[k] = (rm_chart_point){p[i].measured / 1048576.0, p[i].median, p[i].label, p[i].paged ? 2 : p[i].budget ? 1 : 0};
+        if (p[i].paged) n_series = 3;
         k++;
     }
     for (int i = 0; !rc && i < n_cmp; i++) {

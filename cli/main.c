@@ -79,6 +79,7 @@ static const char BENCH_FLAGS[] =
     "  --steps N (timed steps per point, 5)  --rounds R (runs of every point, alternating, 2)\n"
     "  --strategies none,selective,blocks,sqrt,segments:2,revolve:2 (the default)\n"
     "  --budgets N (--memory-budget sweep from the least feasible to store-all, 10; 0: none)\n"
+    "  --scratch DIR [--scratch-bandwidth BW] (the budget sweep again with paging: points 'budget N% +page')\n"
     "  --csv FILE  --svg FILE (step time against activation MiB)  --compare FILE.csv (other\n"
     "  programs' points in the same columns, e.g. from bench/torch_tradeoff.py)\n";
 

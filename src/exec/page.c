@@ -138,6 +138,7 @@ rm_status rm_session_scratch_start(rm_session *s) {
     if (rc != RM_OK) return rm_graph_fail(s->g, rc, "%s", err);
     int n_io = p->n_io > s->infer.n_io ? p->n_io : s->infer.n_io;
     int n_regions = p->n_regions > s->infer.n_regions ? p->n_regions : s->infer.n_regions;
+    if (n_io == 0) return RM_OK; /* nothing to move: no I/O thread */
     if (rm_ioq_start(&s->page.q, &s->page.file, n_io, n_regions, s->opt.verify_recompute) != RM_OK)
         return rm_graph_fail(s->g, RM_ERR_NOMEM, "cannot start the scratch file's I/O thread");
     return RM_OK;
