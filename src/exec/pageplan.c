@@ -88,6 +88,21 @@ static int state_order(rm_session *s, int *order) {
     return n;
 }
 
+/* Store-all's arena (no paging). */
+static int64_t store_all_arena(rm_session *s) {
+    rm_schedule sch;
+    rm_program p;
+    char err[256];
+    if (rm_schedule_build(s->g, "none", 1, NULL, &sch, err, sizeof err) != RM_OK) return -1;
+    rm_status rc = rm_program_build(s->g, &sch, s->threads, &p, err, sizeof err);
+    rm_schedule_free(&sch);
+    if (rc != RM_OK) return -1;
+    rm_memplan(&p);
+    int64_t a = (int64_t)p.arena_bytes;
+    rm_program_free(&p);
+    return a;
+}
+
 static void set_level(rm_session *s, const int *order, int n, int level) {
     memset(s->page.moments, 0, (size_t)(s->g->n_params ? s->g->n_params : 1));
     memset(s->page.params, 0, (size_t)(s->g->n_params ? s->g->n_params : 1));
@@ -325,14 +340,12 @@ rm_status rm_session_limit_paging(rm_session *s, size_t (*fixed)(rm_session *s))
     }
     int n = state_order(s, order), levels[10];
     s->page.chunk_bytes = chunk_for(s->opt.limit_bytes);
-    rm_program none;
-    rm_status rc = n < 0 ? RM_ERR_NOMEM : rm_session_program(s, "none", 1, &none);
-    if (rc != RM_OK) {
+    const int64_t store_all = n < 0 ? -1 : store_all_arena(s);
+    if (store_all < 0) {
         free(order);
-        return rc == RM_ERR_NOMEM ? rm_graph_fail(g, rc, "out of memory planning the paging") : rc;
+        return rm_graph_fail(g, RM_ERR_NOMEM, "out of memory planning the paging");
     }
-    const int64_t store_all = (int64_t)none.arena_bytes;
-    rm_program_free(&none);
+    rm_status rc = RM_OK;
     /* the least recompute plan's arena (the planner names it when a budget is below it) */
     rm_schedule probe;
     int64_t least = store_all;
@@ -421,11 +434,9 @@ rm_status rm_session_budget_paging(rm_session *s, int64_t budget, rm_program *ou
     cand best = {0};
     const size_t cap = staging_cap(s, budget);
     s->page.chunk_bytes = s->page.chunk_bytes ? s->page.chunk_bytes : chunk_for(budget * 4);
-    rm_program none;
-    rm_status rc = rm_session_program(s, "none", 1, &none);
-    if (rc != RM_OK) return rc;
-    const int64_t store_all = (int64_t)none.arena_bytes;
-    rm_program_free(&none);
+    const int64_t store_all = store_all_arena(s);
+    if (store_all < 0) return rm_graph_fail(s->g, RM_ERR_NOMEM, "out of memory planning the paging");
+    rm_status rc = RM_OK;
     const double more[4] = {1.0, 1.3, 1.7, 2.5};
     for (int k = 0; k < 4 && rc == RM_OK; k++) {
         cand c = {0};

@@ -18,6 +18,7 @@
  * with the CPU's SHA instructions) it costs less than writing the file.
  * Nettle is Debian's libnettle8, which GnuTLS already pulls in. */
 #include "train/safetensors.h"
+#include <errno.h>
 
 #include <nettle/sha2.h>
 #include <stdio.h>
@@ -44,6 +45,20 @@ static int cmp_tensor(const void *a, const void *b) {
 typedef struct kv { const char *k, *v; } kv;
 static int cmp_kv(const void *a, const void *b) {
     return strcmp(((const kv *)a)->k, ((const kv *)b)->k);
+}
+
+int rm_st_each_piece(const rm_st_tensor *t, int (*f)(void *ctx, const void *p, uint64_t n), void *ctx) {
+    if (t->data || !t->view) return t->bytes ? f(ctx, t->data, t->bytes) : 0;
+    for (uint64_t off = 0; off < t->bytes;) {
+        uint64_t len = 0;
+        const void *p = t->view(t->user, off, &len);
+        if (!p || len == 0) return EIO;
+        if (len > t->bytes - off) len = t->bytes - off;
+        int e = f(ctx, p, len);
+        if (e) return e;
+        off += len;
+    }
+    return 0;
 }
 
 static int hash_piece(void *ctx, const void *p, uint64_t n) {

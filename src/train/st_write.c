@@ -146,20 +146,6 @@ static int write_all(int fd, const void *buf, uint64_t n) {
     return 0;
 }
 
-int rm_st_each_piece(const rm_st_tensor *t, int (*f)(void *ctx, const void *p, uint64_t n), void *ctx) {
-    if (t->data || !t->view) return t->bytes ? f(ctx, t->data, t->bytes) : 0;
-    for (uint64_t off = 0; off < t->bytes;) {
-        uint64_t len = 0;
-        const void *p = t->view(t->user, off, &len);
-        if (!p || len == 0) return EIO;
-        if (len > t->bytes - off) len = t->bytes - off;
-        int e = f(ctx, p, len);
-        if (e) return e;
-        off += len;
-    }
-    return 0;
-}
-
 static int write_piece(void *ctx, const void *p, uint64_t n) { return write_all(*(int *)ctx, p, n) ? errno : 0; }
 
 /* Removes the temp files that killed writers left: "<dir>/.<name>.tmp.<pid>"
