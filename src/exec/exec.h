@@ -141,6 +141,8 @@ rm_status rm_session_budget_paging(rm_session *s, int64_t budget, rm_program *ou
 size_t rm_session_least_paged(rm_session *s, size_t (*fixed)(rm_session *s));
 const void *rm_session_state_view(rm_session *s, int pi, int what, uint64_t off, uint64_t *len);
 rm_status rm_session_state_store(rm_session *s, int pi, int what, const float *src);
+/* n bytes of it from byte `off` on, from src (a piece of a checkpoint file). */
+rm_status rm_session_state_write(rm_session *s, int pi, int what, uint64_t off, const void *src, size_t n);
 /* exec/exec.c: runs one program (train: a training step). */
 rm_status rm_execute(rm_session *s, const rm_program *p, uint64_t step, int train);
 void rm_trace_free(rm_session *s); /* exec/trace.c */

@@ -316,3 +316,20 @@ rm_status rm_session_state_store(rm_session *s, int pi, int what, const float *s
     }
     return RM_OK;
 }
+
+rm_status rm_session_state_write(rm_session *s, int pi, int what, uint64_t off, const void *src, size_t n) {
+    const rm_program *p = &s->train;
+    if (!s->arena) return rm_session_fail(s, RM_ERR_STATE, "the session has no arena to stage its paged state in");
+    const int64_t lo = (int64_t)(off / sizeof(float)), hi = lo + (int64_t)(n / sizeof(float));
+    for (int u = 0; u < p->n_units; u++) {
+        const rm_page_unit *un = &p->units[u];
+        if (un->param != pi || un->kind == RM_UNIT_VALUE || (what == 0) != (un->kind == RM_UNIT_PARAM)) continue;
+        const int64_t a = lo > un->lo ? lo : un->lo, b = hi < un->hi ? hi : un->hi;
+        if (a >= b) continue;
+        rm_status rc = unit_read(s, u); /* the rest of the unit stays as it is */
+        if (rc != RM_OK) return rc;
+        memmove(staged_at(s, u, what, a), (const float *)src + (a - lo), (size_t)(b - a) * sizeof(float));
+        if ((rc = unit_write(s, u)) != RM_OK) return rc;
+    }
+    return RM_OK;
+}

@@ -159,6 +159,23 @@ static rm_status find_like(rm_session *s, const rm_st_file *f, const char *fname
     return RM_OK;
 }
 
+/* Where a tensor's pieces go: parameter or moment w of parameter i, in
+ * memory at `mem`, or in the scratch file when paged. */
+typedef struct load_dst {
+    rm_session *s;
+    int i, w, paged;
+    unsigned char *mem;
+    uint64_t at;
+} load_dst;
+
+static int load_piece(void *ctx, const void *p, uint64_t n) {
+    load_dst *d = ctx;
+    if (d->paged && rm_session_state_write(d->s, d->i, d->w, d->at, p, (size_t)n) != RM_OK) return EIO;
+    if (!d->paged) memcpy(d->mem + d->at, p, (size_t)n);
+    d->at += n;
+    return 0;
+}
+
 rm_status rm_load_from(rm_session *s, rm_optim *o, const rm_st_file *f, const char *fname,
                        int flags, char *err, size_t errlen) {
     const int need_state = flags & RM_LOAD_STATE;
@@ -208,11 +225,12 @@ rm_status rm_load_from(rm_session *s, rm_optim *o, const rm_st_file *f, const ch
         for (int w = 0; w < 3 && st == RM_OK; w++) {
             const rm_st_tensor *t = src[(size_t)w * g->n_params + i];
             if (!t || !dst[w] || !t->bytes) continue;
-            if (rm_session_state_paged(s, i, w)) /* to the scratch file (issue 20) */
-                st = rm_session_state_store(s, i, w, t->data) == RM_OK ? RM_OK
-                   : param_fail(s, RM_ERR_IO, err, errlen, "cannot load '%s': %s", fname, s->errmsg);
-            else
-                memcpy(dst[w] + p->param_off, t->data, (size_t)t->bytes);
+            /* piece by piece: a large file is read as it is copied (lazy), and
+             * paged state goes to the scratch file (issue 20) */
+            load_dst d = {s, i, w, rm_session_state_paged(s, i, w), (unsigned char *)(dst[w] + p->param_off), 0};
+            if (rm_st_each_piece(t, load_piece, &d) != 0)
+                st = param_fail(s, RM_ERR_IO, err, errlen, "cannot load '%s': %s", fname,
+                                d.paged ? s->errmsg : "reading it failed");
         }
     }
     if (st == RM_OK && o && need_state) rm_optim_set_updates(o, updates);

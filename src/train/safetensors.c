@@ -31,10 +31,18 @@ typedef struct st_entry {
     rm_st_tensor t;
     uint64_t begin, end;
     int order; /* position in the header, to keep sorting deterministic */
+    struct rm_st_file *file; /* lazy files: where to read the bytes from */
 } st_entry;
 
 struct rm_st_file {
-    unsigned char *mem;  /* the whole file (owned) */
+    unsigned char *mem;  /* the whole file (owned), or its header alone (lazy) */
+    /* lazy (a file above ST_LAZY_BYTES): the file stays open and its tensor
+     * bytes are read a piece at a time through `bounce` when they are used
+     * (rm_st_tensor.view), so a checkpoint file larger than the memory the
+     * run may use can be verified and restored (issue 20) */
+    int fd;
+    uint64_t data_at;    /* the data section's offset in the file */
+    unsigned char *bounce;
     const unsigned char *data;
     uint64_t data_len;
     cJSON *root;         /* names, dtypes and metadata point into it */
@@ -380,6 +388,26 @@ static rm_status parse_entries(rm_st_file *f, const char *fname, char *err, size
     return st;
 }
 
+/* Lazy files: the bytes of a tensor from `off` on, read into the bounce
+ * buffer (at most ST_BOUNCE of them). */
+#define ST_LAZY_BYTES ((size_t)64 << 20)
+#define ST_BOUNCE ((size_t)4 << 20)
+static const void *lazy_view(void *user, uint64_t off, uint64_t *len) {
+    const st_entry *e = user;
+    rm_st_file *f = e->file;
+    uint64_t n = e->end - e->begin - off;
+    if (n > ST_BOUNCE) n = ST_BOUNCE;
+    uint64_t done = 0;
+    while (done < n) {
+        ssize_t r = pread(f->fd, f->bounce + done, (size_t)(n - done), (off_t)(f->data_at + e->begin + off + done));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return NULL; /* the file shrank, or an I/O error */
+        done += (uint64_t)r;
+    }
+    *len = n;
+    return f->bounce;
+}
+
 /* The tensors must tile the data section: no overlap, no hole. */
 static rm_status check_tiling(rm_st_file *f, const char *fname, char *err, size_t errlen) {
     qsort(f->ent, (size_t)f->n, sizeof *f->ent, cmp_offset);
@@ -399,6 +427,7 @@ static rm_status check_tiling(rm_st_file *f, const char *fname, char *err, size_
         }
         pos = e->end;
         e->t.data = f->data + e->begin;
+        if (f->bounce) e->t.data = NULL, e->t.view = lazy_view, e->t.user = e, e->file = f;
     }
     if (pos != f->data_len) {
         rm_st_seterr(err, errlen, "'%s': data section has %llu bytes but the tensors cover %llu",
@@ -453,6 +482,8 @@ void rm_st_close(rm_st_file *f) {
     free(f->meta_k);
     free(f->meta_v);
     free(f->mem);
+    free(f->bounce);
+    if (f->fd > 0) close(f->fd);
     free(f);
 }
 
@@ -517,6 +548,41 @@ static int read_all(int fd, unsigned char *p, size_t n) {
     return 0;
 }
 
+/* A large file: its header read and checked now (against the file's
+ * size), its tensors read when used. */
+static rm_status open_lazy(int fd, const char *path, const unsigned char first8[8], size_t len, rm_st_file **out,
+                           char *err, size_t errlen) {
+    uint64_t hlen = le64(first8);
+    rm_st_file *f = calloc(1, sizeof *f);
+    size_t hb = hlen <= RM_ST_MAX_HEADER && hlen <= len - 8 ? (size_t)hlen + 8 : 8; /* bad lengths: parse_header says why */
+    unsigned char *buf = f ? malloc(hb + 1) : NULL;
+    if (f) f->fd = -1, f->bounce = malloc(ST_BOUNCE);
+    if (!buf || !f->bounce) {
+        if (f) free(f->bounce);
+        free(f), free(buf);
+        close(fd);
+        rm_st_seterr(err, errlen, "cannot read '%s': out of memory", path);
+        return RM_ERR_NOMEM;
+    }
+    f->mem = buf;
+    memcpy(buf, first8, 8);
+    if (hb > 8 && read_all(fd, buf + 8, hb - 8) != 0) {
+        rm_st_seterr(err, errlen, "cannot read '%s': %s", path, strerror(errno));
+        close(fd);
+        rm_st_close(f);
+        return RM_ERR_IO;
+    }
+    f->fd = fd;
+    f->data_at = 8 + hlen;
+    rm_status st = parse_file(f, buf, len, path, err, errlen); /* checks offsets against the whole file's size */
+    if (st != RM_OK) {
+        rm_st_close(f);
+        return st;
+    }
+    *out = f;
+    return RM_OK;
+}
+
 rm_status rm_st_open(const char *path, rm_st_file **out, char *err, size_t errlen) {
     if (!path || !out) {
         rm_st_seterr(err, errlen, "rm_st_open: bad arguments");
@@ -533,6 +599,10 @@ rm_status rm_st_open(const char *path, rm_st_file **out, char *err, size_t errle
         close(fd);
         return RM_ERR_IO;
     }
+    /* REMAT_ST_LAZY_BYTES (tests): another threshold for reading lazily */
+    const char *lz = getenv("REMAT_ST_LAZY_BYTES");
+    size_t lazy = lz && *lz ? (size_t)strtoull(lz, NULL, 10) : ST_LAZY_BYTES;
+    if (len > lazy && len >= 8) return open_lazy(fd, path, first8, len, out, err, errlen);
     rm_st_file *f = calloc(1, sizeof *f);
     unsigned char *dst = f ? alloc_file(first8, len, &f->mem) : NULL;
     if (!dst) {
