@@ -27,6 +27,13 @@ static void means(const cli_paging *acc, double *io, double *wait, double *out, 
 void cli_paging_report(const rm_session *s, const cli_paging *acc, FILE *f) {
     rm_paging_info p;
     rm_paging(s, &p);
+    rm_plan_info pl;
+    rm_plan(s, &pl);
+    /* the plan's step: the compute measured (forward, backward, updates),
+     * and the recomputation and waits the plan predicted */
+    fprintf(f, ",\n  \"ms_optimizer\": %.3f,\n  \"recompute_ms_predicted\": %.3f,\n  \"step_ms_predicted\": %.3f",
+            pl.ms_optimizer, p.predicted_recompute_ms,
+            pl.ms_forward + pl.ms_backward + pl.ms_optimizer + p.predicted_recompute_ms + p.predicted_wait_ms);
     double io, wait, out, in;
     means(acc, &io, &wait, &out, &in);
     fprintf(f, ",\n  \"scratch\": %s,\n  \"scratch_direct\": %s,\n  \"scratch_bytes\": %llu,\n"

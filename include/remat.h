@@ -446,6 +446,8 @@ typedef struct rm_plan_info {
     double measured_overhead; /* ms_recompute / (ms_forward + ms_backward) */
     /* with memory_budget: the budget, store-all's arena, the least feasible budget */
     size_t budget_bytes, store_all_bytes, min_budget_bytes;
+    /* fuse_optimizer: ms of the last rm_step in the updates (not in ms_backward) */
+    double ms_optimizer;
 } rm_plan_info;
 /* Fills p for session s. */
 void rm_plan(const rm_session *s, rm_plan_info *p);
@@ -487,6 +489,7 @@ typedef struct rm_paging_info {
     double io_ms, wait_ms;        /* last step */
     double overlap;               /* 1 - wait_ms / io_ms (1: all hidden; 0 when nothing moved) */
     double predicted_wait_ms;     /* the plan's */
+    double predicted_recompute_ms; /* the plan's recomputation, priced from the profiling step (0: none) */
 } rm_paging_info;
 /* Fills p for session s (all 0 without scratch_dir). */
 void rm_paging(const rm_session *s, rm_paging_info *p);

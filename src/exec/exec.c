@@ -87,7 +87,7 @@ static void begin_step(rm_session *s, const rm_program *p) {
     if (!s->accumulate && !p->fused) memset(s->grads, 0, g->param_floats * sizeof(float));
     if (s->page.q.running) rm_ioq_clear_stats(&s->page.q);
     s->page.wait_ms = 0;
-    s->ms_forward = s->ms_recompute = s->ms_backward = 0;
+    s->ms_forward = s->ms_recompute = s->ms_backward = s->ms_optimizer = 0;
     for (int st = 0; st < g->n_stages; st++) s->timing.stage_fwd[st] = s->timing.stage_bwd[st] = 0;
     for (int n = 0; n < g->n_nodes; n++) s->timing.node_fwd[n] = s->timing.node_rec[n] = 0;
 }
@@ -146,10 +146,13 @@ rm_status rm_execute(rm_session *s, const rm_program *p, uint64_t step, int trai
                                                  .live_out = live, .node = ins->node, .kind = ins->kind};
         if (train && runs) account(s, ins, t1 - t0);
         if (train && s->after_instr) s->after_instr(s, i);
+        if (train && ins->kind == RM_INSTR_UPDATE) s->ms_optimizer += t1 - t0;
         if (fused && ins->n_final) {
-            double u0 = tr ? rm_trace_now_ms() : 0;
+            double u0 = rm_trace_now_ms();
             run_updates(s, p, ins);
-            if (tr) tr->ev[tr->n].u0 = u0, tr->ev[tr->n].u1 = rm_trace_now_ms();
+            double u1 = rm_trace_now_ms();
+            s->ms_optimizer += u1 - u0;
+            if (tr) tr->ev[tr->n].u0 = u0, tr->ev[tr->n].u1 = u1;
         }
         if (s->hashes && runs && !backward && verified == RM_OK) {
             /* fused: the step goes on, so every update (and on several

@@ -57,6 +57,7 @@ struct rm_session {
     rm_profile prof;    /* the profiling step's timing (NULL arrays: none) */
     /* timing of the last training step, by instruction kind, in ms */
     double ms_forward, ms_recompute, ms_backward;
+    double ms_optimizer;  /* fused: the updates inside the step */
     rm_profile timing;  /* and per stage and node */
     /* paging to disk (issue 20, exec/page.c): the scratch file and its I/O
      * queue, the bandwidth the plan assumes, the training state that lives

@@ -230,6 +230,7 @@ void rm_paging(const rm_session *s, rm_paging_info *pi) {
     pi->overlap = pi->io_ms > 0 ? 1.0 - pi->wait_ms / pi->io_ms : 0;
     if (pi->overlap < 0) pi->overlap = 0;
     pi->predicted_wait_ms = s->page.predicted_wait_ms;
+    pi->predicted_recompute_ms = s->prof.node_fwd ? rm_recompute_cost(s->g, p, &s->prof) : 0;
 }
 
 /* ---- the paged state between steps ------------------------------------------

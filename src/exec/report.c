@@ -39,6 +39,7 @@ void rm_plan(const rm_session *s, rm_plan_info *p) {
     p->ms_forward = s->ms_forward;
     p->ms_recompute = s->ms_recompute;
     p->ms_backward = s->ms_backward;
+    p->ms_optimizer = s->ms_optimizer;
     p->measured_overhead = rm_step_overhead(s);
 }
 
