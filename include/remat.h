@@ -547,7 +547,11 @@ rm_status rm_chart_svg(const rm_chart *c, const char *path, char *err, size_t er
  * "peak_bytes", "recompute_time", "total_time", "keep": [names],
  * "recompute": [{"node", "mode"}], "blocks": [[first, last], ...],
  * "schedule": ["F 0", ..., "R 3", "B 5", ...]}. An infeasible budget returns
- * RM_ERR_BUDGET with the JSON still filled. */
+ * RM_ERR_BUDGET with the JSON still filled. With a top-level
+ * "scratch_bandwidth" (bytes per unit of time; and "io_latency") the plan
+ * may page outputs to a scratch file too: "page": [{"node", "lead",
+ * "every_gap"}], schedule items "PO i" / "PI i", recompute_time including
+ * the time waited for reads (docs/RECOMPUTE.md). */
 rm_status rm_plan_graph(const char *graph_json, int64_t budget, char **result_json, char *err, size_t errlen);
 
 /* Parameters, in the order they were created. */
