@@ -496,7 +496,7 @@ static double place(pager *P) {
 
 /* The schedule with the paging ops merged in. */
 static rm_status emit(pager *P, rm_schedule *out) {
-    qsort(P->ops, (size_t)P->n_ops, sizeof *P->ops, by_place);
+    if (P->n_ops) qsort(P->ops, (size_t)P->n_ops, sizeof *P->ops, by_place);
     const rm_schedule *s = P->in;
     int j = 0;
     for (int k = 0; k <= s->n; k++) {
