@@ -133,10 +133,13 @@ def med(name, key="step_ms_median"):
 def worst_rss(name):
     xs = col(name, "max_rss_bytes")
     return max(xs) if xs else float("nan")
+def pred_of(x):
+    # the step as measured with the parts the plan predicts (recomputation, the
+    # wait for transfers) replaced by its predictions (= the report's step_ms_predicted)
+    return (x["step_ms_median"] - x["ms_recompute"] - x["io_wait_ms"] + x.get("recompute_ms_predicted", 0)
+            + x["io_wait_ms_predicted"])
 def predicted(name):
-    # the plan's prediction (the report's step_ms_predicted): the measured compute (forward,
-    # backward, updates) and the recomputation and waits the plan predicted
-    xs = [x["step_ms_predicted"] for x in (load(f"{name}_{r}") for r in range(1, reps + 1)) if x and "step_ms_predicted" in x]
+    xs = [pred_of(x) for x in (load(f"{name}_{r}") for r in range(1, reps + 1)) if x and "io_wait_ms_predicted" in x]
     return statistics.median(xs) if xs else float("nan")
 def io(name):
     x = load(f"{name}_1")

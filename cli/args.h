@@ -93,7 +93,7 @@ int cli_paging_options(const cli_args *a, rm_options *o);
  * ("paged_out_bytes", "io_ms", "io_overlap", ...) and the summary line. */
 typedef struct cli_paging { double io_ms, wait_ms; double out, in; int steps; } cli_paging;
 void cli_paging_step(cli_paging *acc, const rm_session *s, int i);
-void cli_paging_report(const rm_session *s, const cli_paging *acc, FILE *f);
+void cli_paging_report(const rm_session *s, const cli_paging *acc, double step_ms, FILE *f);
 void cli_paging_summary(const rm_session *s, const cli_paging *acc, FILE *f);
 /* The graph of the model the flags describe. */
 rm_status cli_build_model(const cli_args *a, rm_graph *g, rm_model_io *io, int keep_logits);

@@ -24,18 +24,18 @@ static void means(const cli_paging *acc, double *io, double *wait, double *out, 
     *io = acc->io_ms / n, *wait = acc->wait_ms / n, *out = acc->out / n, *in = acc->in / n;
 }
 
-void cli_paging_report(const rm_session *s, const cli_paging *acc, FILE *f) {
+void cli_paging_report(const rm_session *s, const cli_paging *acc, double step_ms, FILE *f) {
     rm_paging_info p;
     rm_paging(s, &p);
     rm_plan_info pl;
     rm_plan(s, &pl);
-    /* the plan's step: the compute measured (forward, backward, updates),
-     * and the recomputation and waits the plan predicted */
-    fprintf(f, ",\n  \"ms_optimizer\": %.3f,\n  \"recompute_ms_predicted\": %.3f,\n  \"step_ms_predicted\": %.3f",
-            pl.ms_optimizer, p.predicted_recompute_ms,
-            pl.ms_forward + pl.ms_backward + pl.ms_optimizer + p.predicted_recompute_ms + p.predicted_wait_ms);
     double io, wait, out, in;
     means(acc, &io, &wait, &out, &in);
+    /* the plan's step: the step as measured with the parts the plan predicts
+     * (recomputation, the wait for transfers) replaced by its predictions */
+    fprintf(f, ",\n  \"ms_optimizer\": %.3f,\n  \"recompute_ms_predicted\": %.3f,\n  \"step_ms_predicted\": %.3f",
+            pl.ms_optimizer, p.predicted_recompute_ms,
+            step_ms - pl.ms_recompute - wait + p.predicted_recompute_ms + p.predicted_wait_ms);
     fprintf(f, ",\n  \"scratch\": %s,\n  \"scratch_direct\": %s,\n  \"scratch_bytes\": %llu,\n"
             "  \"scratch_state_bytes\": %llu,\n  \"scratch_write_bps\": %.0f,\n  \"scratch_read_bps\": %.0f,\n"
             "  \"paged_values\": %d,\n  \"paged_moments\": %d,\n  \"paged_params\": %d,\n"

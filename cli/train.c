@@ -130,7 +130,7 @@ static int write_report(const trainer *t, float final_loss, float val_loss, int 
             t->step_ms_min, t->step_ms_max, cli_dist_size(), a->shard_optimizer && cli_dist_size() > 1 ? "true" : "false",
             a->steps > (int)t->start ? t->comm_ms / (a->steps - (int)t->start) : 0.0,
             a->fuse_optimizer ? "true" : "false", m.grad_arena_bytes);
-    cli_paging_report(t->s, &t->paging_ms, f);
+    cli_paging_report(t->s, &t->paging_ms, median_ms, f);
     fputs("\n}\n", f);
     if (fclose(f) != 0) return cli_fail(1, "cannot write report '%s'", a->report);
     return 0;
