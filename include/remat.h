@@ -298,7 +298,10 @@ rm_status rm_compile(rm_graph *g, const rm_options *o, rm_session **out);
 void rm_session_free(rm_session *s);
 const char *rm_session_errmsg(const rm_session *s);
 
-/* Storage of an input or parameter (or of a marked output after a step). */
+/* Storage of an input or parameter (or of a marked output after a step).
+ * NULL for a parameter the session pages to its scratch file (rm_options.
+ * page or its plan): its values are in the file; checkpoint files
+ * (rm_save_params, rm_save_state) read them from there. */
 void *rm_value_data(rm_session *s, rm_val v);
 /* Gradient of a parameter after rm_step. */
 float *rm_grad(rm_session *s, rm_val v);

@@ -137,6 +137,8 @@ static void test_equal(const cfg *c) {
         CHECK(!(c->page & RM_PAGE_ACTIVATIONS) || pi.values_paged > 0, "%s: %d values paged", tag, pi.values_paged);
         CHECK(!(c->page & RM_PAGE_MOMENTS) || pi.moments_paged > 0, "%s: %d moments paged", tag, pi.moments_paged);
         CHECK(!(c->page & RM_PAGE_PARAMS) || pi.params_paged > 0, "%s: %d parameters paged", tag, pi.params_paged);
+        CHECK(!(c->page & RM_PAGE_PARAMS) || rm_value_data(b.s, rm_param_at(b.g, 0)) == NULL,
+              "%s: a paged parameter has no storage in memory (rm_value_data)", tag);
         rm_memory_info mi;
         rm_memory(b.s, &mi);
         CHECK(mi.activation_bytes_measured <= mi.activation_bytes_planned, "%s: measured %zu planned %zu", tag,

@@ -202,6 +202,8 @@ void *rm_value_data(rm_session *s, rm_val v) {
     if (!s || v < 0 || v >= s->g->n_vals) return NULL;
     const rm_value *val = &s->g->vals[v];
     if (val->kind == RM_VALUE_INPUT) return s->inputs + val->input_off;
+    for (int pi = 0; val->kind == RM_VALUE_PARAM && s->page.params && pi < s->g->n_params; pi++)
+        if (s->g->params[pi] == v && rm_session_state_paged(s, pi, 0)) return NULL; /* in the scratch file */
     if (val->kind == RM_VALUE_PARAM) return s->params + val->param_off;
     if (!s->last || !val->is_output) return NULL;
     int b = s->last->final_buf[v];
