@@ -24,6 +24,7 @@ empty() { [ -z "$(ls -A "$1")" ]; }
 
 GPT="--layers 2 --dim 32 --heads 4 --context 16 --batch 4 --dropout 0.1 --seed 7 --threads 1 --quiet"
 FUSED="--fuse-optimizer --grad-clip 0"
+BW="--scratch-bandwidth 1GB/s" # no probe: faster (the first paged run measures it)
 
 # forced paging: the same file, bit for bit
 "$R" train $GPT $FUSED --steps 6 --save "$T/plain.st" || bad "plain run exited $?"
@@ -35,7 +36,7 @@ check '[ "$(json "$T/paged.json" paged_out_bytes)" -gt 0 ] && [ "$(json "$T/page
     "report: paged bytes $(json "$T/paged.json" paged_out_bytes)"
 check 'grep -q "\"io_ms\"" "$T/paged.json" && grep -q "\"io_overlap\"" "$T/paged.json"' "report: io figures"
 # --trace: the transfers on their own track (tid 2), the waits on the step's
-"$R" train $GPT $FUSED --steps 3 --scratch "$S" --page all --trace "$T/paged_trace.json" || bad "traced run exited $?"
+"$R" train $GPT $FUSED --steps 3 --scratch "$S" $BW --page all --trace "$T/paged_trace.json" || bad "traced run exited $?"
 check 'grep -q "\"tid\":2,\"name\":\"thread_name\",\"args\":{\"name\":\"scratch I/O\"}" "$T/paged_trace.json" &&
        grep -q "\"cat\":\"page-out\"" "$T/paged_trace.json" && grep -q "\"cat\":\"page-in\"" "$T/paged_trace.json"' \
     "trace: no I/O track"
@@ -53,7 +54,7 @@ check '[ $rc -eq 2 ] && grep -q "needs --scratch" "$T/err"' "--page without --sc
 check '[ $rc -eq 2 ] && grep -q "fuse-optimizer" "$T/err"' "--page moments unfused: exit $rc, $(cat "$T/err")"
 
 # kill -9 while paging: nothing left behind
-"$R" train ${GPT% --quiet} $FUSED --steps 1000000 --scratch "$S" --page all >"$T/out" 2>&1 &
+"$R" train ${GPT% --quiet} $FUSED --steps 1000000 --scratch "$S" $BW --page all >"$T/out" 2>&1 &
 pid=$!
 i=0
 while [ $i -lt 400 ] && ! grep -q "step" "$T/out" 2>/dev/null; do sleep 0.05; i=$((i + 1)); done
@@ -64,7 +65,7 @@ check 'empty "$S"' "kill -9 left files in the scratch folder: $(ls -A "$S")"
 # a full disk while paging (injected): exit 1 naming the folder and the bytes;
 # the last --save file is what the step before wrote
 REMAT_SCRATCH_FAULT=enospc:400 "$R" train $GPT $FUSED --steps 40 --save "$T/full.st" --save-every 2 --scratch "$S" \
-    --page all 2>"$T/err"; rc=$?
+    $BW --page all 2>"$T/err"; rc=$?
 check '[ $rc -eq 1 ] && grep -q "No space left on device" "$T/err" && grep -q "$S" "$T/err" && grep -q "paging needs" "$T/err"' \
     "ENOSPC: exit $rc, $(cat "$T/err")"
 last=$(ls "$T"/full.step*.st 2>/dev/null | tail -1)
@@ -93,7 +94,7 @@ else
 fi
 
 # SIGINT: the paged state saved; resumed paged and unpaged, it continues exactly
-"$R" train ${GPT% --quiet} $FUSED --steps 1000000 --eval-every 20 --scratch "$S" --page all \
+"$R" train ${GPT% --quiet} $FUSED --steps 1000000 --eval-every 20 --scratch "$S" $BW --page all \
     --save "$T/int.st" >"$T/out" 2>"$T/err" &
 pid=$!
 i=0
@@ -108,7 +109,7 @@ if [ -n "$k" ]; then
         bad "unpaged resume exited $?"
     # (read lazily, as a checkpoint file above 64 MiB is: a piece at a time)
     REMAT_ST_LAZY_BYTES=0 "$R" train --resume "$T/int.st" --steps $((k + 3)) --threads 1 --quiet $FUSED --scratch "$S" \
-        --page all --save "$T/res_paged.st" || bad "paged resume exited $?"
+        $BW --page all --save "$T/res_paged.st" || bad "paged resume exited $?"
     check '[ "$(sha "$T/res_plain.st")" = "$(sha "$T/straight.st")" ]' "SIGINT at $k, resumed without paging: differs"
     check '[ "$(sha "$T/res_paged.st")" = "$(sha "$T/straight.st")" ]' "SIGINT at $k, resumed paging: differs"
 else
