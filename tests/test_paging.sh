@@ -32,6 +32,10 @@ BW="--scratch-bandwidth 1GB/s" # no probe: faster (the first paged run measures 
     || bad "paged run exited $?"
 check '[ "$(sha "$T/plain.st")" = "$(sha "$T/paged.st")" ]' "--page all: the file differs from no paging"
 check 'empty "$S"' "files left in the scratch folder: $(ls -A "$S")"
+# the I/O thread instead of io_uring (REMAT_NO_URING): the same file
+REMAT_NO_URING=1 "$R" train $GPT $FUSED --steps 6 --save "$T/paged_thread.st" --scratch "$S" --page all ||
+    bad "paged run on the I/O thread exited $?"
+check '[ "$(sha "$T/plain.st")" = "$(sha "$T/paged_thread.st")" ]' "--page all on the I/O thread: the file differs"
 check '[ "$(json "$T/paged.json" paged_out_bytes)" -gt 0 ] && [ "$(json "$T/paged.json" paged_in_bytes)" -gt 0 ]' \
     "report: paged bytes $(json "$T/paged.json" paged_out_bytes)"
 check 'grep -q "\"io_ms\"" "$T/paged.json" && grep -q "\"io_overlap\"" "$T/paged.json"' "report: io figures"

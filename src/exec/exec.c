@@ -173,6 +173,7 @@ rm_status rm_execute(rm_session *s, const rm_program *p, uint64_t step, int trai
             }
         }
         if (tr) tr->ev[tr->n++].live_out = live;
+        if (s->page.q.inflight) rm_ioq_poll(&s->page.q); /* io_uring: note what finished, when */
     }
     end_io(s);
     if (tr) rm_trace_io(s, p);

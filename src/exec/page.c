@@ -15,6 +15,7 @@
 #include "exec/exec.h"
 #include "exec/trace.h"
 #include <stdio.h>
+#include <sys/vfs.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,6 +46,49 @@ static double measure_flops_per_ms(int threads) {
     return best > 0 ? 0.7 * 2.0 * n * n * (double)n / best : 5e7;
 }
 
+/* The file's bandwidth as the steps will see it: PROBE_BYTES written then
+ * read back through the queue (io_uring: two halves of the buffer in
+ * flight at once), after a synchronous 4 KiB transfer that tells a disk
+ * too full or a file system that fails (its message names the bytes). */
+static rm_status probe(rm_session *s, unsigned char *buf, char *err, size_t errlen) {
+    rm_scratch *sc = &s->page.file;
+    size_t bytes = PROBE_BYTES, half = PROBE_BUF / 2;
+    double bps[2] = {0, 0};
+    int save_w = sc->n_writes, save_r = sc->n_reads;
+    rm_status rc = rm_scratch_probe(sc, buf, RM_PAGE_ALIGN, RM_PAGE_ALIGN, &bps[0], &bps[1], err, errlen);
+    if (rc != RM_OK) return rc;
+    struct statfs fs; /* on a nearly full disk, a smaller probe (an eighth of what is free) */
+    if (fstatfs(sc->fd, &fs) == 0 && (uint64_t)fs.f_bavail * (uint64_t)fs.f_bsize / 8 < bytes)
+        bytes = (size_t)((uint64_t)fs.f_bavail * (uint64_t)fs.f_bsize / 8) / half * half;
+    rm_ioq q;
+    if (bytes < 2 * half || rm_ioq_start(&q, sc, 2, 0, 0) != RM_OK)
+        return rm_scratch_probe(sc, buf, PROBE_BUF, bytes, &s->page.write_bps, &s->page.read_bps, err, errlen);
+    memset(buf, 0x5a, PROBE_BUF);
+    int e = 0;
+    for (int write = 1; write >= 0 && !e; write--) {
+        double t0 = rm_trace_now_ms();
+        for (size_t off = 0, k = 0; off < bytes && !e; off += half, k++) {
+            const int slot = (int)(k % 2);
+            if (k >= 2) e = rm_ioq_wait(&q, slot); /* the slot's last transfer, before it is reused */
+            q.req[slot] = (rm_io_req){.buf = buf + (size_t)slot * half, .bytes = half, .off = off, .write = write,
+                                      .region = -1};
+            if (!e) rm_ioq_submit(&q, slot);
+        }
+        for (int slot = 0; slot < 2 && !e; slot++) e = rm_ioq_wait(&q, slot);
+        double dt = rm_trace_now_ms() - t0;
+        bps[write] = (double)bytes / ((dt > 1e-3 ? dt : 1e-3) * 1e-3);
+    }
+    rm_ioq_stop(&q);
+    sc->n_writes = save_w, sc->n_reads = save_r; /* the probe does not count for injected faults */
+    if (e) {
+        snprintf(err, errlen, "scratch directory '%s': measuring its bandwidth (writing and reading %.1f MiB, %zu "
+                 "bytes): %s", sc->dir, (double)bytes / 1048576.0, bytes, strerror(e));
+        return RM_ERR_IO;
+    }
+    s->page.write_bps = bps[1], s->page.read_bps = bps[0];
+    return RM_OK;
+}
+
 rm_status rm_session_scratch_open(rm_session *s) {
     s->page.flops_per_ms = 5e7;
     if (!s->opt.scratch_dir) return RM_OK;
@@ -60,8 +104,7 @@ rm_status rm_session_scratch_open(rm_session *s) {
     void *buf = NULL;
     if (posix_memalign(&buf, RM_PAGE_ALIGN, PROBE_BUF) != 0)
         return rm_graph_fail(s->g, RM_ERR_NOMEM, "out of memory measuring the scratch file's bandwidth");
-    rc = rm_scratch_probe(&s->page.file, buf, PROBE_BUF, PROBE_BYTES, &s->page.write_bps, &s->page.read_bps, err,
-                          sizeof err);
+    rc = probe(s, buf, err, sizeof err);
     free(buf);
     if (rc != RM_OK) return rm_graph_fail(s->g, rc, "%s", err);
     return RM_OK;

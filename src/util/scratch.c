@@ -140,6 +140,18 @@ rm_status rm_scratch_open(rm_scratch *sc, const char *dir, char *err, size_t err
     return RM_OK;
 }
 
+/* The injected fault "corrupt": one byte of the block at off changed, as
+ * another process writing the file would. */
+static void corrupt_block(rm_scratch *sc, uint64_t off) {
+    void *b = NULL;
+    if (posix_memalign(&b, RM_PAGE_ALIGN, RM_PAGE_ALIGN) != 0) return;
+    if (pread(sc->fd, b, RM_PAGE_ALIGN, (off_t)off) == RM_PAGE_ALIGN) {
+        ((unsigned char *)b)[7] ^= 0x40;
+        if (pwrite(sc->fd, b, RM_PAGE_ALIGN, (off_t)off) != RM_PAGE_ALIGN) { /* the fault is best effort */ }
+    }
+    free(b);
+}
+
 rm_status rm_scratch_reserve(rm_scratch *sc, uint64_t bytes, char *err, size_t errlen) {
     if (bytes <= sc->reserved) return RM_OK;
     int e = posix_fallocate(sc->fd, 0, (off_t)bytes);
@@ -153,17 +165,18 @@ rm_status rm_scratch_reserve(rm_scratch *sc, uint64_t bytes, char *err, size_t e
     return RM_OK;
 }
 
-/* The injected fault "corrupt": one byte of the block at off changed, as
- * another process writing the file would. */
-static void corrupt_block(rm_scratch *sc, uint64_t off) {
-    void *b = NULL;
-    if (posix_memalign(&b, RM_PAGE_ALIGN, RM_PAGE_ALIGN) != 0) return;
-    if (pread(sc->fd, b, RM_PAGE_ALIGN, (off_t)off) == RM_PAGE_ALIGN) {
-        ((unsigned char *)b)[7] ^= 0x40;
-        if (pwrite(sc->fd, b, RM_PAGE_ALIGN, (off_t)off) != RM_PAGE_ALIGN) { /* the fault is best effort */ }
+int rm_scratch_fault(rm_scratch *sc, int write, int *corrupt_at) {
+    *corrupt_at = 0;
+    if (write) {
+        sc->n_writes++;
+        *corrupt_at = sc->fault == FAULT_CORRUPT && sc->n_writes == sc->fault_at;
+        return sc->fault == FAULT_ENOSPC && sc->n_writes == sc->fault_at ? ENOSPC : 0;
     }
-    free(b);
+    sc->n_reads++;
+    return sc->fault == FAULT_EIO && sc->n_reads == sc->fault_at ? EIO : 0;
 }
+
+void rm_scratch_corrupt(rm_scratch *sc, uint64_t off) { corrupt_block(sc, off); }
 
 int rm_scratch_write(rm_scratch *sc, const void *buf, size_t n, uint64_t off) {
     sc->n_writes++;

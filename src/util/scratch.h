@@ -40,6 +40,11 @@ rm_status rm_scratch_reserve(rm_scratch *sc, uint64_t bytes, char *err, size_t e
 /* One whole transfer (aligned as above): 0, or the errno that stopped it. */
 int rm_scratch_write(rm_scratch *sc, const void *buf, size_t n, uint64_t off);
 int rm_scratch_read(rm_scratch *sc, void *buf, size_t n, uint64_t off);
+/* The injected fault of the next write (or read), counted as rm_scratch_write
+ * and rm_scratch_read count them (0: none); and the injected change of a
+ * block after a write that `corrupt_at` says is the one. */
+int rm_scratch_fault(rm_scratch *sc, int write, int *corrupt_at);
+void rm_scratch_corrupt(rm_scratch *sc, uint64_t off);
 /* Measures the file's bandwidth (bytes/s): `bytes` written, then read back,
  * through buf (aligned, at least 4 MiB). */
 rm_status rm_scratch_probe(rm_scratch *sc, void *buf, size_t buf_bytes, size_t bytes, double *write_bps,
@@ -56,14 +61,23 @@ typedef struct rm_io_req {
     int region;      /* the file region (checksums are kept per region) */
     int done, err;   /* err: an errno, or RM_IO_CHANGED: the bytes read are not the bytes written */
     double t0, t1;   /* when the transfer ran, ms (CLOCK_MONOTONIC) */
+    size_t moved;    /* io_uring: bytes done so far (a short transfer is resumed) */
+    int corrupt;     /* the injected fault: change the block once written */
+    uint64_t hash;   /* a write's checksum, taken when it is submitted */
 } rm_io_req;
 #define RM_IO_CHANGED (-1)
 
-/* The I/O queue: a thread that runs submitted requests one after another,
- * in order. Requests are slots of a table sized once (rm_ioq_start), so a
- * step allocates nothing. With check set, every region written is hashed
- * and every read compared with it. */
+/* The I/O queue. With io_uring (liburing, where the kernel allows it) the
+ * step's own thread submits each transfer to the kernel and reaps
+ * completions, several transfers in flight at once (what an NVMe disk needs
+ * to reach its bandwidth), no thread of ours between; else a thread runs the
+ * submitted requests one after another, in order. Requests are slots of a
+ * table sized once (rm_ioq_start), so a step allocates nothing. With check
+ * set, every region written is hashed and every read compared with it. */
 typedef struct rm_ioq {
+    void *uring;           /* struct io_uring (NULL: the thread) */
+    int inflight;          /* io_uring: transfers submitted and not yet reaped */
+    double busy_t0;        /* io_uring: when the queue last went from idle to busy */
     rm_scratch *sc;
     rm_io_req *req;
     int n_req;
@@ -87,6 +101,8 @@ void rm_ioq_submit(rm_ioq *q, int i);
 int rm_ioq_wait(rm_ioq *q, int i);
 /* Waits for every submitted slot (after an error, before the buffers go). */
 void rm_ioq_drain(rm_ioq *q);
+/* Notes the transfers done by now without waiting (io_uring: their times). */
+void rm_ioq_poll(rm_ioq *q);
 void rm_ioq_clear_stats(rm_ioq *q);
 /* Stops the thread and frees the tables (safe on a zeroed or stopped q). */
 void rm_ioq_stop(rm_ioq *q);
