@@ -477,8 +477,9 @@ rm_status rm_plan_chain_sweep(const char *chain_json, int points, FILE *csv, cha
 
 /* The scratch tier of a session compiled with rm_options.scratch_dir: where,
  * how fast, and what the training step pages. The per-step figures are the
- * last training step's; io_ms is the I/O thread's time in transfers, wait_ms
- * the time the step waited for them (the rest overlapped compute). */
+ * last training step's; io_ms is the time transfers were under way (with
+ * io_uring, several at once count once), wait_ms the time the step waited
+ * for them (the rest overlapped compute). */
 typedef struct rm_paging_info {
     int enabled;                  /* a scratch file is open */
     int direct;                   /* O_DIRECT (else through the page cache) */
