@@ -120,12 +120,14 @@ rm_status rm_session_page_schedule(rm_session *s, rm_schedule *sch, const rm_pro
 rm_status rm_session_scratch_start(rm_session *s);
 rm_status rm_session_io(rm_session *s, const rm_program *p, const rm_instr *ins, int train);
 void rm_session_scratch_close(rm_session *s);
-/* Between steps, the training state that lives in the scratch file
+/* exec/pagestate.c: between steps, the training state that lives in the scratch file
  * (what: 0 the parameter, 1 AdamW's m, 2 its v of parameter pi): whether it
  * is paged; a view of its bytes from `off` on (*len of them; NULL after an
  * error, the message on the session), staged in the arena; and the whole
  * of it written from src (NULL: zeros). */
 int rm_session_state_paged(const rm_session *s, int pi, int what);
+/* What a paging unit holds, for messages ("the activation 'x'"). */
+void rm_session_unit_name(const rm_session *s, const rm_page_unit *u, char *out, size_t cap);
 /* The bytes of parameters and of parameters whose moments the marks page. */
 void rm_session_paged_bytes(const rm_session *s, size_t *params, size_t *moments);
 /* exec/pageplan.c: under a limit with a scratch file, one plan over keep,
