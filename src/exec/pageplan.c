@@ -118,6 +118,7 @@ typedef struct cand {
     size_t cap;         /* the staging room */
     double ms;          /* predicted: recomputation + waits (+ a twentieth of the transfers) */
     double wait;        /* of it, the predicted waits */
+    int dp;             /* found by the chain's program with its paged option */
     char *values;       /* the activations it pages (NULL: none) */
 } cand;
 
@@ -251,6 +252,53 @@ done:
     return rc;
 }
 
+/* The chain's own program with a third way to keep a stage, on disk
+ * (rm_schedule_chain_paged: Rotor's dynamic program over keep whole, keep
+ * selectively, keep on disk, or recompute), at c->budget, lowered, paged
+ * and laid out; tightened by the excess while the arena exceeds the room.
+ * Nothing (c->prog empty) on graphs that are not exact chains. */
+static rm_status weigh_dp(rm_session *s, cand *c, int64_t room) {
+    rm_graph *g = s->g;
+    const size_t nv = (size_t)(g->n_vals ? g->n_vals : 1);
+    const double bps = 0.5 * (s->page.read_bps + s->page.write_bps);
+    rm_status rc = RM_OK;
+    for (int tries = 0; tries < 4 && rc == RM_OK && c->budget > 0; tries++) {
+        char *values = calloc(nv, 1), err[256];
+        rm_schedule base;
+        if (!values) return rm_graph_fail(g, RM_ERR_NOMEM, "out of memory planning the paging");
+        rc = rm_schedule_chain_paged(g, c->budget, s->threads, NULL, 1e3 / bps, 0.15, s->page.flops_per_ms, &base,
+                                     values, err, sizeof err);
+        if (rc == RM_ERR_ARG || rc == RM_ERR_BUDGET) {
+            free(values);
+            return RM_OK;
+        }
+        if (rc != RM_OK) {
+            free(values);
+            return rm_graph_fail(g, rc, "%s", err);
+        }
+        free(s->page.values);
+        s->page.values = values;
+        s->page.max_staged = c->cap;
+        rm_program p;
+        double ms;
+        rc = lay_out(s, &base, &p, &ms);
+        rm_schedule_free(&base);
+        if (rc != RM_OK) break;
+        if ((int64_t)p.arena_bytes <= room) {
+            int n = 0;
+            for (size_t v = 0; v < nv; v++) n += values[v];
+            c->prog = p, c->ms = ms, c->wait = s->page.predicted_wait_ms, c->n_values = n;
+            c->values = values, s->page.values = NULL;
+            return RM_OK;
+        }
+        c->budget -= (int64_t)p.arena_bytes - room;
+        rm_program_free(&p);
+    }
+    free(s->page.values);
+    s->page.values = NULL;
+    return rc;
+}
+
 /* The budgets worth weighing at a level whose arena room is `room`: the
  * room itself, less the staging; and, for activation paging, recompute
  * plans at larger budgets (less recomputation, more to page). */
@@ -282,7 +330,22 @@ static rm_status try_level(rm_session *s, int level, int64_t room, int64_t store
             cand_free(&c);
         }
     }
-    return RM_OK;
+    /* and the chain's dynamic program with keeping on disk as a third way */
+    cand c = {0};
+    c.level = level, c.cap = cap, c.budget = room - (int64_t)cap;
+    rm_status rc = c.budget > 0 ? weigh_dp(s, &c, room) : RM_OK;
+    if (getenv("REMAT_PAGEPLAN_DEBUG") && c.prog.n_instrs)
+        fprintf(stderr, "pageplan: level %d chain DP with paging at %.2f MiB: arena %.2f MiB, %.1f ms, %d values\n",
+                level, c.budget / 1048576.0, c.prog.arena_bytes / 1048576.0, c.ms, c.n_values);
+    if (rc == RM_OK && c.prog.n_instrs && (!best->prog.n_instrs || c.ms < best->ms * (1 - 1e-9))) {
+        cand_free(best);
+        *best = c;
+        c.dp = 1;
+        best->dp = 1;
+    } else {
+        cand_free(&c);
+    }
+    return rc;
 }
 
 /* The least level whose arena room is at least `want` (-1: none). */
@@ -382,7 +445,8 @@ rm_status rm_session_limit_paging(rm_session *s, size_t (*fixed)(rm_session *s))
         s->limit.activation_bytes = (size_t)s->page.arena_cap;
         s->limit.arena_bytes = s->train.arena_bytes;
         size_t len = strlen(s->autoplan.chosen);
-        snprintf(s->autoplan.chosen + len, sizeof s->autoplan.chosen - len, "+paging");
+        if (best.dp) snprintf(s->autoplan.chosen, sizeof s->autoplan.chosen, "rotor with keep-on-disk");
+        else snprintf(s->autoplan.chosen + len, sizeof s->autoplan.chosen - len, "+paging");
     }
     cand_free(&best);
     free(order);

@@ -210,6 +210,10 @@ struct rm_rotor_op;
  * model does not count: cheaper, and larger). */
 rm_status rm_schedule_lower(const rm_graph *g, const rm_chain *c, const struct rm_rotor_op *ops, int n_ops,
                             int outputs, rm_schedule *out, char *err, size_t errlen);
+/* The values of the stages a plan keeps on disk (Fpage: everything but the
+ * stage's output), marked 1 in values (per value of g), for plan/paging.c. */
+void rm_rotor_paged_values(const rm_graph *g, const rm_chain *c, const struct rm_rotor_op *ops, int n_ops,
+                           char *values);
 
 /* plan/program.c: instructions + buffers from a schedule (liveness). */
 rm_status rm_program_build(const rm_graph *g, const rm_schedule *s, int threads,
@@ -295,6 +299,18 @@ rm_status rm_chain_model_from_graph(const rm_graph *g, const rm_chain *c, const 
  * as the budget planner uses it. */
 rm_status rm_chain_model_build(const rm_graph *g, const rm_chain *c, const rm_profile *prof, int threads,
                                const rm_program *store_all, struct rm_chain_model *m);
+/* The chain's plan at `budget` over Rotor's ways to keep a stage and a third
+ * (issue 20): kept on disk, all but its output written to a scratch file
+ * after its forward and read back for its backward, at ms_per_byte and
+ * latency_ms a transfer (times in the model's units: units_per_ms, 1 with a
+ * profile). Exact chains only (RM_ERR_ARG otherwise); RM_ERR_BUDGET when
+ * nothing fits. values (per value, zeroed by the caller) gets the values
+ * the plan pages; the schedule is the lowering, to be paged with them
+ * (plan/paging.c), laid out and checked by the caller. */
+rm_status rm_schedule_chain_paged(const rm_graph *g, int64_t budget, int threads, const rm_profile *prof,
+                                  double ms_per_byte, double latency_ms, double units_per_ms, rm_schedule *out,
+                                  char *values, char *err, size_t errlen);
+
 /* plan/planfit.c: Rotor's plans checked on the engine's arena. */
 typedef struct rm_fit_ctx {
     const rm_graph *g;
