@@ -83,8 +83,19 @@ static void ring_busy(rm_ioq *q, int delta) {
     if (q->inflight == 0 && delta < 0) q->busy_ms += now_ms() - q->busy_t0;
 }
 
-/* Hands (the rest of) slot i to the kernel. */
-static int ring_push(rm_ioq *q, int i) {
+/* The pieces of a transfer: up to 4 of at least 1 MiB, 4 KiB aligned. */
+static size_t piece_size(const rm_io_req *r) {
+    return ((r->bytes + (size_t)r->pieces - 1) / (size_t)r->pieces + RM_PAGE_ALIGN - 1) / RM_PAGE_ALIGN * RM_PAGE_ALIGN;
+}
+
+static void piece_span(const rm_io_req *r, int k, size_t *at, size_t *len) {
+    size_t ps = piece_size(r);
+    *at = (size_t)k * ps;
+    *len = *at >= r->bytes ? 0 : r->bytes - *at < ps ? r->bytes - *at : ps;
+}
+
+/* Hands (the rest of) piece k of slot i to the kernel. */
+static int ring_push(rm_ioq *q, int i, int k) {
     struct io_uring *ring = q->uring;
     rm_io_req *r = &q->req[i];
     struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
@@ -93,13 +104,14 @@ static int ring_push(rm_ioq *q, int i) {
         sqe = io_uring_get_sqe(ring);
     }
     if (!sqe) return EAGAIN;
-    size_t n = r->bytes - r->moved;
-    if (n > ((size_t)1 << 30)) n = (size_t)1 << 30; /* a transfer's length is 32-bit */
-    if (r->write) io_uring_prep_write(sqe, q->sc->fd, r->buf + r->moved, (unsigned)n, r->off + r->moved);
-    else io_uring_prep_read(sqe, q->sc->fd, r->buf + r->moved, (unsigned)n, r->off + r->moved);
-    io_uring_sqe_set_data64(sqe, (uint64_t)i);
-    int e = io_uring_submit(ring);
-    return e < 0 ? -e : 0;
+    size_t at, len;
+    piece_span(r, k, &at, &len);
+    at += r->moved[k], len -= r->moved[k];
+    if (len > ((size_t)1 << 30)) len = (size_t)1 << 30; /* a transfer's length is 32-bit */
+    if (r->write) io_uring_prep_write(sqe, q->sc->fd, r->buf + at, (unsigned)len, r->off + at);
+    else io_uring_prep_read(sqe, q->sc->fd, r->buf + at, (unsigned)len, r->off + at);
+    io_uring_sqe_set_data64(sqe, (uint64_t)i << 3 | (uint64_t)k);
+    return 0;
 }
 
 static void ring_done(rm_ioq *q, rm_io_req *r, int err) {
@@ -116,29 +128,49 @@ static void ring_done(rm_ioq *q, rm_io_req *r, int err) {
     }
 }
 
-/* One completion: a transfer done, failed, or short (its rest resubmitted). */
+/* A piece over (or failed): the transfer is done once all its pieces are. */
+static void piece_over(rm_ioq *q, rm_io_req *r, int err) {
+    if (err && !r->first_err) r->first_err = err;
+    if (--r->pieces_left == 0) ring_done(q, r, r->first_err);
+}
+
+/* One completion: a piece done, failed, or short (its rest resubmitted). */
 static void ring_reap(rm_ioq *q, struct io_uring_cqe *cqe) {
-    const int i = (int)io_uring_cqe_get_data64(cqe);
-    const int res = cqe->res;
+    const uint64_t data = io_uring_cqe_get_data64(cqe);
+    const int i = (int)(data >> 3), k = (int)(data & 7), res = cqe->res;
     io_uring_cqe_seen(q->uring, cqe);
-    if (i < 0 || i >= q->n_req) return;
+    if (i < 0 || i >= q->n_req || k >= q->req[i].pieces) return;
     rm_io_req *r = &q->req[i];
-    if (res < 0 && res != -EINTR && res != -EAGAIN) return ring_done(q, r, -res);
-    if (res == 0 && r->moved < r->bytes) return ring_done(q, r, r->write ? ENOSPC : EIO);
-    if (res > 0) r->moved += (size_t)res;
-    if (r->moved >= r->bytes) return ring_done(q, r, 0);
-    int e = ring_push(q, i); /* short, or interrupted: the rest */
-    if (e) ring_done(q, r, e);
+    size_t at, len;
+    piece_span(r, k, &at, &len);
+    if (res < 0 && res != -EINTR && res != -EAGAIN) return piece_over(q, r, -res);
+    if (res == 0) return piece_over(q, r, r->write ? ENOSPC : EIO); /* the disk is full, or the file short */
+    if (res > 0) r->moved[k] += (size_t)res;
+    if (r->moved[k] >= len) return piece_over(q, r, 0);
+    int e = ring_push(q, i, k); /* short, or interrupted: the rest */
+    if (!e && io_uring_submit(q->uring) < 0) e = EIO;
+    if (e) piece_over(q, r, e);
 }
 
 static void ring_submit(rm_ioq *q, int i) {
     rm_io_req *r = &q->req[i];
-    r->done = 0, r->err = 0, r->moved = 0, r->t0 = now_ms(), r->t1 = 0;
+    r->done = 0, r->err = 0, r->first_err = 0, r->t0 = now_ms(), r->t1 = 0;
+    r->pieces = r->bytes >= ((size_t)2 << 20) ? (int)(r->bytes >> 20) : 1;
+    if (r->pieces > 4) r->pieces = 4;
+    memset(r->moved, 0, sizeof r->moved);
     ring_busy(q, 1);
     int e = rm_scratch_fault(q->sc, r->write, &r->corrupt);
     if (!e && r->write && q->check) r->hash = rm_hash_bytes(r->buf, r->bytes);
-    if (!e) e = ring_push(q, i);
-    if (e) ring_done(q, r, e);
+    if (e) {
+        ring_done(q, r, e);
+        return;
+    }
+    int pushed = 0;
+    while (pushed < r->pieces && !(e = ring_push(q, i, pushed))) pushed++;
+    if (pushed && io_uring_submit(q->uring) < 0) pushed = 0, e = e ? e : EIO; /* none of them went */
+    r->pieces_left = pushed; /* the pieces in flight: each completes, then the transfer is over */
+    if (e) r->first_err = e;
+    if (pushed == 0) ring_done(q, r, e);
 }
 
 static int ring_wait(rm_ioq *q, int i) {

@@ -61,7 +61,12 @@ typedef struct rm_io_req {
     int region;      /* the file region (checksums are kept per region) */
     int done, err;   /* err: an errno, or RM_IO_CHANGED: the bytes read are not the bytes written */
     double t0, t1;   /* when the transfer ran, ms (CLOCK_MONOTONIC) */
-    size_t moved;    /* io_uring: bytes done so far (a short transfer is resumed) */
+    /* io_uring: the transfer in up to 4 pieces in flight at once (a disk
+     * behind virtio moves two 8 MiB requests at once twice as fast as one),
+     * each piece's bytes done so far (a short one is resumed), the pieces
+     * not yet done and the first error */
+    size_t moved[4];
+    int pieces, pieces_left, first_err;
     int corrupt;     /* the injected fault: change the block once written */
     uint64_t hash;   /* a write's checksum, taken when it is submitted */
 } rm_io_req;
