@@ -89,8 +89,9 @@ rm_val rm_input(rm_graph *g, const char *name, rm_dtype dt, int ndim, const int6
  * position ids 0..T-1 of a GPT); the session fills it at compile time. */
 rm_val rm_constant_i32(rm_graph *g, const char *name, int ndim, const int64_t *shape, const int32_t *data);
 
-/* Parameter initialisation kinds. */
-typedef enum rm_init { RM_INIT_ZEROS = 0, RM_INIT_ONES, RM_INIT_NORMAL } rm_init;
+/* Parameter initialisation kinds. RM_INIT_UNIFORM: uniform in [-std, std)
+ * (std is the bound; LoRA's A: Kaiming-uniform, bound 1/sqrt(fan_in)). */
+typedef enum rm_init { RM_INIT_ZEROS = 0, RM_INIT_ONES, RM_INIT_NORMAL, RM_INIT_UNIFORM } rm_init;
 /* A trainable fp32 parameter; `decay` says whether weight decay applies. */
 rm_val rm_param(rm_graph *g, const char *name, int ndim, const int64_t *shape,
                 rm_init init, float std, int decay);
@@ -291,8 +292,8 @@ rm_status rm_parse_size(const char *s, int64_t *bytes, double *fraction, char *e
 /* Compiles g into a session: autodiff, the plan, the step program, and one
  * allocation each for the arena, parameters (initialised from o->seed),
  * gradients and inputs. Takes ownership of nothing: the graph must outlive
- * the session; the session copies the options (it keeps no pointer of o).
- * On failure the message is rm_graph_errmsg(g), and the graph stays usable:
+ * the session; the session copies the options (it keeps no pointer of o;
+ * NULL: rm_options_default's). On failure the message is rm_graph_errmsg(g), and the graph stays usable:
  * compile it again with other options (e.g. a larger budget). */
 rm_status rm_compile(rm_graph *g, const rm_options *o, rm_session **out);
 void rm_session_free(rm_session *s);
@@ -353,7 +354,8 @@ typedef rm_status (*rm_fill_fn)(void *user, rm_session *s, int j, int64_t row_of
  * ends this rank's micro-batches; every rank then returns the error, with
  * "rank R of P: ...". The same step as P k ranks of one micro-batch each,
  * or as one process with k P micro-batches, up to the order of summation.
- * Compile with rm_options.accumulate for k > 1. */
+ * Compile with rm_options.accumulate for k > 1. fill may be NULL for k = 1
+ * (the inputs as they are). */
 rm_status rm_step_accumulate(rm_session *s, uint64_t step, int k, rm_fill_fn fill, void *user, float *loss);
 /* ---- data parallel (MPI; docs/SCALING.md) ------------------------------------ */
 
@@ -411,19 +413,23 @@ typedef struct rm_memory_info {
     size_t activation_bytes_planned;  /* peak of live activation bytes, from the plan */
     size_t activation_bytes_measured; /* peak observed while running */
     size_t activation_arena_bytes;    /* size of the arena (>= planned) */
-    size_t param_bytes, grad_bytes;   /* grad_bytes: flat gradient buffers (0 under fuse_optimizer) */
+    size_t param_bytes, grad_bytes;   /* grad_bytes: flat gradient buffers, of the trainable parameters
+                                       * only (0 under fuse_optimizer) */
     int n_instructions;
     /* fuse_optimizer: the parameter-gradient bytes among activation_bytes_planned
      * at its peak (they are arena buffers; the peak is of both together) */
     size_t grad_arena_bytes;
+    /* the trainable parameters' bytes (param_bytes less frozen parameters and state) */
+    size_t trainable_bytes;
 } rm_memory_info;
 /* Fills m for session s. */
 void rm_memory(const rm_session *s, rm_memory_info *m);
 
 /* What rm_options.limit_bytes was spent on (all 0 without a limit). The
  * optimizer's bytes are those rm_optim_new will allocate (AdamW: two
- * moments; SGD: none, but a budget's profiling step holds a copy of the
- * parameters, counted instead); margin: the session's own small tables. */
+ * moments of the trainable parameters; SGD: none, but a budget's profiling
+ * step holds a copy of the state, counted instead when larger); gradients:
+ * of the trainable parameters; margin: the session's own small tables. */
 typedef struct rm_limit_info {
     size_t limit_bytes;
     size_t param_bytes, grad_bytes, optimizer_bytes, input_bytes, margin_bytes;
@@ -465,12 +471,15 @@ void rm_print_plan(const rm_session *s, FILE *f);
 
 /* Planning for a chain profiled elsewhere (any framework). chain_json is
  * {"stages": [{"uf":..,"ub":..,"a":..,"ab":..,"ft":..,"bt":..}, ...]} with the
- * loss last; *result_json (free() it) is {"feasible", "time", "peak_bytes",
+ * loss last (optional "ab_sel", "ub_sel", "bt_sel": a stage kept selectively,
+ * "Fsel s" in the answer); *result_json (free() it) is {"feasible", "time", "peak_bytes",
  * "min_budget_bytes", "sequence": ["Fck 0", "Fn 1", ..., "L 6", "B 5", ...]}.
  * An infeasible budget returns RM_ERR_BUDGET with the JSON still filled. */
 rm_status rm_plan_chain(const char *chain_json, int64_t budget, char **result_json, char *err, size_t errlen);
+#define RM_SWEEP_MAX_POINTS 1000 /* rm_plan_chain_sweep's points: each is a plan */
 /* The trade-off table (budget -> time, overhead, peak) as CSV, `points`
- * budgets from the minimum feasible to store-all. */
+ * budgets from the minimum feasible to store-all (at most
+ * RM_SWEEP_MAX_POINTS, else RM_ERR_ARG). */
 rm_status rm_plan_chain_sweep(const char *chain_json, int points, FILE *csv, char *err, size_t errlen);
 
 /* ---- paging to disk: what it moved (issue 20) ------------------------------- */
@@ -557,13 +566,100 @@ rm_status rm_chart_svg(const rm_chart *c, const char *path, char *err, size_t er
  * "every_gap"}], schedule items "PO i" / "PI i", recompute_time including
  * the time waited for reads (docs/RECOMPUTE.md). */
 rm_status rm_plan_graph(const char *graph_json, int64_t budget, char **result_json, char *err, size_t errlen);
+/* The price of one given plan on such a graph (what a framework that can
+ * only run some plans, e.g. PyTorch's checkpoint regions, actually runs):
+ * plan_json is {"modes": ["keep" | "once" | "each" | "forward", ...],
+ * "blocks": [block id, ...]}, one entry per node (blocks nondecreasing from
+ * 0 by steps of 0 or 1; absent: one block per node). *result_json (free()
+ * it) is rm_plan_graph's answer for that plan: "peak_bytes",
+ * "recompute_time", "total_time", "schedule", ... ("budget_bytes" is the
+ * peak; "store_all_bytes" and "min_budget_bytes" are -1: not searched). */
+rm_status rm_price_graph(const char *graph_json, const char *plan_json, char **result_json, char *err,
+                         size_t errlen);
 
 /* Parameters, in the order they were created. */
 int rm_param_count(const rm_graph *g);
 rm_val rm_param_at(const rm_graph *g, int i);
 int rm_param_decay(const rm_graph *g, rm_val v);
-/* 1 for trainable parameters, 0 for state (rm_state). */
+/* 1 for trainable parameters, 0 for state (rm_state) and frozen parameters. */
 int rm_param_trainable(const rm_graph *g, rm_val v);
+
+/* ---- frozen parameters (fine-tuning; docs/MODELS.md, "Fine-tuning") ---------- */
+
+/* Freezes parameter v: it keeps the values it is initialised or loaded
+ * with, and it gets no gradient (rm_grad returns NULL) and no optimizer
+ * state (AdamW moments, the flat gradient buffer, a fused gradient). The
+ * backward is pruned accordingly: no weight-gradient product for it, no
+ * input gradient where nothing upstream is trainable, and nothing kept or
+ * recomputed only for such a gradient; the plan, the budget, limit_bytes
+ * and rm_memory count the smaller state, and checkpoint files hold no
+ * moments for it. Call it before the first rm_compile of g (RM_ERR_STATE
+ * after); RM_ERR_ARG for a value that is not a parameter or is state.
+ * Freezing twice is harmless. */
+rm_status rm_param_freeze(rm_graph *g, rm_val v);
+/* 1 for a frozen parameter, else 0. */
+int rm_param_frozen(const rm_graph *g, rm_val v);
+/* The parameter named `name`, or -1. */
+rm_val rm_param_by_name(const rm_graph *g, const char *name);
+/* Freezes by name: `freeze` and `train_only` are comma-separated globs
+ * (fnmatch) on parameter names, and a pattern also matches every tensor of
+ * a module ("lm_head" matches "lm_head.weight"; "model.layers.0" the whole
+ * layer). Every parameter one of `freeze`'s patterns matches is frozen, and
+ * with `train_only`, every parameter none of its patterns matches. NULL or
+ * "" for either: not used. A pattern that matches no parameter is
+ * RM_ERR_ARG naming it (a typo would silently train everything). *n_frozen
+ * (NULL-able): how many parameters are frozen now. */
+rm_status rm_freeze_params(rm_graph *g, const char *freeze, const char *train_only, int *n_frozen);
+
+/* ---- LoRA (Hu et al. 2021), as Hugging Face PEFT computes and names it ------- */
+
+/* A linear layer with a low-rank adapter:
+ *   y = x W^T + b + (alpha / rank) * (dropout(x) A^T) B^T
+ * x (..,IN); w_frozen (OUT,IN) and b (OUT) or -1: the base layer, which
+ * rm_lora_linear freezes (rm_param_freeze). It creates the adapter, two
+ * parameters named as PEFT names them when w is "<m>.weight":
+ * "<m>.lora_A.weight" (rank, IN), Kaiming-uniform as PEFT initialises it
+ * (U(-1/sqrt(IN), 1/sqrt(IN))), and "<m>.lora_B.weight" (OUT, rank), zero,
+ * so training starts from the base model; both get weight decay. dropout
+ * in [0, 1) drops the adapter's input only (Philox masks as rm_dropout's:
+ * a recomputation sees the same mask). The backward computes dA, dB and dx
+ * (no dW, no db) and keeps x and the (.., rank) product dropout(x) A^T.
+ * rm_load_params and --init accept a file without the adapters (they keep
+ * their initial values); rm_save_adapters writes them alone. */
+rm_val rm_lora_linear(rm_graph *g, rm_val x, rm_val w_frozen, rm_val b, int rank, float alpha, float dropout);
+/* 1 for a parameter rm_lora_linear created (an adapter's A or B), else 0. */
+int rm_param_adapter(const rm_graph *g, rm_val v);
+
+/* LoRA on a built-in model (rm_llama_config.lora, rm_gpt_config.lora,
+ * rm_run_info.lora): every linear layer named in `targets` becomes an
+ * rm_lora_linear, and every other parameter is frozen. */
+typedef struct rm_lora_config {
+    int rank;          /* r; 0: no LoRA */
+    float alpha;       /* PEFT's lora_alpha: the adapter's output is scaled by alpha / rank; 0: 8 (PEFT's default) */
+    float dropout;     /* PEFT's lora_dropout, on each adapter's input, in [0, 1) */
+    /* comma-separated module names; "": all of the model's: llama q_proj,
+     * k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj; gpt and uvit c_attn,
+     * c_proj,c_fc. A name the model lacks is RM_ERR_ARG. */
+    char targets[160];
+} rm_lora_config;
+
+/* Writes s's LoRA adapters alone, as a PEFT adapter folder `dir` (made if
+ * missing): adapter_model.safetensors with each adapter as
+ * "base_model.model.<name>" (F32) and adapter_config.json (peft_type LORA,
+ * task_type CAUSAL_LM, r, lora_alpha, lora_dropout, target_modules, bias
+ * "none", base_model_name_or_path: base_model or null, fan_in_fan_out: 1
+ * for a base whose weights are stored (IN, OUT), as Hugging Face's GPT-2
+ * Conv1D). peft.PeftModel.from_pretrained(model, dir) loads it. RM_ERR_ARG
+ * when the model has no adapters or they differ in rank, alpha or dropout;
+ * RM_ERR_IO naming the file. Atomic per file. */
+rm_status rm_save_adapters(rm_session *s, const char *dir, const char *base_model, int fan_in_fan_out, char *err,
+                           size_t errlen);
+/* Writes every parameter of s but the adapters, each weight that carries
+ * an adapter merged: W + (alpha / rank) B A (the session's weights are not
+ * changed), with the caller's metadata and the checksum: the fine-tuned
+ * model as a plain one (llama: LlamaForCausalLM's names). Atomic. */
+rm_status rm_save_merged(rm_session *s, const char *path, int n_meta, const char *const *keys,
+                         const char *const *values, char *err, size_t errlen);
 
 /* ---- models ------------------------------------------------------------- */
 
@@ -583,6 +679,7 @@ typedef struct rm_gpt_config {
     int layers, dim, heads, context, vocab, batch;
     float dropout;   /* on embeddings and on both residual branches */
     int keep_logits; /* mark logits as an output (sampling) */
+    rm_lora_config lora; /* adapters on c_attn, c_proj, c_fc (rank 0: none) */
 } rm_gpt_config;
 /* Records the GPT into g (stages embed, h.0 .. h.L-1, head) and fills io. */
 rm_status rm_gpt_build(rm_graph *g, const rm_gpt_config *c, rm_model_io *io);
@@ -610,9 +707,11 @@ typedef struct rm_llama_config {
     float dropout;      /* where GPT has it: on embeddings and both residual branches */
     float rope_theta, norm_eps;
     int keep_logits;
+    rm_lora_config lora; /* adapters on the seven projections (rank 0: none) */
 } rm_llama_config;
 /* The default SwiGLU hidden size: 8/3 x dim rounded up to a multiple of 64
- * (384 -> 1024); and the builder (stages embed, layers.N, head). */
+ * (384 -> 1024; 0 when dim < 1 or the size exceeds an int, which the
+ * builder refuses); and the builder (stages embed, layers.N, head). */
 int rm_llama_ffn_dim(int dim);
 rm_status rm_llama_build(rm_graph *g, const rm_llama_config *c, rm_model_io *io);
 
@@ -673,7 +772,9 @@ rm_status rm_seq2seq_fill(rm_session *s, const rm_model_io *io, const rm_pairs *
  * rm_options.optim), its moments allocated now and zeroed; rm_optim_free
  * (NULL does nothing) releases it. RM_ERR_ARG for a config out of range:
  * beta1 and beta2 in [0, 1), eps in (0, 1], weight_decay in [0, 10],
- * grad_clip in [0, 1e9]. */
+ * grad_clip in [0, 1e9]. The optimizer and its session may be freed in
+ * either order: once the session is freed, the optimizer's calls return
+ * RM_ERR_STATE and rm_optim_free still frees it. */
 rm_status rm_optim_new(rm_session *s, const rm_optim_config *c, rm_optim **out);
 void rm_optim_free(rm_optim *o);
 /* Applies one update with learning rate lr; returns the pre-clip grad norm. */
@@ -681,7 +782,7 @@ rm_status rm_optim_step(rm_optim *o, float lr, float *grad_norm);
 /* A session compiled with rm_options.fuse_optimizer runs its optimizer
  * inside rm_step. rm_optim_new attaches the optimizer to the session (one
  * per session, RM_ERR_STATE for a second; c->grad_clip must be 0, else
- * RM_ERR_ARG; rm_optim_free it before the session), and rm_optim_set_lr
+ * RM_ERR_ARG), and rm_optim_set_lr
  * gives the learning rate of the following steps (a finite lr, RM_ERR_ARG
  * otherwise): rm_step without one is RM_ERR_STATE. Each rm_step is then one
  * update, counted as rm_optim_step counts them (the checkpoint files hold
@@ -710,7 +811,8 @@ rm_status rm_load_params(rm_session *s, const char *path, char *err, size_t errl
  * rm_load_params refuses a file whose checksum does not hold. */
 /* The optimizer's state: the AdamW moments (its own buffers, laid out as the
  * parameters; NULL for SGD) and the number of updates applied (AdamW's bias
- * correction). Write into m and v, and set t, to restore a saved state. */
+ * correction). Write into m and v, and set t, to restore a saved state.
+ * Each of m, v, t may be NULL (not wanted). */
 rm_status rm_optim_state(rm_optim *o, float **m, float **v, uint64_t *t);
 rm_status rm_optim_set_updates(rm_optim *o, uint64_t t);
 /* A sharded optimizer (rm_session_set_comm_f with RM_DIST_SHARD) holds
@@ -740,8 +842,9 @@ rm_status rm_load_state(rm_session *s, rm_optim *o, const char *path, char *err,
 /* A token sequence, its train/validation split and batch samplers. Sources:
  * a file in llm.c's token format (a header of 256 int32: magic 20240520,
  * version 1, token count; then uint16 tokens), any other file read as bytes
- * (one token per byte, vocab 256), the corpus embedded in the library (its
- * own docs and sources, as bytes), or tokens in the caller's memory (copied).
+ * (one token per byte, vocab 256), the corpus embedded in the library (a
+ * fixed text, data/corpus.txt.gz: the project's docs and sources as of one
+ * commit, as bytes), or tokens in the caller's memory (copied).
  * Every batch is a pure function of (seed, batch index): a run resumed at
  * batch k sees the same data as one that never stopped. */
 typedef enum rm_data_format { RM_DATA_BYTES = 0, RM_DATA_LLMC, RM_DATA_TOKENS } rm_data_format;
@@ -854,11 +957,15 @@ typedef struct rm_run_info {
     uint64_t data_position; /* the next training batch's index */
     rm_optim_config optim;
     rm_lr_schedule lr;     /* lr.steps: the step count the run goes to */
+    /* fine-tuning: rm_run_build freezes these by name (rm_freeze_params); "" for none */
+    char freeze[256], train_only[256];
+    rm_lora_config lora;   /* models "llama", "gpt", "uvit" (rank 0: none) */
 } rm_run_info;
 /* Defaults: model "gpt", the CLI's default GPT, AdamW, constant lr 1e-3, seed 1337. */
 void rm_run_info_default(rm_run_info *r);
-/* Builds the model a run describes (gpt, mlp, llama, uvit, encdec); RM_ERR_ARG
- * for another model name (the caller builds its own). */
+/* Builds the model a run describes (gpt, mlp, llama, uvit, encdec), with
+ * its frozen parameters; RM_ERR_ARG for another model name (the caller
+ * builds its own). */
 rm_status rm_run_build(const rm_run_info *r, rm_graph *g, rm_model_io *io, int keep_logits);
 
 /* Writes the whole training state of s and o (NULL: parameters only) with r
@@ -870,8 +977,11 @@ rm_status rm_save_run(rm_session *s, rm_optim *o, const char *path, const rm_run
 
 /* A .safetensors file opened for reading: its metadata and tensor list are
  * available without a session (to rebuild the model it holds), and
- * rm_file_restore then loads it into one. The file is read and its layout
- * validated at open; the checksum is checked by rm_file_verify. */
+ * rm_file_restore then loads it into one. Its header is read and its layout
+ * validated against the file's size at open, and the file stays open until
+ * rm_file_close: tensors are read from it when loaded (rm_file_restore) or
+ * hashed a chunk at a time (rm_file_verify), so a file of any size is
+ * opened, verified and loaded without holding it in memory. */
 typedef struct rm_file rm_file;
 #define RM_CHECKSUM_LEN 72 /* "sha256:" + 64 hex digits + NUL */
 /* Opens path (RM_ERR_IO, RM_ERR_FORMAT naming the problem, RM_ERR_NOMEM);
@@ -902,6 +1012,13 @@ rm_status rm_file_tensor(const rm_file *f, int i, rm_tensor_info *out);
 /* The run a training-state file describes (its metadata, validated):
  * RM_ERR_FORMAT naming the key when one is missing or garbled. */
 rm_status rm_file_run_info(const rm_file *f, rm_run_info *r, char *err, size_t errlen);
+/* RM_OK when f holds every parameter of the (built, not yet compiled)
+ * graph g as an F32 tensor of its shape; else RM_ERR_FORMAT naming the
+ * first that is missing or differs. It reads the file's index only: call it
+ * before rm_compile, which allocates what the graph describes, so a file
+ * whose metadata claims a larger model than its tensors hold is refused
+ * before anything of that size is allocated. */
+rm_status rm_file_check(const rm_file *f, const rm_graph *g, char *err, size_t errlen);
 /* Loads the file into s and o as rm_load_state does (the checksum must be
  * present and hold; the AdamW moments and update count with an AdamW o).
  * On any error nothing is changed. */

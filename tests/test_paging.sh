@@ -111,8 +111,7 @@ if [ -n "$k" ]; then
     "$R" train $GPT $FUSED --steps $((k + 3)) --save "$T/straight.st" || bad "straight run exited $?"
     "$R" train --resume "$T/int.st" --steps $((k + 3)) --threads 1 --quiet --save "$T/res_plain.st" ||
         bad "unpaged resume exited $?"
-    # (read lazily, as a checkpoint file above 64 MiB is: a piece at a time)
-    REMAT_ST_LAZY_BYTES=0 "$R" train --resume "$T/int.st" --steps $((k + 3)) --threads 1 --quiet $FUSED --scratch "$S" \
+    "$R" train --resume "$T/int.st" --steps $((k + 3)) --threads 1 --quiet $FUSED --scratch "$S" \
         $BW --page all --save "$T/res_paged.st" || bad "paged resume exited $?"
     check '[ "$(sha "$T/res_plain.st")" = "$(sha "$T/straight.st")" ]' "SIGINT at $k, resumed without paging: differs"
     check '[ "$(sha "$T/res_paged.st")" = "$(sha "$T/straight.st")" ]' "SIGINT at $k, resumed paging: differs"

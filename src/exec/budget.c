@@ -54,9 +54,9 @@ rm_status rm_session_budget_program(rm_session *s, const rm_profile *prof, rm_pr
     release_freed(s);
     if (rc != RM_OK) return rm_graph_fail(g, rc, "%s", err);
     rm_memplan(out);
-    /* the minimum is a search to half a percent over the dynamic program's
-     * plans; a uniform schedule chosen instead may fit in less */
-    if (s->autoplan.min_budget < 0 || (size_t)s->autoplan.min_budget > out->arena_bytes)
+    /* a chain's least is exact and the same whatever the budget; a graph's
+     * is a search, and a plan found may fit in less */
+    if (s->autoplan.min_budget < 0 || (!s->autoplan.min_exact && (size_t)s->autoplan.min_budget > out->arena_bytes))
         s->autoplan.min_budget = (int64_t)out->arena_bytes;
     return RM_OK;
 }
@@ -74,23 +74,6 @@ static rm_status grow_arena(rm_session *s, size_t bytes) {
     s->arena = a;
     s->arena_bytes = bytes;
     return RM_OK;
-}
-
-/* The parameters from src to dst (laid out as the flat buffer): all of
- * them; or, when the session may page (marks exist), only the state
- * (running statistics): without an optimizer, which the profiling step
- * never has, no step changes a trainable parameter, and a paged one's part
- * of the flat buffer is never touched. */
-static void copy_resident(const rm_session *s, float *dst, const float *src) {
-    const rm_graph *g = s->g;
-    if (!s->page.params) {
-        memcpy(dst, src, g->param_floats * sizeof(float));
-        return;
-    }
-    for (int i = 0; i < g->n_params; i++) {
-        const rm_value *v = &g->vals[g->params[i]];
-        if (!v->trainable) memcpy(dst + v->param_off, src + v->param_off, (size_t)v->numel * sizeof(float));
-    }
 }
 
 /* The plan again with the profile's times. A plan that pages under a limit
@@ -122,18 +105,19 @@ static rm_status replan(rm_session *s, rm_program *p) {
 }
 
 /* Steps on the inputs as they are (zeros at compile time) to time each
- * stage, then plan again with those times. Parameters and state (running
- * statistics) are restored, so the profile leaves no trace. */
+ * stage, then plan again with those times. A step without an optimizer
+ * writes no parameter, only state (running statistics): that part of the
+ * buffer (rm_graph_layout) is restored, so the profile leaves no trace. */
 rm_status rm_session_profile(rm_session *s) {
     rm_graph *g = s->g;
-    size_t bytes = g->param_floats * sizeof(float);
-    float *saved = malloc(bytes ? bytes : 1); /* touched only where copy_resident copies */
+    size_t bytes = (g->state_end - g->train_floats) * sizeof(float);
+    float *saved = malloc(bytes ? bytes : 1), *state = s->params + g->train_floats;
     if (!saved) return rm_graph_fail(g, RM_ERR_NOMEM, "out of memory profiling");
-    copy_resident(s, saved, s->params);
+    memcpy(saved, state, bytes);
     /* twice: the first step also pays for first-touch page faults and thread start-up */
     rm_status rc = rm_execute(s, &s->train, 0, 1);
     if (rc == RM_OK) rc = rm_execute(s, &s->train, 0, 1);
-    copy_resident(s, s->params, saved);
+    memcpy(state, saved, bytes);
     free(saved);
     if (rc != RM_OK) return rm_graph_fail(g, rc, "profiling step: %s", s->errmsg);
     if (!rm_profile_copy(&s->prof, &s->timing, g)) return rm_graph_fail(g, RM_ERR_NOMEM, "out of memory profiling");

@@ -22,19 +22,14 @@
 static double mib(double b) { return b / 1048576.0; }
 
 /* The fixed part of the limit, into s->limit. */
-/* The bytes of non-trainable parameters (running statistics). */
-static size_t state_bytes(const rm_graph *g) {
-    size_t b = 0;
-    for (int i = 0; i < g->n_params; i++)
-        if (!g->vals[g->params[i]].trainable) b += (size_t)g->vals[g->params[i]].numel * sizeof(float);
-    return b;
-}
-
 static size_t fixed_bytes(rm_session *s) {
     rm_limit_info *l = &s->limit;
     const rm_graph *g = s->g;
     l->limit_bytes = (size_t)s->opt.limit_bytes;
     const size_t all = g->param_floats * sizeof(float);
+    /* gradients and moments: trainable parameters only (frozen ones have none) */
+    const size_t train_bytes = g->train_floats * sizeof(float);
+    const size_t state_bytes = (g->state_end - g->train_floats) * sizeof(float);
     /* the training state the plan pages to the scratch file is not held */
     size_t paged_params, paged_moments;
     rm_session_paged_bytes(s, &paged_params, &paged_moments);
@@ -42,14 +37,11 @@ static size_t fixed_bytes(rm_session *s) {
     l->param_bytes = all - paged_params;
     l->paged_bytes = paged_params + (adamw ? 2 * paged_moments : 0);
     /* fused: in the arena; accumulating micro-batches: a second buffer */
-    l->grad_bytes = s->opt.fuse_optimizer ? 0 : all * (s->opt.accumulate ? 2 : 1);
+    l->grad_bytes = s->opt.fuse_optimizer ? 0 : train_bytes * (s->opt.accumulate ? 2 : 1);
     /* AdamW's two moments; a profiling step (planned schedules) copies the
-     * parameters before the optimizer exists: the larger of the two */
-    size_t moments = adamw ? 2 * (all - paged_moments) : 0;
-    /* a session that may page copies only the state (running statistics)
-     * around its profiling step (exec/budget.c) */
-    size_t copied = s->page.params ? state_bytes(g) : l->param_bytes;
-    l->optimizer_bytes = moments > copied || s->opt.strategy != RM_STRATEGY_NONE ? moments : copied;
+     * state (running statistics) before the optimizer exists: the larger */
+    size_t moments = adamw ? 2 * (train_bytes - paged_moments) : 0;
+    l->optimizer_bytes = moments > state_bytes || s->opt.strategy != RM_STRATEGY_NONE ? moments : state_bytes;
     l->input_bytes = g->input_bytes;
     l->margin_bytes = LIMIT_MARGIN_BYTES;
     return l->param_bytes + l->grad_bytes + l->optimizer_bytes + l->input_bytes + l->margin_bytes;

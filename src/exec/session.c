@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Parameter i's first values into w: N(0, std) drawn from Philox keyed by
- * (seed, param index), a pure function of the seed, independent of thread
- * count (or zeros, ones). */
+/* Parameter i's first values into w: N(0, std) or U(-std, std) drawn from
+ * Philox keyed by (seed, param index), a pure function of the seed,
+ * independent of thread count (or zeros, ones). */
 static void init_param(const rm_session *s, int i, float *w) {
     const rm_value *v = &s->g->vals[s->g->params[i]];
     /* each element depends only on (seed, i, e): parallel, same values */
@@ -20,6 +20,11 @@ static void init_param(const rm_session *s, int i, float *w) {
         case RM_INIT_NORMAL:
             w[e] = v->init_std * rm_philox_normal(s->opt.seed, 0x70617261u, (uint32_t)i, (uint64_t)e);
             break;
+        case RM_INIT_UNIFORM: {
+            const float u = rm_philox_uniform(s->opt.seed, 0x70617261u, (uint32_t)i, (uint64_t)e);
+            w[e] = v->init_std * (2.0f * u - 1.0f);
+            break;
+        }
         }
     }
 }
@@ -98,6 +103,7 @@ static rm_status compile(rm_graph *g, const rm_options *o, rm_session **out) {
     }
     s->threads = s->opt.threads > 0 ? s->opt.threads : rm_default_threads();
     s->loss_seed = 1.0f;
+    rm_graph_layout(g); /* trainable | state | frozen: the gradients cover the first part only */
     g->fuse_grads = s->opt.fuse_optimizer; /* the programs planned from here on (rm_compile resets it) */
     if ((rc = rm_session_scratch_open(s)) != RM_OK) {
         rm_session_free(s);
@@ -133,25 +139,28 @@ static rm_status compile(rm_graph *g, const rm_options *o, rm_session **out) {
         return rc;
     }
     const int flat_grads = !s->opt.fuse_optimizer; /* fused: the gradients are arena buffers */
+    const size_t grad_bytes = g->train_floats * sizeof(float); /* trainable parameters only */
     s->arena = alloc_arena(s->arena_bytes);
     s->params = alloc_aligned(g->param_floats * sizeof(float));
-    if (flat_grads) s->grads = alloc_aligned(g->param_floats * sizeof(float));
-    if (flat_grads && s->opt.accumulate) s->grads_micro = alloc_aligned(g->param_floats * sizeof(float));
+    if (flat_grads) s->grads = alloc_aligned(grad_bytes);
+    if (flat_grads && s->opt.accumulate) s->grads_micro = alloc_aligned(grad_bytes);
     s->inputs = alloc_aligned(g->input_bytes);
     rm_profile_alloc(&s->timing, g); /* all NULL when out of memory */
     if (s->opt.verify_recompute) s->hashes = calloc((size_t)g->n_vals, sizeof *s->hashes);
     if (!s->arena || !s->params || (flat_grads && !s->grads) || (flat_grads && s->opt.accumulate && !s->grads_micro) ||
         !s->inputs || !s->timing.node_fwd || (s->opt.verify_recompute && !s->hashes)) {
-        size_t total = s->arena_bytes + (size_t)(1 + flat_grads) * g->param_floats * sizeof(float);
+        size_t total = s->arena_bytes + g->param_floats * sizeof(float) + (size_t)flat_grads * grad_bytes;
         rm_session_free(s);
         return rm_graph_fail(g, RM_ERR_NOMEM, "cannot allocate %.1f MiB for activations and parameters",
                              (double)total / (1 << 20));
     }
     memset(s->inputs, 0, g->input_bytes);
-    for (int v = 0; v < g->n_vals; v++)
-        if (g->vals[v].const_data)
-            memcpy(s->inputs + g->vals[v].input_off, g->vals[v].const_data,
-                   (size_t)g->vals[v].numel * sizeof(int32_t));
+    for (int v = 0; v < g->n_vals; v++) {
+        const rm_value *c = &g->vals[v];
+        int32_t *dst = (int32_t *)(s->inputs + c->input_off);
+        if (c->const_data) memcpy(dst, c->const_data, (size_t)c->numel * sizeof(int32_t));
+        for (int64_t i = 0; c->const_period && i < c->numel; i++) dst[i] = (int32_t)(i % c->const_period);
+    }
     memset(s->arena, 0, s->arena_bytes); /* touch it once, before any step */
     if ((rc = init_params(s)) != RM_OK) {
         rm_session_free(s);
@@ -182,6 +191,7 @@ rm_status rm_compile(rm_graph *g, const rm_options *o, rm_session **out) {
 
 void rm_session_free(rm_session *s) {
     if (!s) return;
+    while (s->refs) rm_session_ref_detach(s->refs); /* its optimizers outlive it, detached */
     rm_program_free(&s->train);
     rm_program_free(&s->infer);
     free(s->arena);
@@ -198,8 +208,19 @@ void rm_session_free(rm_session *s) {
     free(s);
 }
 
+void *rm_session_input(rm_session *s, rm_val v, rm_dtype dt, int64_t numel, const char *fn, const char *what) {
+    if (rm_session_runnable(s, fn) != RM_OK) return NULL;
+    const rm_value *val = v >= 0 && v < s->g->n_vals ? &s->g->vals[v] : NULL;
+    if (!val || val->kind != RM_VALUE_INPUT || rm_value_constant(val) || val->dtype != dt || val->numel != numel) {
+        rm_session_fail(s, RM_ERR_ARG, "%s: io's %s (value %d) is not an %s input of %lld elements", fn, what, (int)v,
+                        dt == RM_DTYPE_I32 ? "int32" : "f32", (long long)numel);
+        return NULL;
+    }
+    return s->inputs + val->input_off;
+}
+
 void *rm_value_data(rm_session *s, rm_val v) {
-    if (!s || v < 0 || v >= s->g->n_vals) return NULL;
+    if (!s || rm_session_runnable(s, "rm_value_data") != RM_OK || v < 0 || v >= s->g->n_vals) return NULL;
     const rm_value *val = &s->g->vals[v];
     if (val->kind == RM_VALUE_INPUT) return s->inputs + val->input_off;
     for (int pi = 0; val->kind == RM_VALUE_PARAM && s->page.params && pi < s->g->n_params; pi++)
@@ -211,7 +232,9 @@ void *rm_value_data(rm_session *s, rm_val v) {
 }
 
 float *rm_grad(rm_session *s, rm_val v) {
-    if (!s || !s->grads || v < 0 || v >= s->g->n_vals || s->g->vals[v].kind != RM_VALUE_PARAM) return NULL;
+    if (!s || rm_session_runnable(s, "rm_grad") != RM_OK || !s->grads || v < 0 || v >= s->g->n_vals ||
+        s->g->vals[v].kind != RM_VALUE_PARAM || !s->g->vals[v].trainable)
+        return NULL;
     return s->grads + s->g->vals[v].param_off;
 }
 
@@ -250,7 +273,7 @@ rm_status rm_session_check_inputs(rm_session *s, const char *fn) {
  * ((g_0 + g_1) + g_2) + ..., bit for bit the sum data-parallel ranks form
  * of the same micro-batches (dist/dist.c; for 2 ranks g_0 + g_1 exactly). */
 static rm_status accumulate(rm_session *s, uint64_t step) {
-    const size_t n = s->g->param_floats;
+    const size_t n = s->g->train_floats;
     if (!s->grads_micro && s->opt.limit_bytes > 0)
         return rm_session_fail(s, RM_ERR_STATE, "rm_step_micro: accumulating needs a second gradient buffer "
                                "(%.1f MiB) that the memory limit did not count: compile with rm_options.accumulate",
@@ -271,7 +294,8 @@ static rm_status accumulate(rm_session *s, uint64_t step) {
 
 rm_status rm_step_micro(rm_session *s, uint64_t step, const rm_micro *m, float *loss) {
     if (!s) return RM_ERR_ARG;
-    if (s->opt.dry_run) return rm_session_fail(s, RM_ERR_STATE, "rm_step: the session was compiled with dry_run");
+    rm_status rc = rm_session_runnable(s, "rm_step");
+    if (rc != RM_OK) return rc;
     if (s->g->loss < 0 || s->opt.forward_only)
         return rm_session_fail(s, RM_ERR_STATE, "rm_step: the session is forward-only (no loss, or forward_only set)");
     const rm_micro whole = {0, 1.0f, 0};
@@ -288,8 +312,7 @@ rm_status rm_step_micro(rm_session *s, uint64_t step, const rm_micro *m, float *
         return rm_session_fail(s, RM_ERR_STATE, "rm_step: the session fuses its optimizer (rm_options."
                                "fuse_optimizer): create it with rm_optim_new and give the learning rate with "
                                "rm_optim_set_lr first");
-    rm_status rc = rm_session_check_inputs(s, "rm_step");
-    if (rc != RM_OK) return rc;
+    if ((rc = rm_session_check_inputs(s, "rm_step")) != RM_OK) return rc;
     if (fused && (rc = s->fused.begin(s->fused.o)) != RM_OK) return rc;
     s->row0 = m->row_offset;
     s->loss_seed = m->loss_scale;
@@ -305,9 +328,8 @@ rm_status rm_step_micro(rm_session *s, uint64_t step, const rm_micro *m, float *
 
 rm_status rm_forward(rm_session *s, float *loss) {
     if (!s) return RM_ERR_ARG;
-    if (s->opt.dry_run) return rm_session_fail(s, RM_ERR_STATE, "rm_forward: the session was compiled with dry_run");
-    rm_status rc = rm_session_check_inputs(s, "rm_forward");
-    if (rc != RM_OK) return rc;
+    rm_status rc = rm_session_runnable(s, "rm_forward");
+    if (rc != RM_OK || (rc = rm_session_check_inputs(s, "rm_forward")) != RM_OK) return rc;
     rc = rm_execute(s, &s->infer, 0, 0);
     if (rc == RM_OK && loss) *loss = s->g->loss >= 0 ? read_loss(s) : NAN;
     return rc;

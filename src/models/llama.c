@@ -11,13 +11,18 @@
  * As many key/value heads as query heads. Dropout sits where GPT has it.
  * Parameter names are Hugging Face LlamaForCausalLM's, so a file moves
  * between remat and a PyTorch LLaMA with these names (tests/torch_models.py).
- * Init as HF's initializer_range: every weight N(0, 0.02), norms ones. */
+ * Init as HF's initializer_range: every weight N(0, 0.02), norms ones.
+ * With c->lora (rank > 0) the projections it names carry LoRA adapters
+ * (rm_model_proj) and everything else is frozen (models/lora.c). */
 #include "models/models.h"
 #include <stdio.h>
+#include <limits.h>
 
 int rm_llama_ffn_dim(int dim) {
-    const int f = (8 * dim + 2) / 3; /* ceil(8/3 dim) */
-    return (f + 63) / 64 * 64;
+    if (dim < 1) return 0;
+    const int64_t f = (8 * (int64_t)dim + 2) / 3; /* ceil(8/3 dim), in 64 bits: 8 dim overflows an int */
+    const int64_t r = (f + 63) / 64 * 64;
+    return r <= INT_MAX ? (int)r : 0;
 }
 
 static rm_val rmsnorm(rm_graph *g, rm_val x, const char *name, int64_t C, float eps) {
@@ -30,24 +35,25 @@ static rm_val llama_attention(rm_graph *g, rm_val h, const char *prefix, const r
     const int64_t C = c->dim;
     char p[160];
 #define P(suffix) (snprintf(p, sizeof p, "%s." suffix, prefix), p)
-    rm_val q = rm_model_linear(g, h, P("self_attn.q_proj"), C, C, std, 0);
-    rm_val k = rm_model_linear(g, h, P("self_attn.k_proj"), C, C, std, 0);
-    rm_val v = rm_model_linear(g, h, P("self_attn.v_proj"), C, C, std, 0);
+    rm_val q = rm_model_proj(g, h, P("self_attn.q_proj"), C, C, std, 0, &c->lora);
+    rm_val k = rm_model_proj(g, h, P("self_attn.k_proj"), C, C, std, 0, &c->lora);
+    rm_val v = rm_model_proj(g, h, P("self_attn.v_proj"), C, C, std, 0, &c->lora);
     q = rm_rope(g, q, c->heads, c->rope_theta);
     k = rm_rope(g, k, c->heads, c->rope_theta);
     rm_val a = rm_attention_general(g, q, k, v, -1, c->heads, 1); // (B,T,C)
-    return rm_model_linear(g, a, P("self_attn.o_proj"), C, C, std, 0);
+    return rm_model_proj(g, a, P("self_attn.o_proj"), C, C, std, 0, &c->lora);
 #undef P
 }
 
 /* SwiGLU MLP on h (B,T,C): down(silu(gate(h)) * up(h)), hidden F. */
-static rm_val llama_mlp(rm_graph *g, rm_val h, const char *prefix, int64_t C, int64_t F, float std) {
+static rm_val llama_mlp(rm_graph *g, rm_val h, const char *prefix, int64_t C, int64_t F, float std,
+                        const rm_lora_config *lora) {
     char p[160];
 #define P(suffix) (snprintf(p, sizeof p, "%s." suffix, prefix), p)
-    rm_val gate = rm_model_linear(g, h, P("mlp.gate_proj"), F, C, std, 0); // (B,T,F)
-    rm_val up = rm_model_linear(g, h, P("mlp.up_proj"), F, C, std, 0);     // (B,T,F)
+    rm_val gate = rm_model_proj(g, h, P("mlp.gate_proj"), F, C, std, 0, lora); // (B,T,F)
+    rm_val up = rm_model_proj(g, h, P("mlp.up_proj"), F, C, std, 0, lora);     // (B,T,F)
     rm_val m = rm_swiglu(g, gate, up); // silu(gate) * up
-    return rm_model_linear(g, m, P("mlp.down_proj"), C, F, std, 0);
+    return rm_model_proj(g, m, P("mlp.down_proj"), C, F, std, 0, lora);
 #undef P
 }
 
@@ -88,7 +94,7 @@ rm_status rm_llama_build(rm_graph *g, const rm_llama_config *cfg, rm_model_io *i
         x = rm_add(g, x, rm_model_dropout(g, llama_attention(g, h, prefix, &c, std), c.dropout));
         snprintf(norm, sizeof norm, "%s.post_attention_layernorm.weight", prefix);
         h = rmsnorm(g, x, norm, C, c.norm_eps);
-        x = rm_add(g, x, rm_model_dropout(g, llama_mlp(g, h, prefix, C, F, std), c.dropout));
+        x = rm_add(g, x, rm_model_dropout(g, llama_mlp(g, h, prefix, C, F, std, &c.lora), c.dropout));
     }
 
     rm_stage_begin(g, "head");
@@ -97,5 +103,6 @@ rm_status rm_llama_build(rm_graph *g, const rm_llama_config *cfg, rm_model_io *i
     io->loss = rm_softmax_ce(g, io->logits, io->targets);
     if (c.keep_logits) rm_mark_output(g, io->logits);
     rm_set_loss(g, io->loss);
-    return rm_graph_status(g);
+    static const char *const modules[] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+    return rm_model_lora_finish(g, &c.lora, "llama", modules, 7);
 }

@@ -87,15 +87,15 @@ typedef struct copy { int value, last, gap_a, gap_b; } copy;
 static void for_each_read(const rm_graph *g, const rm_sched_item *it, void (*f)(void *, int), void *ctx) {
     if (!rm_instr_runs_node(it->kind)) return; /* an update of paged state */
     const rm_node *nd = &g->nodes[it->node];
-    const rm_op_def *op = rm_op_get(nd->op);
     const int backward = it->kind == RM_INSTR_BACKWARD;
+    const unsigned reads = backward ? rm_node_bwd_reads(nd, g->vals) : 0;
     for (int i = 0; i < nd->n_in; i++) {
         int v = nd->in[i];
-        if (v < 0 || g->vals[v].kind != RM_VALUE_ACT || (backward && !(op->bwd_reads & RM_READS_IN(i)))) continue;
+        if (v < 0 || g->vals[v].kind != RM_VALUE_ACT || (backward && !(reads & RM_READS_IN(i)))) continue;
         f(ctx, v);
     }
     for (int j = 0; backward && j < nd->n_out; j++)
-        if (op->bwd_reads & RM_READS_OUT(j)) f(ctx, nd->out[j]);
+        if (reads & RM_READS_OUT(j)) f(ctx, nd->out[j]);
 }
 
 typedef struct scan { copy *c; int *cur; int at; } scan;

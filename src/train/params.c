@@ -58,8 +58,7 @@ static rm_status save(rm_session *s, rm_optim *o, const char *path, int n_meta,
         (o && rm_optim_session(o) != s))
         return param_fail(s, RM_ERR_ARG, err, errlen, "cannot save: bad arguments");
     const rm_graph *g = s->g;
-    if (g->n_params > 0 && !s->params)
-        return param_fail(s, RM_ERR_STATE, err, errlen, "cannot save: session has no parameters");
+    if (rm_session_runnable(s, "cannot save") != RM_OK) return param_fail(s, RM_ERR_STATE, err, errlen, "%s", s->errmsg);
     float *m = NULL, *v = NULL;
     uint64_t updates = 0;
     if (o) rm_optim_state(o, &m, &v, &updates);
@@ -129,9 +128,10 @@ rm_status rm_save_state(rm_session *s, rm_optim *o, const char *path, int n_meta
     return save(s, o, path, n_meta, keys, values, err, errlen);
 }
 
-/* *out = the tensor `name` of f, checked against parameter v: F32, same shape. */
+/* *out = the tensor `name` of f, checked against parameter v: F32, same
+ * shape; it goes into a buffer of `floats` floats at v's offset. */
 static rm_status find_like(rm_session *s, const rm_st_file *f, const char *fname,
-                           const char *name, const rm_value *v, const rm_st_tensor **out,
+                           const char *name, const rm_value *v, size_t floats, const rm_st_tensor **out,
                            char *err, size_t errlen) {
     const rm_st_tensor *t = rm_st_find(f, name);
     char want[256], have[256];
@@ -152,28 +152,44 @@ static rm_status find_like(rm_session *s, const rm_st_file *f, const char *fname
                           name, have, want);
     }
     if (t->bytes != (uint64_t)v->numel * sizeof(float) ||
-        v->param_off + (size_t)v->numel > s->g->param_floats)
+        v->param_off + (size_t)v->numel > floats)
         return param_fail(s, RM_ERR_STATE, err, errlen,
                           "'%s': tensor '%s': internal size mismatch", fname, name);
     *out = t;
     return RM_OK;
 }
 
-/* Where a tensor's pieces go: parameter or moment w of parameter i, in
- * memory at `mem`, or in the scratch file when paged. */
-typedef struct load_dst {
-    rm_session *s;
-    int i, w, paged;
-    unsigned char *mem;
-    uint64_t at;
-} load_dst;
+/* The first LoRA adapter tensor of f (PEFT's names: "...lora_A.weight",
+ * "...lora_B.weight") that is no parameter of g, or NULL: loading the base
+ * weights alone would silently drop what the adapters learnt. */
+static const char *foreign_adapter(const rm_graph *g, const rm_st_file *f) {
+    for (int t = 0; t < rm_st_count(f); t++) {
+        const char *name = rm_st_at(f, t)->name;
+        size_t n = strlen(name);
+        if (strncmp(name, "optimizer.", 10) == 0 || n < 14 ||
+            (strcmp(name + n - 14, ".lora_A.weight") != 0 && strcmp(name + n - 14, ".lora_B.weight") != 0))
+            continue;
+        int known = 0;
+        for (int i = 0; i < g->n_params && !known; i++) known = strcmp(g->vals[g->params[i]].name, name) == 0;
+        if (!known) return name;
+    }
+    return NULL;
+}
 
-static int load_piece(void *ctx, const void *p, uint64_t n) {
-    load_dst *d = ctx;
-    if (d->paged && rm_session_state_write(d->s, d->i, d->w, d->at, p, (size_t)n) != RM_OK) return EIO;
-    if (!d->paged) memcpy(d->mem + d->at, p, (size_t)n);
-    d->at += n;
-    return 0;
+/* A tensor of f into paged state `what` of parameter i (issue 20): read a
+ * piece at a time, each written to the scratch file (the arena stages the
+ * units, so the pieces need a buffer of their own). */
+static rm_status load_paged(rm_session *s, const rm_st_file *f, const rm_st_tensor *t, int i, int what) {
+    enum { PIECE = 1 << 20 };
+    unsigned char *buf = malloc(PIECE);
+    rm_status st = buf ? RM_OK : RM_ERR_NOMEM;
+    for (uint64_t off = 0; off < t->bytes && st == RM_OK; off += PIECE) {
+        size_t n = t->bytes - off < PIECE ? (size_t)(t->bytes - off) : PIECE;
+        st = rm_st_read(f, t, off, buf, n);
+        if (st == RM_OK) st = rm_session_state_write(s, i, what, off, buf, n);
+    }
+    free(buf);
+    return st;
 }
 
 rm_status rm_load_from(rm_session *s, rm_optim *o, const rm_st_file *f, const char *fname,
@@ -182,8 +198,7 @@ rm_status rm_load_from(rm_session *s, rm_optim *o, const rm_st_file *f, const ch
     if (!s || !s->g || !f || !fname || (o && rm_optim_session(o) != s))
         return param_fail(s, RM_ERR_ARG, err, errlen, "cannot load: bad arguments");
     const rm_graph *g = s->g;
-    if (g->n_params > 0 && !s->params)
-        return param_fail(s, RM_ERR_STATE, err, errlen, "cannot load: session has no parameters");
+    if (rm_session_runnable(s, "cannot load") != RM_OK) return param_fail(s, RM_ERR_STATE, err, errlen, "%s", s->errmsg);
     char e[512];
     int present = rm_st_meta(f, RM_ST_CHECKSUM_KEY) != NULL;
     rm_status st = RM_OK;
@@ -210,13 +225,22 @@ rm_status rm_load_from(rm_session *s, rm_optim *o, const rm_st_file *f, const ch
     const rm_st_tensor **src = calloc((size_t)g->n_params * 3 + 1, sizeof *src);
     if (!src) return param_fail(s, RM_ERR_NOMEM, err, errlen, "cannot load '%s': out of memory", fname);
     char nm[MOMENT_NAME_LEN];
+    const char *foreign = foreign_adapter(g, f);
+    if (foreign) {
+        free(src);
+        return param_fail(s, RM_ERR_FORMAT, err, errlen, "'%s' holds the LoRA adapter '%s', which this model "
+                          "lacks: build it with the same LoRA rank and targets, or merge the adapters into the "
+                          "weights first (remat export --merge-lora, rm_save_merged)", fname, foreign);
+    }
     for (int i = 0; i < g->n_params && st == RM_OK; i++) {
         const rm_value *p = &g->vals[g->params[i]];
-        st = find_like(s, f, fname, p->name, p, &src[i], err, errlen);
+        /* weights only: adapters a base model's file lacks keep their initial values */
+        if (!need_state && p->adapter && !rm_st_find(f, p->name)) continue;
+        st = find_like(s, f, fname, p->name, p, g->param_floats, &src[i], err, errlen);
         for (int w = 0; m && need_state && p->trainable && w < 2 && st == RM_OK; w++) {
             moment_name(nm, w, p->name);
-            st = find_like(s, f, fname, nm, p, &src[(size_t)(w + 1) * g->n_params + i], err,
-                           errlen);
+            st = find_like(s, f, fname, nm, p, g->train_floats, /* moments: trainable floats only */
+                           &src[(size_t)(w + 1) * g->n_params + i], err, errlen);
         }
     }
     for (int i = 0; i < g->n_params && st == RM_OK; i++) {
@@ -225,16 +249,30 @@ rm_status rm_load_from(rm_session *s, rm_optim *o, const rm_st_file *f, const ch
         for (int w = 0; w < 3 && st == RM_OK; w++) {
             const rm_st_tensor *t = src[(size_t)w * g->n_params + i];
             if (!t || !dst[w] || !t->bytes) continue;
-            /* piece by piece: a large file is read as it is copied (lazy), and
-             * paged state goes to the scratch file (issue 20) */
-            load_dst d = {s, i, w, rm_session_state_paged(s, i, w), (unsigned char *)(dst[w] + p->param_off), 0};
-            if (rm_st_each_piece(t, load_piece, &d) != 0)
-                st = param_fail(s, RM_ERR_IO, err, errlen, "cannot load '%s': %s", fname,
-                                d.paged ? s->errmsg : "reading it failed");
+            if (rm_session_state_paged(s, i, w)) { /* to the scratch file (issue 20) */
+                st = load_paged(s, f, t, i, w);
+                if (st != RM_OK) st = param_fail(s, st, err, errlen, "cannot load '%s': %s", fname, s->errmsg);
+            } else {
+                st = rm_st_read(f, t, 0, dst[w] + p->param_off, (size_t)t->bytes);
+            }
         }
+        if (st != RM_OK) /* only when the file changes under us: the checks above passed */
+            param_fail(s, st, err, errlen, "'%s': cannot read tensor '%s' (did the file shrink since it was "
+                       "opened?)", fname, p->name);
     }
     if (st == RM_OK && o && need_state) rm_optim_set_updates(o, updates);
     free(src);
+    return st;
+}
+
+rm_status rm_params_match(const rm_graph *g, const rm_st_file *f, const char *fname, char *err, size_t errlen) {
+    const rm_st_tensor *t;
+    rm_status st = RM_OK;
+    for (int i = 0; i < g->n_params && st == RM_OK; i++) {
+        const rm_value *p = &g->vals[g->params[i]];
+        if (p->adapter && !rm_st_find(f, p->name)) continue; /* adapters a base model's file lacks */
+        st = find_like(NULL, f, fname, p->name, p, g->param_floats, &t, err, errlen);
+    }
     return st;
 }
 

@@ -31,20 +31,14 @@ typedef struct st_entry {
     rm_st_tensor t;
     uint64_t begin, end;
     int order; /* position in the header, to keep sorting deterministic */
-    struct rm_st_file *file; /* lazy files: where to read the bytes from */
 } st_entry;
 
 struct rm_st_file {
-    unsigned char *mem;  /* the whole file (owned), or its header alone (lazy) */
-    /* lazy (a file above ST_LAZY_BYTES): the file stays open and its tensor
-     * bytes are read a piece at a time through `bounce` when they are used
-     * (rm_st_tensor.view), so a checkpoint file larger than the memory the
-     * run may use can be verified and restored (issue 20) */
-    int fd;
-    uint64_t data_at;    /* the data section's offset in the file */
-    unsigned char *bounce;
-    const unsigned char *data;
+    unsigned char *mem;  /* the whole file (rm_st_parse), or its 8 bytes and header (rm_st_open) (owned) */
+    const unsigned char *data; /* the data section in mem, or NULL: read from fd */
     uint64_t data_len;
+    int fd;              /* rm_st_open: the file, read with pread (-1: all in mem) */
+    uint64_t data_off;   /* the data section's offset in the file */
     cJSON *root;         /* names, dtypes and metadata point into it */
     st_entry *ent;       /* by data offset */
     int n;
@@ -287,6 +281,8 @@ static rm_status parse_metadata(rm_st_file *f, const cJSON *it, const char *fnam
  * into f->root and sets f->data to what follows. */
 static rm_status parse_header(rm_st_file *f, const unsigned char *buf, size_t len, const char *fname, char *err,
                               size_t errlen) {
+    /* rm_st_open: buf holds the 8 bytes and the header; len is the file's */
+    const int in_mem = f->fd < 0;
     if (len < 8) {
         rm_st_seterr(err, errlen, "'%s': file has %zu bytes, too short for a safetensors header",
                fname, len);
@@ -308,7 +304,8 @@ static rm_status parse_header(rm_st_file *f, const unsigned char *buf, size_t le
         return RM_ERR_FORMAT;
     }
     const char *hdr = (const char *)buf + 8;
-    f->data = buf + 8 + hlen;
+    f->data = in_mem ? buf + 8 + hlen : NULL;
+    f->data_off = 8 + hlen;
     f->data_len = len - 8 - hlen;
     if (hdr[0] != '{') {
         rm_st_seterr(err, errlen, "'%s': header is not a JSON object", fname);
@@ -388,26 +385,6 @@ static rm_status parse_entries(rm_st_file *f, const char *fname, char *err, size
     return st;
 }
 
-/* Lazy files: the bytes of a tensor from `off` on, read into the bounce
- * buffer (at most ST_BOUNCE of them). */
-#define ST_LAZY_BYTES ((size_t)64 << 20)
-#define ST_BOUNCE ((size_t)4 << 20)
-static const void *lazy_view(void *user, uint64_t off, uint64_t *len) {
-    const st_entry *e = user;
-    rm_st_file *f = e->file;
-    uint64_t n = e->end - e->begin - off;
-    if (n > ST_BOUNCE) n = ST_BOUNCE;
-    uint64_t done = 0;
-    while (done < n) {
-        ssize_t r = pread(f->fd, f->bounce + done, (size_t)(n - done), (off_t)(f->data_at + e->begin + off + done));
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) return NULL; /* the file shrank, or an I/O error */
-        done += (uint64_t)r;
-    }
-    *len = n;
-    return f->bounce;
-}
-
 /* The tensors must tile the data section: no overlap, no hole. */
 static rm_status check_tiling(rm_st_file *f, const char *fname, char *err, size_t errlen) {
     qsort(f->ent, (size_t)f->n, sizeof *f->ent, cmp_offset);
@@ -426,8 +403,7 @@ static rm_status check_tiling(rm_st_file *f, const char *fname, char *err, size_
             return RM_ERR_FORMAT;
         }
         pos = e->end;
-        e->t.data = f->data + e->begin;
-        if (f->bounce) e->t.data = NULL, e->t.view = lazy_view, e->t.user = e, e->file = f;
+        e->t.data = f->data ? f->data + e->begin : NULL;
     }
     if (pos != f->data_len) {
         rm_st_seterr(err, errlen, "'%s': data section has %llu bytes but the tensors cover %llu",
@@ -482,9 +458,25 @@ void rm_st_close(rm_st_file *f) {
     free(f->meta_k);
     free(f->meta_v);
     free(f->mem);
-    free(f->bounce);
-    if (f->fd > 0) close(f->fd);
+    if (f->fd >= 0) close(f->fd);
     free(f);
+}
+
+rm_status rm_st_read(const rm_st_file *f, const rm_st_tensor *t, uint64_t off, void *dst, size_t n) {
+    if (off > t->bytes || n > t->bytes - off) return RM_ERR_ARG;
+    if (t->data) {
+        memcpy(dst, (const unsigned char *)t->data + off, n);
+        return RM_OK;
+    }
+    const st_entry *e = (const st_entry *)(const void *)t; /* t is the first member of its entry */
+    uint64_t at = f->data_off + e->begin + off;
+    for (unsigned char *p = dst; n > 0;) {
+        ssize_t r = pread(f->fd, p, n, (off_t)at);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return RM_ERR_IO; /* an error, or the file shrank since it was opened */
+        p += r, n -= (size_t)r, at += (uint64_t)r;
+    }
+    return RM_OK;
 }
 
 /* Allocates room for a len-byte file whose data section will start 64-byte
@@ -521,6 +513,7 @@ rm_status rm_st_parse(const void *buf, size_t len, const char *name, rm_st_file 
     *out = NULL;
     if (!name) name = "<memory>";
     rm_st_file *f = calloc(1, sizeof *f);
+    if (f) f->fd = -1;
     unsigned char first8[8] = {0};
     if (len >= 8) memcpy(first8, buf, 8);
     unsigned char *dst = f ? alloc_file(first8, len, &f->mem) : NULL;
@@ -548,41 +541,6 @@ static int read_all(int fd, unsigned char *p, size_t n) {
     return 0;
 }
 
-/* A large file: its header read and checked now (against the file's
- * size), its tensors read when used. */
-static rm_status open_lazy(int fd, const char *path, const unsigned char first8[8], size_t len, rm_st_file **out,
-                           char *err, size_t errlen) {
-    uint64_t hlen = le64(first8);
-    rm_st_file *f = calloc(1, sizeof *f);
-    size_t hb = hlen <= RM_ST_MAX_HEADER && hlen <= len - 8 ? (size_t)hlen + 8 : 8; /* bad lengths: parse_header says why */
-    unsigned char *buf = f ? malloc(hb + 1) : NULL;
-    if (f) f->fd = -1, f->bounce = malloc(ST_BOUNCE);
-    if (!buf || !f->bounce) {
-        if (f) free(f->bounce);
-        free(f), free(buf);
-        close(fd);
-        rm_st_seterr(err, errlen, "cannot read '%s': out of memory", path);
-        return RM_ERR_NOMEM;
-    }
-    f->mem = buf;
-    memcpy(buf, first8, 8);
-    if (hb > 8 && read_all(fd, buf + 8, hb - 8) != 0) {
-        rm_st_seterr(err, errlen, "cannot read '%s': %s", path, strerror(errno));
-        close(fd);
-        rm_st_close(f);
-        return RM_ERR_IO;
-    }
-    f->fd = fd;
-    f->data_at = 8 + hlen;
-    rm_status st = parse_file(f, buf, len, path, err, errlen); /* checks offsets against the whole file's size */
-    if (st != RM_OK) {
-        rm_st_close(f);
-        return st;
-    }
-    *out = f;
-    return RM_OK;
-}
-
 rm_status rm_st_open(const char *path, rm_st_file **out, char *err, size_t errlen) {
     if (!path || !out) {
         rm_st_seterr(err, errlen, "rm_st_open: bad arguments");
@@ -599,27 +557,29 @@ rm_status rm_st_open(const char *path, rm_st_file **out, char *err, size_t errle
         close(fd);
         return RM_ERR_IO;
     }
-    /* REMAT_ST_LAZY_BYTES (tests): another threshold for reading lazily */
-    const char *lz = getenv("REMAT_ST_LAZY_BYTES");
-    size_t lazy = lz && *lz ? (size_t)strtoull(lz, NULL, 10) : ST_LAZY_BYTES;
-    if (len > lazy && len >= 8) return open_lazy(fd, path, first8, len, out, err, errlen);
+    /* Only the 8 bytes and the header are read now (what the header says is
+     * checked against the file's size first); tensors are read from the
+     * file when asked for (rm_st_read), so opening a file of any size takes
+     * the header's memory. A header length past the file or the limit is
+     * refused by parse_header before anything of that size is allocated. */
+    uint64_t hlen = len >= 8 ? le64(first8) : 0;
+    size_t head = len < 8 ? len : hlen <= RM_ST_MAX_HEADER && hlen <= len - 8 ? 8 + (size_t)hlen : 8;
     rm_st_file *f = calloc(1, sizeof *f);
-    unsigned char *dst = f ? alloc_file(first8, len, &f->mem) : NULL;
+    unsigned char *dst = f ? malloc(head + 1) : NULL;
     if (!dst) {
         free(f);
         close(fd);
-        rm_st_seterr(err, errlen, "cannot read '%s': out of memory (%zu bytes)", path, len);
+        rm_st_seterr(err, errlen, "cannot read '%s': out of memory (%zu bytes)", path, head);
         return RM_ERR_NOMEM;
     }
+    f->mem = dst, f->fd = fd;
     size_t have = len >= 8 ? 8 : 0;
     memcpy(dst, first8, have);
-    if (read_all(fd, dst + have, len - have) != 0) {
+    if (read_all(fd, dst + have, head - have) != 0) {
         rm_st_seterr(err, errlen, "cannot read '%s': %s", path, strerror(errno));
-        close(fd);
         rm_st_close(f);
         return RM_ERR_IO;
     }
-    close(fd);
     return finish_open(f, dst, len, path, out, err, errlen);
 }
 
