@@ -251,8 +251,9 @@ typedef struct rm_options {
      * limit or budget the plan then chooses per value keep, recompute or
      * page (written after its last forward use, read back ahead of its first
      * backward use, on an I/O thread while the step computes), and which of
-     * the training state to page (AdamW moments, parameters), minimising the
-     * predicted step time. The file's space is allocated at rm_compile
+     * the training state to page (AdamW moments, parameters; frozen
+     * parameters with any optimizer, the rest through fuse_optimizer),
+     * minimising the predicted step time. The file's space is allocated at rm_compile
      * (RM_ERR_IO naming the directory and the bytes when the disk is full);
      * an I/O error while paging fails the step with RM_ERR_IO, a block that
      * reads back different from what was written (verify_recompute: each
@@ -270,7 +271,8 @@ typedef struct rm_options {
 
 /* rm_options.page: every activation whose buffer idles between two uses;
  * every trainable parameter's AdamW moments; every trainable parameter (and
- * its moments). */
+ * its moments) and every frozen one (rm_param_freeze, a LoRA model's base:
+ * only read from the file, never written). */
 #define RM_PAGE_ACTIVATIONS 1
 #define RM_PAGE_MOMENTS 2
 #define RM_PAGE_PARAMS 4

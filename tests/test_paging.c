@@ -3,7 +3,9 @@
  * steps equal a run that pages nothing, bit for bit, dropout on: for
  * activations and for the training state (AdamW moments, parameters), on
  * a chain (GPT) and on models that are not chains (U-ViT's long skips, the
- * encoder-decoder), with and without recomputation; the figures of what
+ * encoder-decoder), with and without recomputation; with frozen
+ * parameters (paged too, only read) and LoRA adapters, whose PEFT folder
+ * and merged weights are the same bytes as well; the figures of what
  * was paged add up; a block changed in the file is caught under
  * verify_recompute; nothing is left in the directory. */
 #include "check.h"
@@ -13,16 +15,19 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static char dir[200];
 static rm_dataset data;
 
 typedef struct cfg {
-    const char *model;      /* gpt | uvit | encdec */
+    const char *model;      /* gpt | uvit | encdec | llama */
     const char *checkpoint; /* NULL: none */
     int page;               /* RM_PAGE_* */
     int fused;
     double budget;          /* budget_fraction (0: none) */
+    const char *freeze;     /* frozen by name (NULL: none) */
+    int lora;               /* LoRA rank (0: none): every base weight frozen */
 } cfg;
 
 typedef struct run {
@@ -40,6 +45,8 @@ static rm_graph *model_of(const cfg *c, rm_model_io *io) {
     r.layers = 4, r.dim = 32, r.heads = 2, r.context = 16, r.batch = 4, r.dropout = 0.1f;
     r.enc_layers = 1, r.dec_layers = 2;
     r.vocab = strcmp(c->model, "encdec") == 0 ? RM_ENCDEC_VOCAB : 256;
+    if (c->freeze) snprintf(r.freeze, sizeof r.freeze, "%s", c->freeze);
+    r.lora.rank = c->lora, r.lora.dropout = 0.1f;
     rm_graph *g = rm_graph_new();
     if (g && rm_run_build(&r, g, io, 0) != RM_OK) {
         fprintf(stderr, "build: %s\n", rm_graph_errmsg(g));
@@ -97,6 +104,17 @@ static rm_status train(run *r, uint64_t from, uint64_t to) {
     return RM_OK;
 }
 
+/* Whether files pa and pb hold the same bytes; both removed. */
+static int same_files(const char *pa, const char *pb) {
+    char *a = NULL, *b = NULL, err[256];
+    size_t na = 0, nb = 0;
+    int same = rm_read_file(pa, (size_t)1 << 30, &a, &na, err, sizeof err) == RM_OK &&
+               rm_read_file(pb, (size_t)1 << 30, &b, &nb, err, sizeof err) == RM_OK && na == nb && memcmp(a, b, na) == 0;
+    free(a), free(b);
+    remove(pa), remove(pb);
+    return same;
+}
+
 /* Parameters, moments and update count of r and q, as checkpoint files
  * see them (rm_save_state reads paged state back from the scratch file). */
 static int same_state(run *r, run *q, const char *tag) {
@@ -108,19 +126,41 @@ static int same_state(run *r, run *q, const char *tag) {
         fprintf(stderr, "%s: save: %s\n", tag, err);
         return 0;
     }
-    char *a = NULL, *b = NULL;
-    size_t na = 0, nb = 0;
-    int same = rm_read_file(pa, (size_t)1 << 30, &a, &na, err, sizeof err) == RM_OK &&
-               rm_read_file(pb, (size_t)1 << 30, &b, &nb, err, sizeof err) == RM_OK && na == nb && memcmp(a, b, na) == 0;
-    free(a), free(b);
-    remove(pa), remove(pb);
-    return same;
+    return same_files(pa, pb);
+}
+
+/* A LoRA model's adapters (a PEFT folder) and merged weights of r and q,
+ * the same bytes (paged adapters and base weights read from the file). */
+static int same_lora_files(run *r, run *q, const char *tag) {
+    char da[300], db[300], pa[400], pb[400], err[256];
+    snprintf(da, sizeof da, "%s/adapters_a", dir);
+    snprintf(db, sizeof db, "%s/adapters_b", dir);
+    if (rm_save_adapters(r->s, da, NULL, 0, err, sizeof err) != RM_OK ||
+        rm_save_adapters(q->s, db, NULL, 0, err, sizeof err) != RM_OK) {
+        fprintf(stderr, "%s: save adapters: %s\n", tag, err);
+        return 0;
+    }
+    snprintf(pa, sizeof pa, "%s/adapter_model.safetensors", da);
+    snprintf(pb, sizeof pb, "%s/adapter_model.safetensors", db);
+    int same = same_files(pa, pb);
+    snprintf(pa, sizeof pa, "%s/adapter_config.json", da), remove(pa);
+    snprintf(pb, sizeof pb, "%s/adapter_config.json", db), remove(pb);
+    rmdir(da), rmdir(db);
+    snprintf(pa, sizeof pa, "%s/merged_a.safetensors", dir);
+    snprintf(pb, sizeof pb, "%s/merged_b.safetensors", dir);
+    if (rm_save_merged(r->s, pa, 0, NULL, NULL, err, sizeof err) != RM_OK ||
+        rm_save_merged(q->s, pb, 0, NULL, NULL, err, sizeof err) != RM_OK) {
+        fprintf(stderr, "%s: save merged: %s\n", tag, err);
+        return 0;
+    }
+    return same_files(pa, pb) && same;
 }
 
 static void test_equal(const cfg *c) {
     char tag[160];
-    snprintf(tag, sizeof tag, "%s %s page %d%s%s", c->model, c->checkpoint ? c->checkpoint : c->budget > 0 ? "budget"
-             : "none", c->page, c->fused ? " fused" : "", "");
+    snprintf(tag, sizeof tag, "%s %s page %d%s%s%s%s", c->model, c->checkpoint ? c->checkpoint : c->budget > 0 ?
+             "budget" : "none", c->page, c->fused ? " fused" : "", c->freeze ? " freeze " : "", c->freeze ? c->freeze :
+             "", c->lora ? " lora" : "");
     run a, b;
     int ok = open_run(c, 0, 0, &a) && open_run(c, 1, 0, &b);
     CHECK(ok, "%s: open", tag);
@@ -128,6 +168,8 @@ static void test_equal(const cfg *c) {
         rm_status sa = train(&a, 0, 3), sb = train(&b, 0, 3);
         CHECK(sa == RM_OK && sb == RM_OK, "%s: train: %s", tag, rm_session_errmsg(sb != RM_OK ? b.s : a.s));
         CHECK(sa == RM_OK && sb == RM_OK && same_state(&a, &b, tag), "%s: the paged run's state differs", tag);
+        CHECK(!c->lora || (sa == RM_OK && sb == RM_OK && same_lora_files(&a, &b, tag)),
+              "%s: the paged run's adapters or merged weights differ", tag);
         rm_paging_info pi;
         rm_paging(b.s, &pi);
         CHECK(pi.enabled && pi.out_bytes > 0 && pi.out_bytes_measured == pi.out_bytes &&
@@ -157,7 +199,7 @@ static void test_equal(const cfg *c) {
  * one that does: 2 steps, save, load into a new session, 2 more steps,
  * against 4 uninterrupted steps. */
 static void test_resume(void) {
-    const cfg c = {"gpt", NULL, RM_PAGE_ACTIVATIONS | RM_PAGE_MOMENTS | RM_PAGE_PARAMS, 1, 0};
+    const cfg c = {"gpt", NULL, RM_PAGE_ACTIVATIONS | RM_PAGE_MOMENTS | RM_PAGE_PARAMS, 1, 0, NULL, 0};
     char path[300], err[256];
     snprintf(path, sizeof path, "%s/resume.safetensors", dir);
     for (int k = 0; k < 3; k++) {
@@ -179,7 +221,7 @@ static void test_resume(void) {
  * RM_ERR_IO naming the directory and the bytes; a block changed in the
  * file is caught under verify_recompute. */
 static void test_faults(void) {
-    const cfg c = {"gpt", NULL, RM_PAGE_ACTIVATIONS | RM_PAGE_MOMENTS, 1, 0};
+    const cfg c = {"gpt", NULL, RM_PAGE_ACTIVATIONS | RM_PAGE_MOMENTS, 1, 0, NULL, 0};
     const char *faults[3] = {"enospc:300", "eio:300", "corrupt:300"};
     const char *want[3] = {"No space left on device", "Input/output error", "changed underneath"};
     for (int k = 0; k < 3; k++) {
@@ -201,7 +243,7 @@ static void test_faults(void) {
  * lowering pages those stages' values and lays out within the budget plus
  * the staging; with a slow one it pages nothing. */
 static void test_chain_dp(void) {
-    const cfg c = {"gpt", NULL, 0, 1, 0};
+    const cfg c = {"gpt", NULL, 0, 1, 0, NULL, 0};
     rm_model_io io;
     rm_graph *g = model_of(&c, &io);
     rm_options o;
@@ -243,14 +285,18 @@ int main(void) {
         return 1;
     }
     const cfg cases[] = {
-        {"gpt", NULL, RM_PAGE_ACTIVATIONS, 0, 0},
-        {"gpt", "blocks", RM_PAGE_ACTIVATIONS, 0, 0},
-        {"uvit", NULL, RM_PAGE_ACTIVATIONS, 0, 0},
-        {"encdec", "segments:2", RM_PAGE_ACTIVATIONS, 0, 0},
-        {"gpt", NULL, RM_PAGE_MOMENTS, 1, 0},
-        {"gpt", "sqrt", RM_PAGE_ACTIVATIONS | RM_PAGE_MOMENTS | RM_PAGE_PARAMS, 1, 0},
-        {"uvit", "blocks", RM_PAGE_MOMENTS | RM_PAGE_PARAMS, 1, 0},
-        {"encdec", NULL, RM_PAGE_ACTIVATIONS | RM_PAGE_MOMENTS | RM_PAGE_PARAMS, 1, 0},
+        {"gpt", NULL, RM_PAGE_ACTIVATIONS, 0, 0, NULL, 0},
+        {"gpt", "blocks", RM_PAGE_ACTIVATIONS, 0, 0, NULL, 0},
+        {"uvit", NULL, RM_PAGE_ACTIVATIONS, 0, 0, NULL, 0},
+        {"encdec", "segments:2", RM_PAGE_ACTIVATIONS, 0, 0, NULL, 0},
+        {"gpt", NULL, RM_PAGE_MOMENTS, 1, 0, NULL, 0},
+        {"gpt", "sqrt", RM_PAGE_ACTIVATIONS | RM_PAGE_MOMENTS | RM_PAGE_PARAMS, 1, 0, NULL, 0},
+        {"uvit", "blocks", RM_PAGE_MOMENTS | RM_PAGE_PARAMS, 1, 0, NULL, 0},
+        {"encdec", NULL, RM_PAGE_ACTIVATIONS | RM_PAGE_MOMENTS | RM_PAGE_PARAMS, 1, 0, NULL, 0},
+        /* frozen parameters: never written, paged all the same (only read) */
+        {"gpt", NULL, RM_PAGE_ACTIVATIONS | RM_PAGE_MOMENTS | RM_PAGE_PARAMS, 1, 0, "transformer.h.0,transformer.wte", 0},
+        {"llama", "sqrt", RM_PAGE_ACTIVATIONS | RM_PAGE_MOMENTS | RM_PAGE_PARAMS, 1, 0, NULL, 4},
+        {"uvit", NULL, RM_PAGE_MOMENTS | RM_PAGE_PARAMS, 1, 0, NULL, 4},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) test_equal(&cases[i]);
     test_resume();

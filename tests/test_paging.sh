@@ -9,7 +9,9 @@
 #  - SIGINT saves the paged state (exit 130), and resuming it, paged or not,
 #    gives the file of a run that never stopped;
 #  - the report gives what was paged; peak RSS stays under --memory-limit on a
-#    model whose training state is larger than the limit (not under ASan).
+#    model whose training state is larger than the limit (not under ASan);
+#  - LoRA under a limit only --scratch meets: frozen base weights paged, the
+#    adapters the same bytes as an unconstrained run's.
 BUILD=${BUILD:-build}
 R=$(cd "$(dirname "$BUILD/remat")" && pwd)/remat
 . "$(dirname "$0")/lib.sh"
@@ -142,6 +144,29 @@ if [ $asan -eq 0 ]; then
 else
     echo "skipped in the sanitizer build: the RSS check under a limit"
 fi
+
+# LoRA (its base weights frozen): a limit under the least without --scratch
+# (53.5 MiB here) but over the least with it (46.4 MiB) is refused without,
+# and with it pages frozen base weights (no fused optimizer needed: they
+# are only read); the adapters, dropout on, are the same bytes as an
+# unconstrained run's, and so is the whole file
+LORA="--model llama --layers 4 --dim 384 --heads 6 --context 32 --batch 4 --dropout 0.1 --seed 5 --threads 1 --quiet
+      --lora 8 --lora-dropout 0.1 --steps 3"
+"$R" train $LORA --memory-limit 49MiB 2>"$T/err"; rc=$?
+check '[ $rc -eq 1 ] && grep -q "with --scratch DIR (paging the training state to a disk) it is" "$T/err"' \
+    "LoRA under 49 MiB without --scratch: exit $rc, $(cat "$T/err")"
+"$R" train $LORA --save "$T/lora_plain.st" --save-adapters "$T/ad_plain" || bad "LoRA plain run exited $?"
+"$R" train $LORA --memory-limit 49MiB --scratch "$S" --save "$T/lora_lim.st" --save-adapters "$T/ad_lim" \
+    --report "$T/lora.json" || bad "LoRA run under 49 MiB with --scratch exited $?"
+check '[ "$(json "$T/lora.json" paged_params)" -gt 0 ]' "LoRA under 49 MiB: no base weight paged"
+check '[ "$(sha "$T/ad_plain/adapter_model.safetensors")" = "$(sha "$T/ad_lim/adapter_model.safetensors")" ]' \
+    "LoRA under 49 MiB with --scratch: the adapters differ"
+check '[ "$(sha "$T/lora_plain.st")" = "$(sha "$T/lora_lim.st")" ]' "LoRA under 49 MiB with --scratch: the file differs"
+if [ $asan -eq 0 ]; then
+    rss=$(json "$T/lora.json" max_rss_bytes)
+    check '[ -n "$rss" ] && [ "$rss" -le $((49 * 1048576)) ]' "LoRA: peak RSS $rss over the 49 MiB limit"
+fi
+check 'empty "$S"' "files left after the LoRA runs: $(ls -A "$S")"
 
 echo "test_paging.sh: $pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -167,6 +167,9 @@ const void *rm_session_state_view(rm_session *s, int pi, int what, uint64_t off,
 rm_status rm_session_state_store(rm_session *s, int pi, int what, const float *src);
 /* n bytes of it from byte `off` on, from src (a piece of a checkpoint file). */
 rm_status rm_session_state_write(rm_session *s, int pi, int what, uint64_t off, const void *src, size_t n);
+/* Parameter pi's values into dst (numel floats), from the flat buffer or,
+ * paged, from the scratch file (a message on the session after an error). */
+rm_status rm_session_param_copy(rm_session *s, int pi, float *dst);
 /* exec/exec.c: runs one program (train: a training step). */
 rm_status rm_execute(rm_session *s, const rm_program *p, uint64_t step, int train);
 void rm_trace_free(rm_session *s); /* exec/trace.c */

@@ -120,9 +120,9 @@ static rm_status state_marks(rm_session *s) {
     s->page.params = calloc(n, 1);
     if (!s->page.moments || !s->page.params) return RM_ERR_NOMEM;
     for (int pi = 0; pi < g->n_params; pi++) {
-        if (!g->vals[g->params[pi]].trainable) continue;
-        s->page.moments[pi] = 1;
-        s->page.params[pi] = (s->opt.page & RM_PAGE_PARAMS) != 0;
+        const rm_value *v = &g->vals[g->params[pi]];
+        if (v->trainable) s->page.moments[pi] = 1;
+        if (v->trainable || v->frozen) s->page.params[pi] = (s->opt.page & RM_PAGE_PARAMS) != 0;
     }
     return RM_OK;
 }

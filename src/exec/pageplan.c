@@ -9,12 +9,14 @@
  * time, compute (forward, backward, recomputation) plus the time the step
  * waits for transfers, over:
  *
- *   - how much state to page: levels k = 0 .. 2P over the P trainable
- *     parameters ordered by when the backward finishes them (the first
- *     ones get the most compute to hide their transfers behind; a tied
- *     embedding, finished by the step's last instruction, comes last):
- *     levels up to P page the first k parameters' moments, levels above
- *     also the first k - P parameters. Each level frees its bytes for the
+ *   - how much state to page: levels k = 0 .. 2P + F over the P trainable
+ *     and F frozen parameters, each ordered by when the backward finishes
+ *     them (the first ones get the most compute to hide their transfers
+ *     behind; a tied embedding, finished by the step's last instruction,
+ *     comes last): levels up to P page the first k parameters' moments,
+ *     levels above also the first k - P frozen parameters, then the first
+ *     k - P - F trainable ones (without a fused optimizer: frozen
+ *     parameters only, levels 0 .. F). Each level frees its bytes for the
  *     arena: the recompute plan (Rotor's program on chains, the graph
  *     planner on other graphs) gets a larger budget;
  *   - which activations to page instead of recomputing: from a recompute
@@ -56,9 +58,29 @@ static size_t chunk_for(int64_t limit) {
     return (size_t)c;
 }
 
-/* Trainable parameters read in the step, in the order the backward
- * finishes them (their last reader in store-all's schedule). */
-static int state_order(rm_session *s, int *order) {
+/* The state the plan may page, in the order it pages it: the P trainable
+ * parameters (their moments, then themselves, through the fused updates)
+ * and the F frozen ones (only read: with any optimizer), each list in the
+ * order the backward finishes them. Level k pages, under a fused
+ * optimizer, the moments of the first min(k, P) trainable parameters, the
+ * first k - P frozen parameters and the first k - P - F trainable ones
+ * (up to 2P + F: all of it); without one, the first k frozen parameters
+ * (up to F). Moments and frozen parameters come first: each byte they free
+ * costs two bytes of transfers a step (moments read and written, a frozen
+ * parameter read for the forward and again for the backward), a trainable
+ * parameter's three. */
+typedef struct levels {
+    int *order, n;  /* trainable */
+    int *frozen, f; /* frozen */
+    int fused;
+} levels;
+
+static int level_top(const levels *L) { return L->fused ? 2 * L->n + L->f : L->f; }
+
+/* Parameters read in the step, trainable into L->order and frozen into
+ * L->frozen, in the order the backward finishes them (their last reader in
+ * store-all's schedule). Returns -1 when out of memory. */
+static int state_order(rm_session *s, levels *L) {
     const rm_graph *g = s->g;
     rm_schedule sch;
     char err[256];
@@ -75,17 +97,39 @@ static int state_order(rm_session *s, int *order) {
             for (int pi = 0; nd->in[i] >= 0 && pi < g->n_params; pi++)
                 if (g->params[pi] == nd->in[i]) last[pi] = k;
     }
-    int n = 0;
-    for (int pi = 0; pi < g->n_params; pi++)
-        if (g->vals[g->params[pi]].trainable && last[pi] >= 0) order[n++] = pi;
-    for (int i = 1; i < n; i++) { /* insertion sort by last reader */
-        int x = order[i], j = i;
-        while (j > 0 && last[order[j - 1]] > last[x]) order[j] = order[j - 1], j--;
-        order[j] = x;
+    L->n = L->f = 0;
+    L->fused = s->opt.fuse_optimizer;
+    for (int pi = 0; pi < g->n_params; pi++) {
+        const rm_value *v = &g->vals[g->params[pi]];
+        if (last[pi] < 0) continue;
+        if (v->trainable) L->order[L->n++] = pi;
+        else if (v->frozen) L->frozen[L->f++] = pi;
+    }
+    for (int w = 0; w < 2; w++) { /* insertion sort by last reader */
+        int *o = w ? L->frozen : L->order, n = w ? L->f : L->n;
+        for (int i = 1; i < n; i++) {
+            int x = o[i], j = i;
+            while (j > 0 && last[o[j - 1]] > last[x]) o[j] = o[j - 1], j--;
+            o[j] = x;
+        }
     }
     free(last);
     rm_schedule_free(&sch);
-    return n;
+    return 0;
+}
+
+static int levels_alloc(const rm_session *s, levels *L) {
+    const size_t np = (size_t)(s->g->n_params ? s->g->n_params : 1);
+    memset(L, 0, sizeof *L);
+    L->order = malloc(np * sizeof *L->order);
+    L->frozen = malloc(np * sizeof *L->frozen);
+    return L->order && L->frozen ? 0 : -1;
+}
+
+static void levels_free(levels *L) {
+    free(L->order);
+    free(L->frozen);
+    memset(L, 0, sizeof *L);
 }
 
 /* Store-all's arena (no paging). */
@@ -103,11 +147,13 @@ static int64_t store_all_arena(rm_session *s) {
     return a;
 }
 
-static void set_level(rm_session *s, const int *order, int n, int level) {
+static void set_level(rm_session *s, const levels *L, int level) {
     memset(s->page.moments, 0, (size_t)(s->g->n_params ? s->g->n_params : 1));
     memset(s->page.params, 0, (size_t)(s->g->n_params ? s->g->n_params : 1));
-    for (int i = 0; i < n && i < level; i++) s->page.moments[order[i]] = 1;
-    for (int i = 0; i < n && i < level - n; i++) s->page.params[order[i]] = 1;
+    const int n = L->fused ? L->n : 0; /* trainable state: through the fused updates */
+    for (int i = 0; i < n && i < level; i++) s->page.moments[L->order[i]] = 1;
+    for (int i = 0; i < L->f && i < level - n; i++) s->page.params[L->frozen[i]] = 1;
+    for (int i = 0; i < n && i < level - n - L->f; i++) s->page.params[L->order[i]] = 1;
 }
 
 /* A plan being weighed: its program, predicted time and what it pages. */
@@ -349,34 +395,36 @@ static rm_status try_level(rm_session *s, int level, int64_t room, int64_t store
 }
 
 /* The least level whose arena room is at least `want` (-1: none). */
-static int least_level(rm_session *s, size_t (*fixed)(rm_session *), const int *order, int n, int top, int64_t want) {
-    set_level(s, order, n, top);
+static int least_level(rm_session *s, size_t (*fixed)(rm_session *), const levels *L, int64_t want) {
+    const int top = level_top(L);
+    set_level(s, L, top);
     if (s->opt.limit_bytes - (int64_t)fixed(s) < want) return -1;
     int lo = -1, hi = top;
     while (hi - lo > 1) {
         int mid = (lo + hi) / 2;
-        set_level(s, order, n, mid);
+        set_level(s, L, mid);
         if (s->opt.limit_bytes - (int64_t)fixed(s) >= want) hi = mid;
         else lo = mid;
     }
     return hi;
 }
 
-/* The state levels to weigh: none; the moments alone; and the least levels
- * whose room holds the least recompute plan and some of what store-all
- * holds beyond it (all of it, 60%, 30%, 10%, none), with the staging; and
- * all of the state. */
-static int levels_to_weigh(rm_session *s, size_t (*fixed)(rm_session *), const int *order, int n, int64_t store_all,
+/* The state levels to weigh (at most 9): none; the moments alone; the
+ * moments and the frozen parameters; the least levels whose room holds the
+ * least recompute plan and some of what store-all holds beyond it (all of
+ * it, 60%, 30%, 10%, none), with the staging; and all of the state. */
+static int levels_to_weigh(rm_session *s, size_t (*fixed)(rm_session *), const levels *L, int64_t store_all,
                            int64_t least, int *levels) {
     int count = 0;
-    const int top = s->opt.fuse_optimizer ? 2 * n : 0; /* the state is paged through the fused updates */
+    const int top = level_top(L);
     const double share[5] = {1.0, 0.6, 0.3, 0.1, 0.0};
     levels[count++] = 0;
-    if (top > 0) levels[count++] = n;
+    if (L->fused && L->n > 0 && L->n < top) levels[count++] = L->n;
+    if (L->fused && L->f > 0 && L->n + L->f < top) levels[count++] = L->n + L->f;
     for (int j = 0; j < 5 && top > 0; j++) {
         int64_t want = least + (int64_t)((double)(store_all - least) * share[j]);
         want += (int64_t)staging_cap(s, want);
-        int l = least_level(s, fixed, order, n, top, want);
+        int l = least_level(s, fixed, L, want);
         int seen = l < 0;
         for (int i = 0; i < count; i++) seen |= levels[i] == l;
         if (!seen) levels[count++] = l;
@@ -396,16 +444,16 @@ static rm_status alloc_marks(rm_session *s) {
 
 rm_status rm_session_limit_paging(rm_session *s, size_t (*fixed)(rm_session *s)) {
     rm_graph *g = s->g;
-    int *order = malloc((size_t)(g->n_params ? g->n_params : 1) * sizeof *order);
-    if (!order || alloc_marks(s) != RM_OK) {
-        free(order);
+    levels L;
+    int lv[10];
+    if (levels_alloc(s, &L) != 0 || alloc_marks(s) != RM_OK || state_order(s, &L) != 0) {
+        levels_free(&L);
         return rm_graph_fail(g, RM_ERR_NOMEM, "out of memory planning the paging");
     }
-    int n = state_order(s, order), levels[10];
     s->page.chunk_bytes = chunk_for(s->opt.limit_bytes);
-    const int64_t store_all = n < 0 ? -1 : store_all_arena(s);
+    const int64_t store_all = store_all_arena(s);
     if (store_all < 0) {
-        free(order);
+        levels_free(&L);
         return rm_graph_fail(g, RM_ERR_NOMEM, "out of memory planning the paging");
     }
     rm_status rc = RM_OK;
@@ -417,21 +465,21 @@ rm_status rm_session_limit_paging(rm_session *s, size_t (*fixed)(rm_session *s))
     if (rc == RM_ERR_BUDGET && s->autoplan.min_budget > 0) least = s->autoplan.min_budget;
     g->status = RM_OK;
     rc = RM_OK;
-    int nl = levels_to_weigh(s, fixed, order, n, store_all, least, levels);
+    int nl = levels_to_weigh(s, fixed, &L, store_all, least, lv);
     cand best = {0};
     for (int i = 0; i < nl && rc == RM_OK; i++) {
-        set_level(s, order, n, levels[i]);
+        set_level(s, &L, lv[i]);
         int64_t room = s->opt.limit_bytes - (int64_t)fixed(s);
-        if (room > 0) rc = try_level(s, levels[i], room, store_all, &best);
+        if (room > 0) rc = try_level(s, lv[i], room, store_all, &best);
     }
     if (rc == RM_OK && !best.prog.n_instrs) {
-        set_level(s, order, 0, 0);
-        free(order);
+        set_level(s, &L, 0);
+        levels_free(&L);
         s->page.max_staged = 0;
         return RM_ERR_BUDGET; /* the caller words the refusal */
     }
     if (rc == RM_OK) {
-        set_level(s, order, n, best.level);
+        set_level(s, &L, best.level);
         s->page.predicted_wait_ms = best.wait;
         s->page.values = best.values, best.values = NULL;
         s->page.max_staged = best.cap;
@@ -449,22 +497,23 @@ rm_status rm_session_limit_paging(rm_session *s, size_t (*fixed)(rm_session *s))
         else snprintf(s->autoplan.chosen + len, sizeof s->autoplan.chosen - len, "+paging");
     }
     cand_free(&best);
-    free(order);
+    levels_free(&L);
     return rc;
 }
 
 size_t rm_session_least_paged(rm_session *s, size_t (*fixed)(rm_session *s)) {
-    rm_graph *g = s->g;
-    if (!s->opt.fuse_optimizer) return 0; /* the state is paged through the fused updates */
+    levels L;
+    size_t least = 0;
+    if (levels_alloc(s, &L) != 0 || state_order(s, &L) != 0 || level_top(&L) == 0) {
+        levels_free(&L); /* nothing to page: unfused, no frozen parameter */
+        return 0;
+    }
     const int planning = s->page.planning;
     s->page.planning = 1; /* a scratch file or not: pricing only */
     if (s->page.read_bps <= 0) s->page.read_bps = s->page.write_bps = 1e9;
-    int *order = malloc((size_t)(g->n_params ? g->n_params : 1) * sizeof *order);
-    size_t least = 0;
-    if (order && alloc_marks(s) == RM_OK) {
-        int n = state_order(s, order);
+    if (alloc_marks(s) == RM_OK) {
         if (!s->page.chunk_bytes) s->page.chunk_bytes = chunk_for(s->opt.limit_bytes);
-        set_level(s, order, n, n > 0 ? 2 * n : 0);
+        set_level(s, &L, level_top(&L));
         /* the least recompute plan, with every parameter paged through it */
         rm_schedule base;
         rm_auto_info saved = s->autoplan;
@@ -484,10 +533,10 @@ size_t rm_session_least_paged(rm_session *s, size_t (*fixed)(rm_session *s)) {
         }
         s->g->status = RM_OK;
         s->autoplan = saved;
-        set_level(s, order, 0, 0);
+        set_level(s, &L, 0);
         s->page.max_staged = 0;
     }
-    free(order);
+    levels_free(&L);
     s->page.planning = planning;
     fixed(s); /* the breakdown as it was */
     return least;

@@ -114,3 +114,19 @@ rm_status rm_session_state_write(rm_session *s, int pi, int what, uint64_t off, 
     }
     return RM_OK;
 }
+
+rm_status rm_session_param_copy(rm_session *s, int pi, float *dst) {
+    const rm_value *v = &s->g->vals[s->g->params[pi]];
+    const uint64_t bytes = (uint64_t)v->numel * sizeof(float);
+    if (!rm_session_state_paged(s, pi, 0)) {
+        memcpy(dst, s->params + v->param_off, (size_t)bytes);
+        return RM_OK;
+    }
+    for (uint64_t off = 0, len = 0; off < bytes; off += len) {
+        const void *p = rm_session_state_view(s, pi, 0, off, &len);
+        if (!p) return RM_ERR_IO; /* unit_read named it on the session */
+        if (len > bytes - off) len = bytes - off;
+        memcpy((char *)dst + off, p, (size_t)len);
+    }
+    return RM_OK;
+}

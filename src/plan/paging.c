@@ -227,7 +227,7 @@ static rm_status state_units(pager *P, int pi, int *fin) {
         if (u < 0) return RM_ERR_NOMEM;
         fin[u] = last;
     }
-    if (P->o->forward_only) return RM_OK;
+    if (P->o->forward_only || !val->trainable) return RM_OK; /* frozen: no moments */
     const int64_t per = chunk_floats(P->o);
     uint64_t moff = 0;
     for (int64_t lo = 0; lo < val->numel && rc == RM_OK; lo += per) {
@@ -268,7 +268,8 @@ static rm_status extend(pager *P, const int *fin, rm_schedule *ext, double *t, i
 /* The transfers of the state units, on the extended schedule: a chunk of
  * moments read ahead of its update, written after it; a paged parameter
  * read before its first reader and again before the first reader after its
- * longest idle gap, written after its last chunk's update. */
+ * longest idle gap, written after its last chunk's update (a frozen one is
+ * never written: the file keeps its bytes). */
 static rm_status state_ops(pager *P, const int *at) {
     const rm_graph *g = P->g;
     int last_update = -1, w;
@@ -294,7 +295,7 @@ static rm_status state_ops(pager *P, const int *at) {
         free(rd);
         if (rc != RM_OK) return rc;
         if (next > u + 1) after = at[next - 1]; /* after its last chunk's update */
-        if (P->o->forward_only) continue;
+        if (P->o->forward_only || g->vals[un->value].frozen) continue; /* frozen: the file keeps its bytes */
         if ((w = push_op(P, (op){after, PH_AFTER, 0, RM_INSTR_PAGE_OUT, u, un->bytes, 1, -1, -1, -1, 0})) < 0 ||
             (P->ops[w].wait = push_op(P, (op){after + 1, PH_WAIT_W, 0, RM_INSTR_WAIT, u, 0, 0, -1, -1, -1, 0})) < 0)
             return RM_ERR_NOMEM;
@@ -314,7 +315,8 @@ static uint64_t state_layout(pager *P) {
     int64_t per = chunk_floats(o);
     for (int pi = 0; pi < g->n_params; pi++) {
         const rm_value *v = &g->vals[g->params[pi]];
-        const int pp = o->params && o->params[pi], pm = pp || (o->moments && o->moments[pi]);
+        const int pp = o->params && o->params[pi] && (v->trainable || v->frozen);
+        const int pm = v->trainable && (pp || (o->moments && o->moments[pi]));
         P->param_off[pi] = off;
         if (pp) off += rm_page_round((size_t)v->numel * sizeof(float));
         P->moment_off[pi] = off;
@@ -522,9 +524,14 @@ rm_status rm_schedule_page(const rm_graph *g, const rm_schedule *in, const rm_pa
     rm_status rc = P.param_off && P.moment_off ? RM_OK : RM_ERR_NOMEM;
     uint64_t state = rc == RM_OK ? state_layout(&P) : 0;
     /* the state's units, then the schedule with their updates, then every transfer on it */
-    for (int pi = 0; rc == RM_OK && (g->fuse_grads || o->forward_only) && pi < g->n_params; pi++) {
-        if (!g->vals[g->params[pi]].trainable ||
-            !((!o->forward_only && o->moments && o->moments[pi]) || (o->params && o->params[pi])))
+    for (int pi = 0; rc == RM_OK && pi < g->n_params; pi++) {
+        const rm_value *pv = &g->vals[g->params[pi]];
+        const int pp = o->params && o->params[pi];
+        /* a frozen parameter is only read: paged with any optimizer; a
+         * trainable one's state through the fused updates */
+        if (pv->frozen ? !pp
+                       : !pv->trainable || !(g->fuse_grads || o->forward_only) ||
+                             !((!o->forward_only && o->moments && o->moments[pi]) || pp))
             continue;
         size_t more = (size_t)(g->vals[g->params[pi]].numel / chunk_floats(o)) + 2;
         int *f = realloc(fin, ((size_t)P.n_units + more) * sizeof *fin);

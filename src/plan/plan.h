@@ -250,7 +250,8 @@ static inline double rm_profile_recompute_ms(const rm_profile *p, int node) {
  * parameters `moments` marks are read ahead of their update in chunks,
  * updated and written back, and the parameters `params` marks (their
  * moments then paged too) are read before their readers and written back
- * after their update. Transfers are placed on a timeline of the step
+ * after their update; a frozen parameter `params` marks (with any
+ * optimizer) is only read, before its readers. Transfers are placed on a timeline of the step
  * (item_ms, the bandwidths); *stall_ms (NULL-able) is the time it predicts
  * the step waits for reads. */
 typedef struct rm_page_opts {

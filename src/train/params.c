@@ -34,18 +34,15 @@ static void moment_name(char *out, int which, const char *param) {
 }
 
 /* A tensor of paged training state (issue 20): its bytes are read from the
- * scratch file a unit at a time, staged in the arena (exec/page.c). */
-typedef struct paged_src { rm_session *s; int pi, what; } paged_src;
-
+ * scratch file a unit at a time, staged in the arena (exec/pagestate.c). */
 static const void *paged_view(void *user, uint64_t off, uint64_t *len) {
-    const paged_src *p = user;
+    const rm_paged_src *p = user;
     return rm_session_state_view(p->s, p->pi, p->what, off, len);
 }
 
-/* t (whose data is w) reads from the scratch file when that state is paged. */
-static void maybe_paged(rm_session *s, int pi, int what, rm_st_tensor *t, paged_src *src) {
+void rm_st_tensor_paged(rm_session *s, int pi, int what, rm_st_tensor *t, rm_paged_src *src) {
     if (!rm_session_state_paged(s, pi, what)) return;
-    *src = (paged_src){s, pi, what};
+    *src = (rm_paged_src){s, pi, what};
     t->data = NULL;
     t->view = paged_view;
     t->user = src;
@@ -64,7 +61,7 @@ static rm_status save(rm_session *s, rm_optim *o, const char *path, int n_meta,
     if (o) rm_optim_state(o, &m, &v, &updates);
     int cap = g->n_params * (m ? 3 : 1);
     rm_st_tensor *t = calloc((size_t)cap + 1, sizeof *t);
-    paged_src *src = calloc((size_t)cap + 1, sizeof *src);
+    rm_paged_src *src = calloc((size_t)cap + 1, sizeof *src);
     char *names = m ? malloc((size_t)g->n_params * 2 * MOMENT_NAME_LEN) : NULL;
     const char **k = malloc(((size_t)n_meta + 1) * sizeof *k);
     const char **val = malloc(((size_t)n_meta + 1) * sizeof *val);
@@ -81,7 +78,7 @@ static rm_status save(rm_session *s, rm_optim *o, const char *path, int n_meta,
         const rm_value *p = &g->vals[g->params[i]];
         t[n] = (rm_st_tensor){p->name, "F32", p->ndim, p->shape, s->params + p->param_off,
                               (uint64_t)p->numel * sizeof(float), NULL, NULL};
-        maybe_paged(s, i, 0, &t[n], &src[n]);
+        rm_st_tensor_paged(s, i, 0, &t[n], &src[n]);
         n++;
     }
     for (int w = 0; m && w < 2; w++)
@@ -92,7 +89,7 @@ static rm_status save(rm_session *s, rm_optim *o, const char *path, int n_meta,
             moment_name(nm, w, p->name);
             t[n] = (rm_st_tensor){nm, "F32", p->ndim, p->shape, (w ? v : m) + p->param_off,
                                   (uint64_t)p->numel * sizeof(float), NULL, NULL};
-            maybe_paged(s, i, w + 1, &t[n], &src[n]);
+            rm_st_tensor_paged(s, i, w + 1, &t[n], &src[n]);
             n++;
         }
     for (int i = 0; i < n_meta; i++) {
