@@ -302,14 +302,14 @@ static void run_points(const char *self, char **rest, int n_rest, bench_point *p
 }
 
 static void print_table(const bench_point *p, int n, const char *config) {
-    printf("remat bench: %s\n%-14s %10s %10s %10s %10s %9s %9s %9s %9s %9s\n", config, "point", "budgetMiB",
+    printf("remat bench: %s\n%-17s %10s %10s %10s %10s %9s %9s %9s %9s %9s\n", config, "point", "budgetMiB",
            "act.plan", "act.meas", "peakRSS", "ms.med", "ms.min", "ms.max", "ovh.meas", "ovh.pred");
     for (int i = 0; i < n; i++) {
         if (!p[i].ok) {
-            printf("%-14s skipped: %s\n", p[i].label, p[i].error);
+            printf("%-17s skipped: %s\n", p[i].label, p[i].error);
             continue;
         }
-        printf("%-14s %10.2f %10.2f %10.2f %10.1f %9.2f %9.2f %9.2f %8.1f%% %8.1f%%\n", p[i].label,
+        printf("%-17s %10.2f %10.2f %10.2f %10.1f %9.2f %9.2f %9.2f %8.1f%% %8.1f%%\n", p[i].label,
                p[i].budget / 1048576.0, p[i].planned / 1048576.0, p[i].measured / 1048576.0, p[i].peak_rss / 1048576.0,
                p[i].median, p[i].min, p[i].max, 100 * p[i].overhead, 100 * p[i].predicted);
     }

@@ -8,7 +8,10 @@
 #    bytes, the last --save file untouched and loadable, nothing left in DIR;
 #  - SIGINT saves the paged state (exit 130), and resuming it, paged or not,
 #    gives the file of a run that never stopped;
-#  - the report gives what was paged; peak RSS stays under --memory-limit on a
+#  - the report and the end-of-run summary give what was paged, --trace puts
+#    the transfers on their own track; remat plan (--print-plan, --sweep) and
+#    remat bench show paging and paged points;
+#  - peak RSS stays under --memory-limit on a
 #    model whose training state is larger than the limit (not under ASan);
 #  - LoRA under a limit only --scratch meets: frozen base weights paged, the
 #    adapters the same bytes as an unconstrained run's.
@@ -46,6 +49,31 @@ check 'grep -q "\"io_ms\"" "$T/paged.json" && grep -q "\"io_overlap\"" "$T/paged
 check 'grep -q "\"tid\":2,\"name\":\"thread_name\",\"args\":{\"name\":\"scratch I/O\"}" "$T/paged_trace.json" &&
        grep -q "\"cat\":\"page-out\"" "$T/paged_trace.json" && grep -q "\"cat\":\"page-in\"" "$T/paged_trace.json"' \
     "trace: no I/O track"
+
+# the end-of-run summary says what was paged
+"$R" train ${GPT% --quiet} $FUSED --steps 2 --scratch "$S" $BW --page all >"$T/out" 2>&1 || bad "summary run exited $?"
+check 'grep -q "^paging: [0-9]* activations, moments of [0-9]* and [0-9]* parameters in the scratch file .* MiB out and .* MiB in a step, I/O .* ms a step, waited .* overlapped compute" "$T/out"' \
+    "summary: no paging line in $(cat "$T/out")"
+
+# remat plan shows paging: paged values per stage, the file's line; the
+# sweep gives every budget twice, recomputing only and with paging, and at
+# the least budget paging beats recomputing (a disk said to be fast: plans
+# only); remat bench runs
+# the budget sweep again with paging ('+page' points)
+P="--layers 4 --dim 128 --heads 4 --context 64 --batch 4 --threads 1"
+"$R" plan $P --memory-budget 3.1MiB --scratch "$S" --scratch-bandwidth 100GB/s --print-plan >"$T/plan" 2>&1 ||
+    bad "plan with --scratch exited $?"
+check 'grep -q "^    page  " "$T/plan" && grep -q "^paging to .* a step moves .* MiB out and .* MiB in, predicted to wait" "$T/plan"' \
+    "plan --print-plan: no paging in $(cat "$T/plan")"
+"$R" plan $P --scratch "$S" --scratch-bandwidth 100GB/s --sweep >"$T/sweep" 2>&1 || bad "plan --sweep with --scratch exited $?"
+check 'head -1 "$T/sweep" | grep -q ",paging,paged_out_bytes,paged_in_bytes,predicted_io_wait_ms$" &&
+       [ "$(grep -c ",0,[0-9]*,[0-9]*,[0-9.]*$" "$T/sweep")" = "$(grep -c ",1,[0-9]*,[0-9]*,[0-9.]*$" "$T/sweep")" ] &&
+       awk -F, "NR == 2 { a = \$4 } NR == 3 { b = \$4; p = \$6 } END { exit !(\$5 != \"\" && b < a && p > 0) }" "$T/sweep"' \
+    "plan --sweep with --scratch: no paged points, or paging not cheaper at the least budget: $(head -3 "$T/sweep")"
+"$R" bench $P --steps 1 --rounds 1 --strategies none --budgets 2 --scratch "$S" $BW >"$T/bench" 2>/dev/null ||
+    bad "bench --scratch exited $?"
+check '[ "$(grep -c "^budget [0-9]*% +page " "$T/bench")" -eq 2 ]' "bench --scratch: no paged points in $(cat "$T/bench")"
+check 'empty "$S"' "files left after plan and bench: $(ls -A "$S")"
 
 # refusals
 if [ "$(stat -f -c %T /dev/shm 2>/dev/null)" = tmpfs ]; then
