@@ -99,10 +99,11 @@ int cli_options(const cli_args *a, const char *budget, rm_options *o);
 int cli_paging_options(const cli_args *a, rm_options *o);
 /* paging.c: what the steps of a run paged (--scratch), summed over the
  * steps after the first (its I/O also warms up), for the report
- * ("paged_out_bytes", "io_ms", "io_overlap", ...) and the summary line. */
-typedef struct cli_paging { double io_ms, wait_ms; double out, in; int steps; } cli_paging;
-void cli_paging_step(cli_paging *acc, const rm_session *s, int i);
-void cli_paging_report(const rm_session *s, const cli_paging *acc, double step_ms, FILE *f);
+ * ("paged_out_bytes", "io_ms", "io_overlap", ...) and the summary line;
+ * `outside`: a step's time outside rm_step (the data, an unfused update). */
+typedef struct cli_paging { double io_ms, wait_ms; double out, in; int steps; double outside; } cli_paging;
+void cli_paging_step(cli_paging *acc, const rm_session *s, int i, double outside_ms);
+void cli_paging_report(const rm_session *s, const cli_paging *acc, double step_ms, int micro_batches, FILE *f);
 void cli_paging_summary(const rm_session *s, const cli_paging *acc, FILE *f);
 /* The graph of the model the flags describe. */
 rm_status cli_build_model(const cli_args *a, rm_graph *g, rm_model_io *io, int keep_logits);

@@ -4,37 +4,50 @@
 #include "args.h"
 #include <stdio.h>
 
-void cli_paging_step(cli_paging *acc, const rm_session *s, int i) {
+void cli_paging_step(cli_paging *acc, const rm_session *s, int i, double outside_ms) {
     rm_paging_info p;
     rm_paging(s, &p);
     if (!p.enabled) return;
     if (i == 0 && acc->steps == 0) { /* the first step warms up; counted only if it is the only one */
-        *acc = (cli_paging){p.io_ms, p.wait_ms, (double)p.out_bytes_measured, (double)p.in_bytes_measured, -1};
+        *acc = (cli_paging){p.io_ms, p.wait_ms, (double)p.out_bytes_measured, (double)p.in_bytes_measured, -1,
+                            outside_ms};
         return;
     }
-    if (acc->steps < 0) *acc = (cli_paging){0, 0, 0, 0, 0};
+    if (acc->steps < 0) *acc = (cli_paging){0, 0, 0, 0, 0, 0};
     acc->io_ms += p.io_ms, acc->wait_ms += p.wait_ms;
     acc->out += (double)p.out_bytes_measured, acc->in += (double)p.in_bytes_measured;
+    acc->outside += outside_ms;
     acc->steps++;
 }
 
 /* Per-step means of the steps counted. */
-static void means(const cli_paging *acc, double *io, double *wait, double *out, double *in) {
+static void means(const cli_paging *acc, double *io, double *wait, double *out, double *in, double *outside) {
     double n = acc->steps < 0 ? 1 : acc->steps > 0 ? acc->steps : 1;
     *io = acc->io_ms / n, *wait = acc->wait_ms / n, *out = acc->out / n, *in = acc->in / n;
+    *outside = acc->outside / n;
 }
 
-void cli_paging_report(const rm_session *s, const cli_paging *acc, double step_ms, FILE *f) {
+void cli_paging_report(const rm_session *s, const cli_paging *acc, double step_ms, int micro_batches, FILE *f) {
     rm_paging_info p;
     rm_paging(s, &p);
     rm_plan_info pl;
     rm_plan(s, &pl);
-    double io, wait, out, in;
-    means(acc, &io, &wait, &out, &in);
-    /* the plan's step: the step as measured with the parts the plan predicts
-     * (recomputation, the wait for transfers) replaced by its predictions */
-    fprintf(f, ",\n  \"ms_optimizer\": %.3f,\n  \"recompute_ms_predicted\": %.3f,\n  \"step_ms_predicted\": %.3f",
-            pl.ms_optimizer, p.predicted_recompute_ms,
+    double io, wait, out, in, outside;
+    means(acc, &io, &wait, &out, &in, &outside);
+    /* the plan's step: rm_step as the paging timeline predicts it (every
+     * instruction at its profiled time, the waits), plus what the plan does
+     * not model (the data, an unfused optimizer's update) as measured; and
+     * the step as measured with only the recomputation and the waits
+     * replaced by their predictions */
+    fprintf(f, ",\n  \"ms_optimizer\": %.3f,\n  \"recompute_ms_predicted\": %.3f", pl.ms_optimizer,
+            p.predicted_recompute_ms);
+    if (p.predicted_step_ms > 0)
+        fprintf(f, ",\n  \"rm_step_ms_predicted\": %.3f,\n  \"step_ms_outside_rm_step\": %.3f,\n"
+                "  \"step_ms_predicted\": %.3f", p.predicted_step_ms, outside,
+                p.predicted_step_ms * micro_batches + outside);
+    else
+        fprintf(f, ",\n  \"rm_step_ms_predicted\": null,\n  \"step_ms_predicted\": null");
+    fprintf(f, ",\n  \"step_ms_predicted_waits\": %.3f",
             step_ms - pl.ms_recompute - wait + p.predicted_recompute_ms + p.predicted_wait_ms);
     fprintf(f, ",\n  \"scratch\": %s,\n  \"scratch_direct\": %s,\n  \"scratch_bytes\": %llu,\n"
             "  \"scratch_state_bytes\": %llu,\n  \"scratch_write_bps\": %.0f,\n  \"scratch_read_bps\": %.0f,\n"
@@ -52,8 +65,8 @@ void cli_paging_summary(const rm_session *s, const cli_paging *acc, FILE *f) {
     rm_paging_info p;
     rm_paging(s, &p);
     if (!p.enabled) return;
-    double io, wait, out, in;
-    means(acc, &io, &wait, &out, &in);
+    double io, wait, out, in, outside;
+    means(acc, &io, &wait, &out, &in, &outside);
     fprintf(f, "paging: %d activations, moments of %d and %d parameters in the scratch file (%.1f MiB, %s); "
             "%.1f MiB out and %.1f MiB in a step, I/O %.1f ms a step, waited %.1f ms (%.0f%% overlapped compute)\n",
             p.values_paged, p.moments_paged, p.params_paged, p.scratch_bytes / 1048576.0,

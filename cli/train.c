@@ -57,6 +57,7 @@ typedef struct trainer {
     cli_divergence div;     /* the recent losses (guard.h) */
     int threads;            /* per rank */
     double comm_ms;         /* the steps' wait for gradient communication after the backward, summed */
+    double lib_ms;          /* the last step's time inside rm_step (rm_step_accumulate) */
     void *gx;               /* --micro-batches: the global batch's inputs (tokens or features) */
     int32_t *gy;            /* and targets */
     cli_limit limit;        /* --memory-limit (limit.h) */
@@ -135,7 +136,7 @@ static int write_report(const trainer *t, float final_loss, float val_loss, int 
             t->step_ms_min, t->step_ms_max, cli_dist_size(), a->shard_optimizer && cli_dist_size() > 1 ? "true" : "false",
             a->steps > (int)t->start ? t->comm_ms / (a->steps - (int)t->start) : 0.0,
             a->fuse_optimizer ? "true" : "false", m.grad_arena_bytes, count_params(t->g, 0), count_params(t->g, 1));
-    cli_paging_report(t->s, &t->paging_ms, median_ms, f);
+    cli_paging_report(t->s, &t->paging_ms, median_ms, a->micro_batches > 1 ? a->micro_batches : 1, f);
     fputs("\n}\n", f);
     if (fclose(f) != 0) return cli_fail(1, "cannot write report '%s'", a->report);
     return 0;
@@ -377,8 +378,10 @@ static int micro_step(trainer *t, int s, uint64_t batch, float *loss) {
                        : rm_data_batch(&t->data, RM_DATA_TRAIN, t->sampler, a->seed, batch, a->batch, a->context, t->gx,
                                        t->gy, err, sizeof err);
     if (st != RM_OK) return cli_fail(1, "%s", err);
+    double t0 = now_ms();
     if (rm_step_accumulate(t->s, (uint64_t)s, a->micro_batches, fill_rows, t, loss) != RM_OK)
         return cli_fail(1, "step %d: %s", s, rm_session_errmsg(t->s));
+    t->lib_ms = now_ms() - t0;
     return 0;
 }
 
@@ -389,9 +392,11 @@ static int whole_step(trainer *t, int s, uint64_t batch, float *loss) {
     rm_status st = t->encdec ? rm_seq2seq_fill(t->s, &t->io, pairs_of(t), a->seed, batch)
                              : rm_data_fill(t->s, &t->io, &t->data, RM_DATA_TRAIN, t->sampler, a->seed, batch);
     if (st != RM_OK) return cli_fail(1, "%s", rm_session_errmsg(t->s));
-    if ((a->fuse_optimizer && rm_optim_set_lr(t->opt, rm_lr_at(&t->lr, (uint64_t)s)) != RM_OK) ||
-        rm_step(t->s, (uint64_t)s, loss) != RM_OK)
+    if (a->fuse_optimizer && rm_optim_set_lr(t->opt, rm_lr_at(&t->lr, (uint64_t)s)) != RM_OK)
         return cli_fail(1, "step %d: %s", s, rm_session_errmsg(t->s));
+    double t0 = now_ms();
+    if (rm_step(t->s, (uint64_t)s, loss) != RM_OK) return cli_fail(1, "step %d: %s", s, rm_session_errmsg(t->s));
+    t->lib_ms = now_ms() - t0;
     return 0;
 }
 
@@ -417,7 +422,7 @@ static int run_steps(trainer *t, int *step, float *loss, float *val_loss, int *h
         t->times[i % STEP_SAMPLES] = now_ms() - t0;
         t->overheads[i % STEP_SAMPLES] = rm_step_overhead(t->s);
         t->comm_ms += rm_step_comm_ms(t->s);
-        cli_paging_step(&t->paging_ms, t->s, i);
+        cli_paging_step(&t->paging_ms, t->s, i, t->times[i % STEP_SAMPLES] - t->lib_ms);
         if (!a->quiet && (t->tty || s % 10 == 0 || s == a->steps - 1)) {
             rm_memory_info m;
             double avg = (now_ms() - t_start) / (i + 1);

@@ -505,6 +505,10 @@ typedef struct rm_paging_info {
     double overlap;               /* 1 - wait_ms / io_ms (1: all hidden; 0 when nothing moved) */
     double predicted_wait_ms;     /* the plan's */
     double predicted_recompute_ms; /* the plan's recomputation, priced from the profiling step (0: none) */
+    /* the plan's step (rm_step): every instruction at its time from the
+     * profiling step (before it: FLOPs at a measured rate), fused updates,
+     * and the waits, as the paging timeline simulates it (0: nothing paged) */
+    double predicted_step_ms;
 } rm_paging_info;
 /* Fills p for session s (all 0 without scratch_dir). */
 void rm_paging(const rm_session *s, rm_paging_info *p);

@@ -12,6 +12,7 @@
 #include "scratch_dir.h"
 #include "remat.h"
 #include "plan/plan.h"
+#include "exec/exec.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -277,6 +278,37 @@ static void test_chain_dp(void) {
     rm_graph_free(g);
 }
 
+/* A session's programs can change after its scratch file's queue started
+ * (the profiled re-plan under a budget or limit may page more than the
+ * first plan): rm_session_scratch_start then grows the queue, between
+ * steps, carrying the checksums of the regions written so far, and the
+ * session trains on bit for bit. (End to end, at the least budget:
+ * tests/test_paging.sh.) */
+static void test_queue_grows(void) {
+    const cfg c = {"gpt", NULL, RM_PAGE_ACTIVATIONS | RM_PAGE_MOMENTS, 1, 0, NULL, 0};
+    run a, b;
+    int ok = open_run(&c, 0, 1, &a) && open_run(&c, 1, 1, &b) && train(&a, 0, 1) == RM_OK && train(&b, 0, 1) == RM_OK;
+    CHECK(ok, "queue: open and train: %s", b.s ? rm_session_errmsg(b.s) : "");
+    if (ok) {
+        rm_ioq *q = &b.s->page.q;
+        const int n_io = b.s->train.n_io, n_regions = b.s->train.n_regions;
+        CHECK(q->running && q->n_req >= n_io && q->n_regions >= n_regions && q->hashed[0],
+              "queue: %d slots, %d regions for %d transfers, %d regions", q->n_req, q->n_regions, n_io, n_regions);
+        const uint64_t h0 = q->hash[0];
+        b.s->train.n_io = n_io + 7, b.s->train.n_regions = n_regions + 5; /* a program that moves more */
+        rm_status rc = rm_session_scratch_start(b.s);
+        b.s->train.n_io = n_io, b.s->train.n_regions = n_regions;
+        CHECK(rc == RM_OK && q->running && q->n_req == n_io + 7 && q->n_regions == n_regions + 5,
+              "queue: grown to %d slots, %d regions (want %d, %d)", q->n_req, q->n_regions, n_io + 7, n_regions + 5);
+        CHECK(q->hashed[0] && q->hash[0] == h0, "queue: the checksums written before it grew are lost");
+        CHECK(rm_session_scratch_start(b.s) == RM_OK && q->n_req == n_io + 7, "queue: started again without need");
+        rc = train(&a, 1, 3);
+        CHECK(rc == RM_OK && train(&b, 1, 3) == RM_OK && same_state(&a, &b, "queue"),
+              "queue: after it grew, the paged run differs: %s", rm_session_errmsg(b.s));
+    }
+    close_run(&a), close_run(&b);
+}
+
 int main(void) {
     char err[256];
     if (scratch_tmpdir(dir, sizeof dir, "paging") != 0) return 1;
@@ -300,6 +332,7 @@ int main(void) {
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) test_equal(&cases[i]);
     test_resume();
+    test_queue_grows();
     test_faults();
     test_chain_dp();
     CHECK(scratch_dir_entries(dir) == 0, "nothing left in %s", dir);

@@ -136,5 +136,7 @@ rm_status rm_session_profile(rm_session *s) {
     rm_program_free(&s->train);
     s->train = p;
     s->measured_peak = 0;
-    return RM_OK;
+    /* the new program may move more (or, first, anything): the scratch
+     * file's space and the I/O queue's slots for every transfer it makes */
+    return rm_session_scratch_start(s);
 }

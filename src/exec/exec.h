@@ -91,6 +91,7 @@ struct rm_session {
         int64_t arena_cap;      /* under a limit: the arena the plan must fit (re-plans tighten to it) */
         double flops_per_ms;    /* the compute rate item times are estimated with before a profile */
         double wait_ms, predicted_wait_ms;
+        double predicted_step_ms; /* the paging timeline's whole step (plan/paging.c) */
     } page;
     char strategy_name[32]; /* opt.checkpoint and opt.memory_budget point here */
     char budget_name[48];

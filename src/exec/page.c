@@ -156,24 +156,24 @@ rm_status rm_session_page_schedule(rm_session *s, rm_schedule *sch, const rm_pro
         free(values);
         return rm_graph_fail(s->g, RM_ERR_NOMEM, "out of memory planning the paging");
     }
-    rm_schedule_item_ms(g, sch, prof, s->page.flops_per_ms, ms);
+    rm_schedule_item_ms(g, sch, prof, s->page.flops_per_ms, backward ? s->page.moments : NULL, ms);
     rm_page_opts o = {values, s->page.moments, s->page.params, ms, s->page.write_bps,
                       s->page.read_bps, s->page.chunk_bytes ? s->page.chunk_bytes : MOMENT_CHUNK_BYTES, !backward,
                       s->page.max_staged};
     rm_schedule paged;
     char err[256];
-    double stall = 0;
-    rm_status rc = rm_schedule_page(g, sch, &o, &paged, &stall, err, sizeof err);
+    double stall = 0, step = 0;
+    rm_status rc = rm_schedule_page(g, sch, &o, &paged, &stall, &step, err, sizeof err);
     free(values), free(ms);
     if (rc != RM_OK) return rm_graph_fail(s->g, rc, "%s", err);
     rm_schedule_free(sch);
     *sch = paged;
-    if (backward) s->page.predicted_wait_ms = stall;
+    if (backward) s->page.predicted_wait_ms = stall, s->page.predicted_step_ms = step;
     return RM_OK;
 }
 
 rm_status rm_session_scratch_start(rm_session *s) {
-    if (!s->page.open || s->page.q.running) return RM_OK;
+    if (!s->page.open) return RM_OK;
     const rm_program *p = &s->train;
     uint64_t bytes = p->scratch_bytes > s->infer.scratch_bytes ? p->scratch_bytes : s->infer.scratch_bytes;
     char err[700];
@@ -181,9 +181,31 @@ rm_status rm_session_scratch_start(rm_session *s) {
     if (rc != RM_OK) return rm_graph_fail(s->g, rc, "%s", err);
     int n_io = p->n_io > s->infer.n_io ? p->n_io : s->infer.n_io;
     int n_regions = p->n_regions > s->infer.n_regions ? p->n_regions : s->infer.n_regions;
-    if (n_io == 0) return RM_OK; /* nothing to move: no I/O thread */
-    if (rm_ioq_start(&s->page.q, &s->page.file, n_io, n_regions, s->opt.verify_recompute) != RM_OK)
+    rm_ioq *q = &s->page.q;
+    if (n_io == 0 || (q->running && n_io <= q->n_req && n_regions <= q->n_regions))
+        return RM_OK; /* nothing to move (no I/O thread), or the queue has room for every transfer */
+    /* a new program (the profiled re-plan) with more transfers: the queue
+     * again, larger, between steps (nothing in flight); the checksums of
+     * the regions written so far (the state's) carried over */
+    const int old_regions = q->running ? q->n_regions : 0;
+    uint64_t *hash = old_regions ? malloc((size_t)old_regions * sizeof *hash) : NULL;
+    char *hashed = old_regions ? malloc((size_t)old_regions) : NULL;
+    if (old_regions && (!hash || !hashed)) {
+        free(hash), free(hashed);
         return rm_graph_fail(s->g, RM_ERR_NOMEM, "cannot start the scratch file's I/O thread");
+    }
+    if (old_regions) {
+        memcpy(hash, q->hash, (size_t)old_regions * sizeof *hash);
+        memcpy(hashed, q->hashed, (size_t)old_regions);
+    }
+    rm_ioq_stop(q);
+    rc = rm_ioq_start(q, &s->page.file, n_io, n_regions, s->opt.verify_recompute);
+    if (rc == RM_OK && old_regions) {
+        const int n = old_regions < n_regions ? old_regions : n_regions;
+        memcpy(q->hash, hash, (size_t)n * sizeof *hash), memcpy(q->hashed, hashed, (size_t)n);
+    }
+    free(hash), free(hashed);
+    if (rc != RM_OK) return rm_graph_fail(s->g, RM_ERR_NOMEM, "cannot start the scratch file's I/O thread");
     return RM_OK;
 }
 
@@ -217,6 +239,9 @@ rm_status rm_session_io(rm_session *s, const rm_program *p, const rm_instr *ins,
         s->fused.update_chunk(s->fused.o, u->param, u->lo, u->hi, g, w, m, mv);
         return RM_OK;
     }
+    if (!q->running || ins->io < 0 || ins->io >= q->n_req) /* the queue is sized for every program it runs */
+        return rm_session_fail(s, RM_ERR_STATE, "internal error: transfer %d of the step program has no slot in the "
+                               "scratch file's queue (%d slots)", ins->io, q->running ? q->n_req : 0);
     if (ins->kind == RM_INSTR_WAIT) {
         double t0 = rm_trace_now_ms();
         int e = rm_ioq_wait(q, ins->io);
@@ -265,6 +290,7 @@ void rm_paging(const rm_session *s, rm_paging_info *pi) {
     pi->overlap = pi->io_ms > 0 ? 1.0 - pi->wait_ms / pi->io_ms : 0;
     if (pi->overlap < 0) pi->overlap = 0;
     pi->predicted_wait_ms = s->page.predicted_wait_ms;
+    pi->predicted_step_ms = s->page.predicted_step_ms;
     pi->predicted_recompute_ms = s->prof.node_fwd ? rm_recompute_cost(s->g, p, &s->prof) : 0;
 }
 

@@ -164,6 +164,7 @@ typedef struct cand {
     size_t cap;         /* the staging room */
     double ms;          /* predicted: recomputation + waits (+ a twentieth of the transfers) */
     double wait;        /* of it, the predicted waits */
+    double step;        /* the predicted step (the paging timeline's) */
     int dp;             /* found by the chain's program with its paged option */
     char *values;       /* the activations it pages (NULL: none) */
 } cand;
@@ -257,7 +258,7 @@ static rm_status weigh(rm_session *s, cand *c, int64_t room, int acts) {
                 c->budget / 1048576.0, s->autoplan.chosen, p.arena_bytes / 1048576.0, p.peak_live_bytes / 1048576.0,
                 room / 1048576.0);
     if ((int64_t)p.arena_bytes <= room) {
-        c->prog = p, c->ms = ms, c->wait = s->page.predicted_wait_ms;
+        c->prog = p, c->ms = ms, c->wait = s->page.predicted_wait_ms, c->step = s->page.predicted_step_ms;
         goto done;
     }
     if (!acts) {
@@ -285,7 +286,8 @@ static rm_status weigh(rm_session *s, cand *c, int64_t room, int acts) {
     }
     free(held);
     if (rc == RM_OK && (int64_t)p.arena_bytes <= room) {
-        c->prog = p, c->ms = ms, c->n_values = next, c->wait = s->page.predicted_wait_ms;
+        c->prog = p, c->ms = ms, c->n_values = next;
+        c->wait = s->page.predicted_wait_ms, c->step = s->page.predicted_step_ms;
         c->values = s->page.values;
         s->page.values = NULL;
     } else {
@@ -333,7 +335,8 @@ static rm_status weigh_dp(rm_session *s, cand *c, int64_t room) {
         if ((int64_t)p.arena_bytes <= room) {
             int n = 0;
             for (size_t v = 0; v < nv; v++) n += values[v];
-            c->prog = p, c->ms = ms, c->wait = s->page.predicted_wait_ms, c->n_values = n;
+            c->prog = p, c->ms = ms, c->n_values = n;
+            c->wait = s->page.predicted_wait_ms, c->step = s->page.predicted_step_ms;
             c->values = values, s->page.values = NULL;
             return RM_OK;
         }
@@ -480,7 +483,7 @@ rm_status rm_session_limit_paging(rm_session *s, size_t (*fixed)(rm_session *s))
     }
     if (rc == RM_OK) {
         set_level(s, &L, best.level);
-        s->page.predicted_wait_ms = best.wait;
+        s->page.predicted_wait_ms = best.wait, s->page.predicted_step_ms = best.step;
         s->page.values = best.values, best.values = NULL;
         s->page.max_staged = best.cap;
         s->train = best.prog, memset(&best.prog, 0, sizeof best.prog);
@@ -573,7 +576,7 @@ rm_status rm_session_budget_paging(rm_session *s, int64_t budget, rm_program *ou
     free(s->page.values);
     s->page.values = best.values, best.values = NULL;
     s->page.max_staged = best.cap;
-    s->page.predicted_wait_ms = best.wait;
+    s->page.predicted_wait_ms = best.wait, s->page.predicted_step_ms = best.step;
     *out = best.prog, memset(&best.prog, 0, sizeof best.prog);
     s->page.arena_cap = budget; /* the profiled re-plan: the chosen recompute budget, tightened to this */
     snprintf(s->budget_name, sizeof s->budget_name, "%lld", (long long)best.budget);

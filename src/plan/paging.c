@@ -427,14 +427,15 @@ static int position_at_actual(const pager *P, const double *A, int from, double 
  * the simulated step waits for a read, that read moves earlier by the wait
  * (within the staging cap and never before its lower bound), and each write
  * is waited for where the simulation has it done. Returns the predicted
- * wait of the step. */
-static double place(pager *P) {
+ * wait of the step; *end gets the predicted step (compute and waits). */
+static double place(pager *P, double *end) {
     const rm_page_opts *o = P->o;
     double stall = 0;
     const size_t no = (size_t)(P->n_ops ? P->n_ops : 1);
     int *idx = malloc(no * sizeof *idx), *inflight = malloc((size_t)(P->n_units ? P->n_units : 1) * sizeof *inflight);
     double *done = malloc(no * sizeof *done), *late = malloc(no * sizeof *late);
     double *A = malloc(((size_t)P->in->n + 1) * sizeof *A);
+    *end = P->t[P->in->n];
     if (!idx || !done || !late || !A || !inflight) {
         free(idx), free(done), free(late), free(A), free(inflight);
         return 0;
@@ -492,6 +493,7 @@ static double place(pager *P) {
         idx[j] = x;
     }
     stall = simulate(P, idx, done, late, A, inflight);
+    *end = A[P->in->n];
     free(idx), free(done), free(late), free(A), free(inflight);
     return stall;
 }
@@ -513,9 +515,10 @@ static rm_status emit(pager *P, rm_schedule *out) {
 }
 
 rm_status rm_schedule_page(const rm_graph *g, const rm_schedule *in, const rm_page_opts *o, rm_schedule *out,
-                           double *stall_ms, char *err, size_t errlen) {
+                           double *stall_ms, double *step_ms, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
     if (stall_ms) *stall_ms = 0;
+    if (step_ms) *step_ms = 0;
     const size_t np = (size_t)(g->n_params ? g->n_params : 1);
     pager P = {g, in, o, NULL, 0, 0, NULL, 0, 0, NULL, malloc(np * sizeof(uint64_t)), malloc(np * sizeof(uint64_t)),
                NULL};
@@ -551,8 +554,9 @@ rm_status rm_schedule_page(const rm_graph *g, const rm_schedule *in, const rm_pa
     if (rc == RM_OK && o->values) rc = value_units(&P);
     if (rc == RM_OK) rc = state_ops(&P, at);
     if (rc == RM_OK) {
-        double stall = place(&P);
+        double end = 0, stall = place(&P, &end);
         if (stall_ms) *stall_ms = stall;
+        if (step_ms) *step_ms = end;
         rc = emit(&P, out);
     }
     if (rc == RM_OK) {
@@ -569,7 +573,7 @@ rm_status rm_schedule_page(const rm_graph *g, const rm_schedule *in, const rm_pa
 }
 
 void rm_schedule_item_ms(const rm_graph *g, const rm_schedule *s, const rm_profile *prof, double flops_per_ms,
-                         double *out) {
+                         const char *paged, double *out) {
     double *stage_flops = calloc((size_t)(g->n_stages ? g->n_stages : 1), sizeof *stage_flops);
     for (int n = 0; stage_flops && n < g->n_nodes; n++) {
         const rm_op_def *op = rm_op_get(g->nodes[n].op);
@@ -604,7 +608,8 @@ void rm_schedule_item_ms(const rm_graph *g, const rm_schedule *s, const rm_profi
     }
     for (int pi = 0; pi < g->n_params; pi++) {
         const int v = g->params[pi];
-        if (last[v] >= 0 && g->vals[v].trainable) out[last[v]] += (double)g->vals[v].numel * UPDATE_MS_PER_FLOAT;
+        if (last[v] >= 0 && g->vals[v].trainable && !(paged && paged[pi]))
+            out[last[v]] += (double)g->vals[v].numel * UPDATE_MS_PER_FLOAT;
     }
     free(last);
 }

@@ -253,7 +253,8 @@ static inline double rm_profile_recompute_ms(const rm_profile *p, int node) {
  * after their update; a frozen parameter `params` marks (with any
  * optimizer) is only read, before its readers. Transfers are placed on a timeline of the step
  * (item_ms, the bandwidths); *stall_ms (NULL-able) is the time it predicts
- * the step waits for reads. */
+ * the step waits for reads, *step_ms (NULL-able) the step's time: every
+ * item at item_ms, the updates of paged state, and the waits. */
 typedef struct rm_page_opts {
     const char *values;    /* per value (NULL: none) */
     const char *moments;   /* per parameter (NULL: none) */
@@ -269,12 +270,14 @@ typedef struct rm_page_opts {
     size_t max_staged;
 } rm_page_opts;
 rm_status rm_schedule_page(const rm_graph *g, const rm_schedule *in, const rm_page_opts *o, rm_schedule *out,
-                           double *stall_ms, char *err, size_t errlen);
+                           double *stall_ms, double *step_ms, char *err, size_t errlen);
 /* Per item of s, an estimate of its compute time in ms: from the profile
  * (forward and recompute per node, backward per stage split by FLOPs), else
- * FLOPs at flops_per_ms. */
+ * FLOPs at flops_per_ms; under a fused optimizer with the updates of the
+ * parameters it makes final, but those whose moments `paged` marks (per
+ * parameter, NULL: none; they are UPDATE items of their own). */
 void rm_schedule_item_ms(const rm_graph *g, const rm_schedule *s, const rm_profile *prof, double flops_per_ms,
-                         double *out);
+                         const char *paged, double *out);
 
 /* plan/program.c: what a program's recomputations cost: ms from the
  * profile (rm_profile_recompute_ms), or FLOPs when prof is NULL. */
