@@ -188,5 +188,8 @@ if "M" in targets:
     line("unconstrained (fused)", "M_none", base)
     line(f"--memory-limit {lim} --scratch", "M_paged", base, float(lim_bytes))
     res = open(f"{out}/M_resume").read().strip() if os.path.exists(f"{out}/M_resume") else "not run"
+    r = load("M_resumed")
+    if r:
+        print(f"  resumed run (--resume, under the limit): peak RSS {r['max_rss_bytes'] / M:.1f} MiB")
     print(f"   targets: step <= 1.25x: {'met' if med('M_paged') / base <= 1.25 else 'MISSED'}; resume: files {res}")
 PY
