@@ -90,6 +90,7 @@ struct rm_session {
         size_t chunk_bytes;     /* the most bytes of moments one unit stages (fixed with the state's layout) */
         int64_t arena_cap;      /* under a limit: the arena the plan must fit (re-plans tighten to it) */
         double flops_per_ms;    /* the compute rate item times are estimated with before a profile */
+        double update_ms_per_float; /* a fused AdamW update's time per float (measured; 0: a default) */
         double wait_ms, predicted_wait_ms;
         double predicted_step_ms; /* the paging timeline's whole step (plan/paging.c) */
     } page;

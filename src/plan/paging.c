@@ -198,9 +198,11 @@ static int64_t chunk_floats(const rm_page_opts *o) {
     return per < 4096 ? 4096 : per;
 }
 
-/* AdamW's update time per float, ms (the schedule's UPDATE items): about
- * 3 ns at the machine's memory bandwidth for w, g, m and v. */
+/* AdamW's update time per float, ms, when none is measured: ~3 ns (w, g,
+ * m and v at a few GB/s); exec/page.c measures it (0.5-0.7 ns here). */
 #define UPDATE_MS_PER_FLOAT 3e-6
+
+static double update_ms(double measured) { return measured > 0 ? measured : UPDATE_MS_PER_FLOAT; }
 /* What one transfer costs beyond its bytes, ms: the I/O thread waking, the
  * system call, the disk's latency (~0.15 ms measured with O_DIRECT here). */
 #define TRANSFER_MS 0.15
@@ -259,7 +261,7 @@ static rm_status extend(pager *P, const int *fin, rm_schedule *ext, double *t, i
             if (un->kind != RM_UNIT_MOMENTS || fin[u] != k) continue;
             at[u] = ext->n;
             if (rm_schedule_push(ext, RM_INSTR_UPDATE, u) != RM_OK) return RM_ERR_NOMEM;
-            t[ext->n] = t[ext->n - 1] + (double)(un->hi - un->lo) * UPDATE_MS_PER_FLOAT;
+            t[ext->n] = t[ext->n - 1] + (double)(un->hi - un->lo) * update_ms(P->o->update_ms_per_float);
         }
     }
     return RM_OK;
@@ -573,7 +575,7 @@ rm_status rm_schedule_page(const rm_graph *g, const rm_schedule *in, const rm_pa
 }
 
 void rm_schedule_item_ms(const rm_graph *g, const rm_schedule *s, const rm_profile *prof, double flops_per_ms,
-                         const char *paged, double *out) {
+                         double update_ms_per_float, const char *paged, double *out) {
     double *stage_flops = calloc((size_t)(g->n_stages ? g->n_stages : 1), sizeof *stage_flops);
     for (int n = 0; stage_flops && n < g->n_nodes; n++) {
         const rm_op_def *op = rm_op_get(g->nodes[n].op);
@@ -609,7 +611,7 @@ void rm_schedule_item_ms(const rm_graph *g, const rm_schedule *s, const rm_profi
     for (int pi = 0; pi < g->n_params; pi++) {
         const int v = g->params[pi];
         if (last[v] >= 0 && g->vals[v].trainable && !(paged && paged[pi]))
-            out[last[v]] += (double)g->vals[v].numel * UPDATE_MS_PER_FLOAT;
+            out[last[v]] += (double)g->vals[v].numel * update_ms(update_ms_per_float);
     }
     free(last);
 }

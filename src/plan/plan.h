@@ -263,6 +263,7 @@ typedef struct rm_page_opts {
     double write_bps, read_bps;
     size_t chunk_bytes;    /* moments: the most bytes (m and v) one unit stages */
     int forward_only;      /* a forward-only program: parameters are read, nothing is updated */
+    double update_ms_per_float; /* a fused AdamW update's time per float, ms (0: ~3 ns) */
     /* the most bytes staged beyond what the schedule itself holds (reads
      * issued ahead of their reader, writes not yet waited for) at any
      * point, for reads moved earlier and waits moved later (0: no cap;
@@ -274,10 +275,10 @@ rm_status rm_schedule_page(const rm_graph *g, const rm_schedule *in, const rm_pa
 /* Per item of s, an estimate of its compute time in ms: from the profile
  * (forward and recompute per node, backward per stage split by FLOPs), else
  * FLOPs at flops_per_ms; under a fused optimizer with the updates of the
- * parameters it makes final, but those whose moments `paged` marks (per
+ * parameters it makes final (update_ms_per_float each float; 0: ~3 ns), but those whose moments `paged` marks (per
  * parameter, NULL: none; they are UPDATE items of their own). */
 void rm_schedule_item_ms(const rm_graph *g, const rm_schedule *s, const rm_profile *prof, double flops_per_ms,
-                         const char *paged, double *out);
+                         double update_ms_per_float, const char *paged, double *out);
 
 /* plan/program.c: what a program's recomputations cost: ms from the
  * profile (rm_profile_recompute_ms), or FLOPs when prof is NULL. */
