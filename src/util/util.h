@@ -42,5 +42,8 @@ void rm_strlcpy(char *dst, const char *src, size_t n);
  * equal hashes, and bytes that differ in any bit differ with overwhelming
  * probability (verify_recompute, the scratch file's block checksums). */
 uint64_t rm_hash_bytes(const void *p, size_t n);
+/* The message for JSON text that cJSON_ParseWithOpts(text, &end, 1)
+ * refused: a syntax error near `end`, or bytes after the object (jsonerr.c). */
+void rm_json_error(const char *text, const char *end, char *err, size_t errlen);
 
 #endif
