@@ -73,6 +73,16 @@ check 'head -1 "$T/sweep" | grep -q ",paging,paged_out_bytes,paged_in_bytes,pred
 "$R" bench $P --steps 1 --rounds 1 --strategies none --budgets 2 --scratch "$S" $BW >"$T/bench" 2>/dev/null ||
     bad "bench --scratch exited $?"
 check '[ "$(grep -c "^budget [0-9]*% +page " "$T/bench")" -eq 2 ]' "bench --scratch: no paged points in $(cat "$T/bench")"
+# bench's children run in a temporary folder: a relative --scratch is made absolute
+(cd "$(dirname "$S")" && "$R" bench $P --steps 1 --rounds 1 --strategies none --budgets 1 --scratch "$(basename "$S")" \
+    $BW >"$T/bench_rel" 2>/dev/null) || bad "bench with a relative --scratch exited $?"
+check '[ "$(grep -c "^budget [0-9]*% +page " "$T/bench_rel")" -eq 1 ] && ! grep -q skipped "$T/bench_rel"' \
+    "bench with a relative --scratch: $(cat "$T/bench_rel")"
+rc=0; "$R" bench $P --steps 1 --budgets 1 $BW >/dev/null 2>"$T/bench_bw" || rc=$?
+check '[ $rc -eq 2 ] && grep -q "add --scratch DIR" "$T/bench_bw"' "bench --scratch-bandwidth alone: $(cat "$T/bench_bw")"
+rc=0; "$R" bench $P --steps 1 --budgets 1 --scratch "$S" --page all >/dev/null 2>"$T/bench_page" || rc=$?
+check '[ $rc -eq 2 ] && grep -q "^remat: error: --page applies to remat train and plan, not remat bench" "$T/bench_page"' \
+    "bench --page: $(cat "$T/bench_page")"
 check 'empty "$S"' "files left after plan and bench: $(ls -A "$S")"
 
 # the least --memory-budget with --scratch: the profiled re-plan pages more
