@@ -52,6 +52,14 @@ CFLAGS  += -DREMAT_MPI
 LDLIBS  += $(shell mpicc --showme:link 2>/dev/null)
 endif
 
+# liburing (liburing-dev): the scratch tier's transfers through io_uring
+# (src/util/ioq.c), several in flight; without it, an I/O thread.
+URING_LIBS := $(shell pkg-config --libs liburing 2>/dev/null)
+ifneq ($(URING_LIBS),)
+CFLAGS  += -DREMAT_HAVE_URING $(shell pkg-config --cflags liburing 2>/dev/null)
+LDLIBS  += $(URING_LIBS)
+endif
+
 # cJSON parses safetensors headers.
 CFLAGS  += $(shell pkg-config --cflags libcjson 2>/dev/null)
 LDLIBS  += $(shell pkg-config --libs libcjson 2>/dev/null || echo -lcjson)

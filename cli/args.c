@@ -287,6 +287,9 @@ static int set_value(cli_args *a, const char *flag, const char *v) {
     } else if (IS("--checkpoint")) a->checkpoint = v;
     else if (IS("--memory-budget")) a->memory_budget = v;
     else if (IS("--memory-limit")) a->memory_limit = v;
+    else if (IS("--scratch")) a->scratch = v;
+    else if (IS("--scratch-bandwidth")) a->scratch_bandwidth = v;
+    else if (IS("--page")) a->page = v;
     else if (IS("--init")) a->init = v;
     else if (IS("--save")) a->save = v;
     else if (IS("--resume")) a->resume = v;
@@ -372,6 +375,8 @@ static const struct flag_use {
     {"--lora-dropout", U_TRAIN | U_PLAN | U_BENCH, MODEL}, {"--lora-targets", U_TRAIN | U_PLAN | U_BENCH, MODEL},
     {"--save-adapters", U_TRAIN, 0},
     {"--out", U_EXPORT, 0}, {"--adapters", U_EXPORT, 0}, {"--base-model", U_EXPORT, 0}, {"--merge-lora", U_EXPORT, 0},
+    /* paging (issue 20): bench takes --scratch DIR as its own flag (the paged sweep) */
+    {"--scratch", U_TRAIN | U_PLAN, 0}, {"--scratch-bandwidth", U_TRAIN | U_PLAN, 0}, {"--page", U_TRAIN | U_PLAN, 0},
 };
 
 /* The command's bit in flag_uses. */

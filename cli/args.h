@@ -37,6 +37,9 @@ typedef struct cli_args {
     const char *checkpoint;     /* recompute strategy */
     const char *memory_budget;  /* "64MiB", "50%": plan to fit (NULL: none) */
     const char *memory_limit;   /* "2GiB": the process's peak RSS (NULL: none; cli/limit.c) */
+    const char *scratch;        /* --scratch DIR: page to an anonymous file there (issue 20; NULL: none) */
+    const char *scratch_bandwidth; /* --scratch-bandwidth 2GB/s: the plan's bandwidth (NULL: measured) */
+    const char *page;           /* --page activations,moments,params: forced paging (NULL: the plan's) */
     const char *init, *save, *report, *load;
     const char *resume;         /* checkpoint file to continue from */
     int save_every, keep;       /* step files every N steps; keep the last K (0: all) */
@@ -160,6 +163,16 @@ void cli_run_info(const cli_args *a, const char *data_name, size_t data_tokens, 
  * (NULL: none). Prints a usage error and returns 2 for a bad strategy or
  * size, else 0. */
 int cli_options(const cli_args *a, const char *budget, rm_options *o);
+/* --scratch, --scratch-bandwidth, --page into o (cli_options calls it); 2 after a usage error, else 0. */
+int cli_paging_options(const cli_args *a, rm_options *o);
+/* paging.c: what the steps of a run paged (--scratch), summed over the
+ * steps after the first (its I/O also warms up), for the report
+ * ("paged_out_bytes", "io_ms", "io_overlap", ...) and the summary line;
+ * `outside`: a step's time outside rm_step (the data, an unfused update). */
+typedef struct cli_paging { double io_ms, wait_ms; double out, in; int steps; double outside; } cli_paging;
+void cli_paging_step(cli_paging *acc, const rm_session *s, int i, double outside_ms);
+void cli_paging_report(const rm_session *s, const cli_paging *acc, double step_ms, int micro_batches, FILE *f);
+void cli_paging_summary(const rm_session *s, const cli_paging *acc, FILE *f);
 /* The graph of the model the flags describe. */
 rm_status cli_build_model(const cli_args *a, rm_graph *g, rm_model_io *io, int keep_logits);
 #endif

@@ -54,6 +54,8 @@ static const char DEFAULT_STRATEGIES[] = "none,selective,blocks,sqrt,segments:2,
 /* Flags of bench's own; the rest go to every child `remat train`. */
 typedef struct bench_flags {
     const char *csv, *svg, *compare, *x;
+    const char *scratch, *scratch_bandwidth; /* --scratch DIR: the budget sweep again, paging (issue 20) */
+    char scratch_abs[PATH_MAX];              /* DIR made absolute: the children run in a temporary folder */
     cli_list strategies; /* --strategies, parsed and checked once (cli_parse_list) */
     int budgets, rounds, help;
     int x_rss;           /* --x rss: the chart places every point by peak RSS (default with --compare) */
@@ -91,7 +93,7 @@ static int parse_strategies(const char *s, cli_list *l) {
 static int split_flags(int argc, char **argv, bench_flags *bf, char **rest, int *n_rest) {
     static const char *const sets[] = {"--checkpoint", "--memory-budget", "--report", NULL};
     static const char *const with_value[] = {"--csv", "--svg", "--compare", "--strategies", "--x", "--budgets",
-                                             "--rounds", NULL};
+                                             "--rounds", "--scratch", "--scratch-bandwidth", NULL};
     static const char *const alone[] = {"--help", "-h", NULL};
     memset(bf, 0, sizeof *bf);
     bf->budgets = 10, bf->rounds = 2;
@@ -114,9 +116,15 @@ static int split_flags(int argc, char **argv, bench_flags *bf, char **rest, int 
         } else if (!strcmp(name, "--rounds")) {
             if (!cli_parse_int(name, v, 1, 100, &bf->rounds)) return 0;
         } else *(!strcmp(name, "--csv") ? &bf->csv : !strcmp(name, "--svg") ? &bf->svg
-                 : !strcmp(name, "--compare") ? &bf->compare : !strcmp(name, "--x") ? &bf->x : &strategies) = v;
+                 : !strcmp(name, "--compare") ? &bf->compare : !strcmp(name, "--x") ? &bf->x
+                 : !strcmp(name, "--scratch") ? &bf->scratch : !strcmp(name, "--scratch-bandwidth") ? &bf->scratch_bandwidth
+                 : &strategies) = v;
     }
     if (bf->help) return 1;
+    if (bf->scratch_bandwidth && !bf->scratch)
+        return cli_fail(2, "--scratch-bandwidth is the disk bandwidth of bench's --scratch DIR: add --scratch DIR"), 0;
+    if (bf->scratch && !cli_canonical(bf->scratch, bf->scratch_abs, sizeof bf->scratch_abs))
+        return cli_fail(2, "--scratch: the folder's name '%s' is too long", bf->scratch), 0;
     if (bf->x && strcmp(bf->x, "rss") && strcmp(bf->x, "act"))
         return cli_fail(2, "--x is rss (every point by its process's peak RSS) or act (remat's points by their "
                         "activation bytes), got '%s'", bf->x), 0;
@@ -179,20 +187,24 @@ static int make_points(const bench_flags *bf, const cli_args *a, bench_point **o
     const int n_strat = bf->strategies.n;
     size_t lo = 0, hi = 0;
     int rc = budget_range(a, &lo, &hi); /* also with --budgets 0: the model builds, --init fits it */
-    bench_point *p = rc ? NULL : calloc((size_t)(n_strat + bf->budgets), sizeof *p);
+    const int sweeps = bf->scratch ? 2 : 1; /* with --scratch: the budgets again, paging */
+    bench_point *p = rc ? NULL : calloc((size_t)(n_strat + sweeps * bf->budgets), sizeof *p);
     if (!rc && !p) rc = cli_fail(1, "out of memory");
     for (int k = 0; !rc && k < n_strat; k++) {
         snprintf(p[k].strategy, sizeof p[k].strategy, "%s", bf->strategies.item[k]);
         snprintf(p[k].label, sizeof p[k].label, "%s", bf->strategies.item[k]);
     }
-    for (int k = 0; !rc && k < bf->budgets; k++) {
+    for (int k = 0; !rc && k < sweeps * bf->budgets; k++) {
         bench_point *b = &p[n_strat + k];
-        b->budget = bf->budgets > 1 ? lo + (size_t)((double)(hi - lo) * k / (bf->budgets - 1)) : hi;
-        snprintf(b->strategy, sizeof b->strategy, "auto");
-        snprintf(b->label, sizeof b->label, "budget %.0f%%", 100.0 * (double)b->budget / (double)(hi ? hi : 1));
+        const int j = k % bf->budgets;
+        b->paged = k >= bf->budgets;
+        b->budget = bf->budgets > 1 ? lo + (size_t)((double)(hi - lo) * j / (bf->budgets - 1)) : hi;
+        snprintf(b->strategy, sizeof b->strategy, "%s", b->paged ? "auto+paging" : "auto");
+        snprintf(b->label, sizeof b->label, "budget %.0f%%%s", 100.0 * (double)b->budget / (double)(hi ? hi : 1),
+                 b->paged ? " +page" : "");
     }
     *out = p;
-    *n = rc ? 0 : n_strat + bf->budgets;
+    *n = rc ? 0 : n_strat + sweeps * bf->budgets;
     return rc;
 }
 
@@ -260,9 +272,9 @@ static void run_order(int n, int n_strat, int *order) {
 }
 
 /* One child's argument vector for point p: this program, train, the
- * user's flags, then the point's. */
-static void child_argv(const char *self, char **rest, int n_rest, const bench_point *p, const char *steps,
-                       const char *budget, const char *report, const char **argv) {
+ * user's flags, then the point's (a paged point: bench's --scratch). */
+static void child_argv(const char *self, char **rest, int n_rest, const bench_point *p, const bench_flags *bf,
+                       const char *steps, const char *budget, const char *report, const char **argv) {
     int k = 0;
     argv[k++] = self, argv[k++] = "train";
     for (int i = 0; i < n_rest; i++) {
@@ -276,15 +288,18 @@ static void child_argv(const char *self, char **rest, int n_rest, const bench_po
     argv[k++] = "--quiet", argv[k++] = "--steps", argv[k++] = steps, argv[k++] = "--report", argv[k++] = report;
     if (p->budget) argv[k++] = "--memory-budget", argv[k++] = budget;
     else argv[k++] = "--checkpoint", argv[k++] = p->strategy;
+    if (p->paged) argv[k++] = "--scratch", argv[k++] = bf->scratch_abs;
+    if (p->paged && bf->scratch_bandwidth) argv[k++] = "--scratch-bandwidth", argv[k++] = bf->scratch_bandwidth;
     argv[k] = NULL;
 }
 
 /* Runs every point `rounds` times in alternating order, until done or a
  * signal; returns the runs done. */
-static int run_points(const char *self, char **rest, int n_rest, bench_point *p, int n, int n_strat, int rounds,
+static int run_points(const char *self, char **rest, int n_rest, bench_point *p, int n, const bench_flags *bf,
                       int steps, const bench_tmp *tmp) {
+    const int n_strat = bf->strategies.n, rounds = bf->rounds;
     int *order = malloc(sizeof *order * (size_t)(n ? n : 1)), done = 0;
-    const char **argv = malloc(sizeof *argv * (size_t)(n_rest + 16));
+    const char **argv = malloc(sizeof *argv * (size_t)(n_rest + 20));
     if (!order || !argv) {
         free(order), free(argv);
         return cli_fail(1, "out of memory"), 0;
@@ -302,7 +317,7 @@ static int run_points(const char *self, char **rest, int n_rest, bench_point *p,
                 char steps_s[32], budget_s[32];
                 snprintf(steps_s, sizeof steps_s, "%d", steps);
                 snprintf(budget_s, sizeof budget_s, "%zu", pt->budget);
-                child_argv(self, rest, n_rest, pt, steps_s, budget_s, tmp->report, argv);
+                child_argv(self, rest, n_rest, pt, bf, steps_s, budget_s, tmp->report, argv);
                 if (bench_run_child((char *const *)argv, tmp, &stop_signal, &run) < 0) break;
                 merge_run(pt, &run);
             }
@@ -315,14 +330,14 @@ static int run_points(const char *self, char **rest, int n_rest, bench_point *p,
 }
 
 static void print_table(const bench_point *p, int n, const char *config) {
-    printf("remat bench: %s\n%-14s %10s %10s %10s %10s %9s %9s %9s %9s %9s\n", config, "point", "budgetMiB",
+    printf("remat bench: %s\n%-17s %10s %10s %10s %10s %9s %9s %9s %9s %9s\n", config, "point", "budgetMiB",
            "act.plan", "act.meas", "peakRSS", "ms.med", "ms.min", "ms.max", "ovh.meas", "ovh.pred");
     for (int i = 0; i < n; i++) {
         if (!p[i].ok) {
-            printf("%-14s skipped: %s\n", p[i].label, p[i].error);
+            printf("%-17s skipped: %s\n", p[i].label, p[i].error);
             continue;
         }
-        printf("%-14s %10.2f %10.2f %10.2f %10.1f %9.2f %9.2f %9.2f %8.1f%% %8.1f%%\n", p[i].label,
+        printf("%-17s %10.2f %10.2f %10.2f %10.1f %9.2f %9.2f %9.2f %8.1f%% %8.1f%%\n", p[i].label,
                p[i].budget / 1048576.0, p[i].planned / 1048576.0, p[i].measured / 1048576.0, p[i].peak_rss / 1048576.0,
                p[i].median, p[i].min, p[i].max, 100 * p[i].overhead, 100 * p[i].predicted);
     }
@@ -429,7 +444,7 @@ static int run_bench(const bench_flags *bf, const cli_args *a, char **rest, int 
     cli_model_desc(a, config, sizeof config);
     cli_machine_desc(a->threads, machine, sizeof machine);
     if ((rc = bench_tmp_make(&tmp)) == 0) {
-        int done = run_points(self, rest, n_rest, p, n, bf->strategies.n, bf->rounds, steps, &tmp);
+        int done = run_points(self, rest, n_rest, p, n, bf, steps, &tmp);
         bench_tmp_remove(&tmp);
         rc = report(bf, p, n, cmp, n_cmp, config, machine, steps, done);
     }

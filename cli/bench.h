@@ -42,6 +42,7 @@ typedef struct bench_point {
     double medians[100]; /* one per round */
     int n_runs, ok;
     char error[256];
+    int paged;           /* a budget point run with bench's --scratch (keep, recompute or page) */
 } bench_point;
 
 /* Reads a child's --report JSON into r; 0, or 1 with r->error set. */
@@ -72,7 +73,9 @@ int bench_load_compare(const char *path, bench_point **out, int *n);
 int bench_svg(const char *path, const bench_point *p, int n, const bench_point *cmp, int n_cmp, int x_rss,
               const char *config, const char *machine, int steps, int rounds);
 /* remat plan --sweep --svg: predicted overhead against planned activation MiB. */
-int cli_plan_svg(const char *path, const char *config, const double *mib, const double *overhead, int n);
+/* paged (NULL-able): per point, 1 for a plan with --scratch (its own series) */
+int cli_plan_svg(const char *path, const char *config, const double *mib, const double *overhead, const int *paged,
+                 int n);
 
 int cli_bench(int argc, char **argv, const char *argv0);
 #endif

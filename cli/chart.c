@@ -123,13 +123,16 @@ int bench_svg(const char *path, const bench_point *p, int n, const bench_point *
     char (*labels)[96] = malloc(96 * (size_t)(n + n_cmp + 1));
     int rc = !pts || !labels ? cli_fail(1, "out of memory") : 0;
     rm_chart_series series[16] = {{"remat --checkpoint STRATEGY", 0, RM_MARK_CIRCLE},
-                                  {"remat --memory-budget sweep (Pareto front)", 1, RM_MARK_DIAMOND}};
-    char names[16][96];
+                                  {"remat --memory-budget sweep (Pareto front)", 1, RM_MARK_DIAMOND},
+                                  {"the same with --scratch: keep, recompute or page", 1, RM_MARK_SQUARE}};
+    char names[16][96] = {{0}}; /* the compare sources' (index 2 stays empty: the paged series, if any) */
     int n_series = 2, k = 0, by_rss;
+    for (int i = 0; i < n; i++)
+        if (p[i].ok && p[i].paged) n_series = 3;
     for (int i = 0; !rc && i < n; i++) {
         if (!p[i].ok) continue;
         pts[k] = (rm_chart_point){x_rss ? p[i].peak_rss / 1048576.0 : p[i].measured / 1048576.0, p[i].median,
-                                  p[i].label, p[i].budget ? 1 : 0};
+                                  p[i].label, p[i].paged ? 2 : p[i].budget ? 1 : 0};
         k++;
     }
     for (int i = 0; !rc && i < n_cmp; i++) {
@@ -164,19 +167,23 @@ int bench_svg(const char *path, const bench_point *p, int n, const bench_point *
     return rc;
 }
 
-int cli_plan_svg(const char *path, const char *config, const double *mib, const double *overhead, int n) {
+int cli_plan_svg(const char *path, const char *config, const double *mib, const double *overhead, const int *paged,
+                 int n) {
     rm_chart_point *pts = malloc(sizeof *pts * (size_t)(n ? n : 1));
     char (*labels)[32] = malloc(32 * (size_t)(n ? n : 1)), title[400], err[600];
-    int rc = 0;
+    int rc = 0, any_paged = 0;
     if (!pts || !labels) rc = cli_fail(1, "out of memory");
     for (int i = 0; !rc && i < n; i++) {
         snprintf(labels[i], 32, "%.2f MiB", mib[i]);
-        pts[i] = (rm_chart_point){mib[i], 100 * overhead[i], labels[i], 0};
+        pts[i] = (rm_chart_point){mib[i], 100 * overhead[i], labels[i], paged && paged[i] ? 1 : 0};
+        any_paged |= paged && paged[i];
     }
-    rm_chart_series s = {"remat plan --sweep (predicted)", 1, RM_MARK_DIAMOND};
+    rm_chart_series s[2] = {{"remat plan --sweep (predicted)", 1, RM_MARK_DIAMOND},
+                            {"with --scratch: keep, recompute or page (predicted)", 1, RM_MARK_SQUARE}};
     snprintf(title, sizeof title, "Predicted recompute overhead against activation memory: %s", config);
     rm_chart c = {title, "planned, not measured: remat plan --sweep (measure with remat bench)",
-                  "planned activation memory (MiB)", "predicted overhead (% of a step)", "", &s, 1, pts, n, 0};
+                  "planned activation memory (MiB)", "predicted overhead (% of a step)", "", s, 1 + any_paged, pts, n,
+                  0};
     if (!rc && rm_chart_svg(&c, path, err, sizeof err) != RM_OK) rc = cli_fail(1, "--svg: %s", err);
     free(pts);
     free(labels);

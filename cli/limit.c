@@ -93,7 +93,15 @@ int cli_limit_refused(const cli_limit *l, const char *msg) {
     if (!at || sscanf(at + strlen(key), "%lf", &least) != 1)
         return cli_fail(1, "--memory-limit %.2f MiB (start-up %.2f + margin %.2f MiB): %s", mib(l->limit),
                         mib(l->startup), mib(l->margin), msg);
+    /* and with a scratch directory (issue 20), when the library names it */
+    const char *pkey = "paging the training state) it is ";
+    const char *pat = strstr(msg, pkey);
+    double paged = 0;
+    char with[160] = "";
+    if (pat && sscanf(pat + strlen(pkey), "%lf", &paged) == 1 && paged > 0)
+        snprintf(with, sizeof with, "; with --scratch DIR (paging the training state to a disk) it is %.2fMiB",
+                 mib(l->startup + l->margin) + paged + startup_jitter_mib(l));
     return cli_fail(1, "--memory-limit %.2f MiB: start-up %.2f + margin %.2f MiB, then remat's own %s; "
-                    "the least --memory-limit that works is %.2fMiB", mib(l->limit), mib(l->startup),
-                    mib(l->margin), msg, mib(l->startup + l->margin) + least + startup_jitter_mib(l));
+                    "the least --memory-limit that works is %.2fMiB%s", mib(l->limit), mib(l->startup),
+                    mib(l->margin), msg, mib(l->startup + l->margin) + least + startup_jitter_mib(l), with);
 }

@@ -48,6 +48,47 @@ int cli_options(const cli_args *a, const char *budget, rm_options *o) {
         return cli_fail(2, "--checkpoint: %s", err);
     if (budget && rm_parse_size(budget, &o->budget_bytes, &o->budget_fraction, err, sizeof err) != RM_OK)
         return cli_fail(2, "--memory-budget: %s", err);
+    return cli_paging_options(a, o);
+}
+
+/* --page activations,moments,params (or all): what to page whatever the
+ * plan would choose; 0 for none given. -1: not a list of those. */
+static int parse_page(const char *v) {
+    int flags = 0;
+    char buf[128];
+    snprintf(buf, sizeof buf, "%s", v);
+    for (char *save = NULL, *w = strtok_r(buf, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+        if (!strcmp(w, "activations")) flags |= RM_PAGE_ACTIVATIONS;
+        else if (!strcmp(w, "moments")) flags |= RM_PAGE_MOMENTS;
+        else if (!strcmp(w, "params")) flags |= RM_PAGE_PARAMS | RM_PAGE_MOMENTS;
+        else if (!strcmp(w, "all")) flags |= RM_PAGE_ACTIVATIONS | RM_PAGE_MOMENTS | RM_PAGE_PARAMS;
+        else return -1;
+    }
+    return flags ? flags : -1;
+}
+
+int cli_paging_options(const cli_args *a, rm_options *o) {
+    char err[256];
+    if (!a->scratch && (a->scratch_bandwidth || a->page))
+        return cli_fail(2, "%s needs --scratch DIR (a directory on a disk to page to)",
+                        a->page ? "--page" : "--scratch-bandwidth");
+    o->scratch_dir = a->scratch;
+    if (a->scratch_bandwidth) {
+        char bw[64];
+        int64_t bytes = 0;
+        double frac = 0;
+        snprintf(bw, sizeof bw, "%s", a->scratch_bandwidth);
+        size_t n = strlen(bw);
+        if (n > 2 && !strcmp(bw + n - 2, "/s")) bw[n - 2] = 0;
+        if (rm_parse_size(bw, &bytes, &frac, err, sizeof err) != RM_OK || frac > 0 || bytes <= 0)
+            return cli_fail(2, "--scratch-bandwidth '%s': give bytes per second, e.g. 2GB/s or 500MB", a->scratch_bandwidth);
+        o->scratch_bandwidth = (double)bytes;
+    }
+    if (a->page && (o->page = parse_page(a->page)) < 0)
+        return cli_fail(2, "--page '%s': a comma-separated list of activations, moments, params (or all)", a->page);
+    if ((o->page & (RM_PAGE_MOMENTS | RM_PAGE_PARAMS)) && !a->fuse_optimizer)
+        return cli_fail(2, "--page %s: the training state is paged through the fused optimizer: add --fuse-optimizer "
+                        "--grad-clip 0", a->page);
     return 0;
 }
 

@@ -206,40 +206,60 @@ static int compile_dry(const cli_args *a, const char *budget, rm_graph **g, rm_s
     return 0;
 }
 
+/* One row of the sweep: the plan at budget b (with --scratch: and the plan
+ * that may page, as its own row). */
+typedef struct sweep_pts { double mib[24], ovh[24]; int paged[24], n; } sweep_pts;
+
+static void sweep_row(const cli_args *a, const char *b, size_t hi, FILE *out, sweep_pts *pts) {
+    rm_graph *g2;
+    rm_session *s2;
+    if (compile_dry(a, b, &g2, &s2) == 0) {
+        rm_plan_info p2;
+        rm_memory_info m2;
+        rm_paging_info pg;
+        rm_plan(s2, &p2);
+        rm_memory(s2, &m2);
+        rm_paging(s2, &pg);
+        fprintf(out, "%s,%.1f,%zu,%.4f,%d,%llu,%llu,%.3f\n", b, 100.0 * (double)strtoull(b, NULL, 10) / (double)hi,
+                m2.activation_arena_bytes, p2.predicted_overhead, pg.enabled, (unsigned long long)pg.out_bytes,
+                (unsigned long long)pg.in_bytes, pg.predicted_wait_ms);
+        if (pts->n < 24) {
+            pts->mib[pts->n] = m2.activation_arena_bytes / 1048576.0, pts->ovh[pts->n] = p2.predicted_overhead;
+            pts->paged[pts->n++] = pg.enabled;
+        }
+    }
+    rm_session_free(s2);
+    rm_graph_free(g2);
+}
+
 /* The budget sweep of a model: 11 budgets from the least feasible (lo) to
- * store-all (hi), a CSV on stdout or --csv, and the chart of --svg. */
+ * store-all (hi), the recompute plan and with --scratch also the plan that
+ * may page (the sweep's paged points); a CSV on stdout or --csv, and the
+ * chart of --svg. */
 static int sweep_model(const plan_flags *pf, const cli_args *a, size_t lo, size_t hi) {
-    double mib[11], ovh[11];
-    int n_pts = 0, rc = 0;
+    sweep_pts pts = {{0}, {0}, {0}, 0};
+    int rc = 0;
     char *table = NULL;
     size_t n = 0;
     FILE *out = open_memstream(&table, &n);
     if (!out) return cli_fail(1, "out of memory");
-    fprintf(out, "budget_bytes,budget_percent,activation_bytes_planned,predicted_overhead\n");
+    fprintf(out, "budget_bytes,budget_percent,activation_bytes_planned,predicted_overhead,paging,paged_out_bytes,"
+            "paged_in_bytes,predicted_io_wait_ms\n");
+    cli_args plain = *a;
+    plain.scratch = NULL, plain.scratch_bandwidth = NULL, plain.page = NULL;
     for (int k = 0; k <= 10; k++) {
         char b[64];
         snprintf(b, sizeof b, "%zu", lo + (hi - lo) * (size_t)k / 10);
-        rm_graph *g2;
-        rm_session *s2;
-        if (compile_dry(a, b, &g2, &s2) == 0) {
-            rm_plan_info p2;
-            rm_memory_info m2;
-            rm_plan(s2, &p2);
-            rm_memory(s2, &m2);
-            fprintf(out, "%s,%.1f,%zu,%.4f\n", b, 100.0 * (double)strtoull(b, NULL, 10) / (double)hi,
-                    m2.activation_arena_bytes, p2.predicted_overhead);
-            mib[n_pts] = m2.activation_arena_bytes / 1048576.0, ovh[n_pts++] = p2.predicted_overhead;
-        }
-        rm_session_free(s2);
-        rm_graph_free(g2);
+        sweep_row(&plain, b, hi, out, &pts);
+        if (a->scratch) sweep_row(a, b, hi, out, &pts);
     }
     fclose(out);
-    if (!n_pts) rc = cli_fail(1, "the sweep found no feasible budget up to store-all");
+    if (!pts.n) rc = cli_fail(1, "the sweep found no feasible budget up to store-all");
     if (!rc) rc = emit_table(pf->csv, table, n);
     free(table);
     char config[256];
     cli_model_desc(a, config, sizeof config);
-    if (!rc && pf->svg) rc = cli_plan_svg(pf->svg, config, mib, ovh, n_pts);
+    if (!rc && pf->svg) rc = cli_plan_svg(pf->svg, config, pts.mib, pts.ovh, pts.paged, pts.n);
     return rc;
 }
 
@@ -250,7 +270,9 @@ static int plan_model(const plan_flags *pf, const cli_args *a) {
      * --checkpoint plans that strategy, without a budget */
     const char *budget = a->memory_budget ? a->memory_budget : pf->sweep ? "100%"
                          : cli_given(a, "--checkpoint") ? NULL : "50%";
-    int rc = compile_dry(a, budget, &g, &s);
+    cli_args range = *a;
+    if (pf->sweep) range.scratch = NULL, range.scratch_bandwidth = NULL, range.page = NULL;
+    int rc = compile_dry(&range, budget, &g, &s);
     if (rc) {
         rm_graph_free(g);
         return rc;
@@ -263,9 +285,10 @@ static int plan_model(const plan_flags *pf, const cli_args *a) {
         rm_print_plan(s, stdout);
         if (budget)
             printf("budget %.2f MiB (store-all %.2f MiB, minimum feasible %.2f MiB): activations %.2f MiB planned, "
-                   "predicted overhead %.1f%% (FLOP model)\n",
+                   "predicted overhead %.1f%% (FLOP model%s)\n",
                    p.budget_bytes / 1048576.0, p.store_all_bytes / 1048576.0, p.min_budget_bytes / 1048576.0,
-                   m.activation_arena_bytes / 1048576.0, 100 * p.predicted_overhead);
+                   m.activation_arena_bytes / 1048576.0, 100 * p.predicted_overhead,
+                   a->scratch ? ", with the predicted wait for transfers" : "");
         else
             printf("--checkpoint %s: activations %.2f MiB planned, predicted overhead %.1f%% (FLOP model)\n",
                    a->checkpoint, m.activation_arena_bytes / 1048576.0, 100 * p.predicted_overhead);

@@ -59,9 +59,11 @@ typedef struct trainer {
     cli_divergence div;     /* the recent losses (guard.h) */
     int threads;            /* per rank */
     double comm_ms;         /* the steps' wait for gradient communication after the backward, summed */
+    double lib_ms;          /* the last step's time inside rm_step (rm_step_accumulate) */
     void *gx;               /* --micro-batches: the global batch's inputs (tokens or features) */
     int32_t *gy;            /* and targets */
     cli_limit limit;        /* --memory-limit (limit.h) */
+    cli_paging paging_ms;   /* --scratch: what the steps paged (args.h) */
 } trainer;
 
 /* encdec evaluates on 20 batches drawn with another seed than training's
@@ -129,7 +131,7 @@ static int write_report(const trainer *t, float final_loss, float val_loss, int 
             "  \"memory_budget_bytes\": %zu,\n  \"store_all_bytes\": %zu,\n  \"min_budget_bytes\": %zu,\n"
             "  \"step_ms_min\": %.3f,\n  \"step_ms_max\": %.3f,\n  \"ranks\": %d,\n  \"shard_optimizer\": %s,\n"
             "  \"comm_wait_ms\": %.3f,\n  \"fuse_optimizer\": %s,\n  \"grad_arena_bytes\": %zu,\n"
-            "  \"params\": %lld,\n  \"trainable_params\": %lld\n}\n",
+            "  \"params\": %lld,\n  \"trainable_params\": %lld",
             a->model, p.strategy, a->steps, fin, val, median_ms, tok_s, m.activation_bytes_planned, m.activation_bytes_measured,
             m.activation_arena_bytes, m.param_bytes, m.grad_bytes,
             rm_optim_bytes(t->opt), ru.ru_maxrss * 1024L, t->threads, rm_gemm_has_blas() ? "true" : "false",
@@ -138,6 +140,8 @@ static int write_report(const trainer *t, float final_loss, float val_loss, int 
             t->step_ms_min, t->step_ms_max, cli_dist_size(), a->shard_optimizer && cli_dist_size() > 1 ? "true" : "false",
             a->steps > (int)t->start ? t->comm_ms / (a->steps - (int)t->start) : 0.0,
             a->fuse_optimizer ? "true" : "false", m.grad_arena_bytes, count_params(t->g, 0), count_params(t->g, 1));
+    cli_paging_report(t->s, &t->paging_ms, median_ms, a->micro_batches > 1 ? a->micro_batches : 1, f);
+    fputs("\n}\n", f);
     if (rm_out_close(o, 1, err, sizeof err) != RM_OK) /* at the end: say what was kept */
         return cli_fail(1, "--report: %s%s%s%s", err, a->save ? "; the state is saved in '" : "", a->save ? a->save : "",
                         a->save ? "'" : a->quiet ? "" : "; the figures are in the summary above");
@@ -378,8 +382,10 @@ static int micro_step(trainer *t, int s, uint64_t batch, float *loss) {
                        : rm_data_batch(&t->data, RM_DATA_TRAIN, t->sampler, a->seed, batch, a->batch, a->context, t->gx,
                                        t->gy, err, sizeof err);
     if (st != RM_OK) return cli_fail(1, "%s", err);
+    double t0 = now_ms();
     if (rm_step_accumulate(t->s, (uint64_t)s, a->micro_batches, fill_rows, t, loss) != RM_OK)
         return cli_fail(1, "step %d: %s", s, rm_session_errmsg(t->s));
+    t->lib_ms = now_ms() - t0;
     return 0;
 }
 
@@ -390,9 +396,11 @@ static int whole_step(trainer *t, int s, uint64_t batch, float *loss) {
     rm_status st = t->encdec ? rm_seq2seq_fill(t->s, &t->io, pairs_of(t), a->seed, batch)
                              : rm_data_fill(t->s, &t->io, &t->data, RM_DATA_TRAIN, t->sampler, a->seed, batch);
     if (st != RM_OK) return cli_fail(1, "%s", rm_session_errmsg(t->s));
-    if ((a->fuse_optimizer && rm_optim_set_lr(t->opt, rm_lr_at(&t->lr, (uint64_t)s)) != RM_OK) ||
-        rm_step(t->s, (uint64_t)s, loss) != RM_OK)
+    if (a->fuse_optimizer && rm_optim_set_lr(t->opt, rm_lr_at(&t->lr, (uint64_t)s)) != RM_OK)
         return cli_fail(1, "step %d: %s", s, rm_session_errmsg(t->s));
+    double t0 = now_ms();
+    if (rm_step(t->s, (uint64_t)s, loss) != RM_OK) return cli_fail(1, "step %d: %s", s, rm_session_errmsg(t->s));
+    t->lib_ms = now_ms() - t0;
     return 0;
 }
 
@@ -424,6 +432,7 @@ static int run_steps(trainer *t, int *step, float *loss, float *val_loss, int *h
         t->times[i % STEP_SAMPLES] = now_ms() - t0;
         t->overheads[i % STEP_SAMPLES] = rm_step_overhead(t->s);
         t->comm_ms += rm_step_comm_ms(t->s);
+        cli_paging_step(&t->paging_ms, t->s, i, t->times[i % STEP_SAMPLES] - t->lib_ms);
         if (!a->quiet && (t->tty || s % 10 == 0 || s == a->steps - 1)) {
             rm_memory_info m;
             double avg = (now_ms() - t_start) / (i + 1);
@@ -474,6 +483,7 @@ static void print_summary(const trainer *t, int n_done, float loss, float val_lo
                ((double)p.store_all_bytes - (double)m.activation_bytes_measured) / 1048576.0,
                100.0 * (1.0 - (double)m.activation_bytes_measured / (double)p.store_all_bytes),
                100.0 * t->overhead_median);
+    cli_paging_summary(t->s, &t->paging_ms, stdout);
 }
 
 /* The run stopped by a signal after `step` (every rank agrees: run_steps):

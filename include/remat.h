@@ -242,7 +242,40 @@ typedef struct rm_options {
      * under a limit it is refused (RM_ERR_STATE), since the limit did not
      * count it. Not with fuse_optimizer (RM_ERR_ARG). */
     int accumulate;
+    /* ---- paging to disk (issue 20; docs/RECOMPUTE.md, "Beyond RAM") ----
+     * A directory on a disk for the scratch file (NULL: nothing is paged,
+     * exactly as without). remat pages to one anonymous file there
+     * (O_TMPFILE, or unlinked at once: nothing is left behind, even after a
+     * kill -9), with O_DIRECT where the file system takes it; a directory on
+     * tmpfs or ramfs is refused (RM_ERR_ARG: its pages are memory). Under a
+     * limit or budget the plan then chooses per value keep, recompute or
+     * page (written after its last forward use, read back ahead of its first
+     * backward use, on an I/O thread while the step computes), and which of
+     * the training state to page (AdamW moments, parameters; frozen
+     * parameters with any optimizer, the rest through fuse_optimizer),
+     * minimising the predicted step time. The file's space is allocated at rm_compile
+     * (RM_ERR_IO naming the directory and the bytes when the disk is full);
+     * an I/O error while paging fails the step with RM_ERR_IO, a block that
+     * reads back different from what was written (verify_recompute: each
+     * paged block is checksummed) with RM_ERR_IO too. Weights are bit for bit
+     * those of a run that pages nothing. */
+    const char *scratch_dir;
+    /* The scratch file's bandwidth in bytes/s the plan assumes for both
+     * directions (0: measured at rm_compile by a short write and read). */
+    double scratch_bandwidth;
+    /* RM_PAGE_* or'ed: page these whatever the plan would choose (tests,
+     * and forcing a choice); 0: the plan chooses. Needs scratch_dir; the
+     * training state (moments, parameters) needs fuse_optimizer. */
+    int page;
 } rm_options;
+
+/* rm_options.page: every activation whose buffer idles between two uses;
+ * every trainable parameter's AdamW moments; every trainable parameter (and
+ * its moments) and every frozen one (rm_param_freeze, a LoRA model's base:
+ * only read from the file, never written). */
+#define RM_PAGE_ACTIVATIONS 1
+#define RM_PAGE_MOMENTS 2
+#define RM_PAGE_PARAMS 4
 
 /* Fills o with the defaults: all cores, seed 1337, keep everything, no
  * budget, rm_optim_config_default. */
@@ -271,7 +304,10 @@ rm_status rm_compile(rm_graph *g, const rm_options *o, rm_session **out);
 void rm_session_free(rm_session *s);
 const char *rm_session_errmsg(const rm_session *s);
 
-/* Storage of an input or parameter (or of a marked output after a step). */
+/* Storage of an input or parameter (or of a marked output after a step).
+ * NULL for a parameter the session pages to its scratch file (rm_options.
+ * page or its plan): its values are in the file; checkpoint files
+ * (rm_save_params, rm_save_state) read them from there. */
 void *rm_value_data(rm_session *s, rm_val v);
 /* Gradient of a parameter after rm_step. */
 float *rm_grad(rm_session *s, rm_val v);
@@ -409,6 +445,9 @@ typedef struct rm_limit_info {
     size_t param_bytes, grad_bytes, optimizer_bytes, input_bytes, margin_bytes;
     size_t activation_bytes; /* what the limit leaves for the activation arena */
     size_t arena_bytes;      /* the arena planned (<= activation_bytes) */
+    /* rm_options.scratch_dir: the training state the plan keeps in the
+     * scratch file instead (parameters and moments; not counted above) */
+    size_t paged_bytes;
 } rm_limit_info;
 /* Fills l for session s (zeroed for a NULL s; nothing for a NULL l). */
 void rm_limit(const rm_session *s, rm_limit_info *l);
@@ -426,6 +465,8 @@ typedef struct rm_plan_info {
     double measured_overhead; /* ms_recompute / (ms_forward + ms_backward) */
     /* with memory_budget: the budget, store-all's arena, the least feasible budget */
     size_t budget_bytes, store_all_bytes, min_budget_bytes;
+    /* fuse_optimizer: ms of the last rm_step in the updates (not in ms_backward) */
+    double ms_optimizer;
 } rm_plan_info;
 /* Fills p for session s. */
 void rm_plan(const rm_session *s, rm_plan_info *p);
@@ -450,6 +491,35 @@ rm_status rm_plan_chain(const char *chain_json, int64_t budget, char **result_js
  * budgets from the minimum feasible to store-all (at most
  * RM_SWEEP_MAX_POINTS, else RM_ERR_ARG). */
 rm_status rm_plan_chain_sweep(const char *chain_json, int points, FILE *csv, char *err, size_t errlen);
+
+/* ---- paging to disk: what it moved (issue 20) ------------------------------- */
+
+/* The scratch tier of a session compiled with rm_options.scratch_dir: where,
+ * how fast, and what the training step pages. The per-step figures are the
+ * last training step's; io_ms is the time transfers were under way (with
+ * io_uring, several at once count once), wait_ms the time the step waited
+ * for them (the rest overlapped compute). */
+typedef struct rm_paging_info {
+    int enabled;                  /* a scratch file is open */
+    int direct;                   /* O_DIRECT (else through the page cache) */
+    double write_bps, read_bps;   /* the bandwidth the plan assumed (measured, or scratch_bandwidth) */
+    uint64_t scratch_bytes;       /* the file's size (allocated at rm_compile) */
+    uint64_t state_bytes;         /* of it, the training state that lives there */
+    int values_paged;             /* activations paged out per step */
+    int moments_paged, params_paged; /* parameters whose moments / whose values live in the file */
+    uint64_t out_bytes, in_bytes; /* planned per step */
+    uint64_t out_bytes_measured, in_bytes_measured; /* moved in the last step */
+    double io_ms, wait_ms;        /* last step */
+    double overlap;               /* 1 - wait_ms / io_ms (1: all hidden; 0 when nothing moved) */
+    double predicted_wait_ms;     /* the plan's */
+    double predicted_recompute_ms; /* the plan's recomputation, priced from the profiling step (0: none) */
+    /* the plan's step (rm_step): every instruction at its time from the
+     * profiling step (before it: FLOPs at a measured rate), fused updates,
+     * and the waits, as the paging timeline simulates it (0: nothing paged) */
+    double predicted_step_ms;
+} rm_paging_info;
+/* Fills p for session s (all 0 without scratch_dir). */
+void rm_paging(const rm_session *s, rm_paging_info *p);
 
 /* ---- tracing one step -------------------------------------------------- */
 
@@ -504,7 +574,11 @@ rm_status rm_chart_svg(const rm_chart *c, const char *path, char *err, size_t er
  * "peak_bytes", "recompute_time", "total_time", "keep": [names],
  * "recompute": [{"node", "mode"}], "blocks": [[first, last], ...],
  * "schedule": ["F 0", ..., "R 3", "B 5", ...]}. An infeasible budget returns
- * RM_ERR_BUDGET with the JSON still filled. */
+ * RM_ERR_BUDGET with the JSON still filled. With a top-level
+ * "scratch_bandwidth" (bytes per unit of time; and "io_latency") the plan
+ * may page outputs to a scratch file too: "page": [{"node", "lead",
+ * "every_gap"}], schedule items "PO i" / "PI i", recompute_time including
+ * the time waited for reads (docs/RECOMPUTE.md). */
 rm_status rm_plan_graph(const char *graph_json, int64_t budget, char **result_json, char *err, size_t errlen);
 /* The price of one given plan on such a graph (what a framework that can
  * only run some plans, e.g. PyTorch's checkpoint regions, actually runs):

@@ -72,7 +72,7 @@ fuzz() {
 }
 
 fuzz fuzz_load "$LOAD_SECONDS" fuzz/corpus 8192 \
-    "src/train/safetensors.c src/train/st_write.c src/train/checksum.c src/train/params.c src/train/optim.c src/dist/comm.c src/util/util.c src/exec/errors.c src/exec/ref.c src/util/jsonerr.c" \
+    "src/train/safetensors.c src/train/st_write.c src/train/checksum.c src/train/params.c src/train/optim.c src/dist/comm.c src/util/util.c src/exec/errors.c src/exec/ref.c src/util/jsonerr.c src/exec/pagestate.c src/util/scratch.c" \
     fuzz/safetensors.dict
 fuzz fuzz_data "$EACH_SECONDS" fuzz/corpus_data 4096 "src/train/data.c src/util/philox.c src/util/util.c"
 fuzz fuzz_chain "$EACH_SECONDS" fuzz/corpus_chain 600 "src/plan/chainfile.c src/plan/rotor.c src/plan/rotor_dp.c src/plan/rotor_least.c src/util/util.c src/util/jsonerr.c" \
@@ -81,6 +81,6 @@ fuzz fuzz_size "$EACH_SECONDS" fuzz/corpus_size 64 "src/util/util.c"
 fuzz fuzz_args "$EACH_SECONDS" fuzz/corpus_args 1024 \
     "cli/args.c cli/guard.c" fuzz/args.dict
 fuzz fuzz_graph "$EACH_SECONDS" fuzz/corpus_graph 2048 \
-    "src/plan/graphfile.c src/plan/graphplan.c src/plan/graphsched.c src/plan/graphfast.c src/plan/blocks.c src/plan/schedule.c src/util/jsonerr.c"
+    "src/plan/graphfile.c src/plan/graphplan.c src/plan/graphsched.c src/plan/graphfast.c src/plan/blocks.c src/plan/schedule.c src/util/jsonerr.c src/plan/graphpage.c"
 echo "test_fuzz: $pass passed, $fail failed"
 [ $fail -eq 0 ]

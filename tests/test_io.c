@@ -70,11 +70,11 @@ static void test_round_trip(void) {
     unsigned char odd[7] = {1, 2, 3, 4, 5, 6, 7};
     int64_t sh_f[2] = {10, 100}, sh_i[2] = {2, 3}, sh_z[2] = {0, 5}, sh_o[1] = {7};
     rm_st_tensor t[5] = {
-        {"odd.bytes", "U8", 1, sh_o, odd, 7},          /* makes the next one unaligned */
-        {"weights", "F32", 2, sh_f, fbits, sizeof fbits},
-        {"ints", "I32", 2, sh_i, ints, sizeof ints},
-        {"empty", "F32", 2, sh_z, NULL, 0},
-        {"a scalar \"quoted\"\\", "I64", 0, NULL, &scalar, 8},
+        {"odd.bytes", "U8", 1, sh_o, odd, 7, NULL, NULL},          /* makes the next one unaligned */
+        {"weights", "F32", 2, sh_f, fbits, sizeof fbits, NULL, NULL},
+        {"ints", "I32", 2, sh_i, ints, sizeof ints, NULL, NULL},
+        {"empty", "F32", 2, sh_z, NULL, 0, NULL, NULL},
+        {"a scalar \"quoted\"\\", "I64", 0, NULL, &scalar, 8, NULL, NULL},
     };
     const char *keys[3] = {"format", "note", "\xc3\xa9t\xc3\xa9"};
     const char *vals[3] = {"pt", "line1\nline2\t\"q\" \\ \x01", "summer \xe2\x98\x80"};
@@ -305,7 +305,7 @@ static void test_corruptions(void) {
     float w[6] = {1, 2, 3, 4, 5, 6};
     int64_t sh[2] = {2, 3}, sh1[1] = {3};
     int32_t iv[3] = {1, 2, 3};
-    rm_st_tensor t[2] = {{"w", "F32", 2, sh, w, sizeof w}, {"i", "I32", 1, sh1, iv, sizeof iv}};
+    rm_st_tensor t[2] = {{"w", "F32", 2, sh, w, sizeof w, NULL, NULL}, {"i", "I32", 1, sh1, iv, sizeof iv, NULL, NULL}};
     const char *k[1] = {"k"}, *v[1] = {"v"};
     char path[512], err[512];
     path_in(path, sizeof path, "fuzz.safetensors");
@@ -357,7 +357,7 @@ static void test_atomic(void) {
     char path[512], err[512];
     float w[4] = {1, 2, 3, 4};
     int64_t sh[1] = {4};
-    rm_st_tensor t = {"w", "F32", 1, sh, w, sizeof w};
+    rm_st_tensor t = {"w", "F32", 1, sh, w, sizeof w, NULL, NULL};
 
     /* A directory that does not exist: a clean I/O error. */
     path_in(path, sizeof path, "no/such/dir/x.safetensors");
@@ -387,7 +387,7 @@ static void test_atomic(void) {
     enum { BIG = 1 << 18 };
     float *big = calloc(BIG, sizeof *big);
     int64_t shb[1] = {BIG};
-    rm_st_tensor tb = {"big", "F32", 1, shb, big, (uint64_t)BIG * sizeof *big};
+    rm_st_tensor tb = {"big", "F32", 1, shb, big, (uint64_t)BIG * sizeof *big, NULL, NULL};
     struct rlimit old;
     getrlimit(RLIMIT_FSIZE, &old);
     struct rlimit lim = old;
@@ -470,10 +470,10 @@ static void test_params(void) {
     int64_t sh8[1] = {8}, sh3[1] = {3}, sh416[2] = {4, 16};
     float junk[64] = {0};
     rm_st_tensor bad[4] = {
-        {"transformer.wte.weight", "F32", 2, sh416, junk, 256},
-        {"transformer.h.0.ln_1.weight", "F32", 1, sh8, junk, 32},
-        {"lm.bias", "F32", 1, sh3, junk, 12},
-        {"optim.m.extra", "F32", 1, sh3, junk, 12},
+        {"transformer.wte.weight", "F32", 2, sh416, junk, 256, NULL, NULL},
+        {"transformer.h.0.ln_1.weight", "F32", 1, sh8, junk, 32, NULL, NULL},
+        {"lm.bias", "F32", 1, sh3, junk, 12, NULL, NULL},
+        {"optim.m.extra", "F32", 1, sh3, junk, 12, NULL, NULL},
     };
     char bpath[512], want[1024];
     path_in(bpath, sizeof bpath, "badparams.safetensors");
@@ -498,7 +498,7 @@ static void test_params(void) {
     CHECK(st == RM_ERR_FORMAT && strcmp(err, want) == 0, "missing: %d '%s'", st, err);
     CHECK(p[vals[0].param_off] == 0.25f, "a failed load changed the params");
     int32_t ij[3] = {0};
-    rm_st_tensor dt[3] = {bad[0], bad[1], {"lm.bias", "I32", 1, sh3, ij, 12}};
+    rm_st_tensor dt[3] = {bad[0], bad[1], {"lm.bias", "I32", 1, sh3, ij, 12, NULL, NULL}};
     CHECK(rm_st_write(bpath, 3, dt, 0, NULL, NULL, err, sizeof err) == RM_OK, "write");
     st = rm_load_params(&s, bpath, err, sizeof err);
     CHECK(st == RM_ERR_FORMAT && strstr(err, "dtype I32"), "dtype: %d '%s'", st, err);

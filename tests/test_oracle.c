@@ -33,6 +33,12 @@ typedef struct cm {
     int64_t size[MAXT], ws[MAXT];
     char dep[MAXT][MAXT]; /* dep[k][i]: node k reads value i */
     char R[MAXT][MAXT], S[MAXT + 1][MAXT];
+    /* paging (POET's variables): Mout[t][i] writes value i to disk during
+     * stage t, Min[t][i] reads it back during stage t (held, as staging, all
+     * through stage t; resident from t + 1); transfers take size/bw + lat
+     * each, and a stage whose transfers outlast its compute waits for them */
+    char Mout[MAXT][MAXT], Min[MAXT][MAXT];
+    double bw, lat;
 } cm;
 
 static int bidx(const cm *c, int i) { return c->n + (c->n - 1 - i); }
@@ -68,10 +74,21 @@ static int frees(const cm *c, int t, int i, int k) {
 /* Validity, total compute, peak and the bytes above `budget` of (R, S). */
 static int cm_eval(const cm *c, int64_t budget, double *cost, int64_t *peak, int64_t *excess) {
     *cost = 0, *peak = 0, *excess = 0;
+    char disk[MAXT] = {0};
     for (int t = 0; t < c->T; t++) {
         if (!c->R[t][t]) return 0;
         int64_t mem = 0;
+        double io = 0, compute = 0;
         for (int i = 0; i < t; i++) mem += c->S[t][i] ? c->size[i] : 0;
+        for (int i = 0; i < c->T; i++) {
+            if (c->Min[t][i] && !disk[i]) return 0; /* read before written */
+            if (c->Mout[t][i] && !c->R[t][i] && !c->S[t][i]) return 0;
+            if (c->Min[t][i]) mem += c->size[i]; /* staging all through the stage */
+            if (c->Min[t][i] || c->Mout[t][i]) io += (double)c->size[i] / c->bw + c->lat;
+        }
+        for (int k = 0; k <= t; k++) compute += c->R[t][k] ? c->cost[k] : 0;
+        if (io > compute) *cost += io - compute; /* the stage waits for its transfers */
+        for (int i = 0; i < c->T; i++) disk[i] |= c->Mout[t][i];
         for (int k = 0; k <= t; k++) {
             if (!c->R[t][k]) continue;
             for (int i = 0; i < k; i++)
@@ -85,7 +102,7 @@ static int cm_eval(const cm *c, int64_t budget, double *cost, int64_t *peak, int
                 if (frees(c, t, i, k)) mem -= c->size[i];
         }
         for (int i = 0; i <= t && t + 1 < c->T; i++)
-            if (c->S[t + 1][i] && !c->S[t][i] && !c->R[t][i]) return 0;
+            if (c->S[t + 1][i] && !c->S[t][i] && !c->R[t][i] && !c->Min[t][i]) return 0;
     }
     return 1;
 }
@@ -94,25 +111,37 @@ static int cm_eval(const cm *c, int64_t budget, double *cost, int64_t *peak, int
  * backward; S holds each value from its latest computation to its readers. */
 static void cm_from_schedule(cm *c, const rm_schedule *s) {
     memset(c->R, 0, sizeof c->R), memset(c->S, 0, sizeof c->S);
-    int pend[4 * MAXT * MAXT], np = 0;
-    for (int q = 0; q < s->n; q++) {
+    memset(c->Mout, 0, sizeof c->Mout), memset(c->Min, 0, sizeof c->Min);
+    int pend[4 * MAXT * MAXT], np = 0, stage[4 * MAXT * MAXT + 64];
+    /* each item's stage: its own; a recomputation's, its next backward's */
+    for (int q = s->n - 1, next = c->T - 1; q >= 0; q--) {
+        const rm_sched_item *it = &s->items[q];
+        if (it->kind == RM_INSTR_FORWARD) next = it->node;
+        else if (it->kind == RM_INSTR_BACKWARD) next = bidx(c, it->node);
+        stage[q] = next;
+    }
+    for (int q = 0, cur = 0; q < s->n; q++) {
         int v = s->items[q].node;
-        if (s->items[q].kind == RM_INSTR_FORWARD) c->R[v][v] = 1;
+        if (s->items[q].kind == RM_INSTR_FORWARD) c->R[v][v] = 1, cur = v;
         else if (s->items[q].kind == RM_INSTR_RECOMPUTE) pend[np++] = v;
+        else if (s->items[q].kind == RM_INSTR_PAGE_OUT) c->Mout[cur][v] = 1;
+        else if (s->items[q].kind == RM_INSTR_PAGE_IN) c->Min[stage[q + 1] > 0 ? stage[q + 1] - 1 : 0][v] = 1;
         else {
             int t = bidx(c, v);
-            c->R[t][t] = 1;
+            c->R[t][t] = 1, cur = t;
             while (np > 0) c->R[t][pend[--np]] = 1;
         }
     }
     for (int i = 0; i < c->T; i++) {
-        int last = -1; /* the latest stage that computed i */
+        int last = -1, out = -1; /* the latest stage that computed (or read back) i; where it went to disk */
         for (int u = 0; u < c->T; u++) {
             int read = 0;
             for (int k = i + 1; k <= u; k++) read |= c->R[u][k] && c->dep[k][i];
             if (read && !c->R[u][i] && last >= 0)
                 for (int w = last + 1; w <= u; w++) c->S[w][i] = 1;
             if (c->R[u][i]) last = u;
+            if (c->Mout[u][i]) out = u;
+            if (c->Min[u][i] && out >= 0) last = u, c->S[u + 1][i] = 1; /* resident from the next stage */
         }
     }
 }
@@ -135,6 +164,7 @@ static rm_status cm_price(void *ctx, const rm_gmodel *m, const rm_schedule *s, i
 typedef struct milp {
     glp_prob *P;
     int R[MAXT][MAXT], S[MAXT][MAXT], U[MAXT][MAXT], M;
+    int Mo[MAXT][MAXT], Mi[MAXT][MAXT], D[MAXT + 1][MAXT], W[MAXT]; /* paging (c->bw > 0); 0: none */
     int F[MAXT][MAXT][MAXT]; /* F[t][k][i]: value i freed after node k in stage t */
     const cm *start;         /* a solution to start from (remat's plan), or NULL */
     int node_limit;          /* branch-and-bound nodes before giving up the proof */
@@ -170,6 +200,63 @@ static void row(glp_prob *P, int n, const int *ind, const double *val, int type,
     glp_set_mat_row(P, r, n, i1, v1);
 }
 
+/* POET's paging variables and their constraints (c->bw > 0), for the
+ * values of forward nodes: Mo[t][k] (write during stage t: k computed or
+ * held in t), D[t][k] (on disk entering t: written before), Mi[t][k] (read
+ * during t: on disk; held from t + 1), and per stage W[t] >= its
+ * transfers' time less its compute, added to the objective. A read whose
+ * value is no longer needed after t is fixed at 0, as is a write. */
+static void paging_vars(const cm *c, milp *q, char need[MAXT][MAXT]) {
+    glp_prob *P = q->P;
+    const int T = c->T;
+    memset(q->Mo, 0, sizeof q->Mo), memset(q->Mi, 0, sizeof q->Mi), memset(q->D, 0, sizeof q->D);
+    memset(q->W, 0, sizeof q->W);
+    if (!(c->bw > 0)) return;
+    for (int k = 0; k < c->n - 1; k++)
+        for (int t = k; t < T; t++) {
+            int later = t + 1 < T && need[t + 1][k];
+            q->Mo[t][k] = col(P, GLP_BV, 0, 1, 0);
+            if (!later) glp_set_col_bnds(P, q->Mo[t][k], GLP_FX, 0, 0);
+            if (t > k) {
+                q->D[t][k] = col(P, GLP_CV, 0, 1, 0);
+                q->Mi[t][k] = col(P, GLP_BV, 0, 1, 0);
+                if (!later) glp_set_col_bnds(P, q->Mi[t][k], GLP_FX, 0, 0);
+            }
+        }
+    for (int t = 0; t < T; t++) q->W[t] = col(P, GLP_CV, 0, 1e300, 1);
+    int ind[4 * MAXT + 8];
+    double val[4 * MAXT + 8];
+    for (int k = 0; k < c->n - 1; k++)
+        for (int t = k; t < T; t++) {
+            /* Mo[t][k] <= R[t][k] + S[t][k] */
+            int n = 0;
+            ind[n] = q->Mo[t][k], val[n++] = 1, ind[n] = q->R[t][k], val[n++] = -1;
+            if (k < t) ind[n] = q->S[t][k], val[n++] = -1;
+            row(P, n, ind, val, GLP_UP, 0, 0);
+            if (t + 1 < T) { /* D[t+1][k] <= D[t][k] + Mo[t][k] */
+                n = 0;
+                ind[n] = q->D[t + 1][k], val[n++] = 1, ind[n] = q->Mo[t][k], val[n++] = -1;
+                if (q->D[t][k]) ind[n] = q->D[t][k], val[n++] = -1;
+                row(P, n, ind, val, GLP_UP, 0, 0);
+            }
+            if (q->Mi[t][k]) { /* Mi[t][k] <= D[t][k] */
+                ind[0] = q->Mi[t][k], val[0] = 1, ind[1] = q->D[t][k], val[1] = -1;
+                row(P, 2, ind, val, GLP_UP, 0, 0);
+            }
+        }
+    for (int t = 0; t < T; t++) { /* W[t] >= transfers of t - compute of t */
+        int n = 0;
+        ind[n] = q->W[t], val[n++] = 1;
+        for (int k = 0; k <= t; k++) ind[n] = q->R[t][k], val[n++] = c->cost[k];
+        for (int k = 0; k < c->n - 1; k++) {
+            double each = (double)c->size[k] / c->bw + c->lat;
+            if (q->Mo[t][k]) ind[n] = q->Mo[t][k], val[n++] = -each;
+            if (q->Mi[t][k]) ind[n] = q->Mi[t][k], val[n++] = -each;
+        }
+        row(P, n, ind, val, GLP_LO, 0, 0);
+    }
+}
+
 /* budget < 0: minimise the peak instead of the compute. */
 static void milp_build(const cm *c, double budget, milp *q) {
     glp_prob *P = q->P = glp_create_prob();
@@ -188,6 +275,7 @@ static void milp_build(const cm *c, double budget, milp *q) {
             if (k < t && !need[t][k]) glp_set_col_bnds(P, q->S[t][k], GLP_FX, 0, 0);
             q->U[t][k] = col(P, GLP_CV, 0, 1e300, 0);
         }
+    paging_vars(c, q, need);
     for (int t = 0; t < T; t++)
         for (int k = 0; k <= t; k++) {
             for (int i = 0; i < k; i++) /* dependencies: R[t][k] <= R[t][i] + S[t][i] */
@@ -195,18 +283,21 @@ static void milp_build(const cm *c, double budget, milp *q) {
                     ind[0] = q->R[t][k], val[0] = 1, ind[1] = q->R[t][i], val[1] = -1, ind[2] = q->S[t][i], val[2] = -1;
                     row(P, 3, ind, val, GLP_UP, 0, 0);
                 }
-            if (t + 1 < T) { /* S[t+1][k] <= S[t][k] + R[t][k] */
+            if (t + 1 < T) { /* S[t+1][k] <= S[t][k] + R[t][k] (+ Min[t][k]: read back during t) */
                 int n = 0;
                 ind[n] = q->S[t + 1][k], val[n++] = 1, ind[n] = q->R[t][k], val[n++] = -1;
                 if (k < t) ind[n] = q->S[t][k], val[n++] = -1;
+                if (q->Mi[t][k]) ind[n] = q->Mi[t][k], val[n++] = -1;
                 row(P, n, ind, val, GLP_UP, 0, 0);
             }
             /* memory after computing k: U[t][k] = U[t][k-1] - freed after k-1 + R[t][k] size_k */
             int n = 0;
             ind[n] = q->U[t][k], val[n++] = 1, ind[n] = q->R[t][k], val[n++] = -(double)c->size[k];
-            if (k == 0)
+            if (k == 0) {
                 for (int i = 0; i < t; i++) ind[n] = q->S[t][i], val[n++] = -(double)c->size[i];
-            else
+                for (int i = 0; i < T; i++) /* reads of the stage: staged all through it */
+                    if (q->Mi[t][i]) ind[n] = q->Mi[t][i], val[n++] = -(double)c->size[i];
+            } else
                 ind[n] = q->U[t][k - 1], val[n++] = -1;
             for (int i = 0; k > 0 && i <= k - 1; i++) {
                 if (i != k - 1 && !c->dep[k - 1][i]) continue;
@@ -239,9 +330,20 @@ static void offer_start(glp_tree *tree, void *info) {
     int ncol = glp_get_num_cols(q->P);
     double *x = calloc((size_t)ncol + 1, sizeof *x);
     if (!x) return;
+    char disk[MAXT] = {0};
     for (int t = 0; t < c->T; t++) {
-        double mem = 0;
+        double mem = 0, io = 0, compute = 0;
         for (int i = 0; i < t; i++) mem += c->S[t][i] ? (double)c->size[i] : 0;
+        for (int i = 0; i < c->n - 1 && c->bw > 0; i++) { /* the paging variables of the start */
+            if (q->D[t][i]) x[q->D[t][i]] = disk[i];
+            if (q->Mo[t][i]) x[q->Mo[t][i]] = c->Mout[t][i];
+            if (q->Mi[t][i]) x[q->Mi[t][i]] = c->Min[t][i];
+            if (c->Min[t][i]) mem += (double)c->size[i];
+            if (c->Min[t][i] || c->Mout[t][i]) io += (double)c->size[i] / c->bw + c->lat;
+        }
+        for (int k = 0; k <= t; k++) compute += c->R[t][k] ? c->cost[k] : 0;
+        if (q->W[t]) x[q->W[t]] = io > compute ? io - compute : 0;
+        for (int i = 0; i < c->n - 1; i++) disk[i] |= c->Mout[t][i];
         for (int k = 0; k <= t; k++) {
             x[q->R[t][k]] = c->R[t][k];
             if (k < t) x[q->S[t][k]] = c->S[t][k];
@@ -273,6 +375,11 @@ static double milp_solve(milp *q, int nodes, int *proven) {
     if (getenv("ORACLE_VERBOSE") && (st == GLP_OPT || st == GLP_FEAS)) /* the solution's R, one stage a line */
         for (int t = 0; t < q->T; t++) {
             for (int k = 0; k <= t; k++) putchar(glp_mip_col_val(q->P, q->R[t][k]) > 0.5 ? 'R' : '.');
+            for (int k = 0; k < q->T; k++) {
+                if (q->Mo[t][k] && glp_mip_col_val(q->P, q->Mo[t][k]) > 0.5) printf(" out %d", k);
+                if (q->Mi[t][k] && glp_mip_col_val(q->P, q->Mi[t][k]) > 0.5) printf(" in %d", k);
+            }
+            if (q->W[t] && glp_mip_col_val(q->P, q->W[t]) > 1e-9) printf(" wait %.2f", glp_mip_col_val(q->P, q->W[t]));
             putchar('\n');
         }
     *proven = rc == 0 && st == GLP_OPT;
@@ -302,6 +409,86 @@ static void random_graph(int n, rm_gmodel *m) {
         if (i > 1 && rnd(10) < 5) rm_gmodel_edge(m, rnd(i - 1), rnd(10) < 6);
         rm_gmodel_close_node(m, i);
     }
+}
+
+/* Keep, recompute or page (issue 20): remat's planner with paging
+ * (rm_gplan_solve_paged, priced by the same evaluator) against the program
+ * with POET's page-out and page-in variables, at 1, 1.1, 1.25 and 1.5 times
+ * the least recompute-only budget, on a disk that moves an average value in
+ * about one forward node's time. */
+static void test_paging(void) {
+    int fits = 0, cases = 0, unproven = 0;
+    double sum_ratio = 0, max_ratio = 0;
+    rng = 777;
+    for (int gi = 0; gi < 6; gi++) {
+        rm_gmodel m;
+        int n = 7 + gi % 5;
+        random_graph(n, &m);
+        cm c;
+        cm_build(&m, &c);
+        double bytes = 0, fwd = 0;
+        for (int k = 0; k < n - 1; k++) bytes += (double)m.bytes[k], fwd += m.fwd[k];
+        m.bw = c.bw = bytes / fwd, m.io_latency = c.lat = 0.2;
+        rm_gmodel pm = m; /* the recompute-only least: without paging */
+        pm.bw = 0;
+        int64_t least = rm_gplan_min_budget(&pm, NULL, cm_price, &c);
+        rm_gplan p;
+        int paged[MAXN];
+        CHECK(rm_gplan_solve(&pm, INT64_MAX / 4, NULL, cm_price, &c, &p) == RM_OK, "store-all");
+        int64_t store_all = p.peak;
+        rm_gplan_free(&p);
+        printf("paging graph %d: %d nodes, bandwidth %.2f bytes/unit, least recompute-only %lld, store-all %lld\n", gi,
+               n, c.bw, (long long)least, (long long)store_all);
+        double base = 0;
+        for (int k = 0; k < c.T; k++) base += c.cost[k];
+        static const double at[4] = {1.0, 1.1, 1.25, 1.5}; /* x the least: where paging competes */
+        for (int b = 0; b < 4; b++) {
+            int64_t budget = (int64_t)floor(at[b] * (double)least);
+            if (budget > store_all) budget = store_all;
+            CHECK(rm_gplan_solve_paged(&m, budget, NULL, cm_price, &c, &p, paged) == RM_OK, "solve paged");
+            cases++;
+            milp q;
+            int proven;
+            cm start = c;
+            if (p.feasible) {
+                rm_schedule sch, ps;
+                if (rm_gplan_schedule(&m, p.mode, p.block, &sch) == RM_OK) {
+                    if (rm_gplan_page_schedule(&m, &sch, paged, &ps) == RM_OK) cm_from_schedule(&start, &ps), rm_schedule_free(&ps);
+                    rm_schedule_free(&sch);
+                }
+            }
+            milp_build(&c, (double)budget, &q);
+            q.start = p.feasible ? &start : NULL;
+            double opt = milp_solve(&q, 300, &proven);
+            unproven += !proven;
+            int n_paged = 0;
+            for (int v = 0; v < n; v++) n_paged += paged[v] > 0;
+            if (!p.feasible) {
+                printf("  budget %4lld: remat found no plan, optimum %s\n", (long long)budget,
+                       isnan(opt) ? "none either" : "exists");
+                CHECK(isnan(opt), "graph %d budget %lld: remat found no paged plan, the program did (%.1f)", gi,
+                      (long long)budget, opt);
+                rm_gplan_free(&p);
+                continue;
+            }
+            fits++;
+            double ratio = isnan(opt) ? 1 : (base + p.cost) / opt;
+            sum_ratio += ratio;
+            if (ratio > max_ratio) max_ratio = ratio;
+            printf("  budget %4lld: remat %6.1f (peak %lld, %d paged), optimum %6.1f%s, ratio %.3f\n", (long long)budget,
+                   base + p.cost, (long long)p.peak, n_paged, opt, proven ? "" : " (node limit: best found)", ratio);
+            CHECK(p.peak <= budget, "graph %d: paged plan's peak %lld over budget %lld", gi, (long long)p.peak,
+                  (long long)budget);
+            CHECK(ratio <= 1.15, "graph %d budget %lld: remat %.1f is %.1f%% above the optimum %.1f", gi,
+                  (long long)budget, base + p.cost, 100 * (ratio - 1), opt);
+            rm_gplan_free(&p);
+        }
+        rm_gmodel_free(&m);
+    }
+    double mean = fits ? sum_ratio / fits : 0;
+    printf("oracle with paging: %d/%d budgets planned, time/optimum mean %.4f, worst %.4f (%d optima not proven)\n",
+           fits, cases, mean, max_ratio, unproven);
+    CHECK(mean <= 1.05, "paging: mean ratio %.4f > 1.05", mean);
 }
 
 int main(void) {
@@ -368,5 +555,6 @@ int main(void) {
     printf("oracle: %d/%d budgets planned, compute/optimum mean %.4f, worst %.4f (%d optima not proven in time)\n",
            fits, cases, mean, max_ratio, unproven);
     CHECK(mean <= 1.05, "mean ratio %.4f > 1.05", mean);
+    test_paging();
     return check_done("test_oracle");
 }

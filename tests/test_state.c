@@ -25,8 +25,8 @@ static void test_digest(void) {
     float b[2] = {1.0f, 2.0f};
     unsigned char a[3] = {1, 2, 3};
     int64_t s = -5, sh_b[1] = {2}, sh_a[1] = {3}, sh_e[2] = {0, 4};
-    rm_st_tensor t[4] = {{"b", "F32", 1, sh_b, b, 8}, {"a", "U8", 1, sh_a, a, 3},
-                         {"s", "I64", 0, NULL, &s, 8}, {"e", "F32", 2, sh_e, NULL, 0}};
+    rm_st_tensor t[4] = {{"b", "F32", 1, sh_b, b, 8, NULL, NULL}, {"a", "U8", 1, sh_a, a, 3, NULL, NULL},
+                         {"s", "I64", 0, NULL, &s, 8, NULL, NULL}, {"e", "F32", 2, sh_e, NULL, 0, NULL, NULL}};
     const rm_st_tensor *tp[4] = {&t[0], &t[1], &t[2], &t[3]};
     const char *k[3] = {"z", "k", RM_ST_CHECKSUM_KEY}, *v[3] = {"1", "v", "ignored"};
     char out[RM_ST_CHECKSUM_LEN];
@@ -219,7 +219,7 @@ static void test_stale_temps(void) {
     }
     float w[2] = {1, 2};
     int64_t sh[1] = {2};
-    rm_st_tensor t = {"w", "F32", 1, sh, w, 8};
+    rm_st_tensor t = {"w", "F32", 1, sh, w, 8, NULL, NULL};
     path_in(path, sizeof path, "w.safetensors");
     CHECK(rm_st_write(path, 1, &t, 0, NULL, NULL, err, sizeof err) == RM_OK, "write: %s", err);
     CHECK(access(dead, F_OK) != 0, "the dead writer's temp file is still there");

@@ -159,10 +159,17 @@ rm_status rm_session_set_comm_f(rm_session *s, int fcomm, int flags) {
     split(d, n);
     s->dist = d;
     if (d->overlap && !rm_dist_overlap_plan(s)) d->overlap = 0; /* no train program: blocking still works */
-    /* every rank starts from rank 0's parameters (the same seed gives the same ones; a loaded file too) */
-    for (size_t off = 0; off < all; off += 1u << 30) {
-        size_t k = all - off < (1u << 30) ? all - off : (1u << 30);
-        MPI_Bcast(s->params + off, (int)k, MPI_FLOAT, 0, comm);
+    /* every rank starts from rank 0's parameters (the same seed gives the
+     * same ones; a loaded file too); those in a scratch file (issue 20) stay
+     * there: broadcasting their untouched part of the flat buffer would
+     * only make it resident */
+    for (int pi = 0; pi < np; pi++) {
+        const rm_value *v = &s->g->vals[s->g->params[pi]];
+        if (rm_session_state_paged(s, pi, 0)) continue;
+        for (size_t off = 0, all_v = (size_t)v->numel; off < all_v; off += 1u << 30) {
+            size_t k = all_v - off < (1u << 30) ? all_v - off : (1u << 30);
+            MPI_Bcast(s->params + v->param_off + off, (int)k, MPI_FLOAT, 0, comm);
+        }
     }
     return RM_OK;
 }

@@ -9,23 +9,6 @@
 #include <math.h>
 #include <string.h>
 
-/* A 64-bit hash of a buffer's bytes (multiply-xorshift over words): equal
- * values give equal hashes, and a recomputation that differs in any bit is
- * caught with overwhelming probability. */
-static uint64_t hash_bytes(const void *p, size_t n) {
-    const unsigned char *b = p;
-    uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t w;
-        memcpy(&w, b + i, 8);
-        h = (h ^ w) * 0xBF58476D1CE4E5B9ull;
-        h ^= h >> 31;
-    }
-    for (; i < n; i++) h = (h ^ b[i]) * 0x94D049BB133111EBull;
-    return h ^ (h >> 29);
-}
-
 /* verify_recompute: remember first computations, compare recomputations. */
 static rm_status verify(rm_session *s, const rm_instr *ins, const rm_kernel_ctx *c) {
     const rm_graph *g = s->g;
@@ -33,7 +16,7 @@ static rm_status verify(rm_session *s, const rm_instr *ins, const rm_kernel_ctx 
     for (int j = 0; j < nd->n_out; j++) {
         if (!c->out[j]) continue;
         const rm_value *v = &g->vals[nd->out[j]];
-        uint64_t h = hash_bytes(c->out[j], (size_t)v->numel * rm_dtype_size(v->dtype));
+        uint64_t h = rm_hash_bytes(c->out[j], (size_t)v->numel * rm_dtype_size(v->dtype));
         if (ins->kind == RM_INSTR_FORWARD) s->hashes[nd->out[j]] = h;
         else if (s->hashes[nd->out[j]] != h)
             return rm_session_fail(s, RM_ERR_VERIFY,
@@ -48,6 +31,7 @@ static rm_status verify(rm_session *s, const rm_instr *ins, const rm_kernel_ctx 
 static void run_updates(rm_session *s, const rm_program *p, const rm_instr *ins) {
     for (int f = 0; f < ins->n_final; f++) {
         const int pi = p->finals[ins->final_at + f], b = p->param_buf[pi];
+        if (s->page.moments && s->page.moments[pi]) continue; /* paged state: its UPDATE instructions */
         s->fused.update(s->fused.o, pi, b >= 0 ? (float *)(s->arena + p->bufs[b].offset) : NULL);
     }
 }
@@ -56,7 +40,7 @@ static void *value_ptr(rm_session *s, const rm_program *p, int v, int buf) {
     const rm_value *val = &s->g->vals[v];
     switch (val->kind) {
     case RM_VALUE_INPUT: return s->inputs + val->input_off;
-    case RM_VALUE_PARAM: return s->params + val->param_off;
+    case RM_VALUE_PARAM: return buf >= 0 ? (void *)(s->arena + p->bufs[buf].offset) : (void *)(s->params + val->param_off); /* paged: staged */
     default: return buf >= 0 ? s->arena + p->bufs[buf].offset : NULL;
     }
 }
@@ -104,7 +88,9 @@ static void bind(rm_session *s, const rm_program *p, const rm_instr *ins, uint64
 static void begin_step(rm_session *s, const rm_program *p) {
     const rm_graph *g = s->g;
     if (!s->accumulate && !p->fused) memset(s->grads, 0, g->train_floats * sizeof(float));
-    s->ms_forward = s->ms_recompute = s->ms_backward = 0;
+    if (s->page.q.running) rm_ioq_clear_stats(&s->page.q);
+    s->page.wait_ms = 0;
+    s->ms_forward = s->ms_recompute = s->ms_backward = s->ms_optimizer = 0;
     for (int st = 0; st < g->n_stages; st++) s->timing.stage_fwd[st] = s->timing.stage_bwd[st] = 0;
     for (int n = 0; n < g->n_nodes; n++) s->timing.node_fwd[n] = s->timing.node_rec[n] = 0;
 }
@@ -122,6 +108,12 @@ static void account(rm_session *s, const rm_instr *ins, double dt) {
     }
 }
 
+/* The books of a step's end, or of a step stopped by an error: no
+ * transfer is left in flight over the arena. */
+static void end_io(rm_session *s) {
+    if (s->page.q.running) rm_ioq_drain(&s->page.q);
+}
+
 rm_status rm_execute(rm_session *s, const rm_program *p, uint64_t step, int train) {
     const rm_graph *g = s->g;
     size_t live = 0, peak = 0;
@@ -129,35 +121,50 @@ rm_status rm_execute(rm_session *s, const rm_program *p, uint64_t step, int trai
     struct rm_trace *tr = train ? rm_trace_for(s, p, step) : NULL; /* NULL unless this step is traced */
     const int fused = train && p->fused && s->fused.o; /* update parameters as they become final */
     rm_status verified = RM_OK;
+    s->page.staged = 0; /* the arena's start is this step's */
     if (train) begin_step(s, p);
     rm_set_threads(s->threads);
     for (int i = 0; i < p->n_instrs; i++) {
         const rm_instr *ins = &p->instrs[i];
-        const rm_op_def *op = rm_op_get(g->nodes[ins->node].op);
-        const int backward = ins->kind == RM_INSTR_BACKWARD;
+        const int runs = rm_instr_runs_node(ins->kind), backward = ins->kind == RM_INSTR_BACKWARD;
         rm_kernel_ctx c;
-        bind(s, p, ins, step, train, &c);
+        if (runs) bind(s, p, ins, step, train, &c);
         while (next_buf < p->n_bufs && p->bufs[next_buf].first == i) live += p->bufs[next_buf++].bytes;
         if (live > peak) peak = live;
 
         double t0 = rm_trace_now_ms();
-        if (backward) op->backward(&c);
-        else op->forward(&c);
+        if (!runs) {
+            rm_status rc = rm_session_io(s, p, ins, train);
+            if (rc != RM_OK) {
+                end_io(s);
+                return rc;
+            }
+        } else if (backward) {
+            rm_op_get(g->nodes[ins->node].op)->backward(&c);
+        } else {
+            rm_op_get(g->nodes[ins->node].op)->forward(&c);
+        }
         double t1 = rm_trace_now_ms();
         if (tr) tr->ev[tr->n] = (rm_trace_event){.t0 = t0, .t1 = t1, .u0 = 0, .u1 = 0, .live_in = live,
                                                  .live_out = live, .node = ins->node, .kind = ins->kind};
-        if (train) account(s, ins, t1 - t0);
+        if (train && runs) account(s, ins, t1 - t0);
         if (train && s->after_instr) s->after_instr(s, i);
+        if (train && ins->kind == RM_INSTR_UPDATE) s->ms_optimizer += t1 - t0;
         if (fused && ins->n_final) {
-            double u0 = tr ? rm_trace_now_ms() : 0;
+            double u0 = rm_trace_now_ms();
             run_updates(s, p, ins);
-            if (tr) tr->ev[tr->n].u0 = u0, tr->ev[tr->n].u1 = rm_trace_now_ms();
+            double u1 = rm_trace_now_ms();
+            s->ms_optimizer += u1 - u0;
+            if (tr) tr->ev[tr->n].u0 = u0, tr->ev[tr->n].u1 = u1;
         }
-        if (s->hashes && !backward && verified == RM_OK) {
+        if (s->hashes && runs && !backward && verified == RM_OK) {
             /* fused: the step goes on, so every update (and on several
              * ranks every gradient's sum) happens; the mismatch after */
             verified = verify(s, ins, &c);
-            if (verified != RM_OK && !fused) return verified;
+            if (verified != RM_OK && !fused) {
+                end_io(s);
+                return verified;
+            }
         }
 
         for (int f = 0; f < ins->n_free; f++) {
@@ -169,7 +176,10 @@ rm_status rm_execute(rm_session *s, const rm_program *p, uint64_t step, int trai
             }
         }
         if (tr) tr->ev[tr->n++].live_out = live;
+        if (s->page.q.inflight) rm_ioq_poll(&s->page.q); /* io_uring: note what finished, when */
     }
+    end_io(s);
+    if (tr) rm_trace_io(s, p);
     /* parameters nothing reads: updated with a zero gradient, as unfused */
     for (int pi = 0; fused && pi < p->n_params; pi++)
         if (p->param_final[pi] < 0) s->fused.update(s->fused.o, pi, NULL);

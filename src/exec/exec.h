@@ -46,6 +46,11 @@ struct rm_session {
         rm_status (*begin)(rm_optim *o);
         void (*update)(rm_optim *o, int param, float *grad); /* grad: the ranks sum it in place */
         rm_status (*end)(rm_optim *o);
+        /* paged state (exec/page.c): floats [lo, hi) of parameter `param`,
+         * from its whole gradient grad (NULL: zero), into its whole storage
+         * w, with the staged moments m and v of those floats */
+        void (*update_chunk)(rm_optim *o, int param, int64_t lo, int64_t hi, float *grad, float *w, float *m,
+                             float *v);
     } fused;
     rm_session_ref *refs; /* the holders of a pointer to this session (optimizers) */
     unsigned char *inputs;
@@ -65,7 +70,30 @@ struct rm_session {
     rm_profile prof;    /* the profiling step's timing (NULL arrays: none) */
     /* timing of the last training step, by instruction kind, in ms */
     double ms_forward, ms_recompute, ms_backward;
+    double ms_optimizer;  /* fused: the updates inside the step */
     rm_profile timing;  /* and per stage and node */
+    /* paging to disk (issue 20, exec/page.c): the scratch file and its I/O
+     * queue, the bandwidth the plan assumes, the training state that lives
+     * in the file (per parameter, fixed at the first plan), and the last
+     * step's figures */
+    struct rm_page_state {
+        char dir[512];          /* opt.scratch_dir points here */
+        rm_scratch file;
+        rm_ioq q;
+        int open;
+        double write_bps, read_bps;
+        char *moments, *params; /* per parameter: paged (NULL: none) */
+        char *values;           /* per value: the plan pages it (NULL: none) */
+        int staged;             /* between steps: the unit staged at the arena's start, + 1 (0: none) */
+        int planning;           /* pricing paging without a scratch file (the least limit with one) */
+        size_t max_staged;      /* the plan's cap on bytes staged ahead (0: none) */
+        size_t chunk_bytes;     /* the most bytes of moments one unit stages (fixed with the state's layout) */
+        int64_t arena_cap;      /* under a limit: the arena the plan must fit (re-plans tighten to it) */
+        double flops_per_ms;    /* the compute rate item times are estimated with before a profile */
+        double update_ms_per_float; /* a fused AdamW update's time per float (measured; 0: a default) */
+        double wait_ms, predicted_wait_ms;
+        double predicted_step_ms; /* the paging timeline's whole step (plan/paging.c) */
+    } page;
     char strategy_name[32]; /* opt.checkpoint and opt.memory_budget point here */
     char budget_name[48];
     char errmsg[256];
@@ -105,6 +133,45 @@ rm_status rm_session_limit_program(rm_session *s);
 /* And, once s->arena_bytes is known (train and forward-only programs): the
  * arena fits the limit, else RM_ERR_BUDGET with the breakdown. */
 rm_status rm_session_limit_check(rm_session *s);
+/* exec/page.c: the scratch tier of a session (issue 20). Opening the file
+ * and measuring its bandwidth (before planning); the paging a schedule
+ * gets (forced by opt.page, or chosen by the plan); the file's space and
+ * the I/O thread once the programs are built; one paging instruction of a
+ * step; closing. */
+rm_status rm_session_scratch_open(rm_session *s);
+rm_status rm_session_page_schedule(rm_session *s, rm_schedule *sch, const rm_profile *prof, int backward);
+rm_status rm_session_scratch_start(rm_session *s);
+rm_status rm_session_io(rm_session *s, const rm_program *p, const rm_instr *ins, int train);
+void rm_session_scratch_close(rm_session *s);
+/* exec/pagestate.c: between steps, the training state that lives in the scratch file
+ * (what: 0 the parameter, 1 AdamW's m, 2 its v of parameter pi): whether it
+ * is paged; a view of its bytes from `off` on (*len of them; NULL after an
+ * error, the message on the session), staged in the arena; and the whole
+ * of it written from src (NULL: zeros). */
+int rm_session_state_paged(const rm_session *s, int pi, int what);
+/* What a paging unit holds, for messages ("the activation 'x'"). */
+void rm_session_unit_name(const rm_session *s, const rm_page_unit *u, char *out, size_t cap);
+/* The bytes of parameters and of parameters whose moments the marks page. */
+void rm_session_paged_bytes(const rm_session *s, size_t *params, size_t *moments);
+/* exec/pageplan.c: under a limit with a scratch file, one plan over keep,
+ * recompute and page, and over which training state to page (the fastest
+ * predicted step whose arena fits what the resident state leaves);
+ * `fixed` gives the limit's fixed part under the current marks. */
+rm_status rm_session_limit_paging(rm_session *s, size_t (*fixed)(rm_session *s));
+/* Under a memory budget with a scratch file: the fastest predicted of the
+ * recompute plan at the budget and recompute plans at larger budgets with
+ * activations paged until the arena fits it (RM_ERR_BUDGET: none fits). */
+rm_status rm_session_budget_paging(rm_session *s, int64_t budget, rm_program *out);
+/* The least limit that works when the whole training state is paged (0:
+ * none found), for the refusal's message. */
+size_t rm_session_least_paged(rm_session *s, size_t (*fixed)(rm_session *s));
+const void *rm_session_state_view(rm_session *s, int pi, int what, uint64_t off, uint64_t *len);
+rm_status rm_session_state_store(rm_session *s, int pi, int what, const float *src);
+/* n bytes of it from byte `off` on, from src (a piece of a checkpoint file). */
+rm_status rm_session_state_write(rm_session *s, int pi, int what, uint64_t off, const void *src, size_t n);
+/* Parameter pi's values into dst (numel floats), from the flat buffer or,
+ * paged, from the scratch file (a message on the session after an error). */
+rm_status rm_session_param_copy(rm_session *s, int pi, float *dst);
 /* exec/exec.c: runs one program (train: a training step). */
 rm_status rm_execute(rm_session *s, const rm_program *p, uint64_t step, int train);
 void rm_trace_free(rm_session *s); /* exec/trace.c */

@@ -26,15 +26,21 @@ static size_t fixed_bytes(rm_session *s) {
     rm_limit_info *l = &s->limit;
     const rm_graph *g = s->g;
     l->limit_bytes = (size_t)s->opt.limit_bytes;
-    l->param_bytes = g->param_floats * sizeof(float);
+    const size_t all = g->param_floats * sizeof(float);
     /* gradients and moments: trainable parameters only (frozen ones have none) */
     const size_t train_bytes = g->train_floats * sizeof(float);
     const size_t state_bytes = (g->state_end - g->train_floats) * sizeof(float);
+    /* the training state the plan pages to the scratch file is not held */
+    size_t paged_params, paged_moments;
+    rm_session_paged_bytes(s, &paged_params, &paged_moments);
+    const int adamw = s->opt.optim.kind == RM_OPTIM_ADAMW;
+    l->param_bytes = all - paged_params;
+    l->paged_bytes = paged_params + (adamw ? 2 * paged_moments : 0);
     /* fused: in the arena; accumulating micro-batches: a second buffer */
     l->grad_bytes = s->opt.fuse_optimizer ? 0 : train_bytes * (s->opt.accumulate ? 2 : 1);
     /* AdamW's two moments; a profiling step (planned schedules) copies the
      * state (running statistics) before the optimizer exists: the larger */
-    size_t moments = s->opt.optim.kind == RM_OPTIM_ADAMW ? 2 * train_bytes : 0;
+    size_t moments = adamw ? 2 * (train_bytes - paged_moments) : 0;
     l->optimizer_bytes = moments > state_bytes || s->opt.strategy != RM_STRATEGY_NONE ? moments : state_bytes;
     l->input_bytes = g->input_bytes;
     l->margin_bytes = LIMIT_MARGIN_BYTES;
@@ -42,18 +48,26 @@ static size_t fixed_bytes(rm_session *s) {
 }
 
 /* RM_ERR_BUDGET with the breakdown; `need`: the least arena that works. */
+static size_t fixed_bytes(rm_session *s);
+
 static rm_status refuse(rm_session *s, size_t fixed, size_t need, const char *why) {
     const rm_limit_info *l = &s->limit;
+    /* and the least limit with the training state paged to a scratch file */
+    char paged[160] = "";
+    size_t least_paged = rm_session_least_paged(s, fixed_bytes);
+    if (least_paged > 0)
+        snprintf(paged, sizeof paged, "; with a scratch directory (rm_options.scratch_dir, paging the training "
+                 "state) it is %.2f MiB", mib((double)least_paged) + 0.01);
     return rm_graph_fail(s->g, RM_ERR_BUDGET,
                          "memory limit %.2f MiB: parameters %.2f + gradients %.2f%s + optimizer %.2f + inputs %.2f + "
                          "margin %.2f MiB leave %.2f MiB for activations%s; %s needs %.2f MiB: the least limit that "
-                         "works is %.2f MiB",
+                         "works is %.2f MiB%s",
                          mib((double)l->limit_bytes), mib((double)l->param_bytes), mib((double)l->grad_bytes),
                          s->opt.fuse_optimizer ? " (fused: in the arena)" : "",
                          mib((double)l->optimizer_bytes), mib((double)l->input_bytes), mib((double)l->margin_bytes),
                          fixed < l->limit_bytes ? mib((double)(l->limit_bytes - fixed)) : 0.0,
                          s->opt.fuse_optimizer ? " and gradients" : "", why, mib((double)need),
-                         mib((double)(fixed + need)) + 0.01);
+                         mib((double)(fixed + need)) + 0.01, paged);
 }
 
 /* The planner's dynamic-programming table: held while planning, when no
@@ -71,6 +85,13 @@ static rm_status plan_bytes(rm_session *s, int64_t budget) {
 /* With strategy NONE (a fixed strategy is built as usual and checked by
  * rm_session_limit_check). */
 rm_status rm_session_limit_program(rm_session *s) {
+    /* a scratch file, and the plan to choose what to page: exec/pageplan.c */
+    if ((s->page.open || s->page.planning) && !(s->opt.page & (RM_PAGE_MOMENTS | RM_PAGE_PARAMS)) &&
+        !s->opt.memory_budget) {
+        rm_status rc = rm_session_limit_paging(s, fixed_bytes);
+        if (rc != RM_ERR_BUDGET) return rc;
+        s->g->status = RM_OK; /* nothing fits, paging or not: the breakdown without paging, and both least limits */
+    }
     size_t fixed = fixed_bytes(s);
     int64_t avail = s->opt.limit_bytes > (int64_t)fixed ? s->opt.limit_bytes - (int64_t)fixed : 0;
     s->limit.activation_bytes = (size_t)avail;

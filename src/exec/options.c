@@ -153,11 +153,26 @@ rm_status rm_session_options(rm_session *s, const rm_options *o) {
     if (p->fuse_optimizer && p->accumulate)
         return rm_graph_fail(g, RM_ERR_ARG, "rm_compile: rm_options.fuse_optimizer frees each gradient at its "
                              "update, so it cannot accumulate micro-batches (rm_options.accumulate): set one of them");
+    if ((p->page & ~(RM_PAGE_ACTIVATIONS | RM_PAGE_MOMENTS | RM_PAGE_PARAMS)) || (p->page && !p->scratch_dir))
+        return rm_graph_fail(g, RM_ERR_ARG, "rm_compile: rm_options.page %d: %s", p->page, p->scratch_dir ? "not a "
+                             "combination of RM_PAGE_ACTIVATIONS, RM_PAGE_MOMENTS and RM_PAGE_PARAMS" : "paging needs "
+                             "a scratch directory (rm_options.scratch_dir)");
+    if ((p->page & (RM_PAGE_MOMENTS | RM_PAGE_PARAMS)) && !p->fuse_optimizer)
+        return rm_graph_fail(g, RM_ERR_ARG, "rm_compile: rm_options.page: the training state is paged through the "
+                             "fused optimizer's updates: set rm_options.fuse_optimizer too");
+    if (!(p->scratch_bandwidth >= 0 && p->scratch_bandwidth < 1e15))
+        return rm_graph_fail(g, RM_ERR_ARG, "rm_compile: rm_options.scratch_bandwidth %g is not a bandwidth in "
+                             "bytes/s (0: measure it)", p->scratch_bandwidth);
+    if (p->scratch_dir && (!*p->scratch_dir || strlen(p->scratch_dir) >= sizeof s->page.dir))
+        return rm_graph_fail(g, RM_ERR_ARG, "rm_compile: rm_options.scratch_dir is %s", *p->scratch_dir ? "too long"
+                             : "empty");
+    if (p->scratch_dir) snprintf(s->page.dir, sizeof s->page.dir, "%s", p->scratch_dir);
     if (p->budget_bytes > 0) snprintf(s->budget_name, sizeof s->budget_name, "%lld", (long long)p->budget_bytes);
     else if (budget) snprintf(s->budget_name, sizeof s->budget_name, "%.17g%%", 100.0 * p->budget_fraction);
     /* from here on, only the session's own strings */
     p->checkpoint = s->strategy_name;
     p->memory_budget = budget ? s->budget_name : NULL;
     p->memory_limit = NULL;
+    p->scratch_dir = p->scratch_dir ? s->page.dir : NULL;
     return RM_OK;
 }

@@ -14,6 +14,7 @@ void rm_plan(const rm_session *s, rm_plan_info *p) {
     p->n_stages = g->n_stages;
     for (int i = 0; i < pr->n_instrs; i++) {
         const rm_instr *ins = &pr->instrs[i];
+        if (!rm_instr_runs_node(ins->kind)) continue;
         const rm_node *nd = &g->nodes[ins->node];
         const rm_op_def *op = rm_op_get(nd->op);
         double f = op->flops ? op->flops(nd, g->vals, ins->kind == RM_INSTR_BACKWARD) : 0;
@@ -22,13 +23,15 @@ void rm_plan(const rm_session *s, rm_plan_info *p) {
         else p->flops_backward += f;
     }
     double base = p->flops_forward + p->flops_backward;
-    p->predicted_overhead = base > 0 ? p->flops_recompute / base : 0;
+    /* paging: the plan's predicted wait for transfers counts as overhead too */
+    const double wait_ms = pr->n_units ? s->page.predicted_wait_ms : 0;
+    p->predicted_overhead = base > 0 ? (p->flops_recompute + wait_ms * s->page.flops_per_ms) / base : 0;
     if (s->prof.node_fwd) {
         /* with a measured profile: each recomputation costs what the profile
          * measured for that node */
         double rec = rm_recompute_cost(g, pr, &s->prof), tot = 0;
         for (int st = 0; st < g->n_stages; st++) tot += s->prof.stage_fwd[st] + s->prof.stage_bwd[st];
-        if (tot > 0) p->predicted_overhead = rec / tot;
+        if (tot > 0) p->predicted_overhead = (rec + wait_ms) / tot;
     }
     p->budget_bytes = (size_t)s->budget_bytes;
     p->store_all_bytes = (size_t)s->store_all_bytes;
@@ -36,6 +39,7 @@ void rm_plan(const rm_session *s, rm_plan_info *p) {
     p->ms_forward = s->ms_forward;
     p->ms_recompute = s->ms_recompute;
     p->ms_backward = s->ms_backward;
+    p->ms_optimizer = s->ms_optimizer;
     p->measured_overhead = rm_step_overhead(s);
 }
 
@@ -47,6 +51,21 @@ double rm_step_overhead(const rm_session *s) {
 const char *rm_plan_notes(const rm_session *s) { return s ? s->notes : ""; }
 
 static double mib(size_t b) { return (double)b / (1024.0 * 1024.0); }
+
+/* The training state the plan keeps in the scratch file, and what a step
+ * moves (rm_print_plan). */
+static void print_paging(const rm_session *s, const rm_program *p, FILE *f) {
+    rm_paging_info pi;
+    rm_paging(s, &pi);
+    size_t pp = 0, pm = 0;
+    rm_session_paged_bytes(s, &pp, &pm);
+    fprintf(f, "paging to '%s' (%s, %.0f MB/s write, %.0f MB/s read): %d activations, the moments of %d and the "
+            "values of %d parameters (%.2f MiB of state) in the file; a step moves %.2f MiB out and %.2f MiB in, "
+            "predicted to wait %.1f ms for it\n", s->page.dir, pi.direct ? "O_DIRECT" : "page cache",
+            pi.write_bps / 1e6, pi.read_bps / 1e6, pi.values_paged, pi.moments_paged, pi.params_paged,
+            mib(pp + (s->opt.optim.kind == RM_OPTIM_ADAMW ? 2 * pm : 0)), mib(p->page_out_bytes),
+            mib(p->page_in_bytes), pi.predicted_wait_ms);
+}
 
 void rm_print_plan(const rm_session *s, FILE *f) {
     if (!s || !f) return;
@@ -73,21 +92,27 @@ void rm_print_plan(const rm_session *s, FILE *f) {
         if (k == RM_INSTR_FORWARD && bf->last >= first_bwd) kept[bf->value] = 1;
         if (k == RM_INSTR_RECOMPUTE) recomputed[bf->value]++;
     }
+    for (int u = 0; u < p->n_units; u++) /* paged out after the forward, in before the backward */
+        if (p->units[u].kind == RM_UNIT_VALUE) kept[p->units[u].value] = 2;
     fprintf(f, "plan: strategy %s%s%s%s, %d stages, activations %.2f MiB planned (arena %.2f MiB)\n",
             s->opt.checkpoint, s->autoplan.chosen[0] ? " (" : "", s->autoplan.chosen, s->autoplan.chosen[0] ? ")" : "",
             g->n_stages, mib(p->peak_live_bytes), mib(p->arena_bytes));
     if (s->autoplan.blocks[0]) fprintf(f, "%s\n", s->autoplan.blocks);
-    fprintf(f, "%-12s %8s %12s %8s %12s\n", "stage", "kept", "kept MiB", "recomp", "recomp MiB");
+    fprintf(f, "%-12s %8s %12s %8s %12s%s\n", "stage", "kept", "kept MiB", "recomp", "recomp MiB",
+            p->n_units ? "    paged   paged MiB" : "");
     for (int st = 0; st < g->n_stages; st++) {
-        int nk = 0, nr = 0;
-        size_t bk = 0, br = 0;
+        int nk = 0, nr = 0, np = 0;
+        size_t bk = 0, br = 0, bp = 0;
         for (int v = 0; v < g->n_vals; v++) {
             if (g->vals[v].kind != RM_VALUE_ACT || g->vals[v].stage != st) continue;
             size_t bytes = (size_t)g->vals[v].numel * rm_dtype_size(g->vals[v].dtype);
-            if (kept[v]) nk++, bk += bytes;
+            if (kept[v] == 1) nk++, bk += bytes;
+            if (kept[v] == 2) np++, bp += bytes;
             if (recomputed[v]) nr++, br += bytes * (size_t)recomputed[v];
         }
-        fprintf(f, "%-12s %8d %12.2f %8d %12.2f\n", g->stages[st].name, nk, mib(bk), nr, mib(br));
+        fprintf(f, "%-12s %8d %12.2f %8d %12.2f", g->stages[st].name, nk, mib(bk), nr, mib(br));
+        if (p->n_units) fprintf(f, " %8d %11.2f", np, mib(bp));
+        fputc('\n', f);
         for (int v = 0; v < g->n_vals; v++) {
             const rm_value *val = &g->vals[v];
             if (val->kind != RM_VALUE_ACT || val->stage != st || (!kept[v] && !recomputed[v])) continue;
@@ -97,12 +122,14 @@ void rm_print_plan(const rm_session *s, FILE *f) {
                 snprintf(shape + len, sizeof shape - len, "%s%lld", d ? "," : "", (long long)val->shape[d]);
             }
             strncat(shape, ")", sizeof shape - strlen(shape) - 1);
-            if (kept[v]) fprintf(f, "    keep       %-36s %-18s %8.2f MiB\n", val->name, shape, mib((size_t)val->numel * rm_dtype_size(val->dtype)));
+            if (kept[v]) fprintf(f, "    %-10s %-36s %-18s %8.2f MiB\n", kept[v] == 2 ? "page" : "keep", val->name, shape,
+                                 mib((size_t)val->numel * rm_dtype_size(val->dtype)));
             if (recomputed[v])
                 fprintf(f, "    recompute  %-36s %-18s %8.2f MiB  x%d\n", val->name, shape,
                         mib((size_t)val->numel * rm_dtype_size(val->dtype)), recomputed[v]);
         }
     }
+    if (p->n_units) print_paging(s, p, f);
     free(kept);
     free(recomputed);
 }

@@ -6,32 +6,46 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Parameters start from N(0, std) or U(-std, std) drawn from Philox keyed
- * by (seed, param index): a pure function of the seed, independent of
- * thread count. */
-static void init_params(rm_session *s) {
-    const rm_graph *g = s->g;
-    memset(s->params, 0, g->param_floats * sizeof(float));
-    for (int i = 0; i < g->n_params; i++) {
-        const rm_value *v = &g->vals[g->params[i]];
-        float *w = s->params + v->param_off;
-        /* each element depends only on (seed, i, e): parallel, same values */
-        #pragma omp parallel for schedule(static)
-        for (int64_t e = 0; e < v->numel; e++) {
-            switch (v->init) {
-            case RM_INIT_ZEROS: w[e] = 0.0f; break;
-            case RM_INIT_ONES: w[e] = 1.0f; break;
-            case RM_INIT_NORMAL:
-                w[e] = v->init_std * rm_philox_normal(s->opt.seed, 0x70617261u, (uint32_t)i, (uint64_t)e);
-                break;
-            case RM_INIT_UNIFORM: {
-                const float u = rm_philox_uniform(s->opt.seed, 0x70617261u, (uint32_t)i, (uint64_t)e);
-                w[e] = v->init_std * (2.0f * u - 1.0f);
-                break;
-            }
-            }
+/* Parameter i's first values into w: N(0, std) or U(-std, std) drawn from
+ * Philox keyed by (seed, param index), a pure function of the seed,
+ * independent of thread count (or zeros, ones). */
+static void init_param(const rm_session *s, int i, float *w) {
+    const rm_value *v = &s->g->vals[s->g->params[i]];
+    /* each element depends only on (seed, i, e): parallel, same values */
+    #pragma omp parallel for schedule(static)
+    for (int64_t e = 0; e < v->numel; e++) {
+        switch (v->init) {
+        case RM_INIT_ZEROS: w[e] = 0.0f; break;
+        case RM_INIT_ONES: w[e] = 1.0f; break;
+        case RM_INIT_NORMAL:
+            w[e] = v->init_std * rm_philox_normal(s->opt.seed, 0x70617261u, (uint32_t)i, (uint64_t)e);
+            break;
+        case RM_INIT_UNIFORM: {
+            const float u = rm_philox_uniform(s->opt.seed, 0x70617261u, (uint32_t)i, (uint64_t)e);
+            w[e] = v->init_std * (2.0f * u - 1.0f);
+            break;
+        }
         }
     }
+}
+
+/* Every parameter's first values. A parameter paged to the scratch file
+ * gets them there (staged in the arena), and its part of the flat buffer
+ * is never touched: it costs address space, not memory. */
+static rm_status init_params(rm_session *s) {
+    const rm_graph *g = s->g;
+    if (!s->page.params) memset(s->params, 0, g->param_floats * sizeof(float)); /* the padding too */
+    for (int i = 0; i < g->n_params; i++) {
+        const rm_value *v = &g->vals[g->params[i]];
+        if (!rm_session_state_paged(s, i, 0)) {
+            init_param(s, i, s->params + v->param_off);
+            continue;
+        }
+        init_param(s, i, (float *)s->arena); /* the whole parameter fits: its staged buffer is in the arena */
+        rm_status rc = rm_session_state_store(s, i, 0, (float *)s->arena);
+        if (rc != RM_OK) return rm_graph_fail(s->g, rc, "%s", s->errmsg);
+    }
+    return RM_OK;
 }
 
 static void *alloc_aligned(size_t bytes) {
@@ -39,6 +53,9 @@ static void *alloc_aligned(size_t bytes) {
     bytes = (bytes + RM_ALIGN - 1) / RM_ALIGN * RM_ALIGN;
     return aligned_alloc(RM_ALIGN, bytes);
 }
+
+/* The arena: its paged buffers are O_DIRECT transfers, page-aligned. */
+static void *alloc_arena(size_t bytes) { return aligned_alloc(RM_PAGE_ALIGN, rm_page_round(bytes ? bytes : 1)); }
 
 /* The notes about what the user's marks changed under `strategy`. */
 static void word_notes(rm_session *s, const char *strategy, const rm_marks *m) {
@@ -62,6 +79,10 @@ rm_status rm_session_program(rm_session *s, const char *strategy, int backward, 
     char err[256];
     rm_status rc = rm_schedule_build(s->g, strategy, backward, &marks, &sch, err, sizeof err);
     if (rc != RM_OK) return rm_graph_fail(s->g, rc, "%s", err);
+    if ((rc = rm_session_page_schedule(s, &sch, NULL, backward)) != RM_OK) {
+        rm_schedule_free(&sch);
+        return rc;
+    }
     if (backward) word_notes(s, strategy && *strategy ? strategy : "none", &marks);
     rc = rm_program_build(s->g, &sch, s->threads, p, err, sizeof err);
     rm_schedule_free(&sch);
@@ -84,6 +105,10 @@ static rm_status compile(rm_graph *g, const rm_options *o, rm_session **out) {
     s->loss_seed = 1.0f;
     rm_graph_layout(g); /* trainable | state | frozen: the gradients cover the first part only */
     g->fuse_grads = s->opt.fuse_optimizer; /* the programs planned from here on (rm_compile resets it) */
+    if ((rc = rm_session_scratch_open(s)) != RM_OK) {
+        rm_session_free(s);
+        return rc;
+    }
     if (g->loss >= 0 && !s->opt.forward_only) {
         rc = rm_autodiff(g);
         if (rc == RM_OK && s->opt.limit_bytes > 0 && s->opt.strategy == RM_STRATEGY_NONE) {
@@ -109,9 +134,13 @@ static rm_status compile(rm_graph *g, const rm_options *o, rm_session **out) {
         *out = s;
         return RM_OK;
     }
+    if ((rc = rm_session_scratch_start(s)) != RM_OK) {
+        rm_session_free(s);
+        return rc;
+    }
     const int flat_grads = !s->opt.fuse_optimizer; /* fused: the gradients are arena buffers */
     const size_t grad_bytes = g->train_floats * sizeof(float); /* trainable parameters only */
-    s->arena = alloc_aligned(s->arena_bytes);
+    s->arena = alloc_arena(s->arena_bytes);
     s->params = alloc_aligned(g->param_floats * sizeof(float));
     if (flat_grads) s->grads = alloc_aligned(grad_bytes);
     if (flat_grads && s->opt.accumulate) s->grads_micro = alloc_aligned(grad_bytes);
@@ -133,7 +162,10 @@ static rm_status compile(rm_graph *g, const rm_options *o, rm_session **out) {
         for (int64_t i = 0; c->const_period && i < c->numel; i++) dst[i] = (int32_t)(i % c->const_period);
     }
     memset(s->arena, 0, s->arena_bytes); /* touch it once, before any step */
-    init_params(s);
+    if ((rc = init_params(s)) != RM_OK) {
+        rm_session_free(s);
+        return rc;
+    }
     if (s->opt.memory_budget && s->train.n_instrs && (rc = rm_session_profile(s)) != RM_OK) {
         rm_session_free(s);
         return rc;
@@ -172,6 +204,7 @@ void rm_session_free(rm_session *s) {
     rm_profile_free(&s->prof);
     rm_profile_free(&s->timing);
     rm_trace_free(s);
+    rm_session_scratch_close(s);
     free(s);
 }
 
@@ -190,6 +223,8 @@ void *rm_value_data(rm_session *s, rm_val v) {
     if (!s || rm_session_runnable(s, "rm_value_data") != RM_OK || v < 0 || v >= s->g->n_vals) return NULL;
     const rm_value *val = &s->g->vals[v];
     if (val->kind == RM_VALUE_INPUT) return s->inputs + val->input_off;
+    for (int pi = 0; val->kind == RM_VALUE_PARAM && s->page.params && pi < s->g->n_params; pi++)
+        if (s->g->params[pi] == v && rm_session_state_paged(s, pi, 0)) return NULL; /* in the scratch file */
     if (val->kind == RM_VALUE_PARAM) return s->params + val->param_off;
     if (!s->last || !val->is_output) return NULL;
     int b = s->last->final_buf[v];

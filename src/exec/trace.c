@@ -36,6 +36,8 @@ rm_status rm_trace_enable(rm_session *s, uint64_t step) {
         t->cap = s->train.n_instrs;
         s->trace = t;
     }
+    if (!t->io && s->train.n_io && !(t->io = calloc((size_t)s->train.n_io, sizeof *t->io)))
+        return rm_session_fail(s, RM_ERR_NOMEM, "out of memory for a trace of %d transfers", s->train.n_io);
     t->state = RM_TRACE_ARMED;
     t->step = step;
     t->n = 0;
@@ -48,6 +50,7 @@ int rm_trace_ready(const rm_session *s) { return s && s->trace && s->trace->stat
 void rm_trace_free(rm_session *s) {
     if (!s || !s->trace) return;
     free(s->trace->ev);
+    free(s->trace->io);
     free(s->trace);
     s->trace = NULL;
 }
@@ -76,8 +79,52 @@ static const char *kind_name(rm_instr_kind k) {
     return k == RM_INSTR_FORWARD ? "forward" : k == RM_INSTR_RECOMPUTE ? "recompute" : "backward";
 }
 
+void rm_trace_io(rm_session *s, const rm_program *p) {
+    struct rm_trace *t = s->trace;
+    if (!t || t->state != RM_TRACE_STEPPED || !t->io || p != &s->train || !s->page.q.running) return;
+    t->n_io = p->n_io;
+    memcpy(t->io, s->page.q.req, (size_t)p->n_io * sizeof *t->io);
+}
+
+/* What a paging unit holds, for event names. */
+static void unit_label(const rm_graph *g, const rm_page_unit *u, char *out, size_t cap) {
+    const char *v = g->vals[u->value].name;
+    if (u->kind == RM_UNIT_VALUE) snprintf(out, cap, "%s", v);
+    else if (u->kind == RM_UNIT_PARAM) snprintf(out, cap, "param %s", v);
+    else snprintf(out, cap, "moments %s [%lld, %lld)", v, (long long)u->lo, (long long)u->hi);
+}
+
+/* The I/O thread's track: one event per transfer ("page-out", "page-in"),
+ * and on the step's track each wait that held the step ("io wait") and
+ * each update of paged state ("optimizer"). */
+static void put_io(FILE *f, const rm_session *s, const struct rm_trace *t, double origin) {
+    const rm_program *p = &s->train;
+    char label[RM_NAME_LEN + 80];
+    fputs(",\n{\"ph\":\"M\",\"pid\":1,\"tid\":2,\"name\":\"thread_name\",\"args\":{\"name\":\"scratch I/O\"}}", f);
+    for (int i = 0; i < t->n_io && i < p->n_io; i++) {
+        const rm_io_req *r = &t->io[i];
+        if (r->t1 <= 0) continue;
+        unit_label(s->g, &p->units[p->io[i].unit], label, sizeof label);
+        fprintf(f, ",\n{\"ph\":\"X\",\"pid\":1,\"tid\":2,\"name\":");
+        put_str(f, label);
+        fprintf(f, ",\"cat\":\"%s\",\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"bytes\":%zu,\"offset\":%llu}}",
+                r->write ? "page-out" : "page-in", (r->t0 - origin) * 1e3, (r->t1 - r->t0) * 1e3, r->bytes,
+                (unsigned long long)r->off);
+    }
+    for (int i = 0; i < t->n; i++) {
+        const rm_trace_event *e = &t->ev[i];
+        if ((e->kind != RM_INSTR_WAIT && e->kind != RM_INSTR_UPDATE) || e->t1 - e->t0 < 0.01) continue;
+        unit_label(s->g, &p->units[e->node], label, sizeof label);
+        fprintf(f, ",\n{\"ph\":\"X\",\"pid\":1,\"tid\":1,\"name\":");
+        put_str(f, label);
+        fprintf(f, ",\"cat\":\"%s\",\"ts\":%.3f,\"dur\":%.3f,\"args\":{}}",
+                e->kind == RM_INSTR_WAIT ? "io wait" : "optimizer", (e->t0 - origin) * 1e3, (e->t1 - e->t0) * 1e3);
+    }
+}
+
 /* One duration event; ts and dur in microseconds from the step's start. */
 static void put_span(FILE *f, const rm_graph *g, const rm_trace_event *e, double origin) {
+    if (!rm_instr_runs_node(e->kind)) return; /* paging instructions: the I/O track */
     const rm_node *nd = &g->nodes[e->node];
     const char *stage = g->stages[nd->stage].name, *op = rm_op_get(nd->op)->name;
     char name[RM_NAME_LEN + 64];
@@ -149,6 +196,7 @@ rm_status rm_trace_write(const rm_session *s, const char *path, int n_meta, cons
         put_counter(f, (e->t0 - origin) * 1e3, e->live_in);
         put_counter(f, (e->t1 - origin) * 1e3, e->live_out);
     }
+    if (t->n_io) put_io(f, s, t, origin);
     if (t->state == RM_TRACE_DONE)
         fprintf(f, ",\n{\"ph\":\"X\",\"pid\":1,\"tid\":1,\"name\":\"optimizer update\",\"cat\":\"optimizer\","
                 "\"ts\":%.3f,\"dur\":%.3f,\"args\":{}}", (t->opt_t0 - origin) * 1e3, (t->opt_t1 - t->opt_t0) * 1e3);

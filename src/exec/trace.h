@@ -25,10 +25,16 @@ struct rm_trace {
     rm_trace_event *ev;   /* one per instruction of the training program */
     int n, cap;
     double opt_t0, opt_t1;/* the optimizer update after the recorded step (0: none) */
+    /* paging (issue 20): each transfer of the recorded step, as the I/O
+     * thread ran it (copied from the queue at the step's end) */
+    rm_io_req *io;
+    int n_io;
 };
 
 /* The trace to fill for a training step `step` of program p, or NULL. */
 struct rm_trace *rm_trace_for(rm_session *s, const rm_program *p, uint64_t step);
+/* The traced step's transfers, copied from the I/O queue at its end. */
+void rm_trace_io(rm_session *s, const rm_program *p);
 /* Milliseconds on CLOCK_MONOTONIC, as the executor times instructions. */
 static inline double rm_trace_now_ms(void) {
     struct timespec t;

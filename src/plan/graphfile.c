@@ -139,6 +139,12 @@ static rm_status parse_graph(const char *text, rm_gmodel *m, char *err, size_t e
     if (rc == RM_OK && edges) rc = parse_edges(edges, m, err, errlen);
     else
         for (int k = 0; k < n && rc == RM_OK; k++) rm_gmodel_close_node(m, k);
+    /* optional: a scratch file's bandwidth (bytes per unit of time) and each
+     * transfer's latency: the plan may then page (issue 20) */
+    if (rc == RM_OK && (!num(root, "scratch_bandwidth", 0, 0, &m->bw) || !num(root, "io_latency", 0, 0, &m->io_latency))) {
+        snprintf(err, errlen, "\"scratch_bandwidth\" and \"io_latency\" are numbers >= 0 when given");
+        rc = RM_ERR_FORMAT;
+    }
     if (rc == RM_ERR_NOMEM) snprintf(err, errlen, "out of memory");
     if (rc != RM_OK && m->fwd) rm_gmodel_free(m);
     cJSON_Delete(root);
@@ -151,7 +157,8 @@ static const char *mode_name(int mode) {
 }
 
 /* The answer: feasibility, times, bytes, the modes and the schedule. */
-static char *answer(const rm_gmodel *m, const rm_gplan *p, int64_t budget, int64_t store_all, int64_t least) {
+static char *answer(const rm_gmodel *m, const rm_gplan *p, const int *paged, int64_t budget, int64_t store_all,
+                    int64_t least) {
     cJSON *out = cJSON_CreateObject();
     double total = 0;
     for (int i = 0; i < m->n; i++) total += m->fwd[i] + (m->has_bwd[i] ? m->bwd[i] : 0);
@@ -164,10 +171,18 @@ static char *answer(const rm_gmodel *m, const rm_gplan *p, int64_t budget, int64
     cJSON_AddNumberToObject(out, "total_time", p->feasible ? total + p->cost : -1);
     cJSON *keep = cJSON_AddArrayToObject(out, "keep"), *rec = cJSON_AddArrayToObject(out, "recompute");
     cJSON *blocks = cJSON_AddArrayToObject(out, "blocks"), *seq = cJSON_AddArrayToObject(out, "schedule");
+    cJSON *page = m->bw > 0 ? cJSON_AddArrayToObject(out, "page") : NULL;
     for (int i = 0; p->feasible && i < m->n; i++) {
         char id[32];
         snprintf(id, sizeof id, "%d", i);
         const char *name = m->names && m->names[i] ? m->names[i] : id;
+        if (page && paged[i]) {
+            cJSON *r = cJSON_CreateObject();
+            cJSON_AddStringToObject(r, "node", name);
+            cJSON_AddNumberToObject(r, "lead", paged[i] & 0xff);
+            cJSON_AddBoolToObject(r, "every_gap", (paged[i] & 0x100) != 0);
+            cJSON_AddItemToArray(page, r);
+        }
         if (p->mode[i] == RM_GKEEP) {
             cJSON_AddItemToArray(keep, cJSON_CreateString(name));
         } else {
@@ -183,12 +198,16 @@ static char *answer(const rm_gmodel *m, const rm_gplan *p, int64_t budget, int64
             cJSON_AddItemToArray(blocks, cJSON_CreateIntArray(range, 2));
         }
     }
-    rm_schedule s;
+    rm_schedule s, ps;
     if (p->feasible && rm_gplan_schedule(m, p->mode, p->block, &s) == RM_OK) {
-        for (int k = 0; k < s.n; k++) {
-            char item[48];
-            snprintf(item, sizeof item, "%c %d", "FRB"[s.items[k].kind], s.items[k].node);
-            cJSON_AddItemToArray(seq, cJSON_CreateString(item));
+        if (rm_gplan_page_schedule(m, &s, paged, &ps) == RM_OK) {
+            for (int k = 0; k < ps.n; k++) { /* F forward, R recompute, B backward, PO page out, PI page in */
+                static const char *const kind[] = {"F", "R", "B", "PO", "PI", "W", "U"};
+                char item[48];
+                snprintf(item, sizeof item, "%s %d", kind[ps.items[k].kind], ps.items[k].node);
+                cJSON_AddItemToArray(seq, cJSON_CreateString(item));
+            }
+            rm_schedule_free(&ps);
         }
         rm_schedule_free(&s);
     }
@@ -217,11 +236,23 @@ rm_status rm_plan_graph(const char *graph_json, int64_t budget, char **result_js
     if (rc == RM_OK) rm_gplan_free(&all);
     if (budget < 0) budget = store_all;
     rm_gplan at = {0}; /* a plan at the least budget: a start, so any budget above it plans */
+    const double bw = m.bw;
+    m.bw = 0; /* the least budget and the recompute plan: without paging */
     int64_t least = rc == RM_OK ? rm_gplan_least(&m, NULL, NULL, NULL, &at) : -1;
     if (rc == RM_OK) rc = rm_gplan_solve_from(&m, budget, NULL, NULL, NULL, &at, &p);
     rm_gplan_free(&at);
+    m.bw = bw;
+    int *paged = calloc((size_t)m.n, sizeof *paged);
+    if (rc == RM_OK && !paged) rc = RM_ERR_NOMEM;
+    if (rc == RM_OK && bw > 0) { /* with a scratch file: keep, recompute or page, the cheaper */
+        rm_gplan q;
+        rc = rm_gplan_solve_paged(&m, budget, NULL, NULL, NULL, &q, paged);
+        if (rc == RM_OK && q.feasible && (!p.feasible || q.cost < p.cost)) rm_gplan_free(&p), p = q;
+        else if (rc == RM_OK) rm_gplan_free(&q), memset(paged, 0, (size_t)m.n * sizeof *paged);
+        else rm_gplan_free(&p);
+    }
     if (rc == RM_OK) {
-        *result_json = answer(&m, &p, budget, store_all, least);
+        *result_json = answer(&m, &p, paged, budget, store_all, least);
         if (!*result_json) rc = RM_ERR_NOMEM;
         else if (!p.feasible) {
             rc = RM_ERR_BUDGET;
@@ -231,6 +262,7 @@ rm_status rm_plan_graph(const char *graph_json, int64_t budget, char **result_js
         }
         rm_gplan_free(&p);
     }
+    free(paged);
     if (rc == RM_ERR_NOMEM) snprintf(err, errlen, "out of memory planning");
     rm_gmodel_free(&m);
     return rc;
@@ -291,7 +323,9 @@ rm_status rm_price_graph(const char *graph_json, const char *plan_json, char **r
     if (rc == RM_OK) rc = rm_gmodel_simulate(NULL, &m, &s, INT64_MAX / 4, &r);
     if (rc == RM_OK) {
         p.feasible = 1, p.cost = r.cost, p.peak = r.peak;
-        *result_json = answer(&m, &p, r.peak, -1, -1);
+        int *none = calloc((size_t)(m.n ? m.n : 1), sizeof *none); /* a given plan pages nothing */
+        *result_json = none ? answer(&m, &p, none, r.peak, -1, -1) : NULL;
+        free(none);
         if (!*result_json) rc = RM_ERR_NOMEM;
     }
     if (rc == RM_ERR_NOMEM) snprintf(err, errlen, "out of memory pricing");

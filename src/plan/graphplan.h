@@ -41,6 +41,9 @@ typedef struct rm_gmodel {
     char *reads_in;        /* edge -> the consumer's backward reads this input */
     int n_edges, cap_edges;
     char **names;          /* optional node names (JSON graphs), or NULL */
+    /* paging to a scratch file (issue 20): its bandwidth in bytes per unit of
+     * time (0: no paging) and the time one transfer takes beyond its bytes */
+    double bw, io_latency;
 } rm_gmodel;
 
 /* Allocates a model of n nodes with no edges; edges are added in consumer
@@ -132,6 +135,30 @@ rm_status rm_gplan_solve_from(const rm_gmodel *m, int64_t budget, const int *hin
  * that fits it, to seed rm_gplan_solve_from. */
 int64_t rm_gplan_least(const rm_gmodel *m, const int *hint, rm_geval_fn eval, void *ctx, rm_gplan *at);
 int64_t rm_gplan_min_budget(const rm_gmodel *m, const int *hint, rm_geval_fn eval, void *ctx);
+
+/* ---- paging on the model (plan/graphpage.c, issue 20) --------------------
+ * A third choice per node beside keeping and recomputing its output: page
+ * it, written to the scratch file after its last reader in the forward pass
+ * (a PAGE_OUT item whose node is the model node) and read back (PAGE_IN)
+ * `lead` items ahead of its first backward reader. The default evaluator
+ * (rm_gsim_run) frees the copy from the page-out to the page-in and adds to
+ * the cost the time the compute waits for reads: transfers run one after
+ * another on one channel at m->bw, each taking m->io_latency more, and an
+ * item that reads a value waits until its read is done. */
+/* The schedule s with the paging items of paged (per node: 0, or the lead
+ * of its read, >= 1) merged in. */
+rm_status rm_gplan_page_schedule(const rm_gmodel *m, const rm_schedule *s, const int *paged, rm_schedule *out);
+/* plan/graphsched.c: the compute's total wait for the reads of schedule s. */
+double rm_gmodel_waits(const rm_gmodel *m, const rm_schedule *s);
+/* The cheapest plan found at `budget` over keep, recompute and page: the
+ * recompute plans of rm_gplan_solve at the budget and at larger budgets
+ * (1.1 .. 2.5 times, store-all), each with the outputs held from the
+ * forward into the backward pass paged, largest first, until it fits, then
+ * improved by unpaging or re-leading one read at a time; everything priced
+ * by eval (which counts the waits). paged gets, per node, the lead of its read (0: not
+ * paged); plan as rm_gplan_solve (its cost: recomputation and waits). */
+rm_status rm_gplan_solve_paged(const rm_gmodel *m, int64_t budget, const int *hint, rm_geval_fn eval, void *ctx,
+                               rm_gplan *plan, int *paged);
 
 /* plan/blocks.c: automatic blocks. Cuts the topological order into about
  * k blocks at points where few bytes cross (values produced before the cut

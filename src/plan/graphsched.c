@@ -231,6 +231,19 @@ rm_status rm_gsim_run(const rm_gmodel *m, const rm_schedule *s, int64_t budget, 
     for (int v = 0; v < n; v++) born[v] = gborn[v] = -1;
     for (int t = 0; t < T; t++) {
         int v = s->items[t].node;
+        if (s->items[t].kind == RM_INSTR_PAGE_OUT) { /* the copy ends here: on disk until paged in */
+            if (born[v] >= 0) {
+                last[v] = t;
+                span(w, born[v], t, m->bytes[v]);
+                w->copy_last[born[v]] = t;
+            }
+            born[v] = -1;
+            continue;
+        }
+        if (s->items[t].kind == RM_INSTR_PAGE_IN) { /* a new copy, read from the disk */
+            born[v] = last[v] = t;
+            continue;
+        }
         if (s->items[t].kind != RM_INSTR_BACKWARD) {
             for (int e = m->off[v]; e < m->off[v + 1]; e++) last[m->src[e]] = t;
             if (born[v] >= 0) { /* the previous copy ends */
@@ -265,7 +278,34 @@ rm_status rm_gsim_run(const rm_gmodel *m, const rm_schedule *s, int64_t budget, 
         if (live > budget) r->excess += live - budget;
         live -= w->dies[t];
     }
+    if (m->bw > 0) r->cost += rm_gmodel_waits(m, s);
     return RM_OK;
+}
+
+double rm_gmodel_waits(const rm_gmodel *m, const rm_schedule *s) {
+    double c = 0, free_at = 0, waited = 0;
+    double *ready = malloc((size_t)(m->n ? m->n : 1) * sizeof *ready); /* per node: when its read is done */
+    if (!ready) return 0;
+    for (int v = 0; v < m->n; v++) ready[v] = 0;
+    for (int t = 0; t < s->n; t++) {
+        const rm_sched_item *it = &s->items[t];
+        const int v = it->node;
+        if (it->kind == RM_INSTR_PAGE_OUT || it->kind == RM_INSTR_PAGE_IN) {
+            double start = c > free_at ? c : free_at;
+            free_at = start + m->io_latency + (double)m->bytes[v] / m->bw;
+            if (it->kind == RM_INSTR_PAGE_IN) ready[v] = free_at;
+            continue;
+        }
+        /* the item waits for the reads of what it reads */
+        double at = c;
+        for (int e = m->off[v]; e < m->off[v + 1]; e++)
+            if ((it->kind != RM_INSTR_BACKWARD || m->reads_in[e]) && ready[m->src[e]] > at) at = ready[m->src[e]];
+        if (it->kind == RM_INSTR_BACKWARD && m->reads_out[v] && ready[v] > at) at = ready[v];
+        waited += at - c;
+        c = at + (it->kind == RM_INSTR_BACKWARD ? m->bwd[v] : m->fwd[v]);
+    }
+    free(ready);
+    return waited;
 }
 
 rm_status rm_gmodel_simulate(void *ctx, const rm_gmodel *m, const rm_schedule *s, int64_t budget,

@@ -62,7 +62,8 @@ static char *outputs_read_again(const rm_chain *c, const rm_rotor_op *ops, int n
     for (int k = n_ops - 1; k >= 0; k--) {
         int s = ops[k].stage;
         if (s < 0 || s >= c->n) continue;
-        if (ops[k].kind == RM_ROTOR_FALL || ops[k].kind == RM_ROTOR_FSEL) rebuild[k] = next_fwd[s + 1] < next_b[s];
+        if (ops[k].kind == RM_ROTOR_FALL || ops[k].kind == RM_ROTOR_FSEL || ops[k].kind == RM_ROTOR_FPAGE)
+            rebuild[k] = next_fwd[s + 1] < next_b[s];
         if (ops[k].kind == RM_ROTOR_B) next_b[s] = k;
         else next_fwd[s] = k;
     }
@@ -90,6 +91,7 @@ rm_status rm_schedule_lower(const rm_graph *g, const rm_chain *c, const rm_rotor
         case RM_ROTOR_FCK: rc = run_stage(&l, st, 0, 0); break;
         case RM_ROTOR_FALL:
         case RM_ROTOR_FSEL:
+        case RM_ROTOR_FPAGE: /* kept as by Fall; what it keeps is paged by the caller (rm_rotor_paged_values) */
             rc = run_stage(&l, st, 1, rebuild && rebuild[k]);
             l.sel[st] = ops[k].kind == RM_ROTOR_FSEL;
             break;
@@ -111,4 +113,14 @@ rm_status rm_schedule_lower(const rm_graph *g, const rm_chain *c, const rm_rotor
     free(l.cheap);
     free(l.sel);
     return rc;
+}
+
+void rm_rotor_paged_values(const rm_graph *g, const rm_chain *c, const rm_rotor_op *ops, int n_ops, char *values) {
+    for (int k = 0; k < n_ops; k++) {
+        if (ops[k].kind != RM_ROTOR_FPAGE || ops[k].stage < 0 || ops[k].stage >= c->n) continue;
+        const int st = ops[k].stage, out = st + 1 < c->n ? c->input[st + 1] : -1;
+        for (int n = c->first[st]; n <= c->last[st]; n++)
+            for (int j = 0; j < g->nodes[n].n_out; j++)
+                if (g->nodes[n].out[j] != out) values[g->nodes[n].out[j]] = 1;
+    }
 }

@@ -12,7 +12,10 @@
  * and its planning spent most of its time scanning them). Lifetimes
  * are intervals of instruction indices, so "alive at the same time" is
  * interval overlap. The result is never below the peak
- * of live bytes (program.c) and is usually within a few percent of it. */
+ * of live bytes (program.c) and is usually within a few percent of it.
+ * Buffers moved to or from the scratch file (`paged`) start at multiples
+ * of RM_PAGE_ALIGN, as O_DIRECT transfers need (the arena is allocated so
+ * aligned). */
 #include "plan/plan.h"
 #include <stdlib.h>
 #include <string.h>
@@ -75,6 +78,7 @@ static int run_overlap(const chunk *c, int j, const rm_buffer *b, size_t *off) {
     }
     for (int i = lo; i < r && c->e[i].first <= b->last; i++)
         if (c->e[i].end > *off) *off = c->e[i].end;
+    if (b->paged) *off = rm_page_round(*off); /* aligned already unless raised here */
     return r;
 }
 
@@ -98,7 +102,7 @@ static size_t lowest_fit(const placed *pl, const rm_buffer *b) {
                     j = run_overlap(c, j, b, &off);
                     continue;
                 }
-                if (o->end > off && overlaps(o->first, o->last, b)) off = o->end;
+                if (o->end > off && overlaps(o->first, o->last, b)) off = b->paged ? rm_page_round(o->end) : o->end;
                 j++;
             }
         }
@@ -192,6 +196,7 @@ void rm_memplan(rm_program *p) {
         /* fall back to no reuse at all: correct, just larger */
         size_t off = 0;
         for (int b = 0; b < n; b++) {
+            if (p->bufs[b].paged) off = rm_page_round(off);
             p->bufs[b].offset = off;
             off += p->bufs[b].bytes;
         }

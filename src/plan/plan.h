@@ -6,6 +6,7 @@
 
 #include "graph/graph.h"
 #include "ops/ops.h"
+#include "util/scratch.h"
 
 /* Profiles made elsewhere (rm_plan_chain, rm_plan_graph): their times, in
  * the caller's units, add up to at most RM_PLAN_MAX_TIME, so the planners'
@@ -19,8 +20,34 @@
 typedef enum rm_instr_kind {
     RM_INSTR_FORWARD = 0, /* run node's forward (first time) */
     RM_INSTR_RECOMPUTE,   /* run node's forward again, to rebuild freed values */
-    RM_INSTR_BACKWARD     /* run node's backward */
+    RM_INSTR_BACKWARD,    /* run node's backward */
+    /* Paging to the scratch file (issue 20). For these `node` is the index
+     * of a paging unit (rm_page_unit) of the schedule or program. */
+    RM_INSTR_PAGE_OUT,    /* start writing the unit's buffer to the scratch file */
+    RM_INSTR_PAGE_IN,     /* define the unit's buffer and start reading it from the file */
+    RM_INSTR_WAIT,        /* wait for the unit's transfer in flight (a page-out's buffer dies here) */
+    RM_INSTR_UPDATE       /* fused optimizer: update a paged unit of state (its staged moments) */
 } rm_instr_kind;
+/* Forward, recompute, backward: the instructions that run a node. */
+static inline int rm_instr_runs_node(rm_instr_kind k) { return k <= RM_INSTR_BACKWARD; }
+
+/* What the scratch tier moves (plan/paging.c decides, the program places
+ * the buffers, the executor moves them). A value's unit is one computation
+ * of an activation, paged out after its last reader before its longest idle
+ * gap and read back before its first reader after it. A state unit lives in
+ * the scratch file for good: MOMENTS holds AdamW's m and v of floats
+ * [lo, hi) of a parameter (m's part, then v's, each rounded up to
+ * RM_PAGE_ALIGN), PARAM a whole parameter, read in before its readers. */
+typedef enum rm_unit_kind { RM_UNIT_VALUE = 0, RM_UNIT_MOMENTS, RM_UNIT_PARAM } rm_unit_kind;
+typedef struct rm_page_unit {
+    rm_unit_kind kind;
+    int value;          /* the activation, or the parameter's value */
+    int param;          /* MOMENTS, PARAM: index into g->params (-1 for VALUE) */
+    int64_t lo, hi;     /* MOMENTS: floats [lo, hi) of the parameter */
+    size_t bytes;       /* its buffer (and its place in the file), a multiple of RM_PAGE_ALIGN */
+    uint64_t file_off;  /* MOMENTS, PARAM: its place in the scratch file, the same in every program of a
+                         * session (the state's layout follows from the marks alone) */
+} rm_page_unit;
 
 /* One instruction of a step. Buffer ids index rm_program.bufs. */
 typedef struct rm_instr {
@@ -36,7 +63,20 @@ typedef struct rm_instr {
     int free_at;             /* index into rm_program.frees */
     int n_final;             /* parameters final after this instruction (rm_program.param_final) */
     int final_at;            /* index into rm_program.finals */
+    int io;                  /* PAGE_OUT, PAGE_IN: its transfer (rm_program.io); WAIT: the one it waits for */
 } rm_instr;
+
+/* One transfer of a step: a buffer to or from a place in the scratch file.
+ * Each checksum region is one place written (a value's page-out, a unit of
+ * state). */
+typedef struct rm_io_slot {
+    int buf;         /* the buffer moved */
+    int unit;
+    int write;
+    int region;
+    uint64_t off;    /* in the scratch file */
+    size_t bytes;
+} rm_io_slot;
 
 /* A buffer is one lifetime of one value in the arena: a value recomputed
  * has one buffer per computation. */
@@ -45,6 +85,7 @@ typedef struct rm_buffer {
     size_t bytes;    /* rounded up to RM_ALIGN */
     int first, last; /* instruction indices of definition and last use */
     size_t offset;   /* in the arena, from the memory planner */
+    int paged;       /* moved to or from the scratch file: offset and bytes multiples of RM_PAGE_ALIGN */
 } rm_buffer;
 
 typedef struct rm_program {
@@ -71,6 +112,17 @@ typedef struct rm_program {
     int fused;
     int *param_buf;
     size_t peak_grad_bytes; /* fused: the parameter-gradient bytes among peak_live_bytes */
+    /* paging (issue 20): the units, the transfers, the scratch file they
+     * need (state units first, at fixed places; then one place per value
+     * paged out) and the bytes a step moves each way */
+    rm_page_unit *units;
+    int n_units;
+    rm_io_slot *io;
+    int n_io, n_regions;
+    uint64_t scratch_bytes, state_scratch_bytes;
+    uint64_t page_out_bytes, page_in_bytes;
+    uint64_t *unit_off;     /* per state unit: its place in the file (VALUE units: 0) */
+    int *param_unit;        /* per parameter: its PARAM unit, or -1 (resident) */
 } rm_program;
 
 void rm_program_free(rm_program *p);
@@ -85,6 +137,9 @@ typedef struct rm_sched_item {
 typedef struct rm_schedule {
     rm_sched_item *items;
     int n, cap;
+    rm_page_unit *units; /* what its paging items move (plan/paging.c); NULL: none */
+    int n_units;
+    uint64_t state_bytes; /* the file's first bytes, the state's (value pages follow) */
 } rm_schedule;
 
 /* plan/schedule.c: the primitives strategies build schedules from (the
@@ -162,6 +217,10 @@ struct rm_rotor_op;
  * model does not count: cheaper, and larger). */
 rm_status rm_schedule_lower(const rm_graph *g, const rm_chain *c, const struct rm_rotor_op *ops, int n_ops,
                             int outputs, rm_schedule *out, char *err, size_t errlen);
+/* The values of the stages a plan keeps on disk (Fpage: everything but the
+ * stage's output), marked 1 in values (per value of g), for plan/paging.c. */
+void rm_rotor_paged_values(const rm_graph *g, const rm_chain *c, const struct rm_rotor_op *ops, int n_ops,
+                           char *values);
 
 /* plan/program.c: instructions + buffers from a schedule (liveness). */
 rm_status rm_program_build(const rm_graph *g, const rm_schedule *s, int threads,
@@ -183,6 +242,43 @@ typedef struct rm_profile {
 static inline double rm_profile_recompute_ms(const rm_profile *p, int node) {
     return p->node_rec[node] > 0 ? p->node_rec[node] : p->node_fwd[node] * (p->cold > 0 ? p->cold : 1.0);
 }
+
+/* plan/paging.c: paging items merged into a schedule (issue 20): each
+ * computation of a value `values` marks is paged out after its last reader
+ * before its longest idle gap and in ahead of its first reader after it;
+ * under a fused optimizer (g->fuse_grads) the AdamW moments of the
+ * parameters `moments` marks are read ahead of their update in chunks,
+ * updated and written back, and the parameters `params` marks (their
+ * moments then paged too) are read before their readers and written back
+ * after their update; a frozen parameter `params` marks (with any
+ * optimizer) is only read, before its readers. Transfers are placed on a timeline of the step
+ * (item_ms, the bandwidths); *stall_ms (NULL-able) is the time it predicts
+ * the step waits for reads, *step_ms (NULL-able) the step's time: every
+ * item at item_ms, the updates of paged state, and the waits. */
+typedef struct rm_page_opts {
+    const char *values;    /* per value (NULL: none) */
+    const char *moments;   /* per parameter (NULL: none) */
+    const char *params;    /* per parameter (NULL: none) */
+    const double *item_ms; /* per item of the schedule: its compute time, ms (NULL: 1 each) */
+    double write_bps, read_bps;
+    size_t chunk_bytes;    /* moments: the most bytes (m and v) one unit stages */
+    int forward_only;      /* a forward-only program: parameters are read, nothing is updated */
+    double update_ms_per_float; /* a fused AdamW update's time per float, ms (0: ~3 ns) */
+    /* the most bytes staged beyond what the schedule itself holds (reads
+     * issued ahead of their reader, writes not yet waited for) at any
+     * point, for reads moved earlier and waits moved later (0: no cap;
+     * what must be staged at the least is staged regardless) */
+    size_t max_staged;
+} rm_page_opts;
+rm_status rm_schedule_page(const rm_graph *g, const rm_schedule *in, const rm_page_opts *o, rm_schedule *out,
+                           double *stall_ms, double *step_ms, char *err, size_t errlen);
+/* Per item of s, an estimate of its compute time in ms: from the profile
+ * (forward and recompute per node, backward per stage split by FLOPs), else
+ * FLOPs at flops_per_ms; under a fused optimizer with the updates of the
+ * parameters it makes final (update_ms_per_float each float; 0: ~3 ns), but those whose moments `paged` marks (per
+ * parameter, NULL: none; they are UPDATE items of their own). */
+void rm_schedule_item_ms(const rm_graph *g, const rm_schedule *s, const rm_profile *prof, double flops_per_ms,
+                         double update_ms_per_float, const char *paged, double *out);
 
 /* plan/program.c: what a program's recomputations cost: ms from the
  * profile (rm_profile_recompute_ms), or FLOPs when prof is NULL. */
@@ -216,6 +312,18 @@ rm_status rm_chain_model_from_graph(const rm_graph *g, const rm_chain *c, const 
  * as the budget planner uses it. */
 rm_status rm_chain_model_build(const rm_graph *g, const rm_chain *c, const rm_profile *prof, int threads,
                                const rm_program *store_all, struct rm_chain_model *m);
+/* The chain's plan at `budget` over Rotor's ways to keep a stage and a third
+ * (issue 20): kept on disk, all but its output written to a scratch file
+ * after its forward and read back for its backward, at ms_per_byte and
+ * latency_ms a transfer (times in the model's units: units_per_ms, 1 with a
+ * profile). Exact chains only (RM_ERR_ARG otherwise); RM_ERR_BUDGET when
+ * nothing fits. values (per value, zeroed by the caller) gets the values
+ * the plan pages; the schedule is the lowering, to be paged with them
+ * (plan/paging.c), laid out and checked by the caller. */
+rm_status rm_schedule_chain_paged(const rm_graph *g, int64_t budget, int threads, const rm_profile *prof,
+                                  double ms_per_byte, double latency_ms, double units_per_ms, rm_schedule *out,
+                                  char *values, char *err, size_t errlen);
+
 /* plan/planfit.c: Rotor's plans checked on the engine's arena. */
 typedef struct rm_fit_ctx {
     const rm_graph *g;

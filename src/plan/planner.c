@@ -47,7 +47,7 @@ static void measure(const rm_graph *g, const rm_chain *c, const rm_program *p, r
     for (int s = 0; s < c->n; s++) {
         int gs = c->graph_stage[s], fs = -1, fe = -1, bs = -1, be = -1;
         for (int i = 0; i < n; i++) {
-            if (g->nodes[p->instrs[i].node].stage != gs) continue;
+            if (!rm_instr_runs_node(p->instrs[i].kind) || g->nodes[p->instrs[i].node].stage != gs) continue;
             if (p->instrs[i].kind == RM_INSTR_FORWARD) fe = i, fs = fs < 0 ? i : fs;
             if (p->instrs[i].kind != RM_INSTR_FORWARD) be = i, bs = bs < 0 ? i : bs; /* recompute + backward */
         }
@@ -387,5 +387,41 @@ rm_status rm_schedule_budget(const rm_graph *g, const char *budget, int threads,
     info->budget = (int64_t)bytes;
     rc = rm_schedule_auto(g, info->budget, 500, 0, threads, prof, &none, out, info, err, errlen);
     rm_program_free(&none);
+    return rc;
+}
+
+rm_status rm_schedule_chain_paged(const rm_graph *g, int64_t budget, int threads, const rm_profile *prof,
+                                  double ms_per_byte, double latency_ms, double units_per_ms, rm_schedule *out,
+                                  char *values, char *err, size_t errlen) {
+    rm_chain c;
+    rm_schedule sch;
+    rm_program none;
+    memset(out, 0, sizeof *out);
+    rm_status rc = rm_chain_build(g, &c, err, errlen);
+    if (rc != RM_OK) return RM_ERR_ARG;
+    if (c.n <= 1 || c.n > rm_rotor_groups(c.n, 500) || rm_rotor_groups(c.n, 500) < c.n) { /* exact chains only */
+        rm_chain_free(&c);
+        return RM_ERR_ARG;
+    }
+    rc = rm_schedule_build(g, "none", 1, NULL, &sch, err, errlen);
+    if (rc == RM_OK) rc = rm_program_build(g, &sch, threads, &none, err, errlen);
+    rm_schedule_free(&sch);
+    if (rc != RM_OK) {
+        rm_chain_free(&c);
+        return rc;
+    }
+    rm_memplan(&none);
+    rm_chain_model m;
+    rc = rm_chain_model_build(g, &c, prof, threads, &none, &m);
+    rm_program_free(&none);
+    if (rc == RM_OK) rc = rm_chain_model_add_paging(&m, 1.0 / (ms_per_byte * units_per_ms), latency_ms * units_per_ms);
+    rm_rotor_plan plan = {0};
+    if (rc == RM_OK) rc = rm_rotor_solve_groups(&m, budget, 500, c.n, &plan);
+    if (rc == RM_OK && !plan.feasible) rc = RM_ERR_BUDGET;
+    if (rc == RM_OK) rc = rm_schedule_lower(g, &c, plan.ops, plan.n_ops, 1, out, err, errlen);
+    if (rc == RM_OK) rm_rotor_paged_values(g, &c, plan.ops, plan.n_ops, values);
+    rm_rotor_plan_free(&plan);
+    rm_chain_model_free(&m);
+    rm_chain_free(&c);
     return rc;
 }

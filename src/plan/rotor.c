@@ -30,15 +30,28 @@ rm_status rm_chain_model_alloc_selective(rm_chain_model *c) {
     return c->ub2 && c->ab2 && c->bt2 ? RM_OK : RM_ERR_NOMEM;
 }
 
+rm_status rm_chain_model_add_paging(rm_chain_model *c, double bw, double lat) {
+    free(c->ubp);
+    c->ubp = calloc((size_t)c->n + 1, sizeof *c->ubp);
+    if (!c->ubp) return RM_ERR_NOMEM;
+    for (int i = 0; i < c->n; i++) {
+        double io = i + 1 < c->n && c->ab[i] > c->a[i + 1] ? 2 * ((double)(c->ab[i] - c->a[i + 1]) / bw + lat) : 0;
+        double window = i + 1 < c->n ? c->uf[i + 1] + c->ub[i + 1] : 0;
+        /* nothing to page beyond the output: no third way (it would be Fall) */
+        c->ubp[i] = io > 0 ? c->ub[i] + (io > window ? io - window : 0) : INFINITY;
+    }
+    return RM_OK;
+}
+
 void rm_chain_model_free(rm_chain_model *c) {
     free(c->uf), free(c->ub), free(c->a), free(c->ab), free(c->ft), free(c->bt);
-    free(c->ub2), free(c->ab2), free(c->bt2);
+    free(c->ub2), free(c->ab2), free(c->bt2), free(c->ubp);
     memset(c, 0, sizeof *c);
 }
 
 const char *rm_rotor_op_name(rm_rotor_op_kind k) {
-    static const char *names[] = {"Fn", "Fck", "Fall", "B", "L", "Fsel"};
-    return (unsigned)k < 6 ? names[k] : "?";
+    static const char *names[] = {"Fn", "Fck", "Fall", "B", "L", "Fsel", "Fpage"};
+    return (unsigned)k < 7 ? names[k] : "?";
 }
 
 void rm_rotor_plan_free(rm_rotor_plan *p) {
@@ -111,18 +124,30 @@ int rm_rotor_apply(const rm_chain_model *c, rm_rotor_sim *st, rm_rotor_op op) {
         st->time += c->uf[s];
         return 1;
     }
+    case RM_ROTOR_FPAGE: /* as Fall, then all but the output goes to disk */
+        if (!have_in || st->xbar[s] || s == n - 1 || !c->ubp) return 0;
+        high(st, st->mem + c->ab[s] + c->ft[s]);
+        st->xbar[s] = 3, st->mem += c->a[s + 1];
+        if (st->x[s]) st->x[s] = 2;
+        st->time += c->uf[s];
+        return 1;
     case RM_ROTOR_B: {
         /* the backward reads its stage's input too (ab counts only what the
          * forward made), so x_s must still be there, alone or inside x̄_{s-1} */
         if (!st->xbar[s] || !st->dgrad[s + 1] || !have_in) return 0;
-        int sel = st->xbar[s] == 2;
-        high(st, st->mem + (sel ? c->bt2[s] : c->bt[s]));
-        st->mem -= sel ? c->ab2[s] : c->ab[s];
+        int sel = st->xbar[s] == 2, paged = st->xbar[s] == 3;
+        if (paged) { /* read back: all it keeps is there again for the backward */
+            high(st, st->mem + (c->ab[s] - c->a[s + 1]) + c->bt[s]);
+            st->mem -= c->a[s + 1];
+        } else {
+            high(st, st->mem + (sel ? c->bt2[s] : c->bt[s]));
+            st->mem -= sel ? c->ab2[s] : c->ab[s];
+        }
         st->xbar[s] = 0;
         st->dgrad[s + 1] = 0, st->mem -= c->a[s + 1];
         if (st->x[s]) st->x[s] = 0, st->mem -= c->a[s]; /* d_s takes x_s's place */
         st->dgrad[s] = 1, st->mem += c->a[s];
-        st->time += sel ? c->ub2[s] : c->ub[s];
+        st->time += paged ? c->ubp[s] : sel ? c->ub2[s] : c->ub[s];
         return 1;
     }
     case RM_ROTOR_L:

@@ -19,6 +19,12 @@ typedef struct rm_chain_model {
      * rebuilt inside it) with workspace bt2; NULL when absent */
     double *ub2;
     int64_t *ab2, *bt2;
+    /* optional third way (issue 20; exact chains only): kept on disk. The
+     * stage keeps all its backward needs (as Fall) but only its output
+     * x_{i+1} stays in memory; the rest is written to a scratch file and read
+     * back for its backward, whose time is then ubp[i] (ub[i] and what the
+     * transfers are predicted to add); NULL when absent */
+    double *ubp;
 } rm_chain_model;
 
 /* The largest total of a chain's bytes (the sum of every a, ab, ft, bt) the
@@ -46,6 +52,11 @@ size_t rm_rotor_table_bytes(int n, int slots);
 rm_status rm_chain_model_alloc(rm_chain_model *c, int n);
 /* Adds the arrays of the second (selective) option. */
 rm_status rm_chain_model_alloc_selective(rm_chain_model *c);
+/* Adds the third (paged) option: ubp[i] = ub[i] + the time its transfers
+ * (writing and reading ab[i] - a[i+1] bytes at bw bytes per unit of time,
+ * lat each) outlast the next stage's forward and backward, which they
+ * overlap. */
+rm_status rm_chain_model_add_paging(rm_chain_model *c, double bw, double lat);
 void rm_chain_model_free(rm_chain_model *c);
 
 /* The operations of a schedule. */
@@ -55,7 +66,8 @@ typedef enum rm_rotor_op_kind {
     RM_ROTOR_FALL,   /* forward keeping everything the backward needs */
     RM_ROTOR_B,      /* backward */
     RM_ROTOR_L,      /* the loss stage: forward and backward */
-    RM_ROTOR_FSEL    /* forward keeping what the selective policy keeps */
+    RM_ROTOR_FSEL,   /* forward keeping what the selective policy keeps */
+    RM_ROTOR_FPAGE   /* forward keeping everything, all but the output paged to disk */
 } rm_rotor_op_kind;
 typedef struct rm_rotor_op {
     rm_rotor_op_kind kind;

@@ -108,9 +108,12 @@ static int up(int64_t x, int64_t unit, int M) {
     return s > M + 1 ? M + 1 : (int)s;
 }
 
-/* Stages lo..hi of c, one dpc stage each, kept whole (F) or selectively (S). */
+/* Stages lo..hi of c, one dpc stage each, kept whole (F), selectively (S)
+ * or on disk (P: only the output x_{s+1} stays; the backward needs ab again
+ * on top of what it holds, and takes ubp). */
 static int dpc_stages(const rm_chain_model *c, int lo, int hi, int64_t unit, int M, dpc *d) {
     int n = hi - lo + 1, per = c->ab2 ? 2 : 1;
+    per += c->ubp != NULL;
     if (!dpc_alloc(d, n, M, n * per, n * per)) return 0;
     for (int s = 0; s <= n; s++) d->a[s] = up(c->a[lo + s], unit, M), d->first[s] = lo + s;
     d->a[n + 1] = 0;
@@ -121,9 +124,16 @@ static int dpc_stages(const rm_chain_model *c, int lo, int hi, int64_t unit, int
         d->pf[s] = d->a[s + 1] + up(c->ft[i], unit, M);
         d->ob[s] = o;
         for (int k = 0; k < per; k++, o++) {
-            d->ab[o] = up(k ? c->ab2[i] : c->ab[i], unit, M), d->ft[o] = up(c->ft[i], unit, M);
-            d->bt[o] = up(k ? c->bt2[i] : c->bt[i], unit, M), d->ub[o] = k ? c->ub2[i] : c->ub[i];
-            d->how_at[o] = o, d->how[o] = k ? 'S' : 'F';
+            const char how = k == 0 ? 'F' : k == 1 && c->ab2 ? 'S' : 'P';
+            if (how == 'P') { /* held: the output; in the forward and the backward: all of ab */
+                int64_t rest = c->ab[i] > c->a[i + 1] ? c->ab[i] - c->a[i + 1] : 0;
+                d->ab[o] = up(c->a[i + 1], unit, M), d->ft[o] = up(c->ft[i] + rest, unit, M);
+                d->bt[o] = up(c->bt[i] + rest, unit, M), d->ub[o] = c->ubp[i];
+            } else {
+                d->ab[o] = up(how == 'S' ? c->ab2[i] : c->ab[i], unit, M), d->ft[o] = up(c->ft[i], unit, M);
+                d->bt[o] = up(how == 'S' ? c->bt2[i] : c->bt[i], unit, M), d->ub[o] = how == 'S' ? c->ub2[i] : c->ub[i];
+            }
+            d->how_at[o] = o, d->how[o] = how;
         }
     }
     d->ob[n] = o;
@@ -208,9 +218,10 @@ static int fill(dpc *d) {
 /* The stage operations of keeping stages [p, q] by the letters `how`:
  * forward (F: Fall, S: Fsel, I: Fck), or backward (F, S: B; I: Fall then B). */
 static int push_keep(rm_rotor_seq *q, const char *how, int p, int last, int backward) {
-    static const rm_rotor_op_kind fwd[3] = {RM_ROTOR_FALL, RM_ROTOR_FSEL, RM_ROTOR_FCK};
+    static const rm_rotor_op_kind fwd[4] = {RM_ROTOR_FALL, RM_ROTOR_FSEL, RM_ROTOR_FCK, RM_ROTOR_FPAGE};
     for (int k = 0; k <= last - p; k++) {
-        int i = backward ? last - k : p + k, h = how[i - p] == 'F' ? 0 : how[i - p] == 'S' ? 1 : 2;
+        int i = backward ? last - k : p + k;
+        int h = how[i - p] == 'F' ? 0 : how[i - p] == 'S' ? 1 : how[i - p] == 'P' ? 3 : 2;
         if (!backward && !rm_rotor_seq_push(q, fwd[h], i)) return 0;
         if (backward && h == 2 && !rm_rotor_seq_push(q, RM_ROTOR_FALL, i)) return 0;
         if (backward && !rm_rotor_seq_push(q, RM_ROTOR_B, i)) return 0;

@@ -28,6 +28,7 @@ rm_status rm_schedule_push(rm_schedule *s, rm_instr_kind k, int node) {
 
 void rm_schedule_free(rm_schedule *s) {
     free(s->items);
+    free(s->units);
     memset(s, 0, sizeof *s);
 }
 

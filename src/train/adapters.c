@@ -119,6 +119,13 @@ static rm_status write_text(const char *path, const char *text, char *why, size_
     return rm_out_close(o, 1, why, cap);
 }
 
+/* The index into g->params of parameter value v. */
+static int param_index(const rm_graph *g, int v) {
+    for (int i = 0; i < g->n_params; i++)
+        if (g->params[i] == v) return i;
+    return -1;
+}
+
 rm_status rm_save_adapters(rm_session *s, const char *dir, const char *base_model, int fan_in_fan_out, char *err,
                            size_t errlen) {
     if (!s || !dir || !*dir || strlen(dir) > 4000) return fail(s, RM_ERR_ARG, err, errlen, "rm_save_adapters", "bad arguments");
@@ -136,16 +143,20 @@ rm_status rm_save_adapters(rm_session *s, const char *dir, const char *base_mode
         return fail(s, RM_ERR_IO, err, errlen, "rm_save_adapters", why);
     }
     rm_st_tensor *t = calloc((size_t)g->n_params + 1, sizeof *t);
+    rm_paged_src *src = calloc((size_t)g->n_params + 1, sizeof *src);
     char *names = malloc((size_t)(g->n_params ? g->n_params : 1) * (RM_NAME_LEN + 32));
     char *json = config_json(g, rank, alpha, dropout, base_model, fan_in_fan_out);
-    rm_status rc = t && names && json ? RM_OK : RM_ERR_NOMEM;
+    rm_status rc = t && src && names && json ? RM_OK : RM_ERR_NOMEM;
     int n = 0;
     for (int i = 0; rc == RM_OK && i < g->n_params; i++) {
         const rm_value *p = &g->vals[g->params[i]];
         if (!p->adapter) continue;
         char *nm = names + (size_t)n * (RM_NAME_LEN + 32);
         snprintf(nm, RM_NAME_LEN + 32, PEFT_PREFIX "%s", p->name);
-        t[n++] = (rm_st_tensor){nm, "F32", p->ndim, p->shape, s->params + p->param_off, (uint64_t)p->numel * 4};
+        t[n] = (rm_st_tensor){nm, "F32", p->ndim, p->shape, s->params + p->param_off, (uint64_t)p->numel * 4,
+                              NULL, NULL};
+        rm_st_tensor_paged(s, i, 0, &t[n], &src[n]); /* in the scratch file (issue 20): read from there */
+        n++;
     }
     const char *k[1] = {"format"}, *v[1] = {"pt"};
     snprintf(path, sizeof path, "%s/adapter_model.safetensors", dir);
@@ -156,18 +167,26 @@ rm_status rm_save_adapters(rm_session *s, const char *dir, const char *base_mode
     }
     if (rc == RM_ERR_NOMEM) snprintf(why, sizeof why, "out of memory");
     free(t);
+    free(src);
     free(names);
     free(json);
     return rc == RM_OK ? RM_OK : fail(s, rc, err, errlen, "rm_save_adapters", why);
 }
 
-/* W + s B A for the LoRA node nd, into out (OUT,IN). */
-static void merge(const rm_session *s, const rm_node *nd, float *out) {
+/* W + s B A for the LoRA node nd, into out (OUT,IN); W, A and B copied
+ * first (any of them may be in the scratch file, issue 20). */
+static rm_status merge(rm_session *s, const rm_node *nd, float *out) {
     const rm_graph *g = s->g;
     const rm_value *w = &g->vals[nd->in[1]], *a = &g->vals[nd->in[3]], *b = &g->vals[nd->in[4]];
     const int OUT = (int)w->shape[0], IN = (int)w->shape[1], r = nd->iarg[0];
-    memcpy(out, s->params + w->param_off, (size_t)w->numel * sizeof(float));
-    rm_sgemm(0, 0, OUT, IN, r, rm_lora_scale(nd), s->params + b->param_off, r, s->params + a->param_off, IN, 1.0f, out, IN);
+    float *ba = malloc((size_t)(a->numel + b->numel) * sizeof *ba); /* B (OUT,r), then A (r,IN) */
+    if (!ba) return RM_ERR_NOMEM;
+    rm_status rc = rm_session_param_copy(s, param_index(g, nd->in[1]), out);
+    if (rc == RM_OK) rc = rm_session_param_copy(s, param_index(g, nd->in[4]), ba);
+    if (rc == RM_OK) rc = rm_session_param_copy(s, param_index(g, nd->in[3]), ba + b->numel);
+    if (rc == RM_OK) rm_sgemm(0, 0, OUT, IN, r, rm_lora_scale(nd), ba, r, ba + b->numel, IN, 1.0f, out, IN);
+    free(ba);
+    return rc;
 }
 
 rm_status rm_save_merged(rm_session *s, const char *path, int n_meta, const char *const *keys,
@@ -179,8 +198,10 @@ rm_status rm_save_merged(rm_session *s, const char *path, int n_meta, const char
     /* per parameter, the LoRA node whose base weight it is (-1: none) */
     int *node_of = malloc((size_t)(g->n_vals ? g->n_vals : 1) * sizeof *node_of);
     rm_st_tensor *t = calloc((size_t)g->n_params + 1, sizeof *t);
+    rm_paged_src *src = calloc((size_t)g->n_params + 1, sizeof *src);
     float **merged = calloc((size_t)g->n_params + 1, sizeof *merged);
-    rm_status rc = node_of && t && merged ? RM_OK : RM_ERR_NOMEM;
+    rm_status rc = node_of && t && src && merged ? RM_OK : RM_ERR_NOMEM;
+    char why[600] = "out of memory";
     for (int v = 0; rc == RM_OK && v < g->n_vals; v++) node_of[v] = -1;
     for (int k = 0; rc == RM_OK && k < g->n_nodes; k++)
         if (g->nodes[k].op == RM_OP_LORA) node_of[g->nodes[k].in[1]] = k;
@@ -195,16 +216,21 @@ rm_status rm_save_merged(rm_session *s, const char *path, int n_meta, const char
                 rc = RM_ERR_NOMEM;
                 break;
             }
-            merge(s, &g->nodes[nd], merged[i]);
+            if ((rc = merge(s, &g->nodes[nd], merged[i])) != RM_OK) {
+                if (rc == RM_ERR_IO) snprintf(why, sizeof why, "%s", s->errmsg);
+                break;
+            }
             data = merged[i];
         }
-        t[n++] = (rm_st_tensor){p->name, "F32", p->ndim, p->shape, data, (uint64_t)p->numel * sizeof(float)};
+        t[n] = (rm_st_tensor){p->name, "F32", p->ndim, p->shape, data, (uint64_t)p->numel * sizeof(float), NULL, NULL};
+        if (nd < 0) rm_st_tensor_paged(s, i, 0, &t[n], &src[n]); /* in the scratch file (issue 20) */
+        n++;
     }
-    char why[600] = "out of memory";
     if (rc == RM_OK) rc = rm_st_write_ex(path, n, t, n_meta, keys, values, 1, why, sizeof why);
     for (int i = 0; merged && i < g->n_params; i++) free(merged[i]);
     free(merged);
     free(t);
+    free(src);
     free(node_of);
     return rc == RM_OK ? RM_OK : fail(s, rc, err, errlen, "rm_save_merged", why);
 }

@@ -18,6 +18,7 @@
  * with the CPU's SHA instructions) it costs less than writing the file.
  * Nettle is Debian's libnettle8, which GnuTLS already pulls in. */
 #include "train/safetensors.h"
+#include <errno.h>
 
 #include <nettle/sha2.h>
 #include <stdio.h>
@@ -49,7 +50,28 @@ static int cmp_kv(const void *a, const void *b) {
 /* A tensor's data into the hash: from memory, or read from src in chunks
  * (a file of any size is hashed in CHUNK bytes of memory). */
 enum { CHUNK = 1 << 20 };
+int rm_st_each_piece(const rm_st_tensor *t, int (*f)(void *ctx, const void *p, uint64_t n), void *ctx) {
+    if (t->data || !t->view) return t->bytes ? f(ctx, t->data, t->bytes) : 0;
+    for (uint64_t off = 0; off < t->bytes;) {
+        uint64_t len = 0;
+        const void *p = t->view(t->user, off, &len);
+        if (!p || len == 0) return EIO;
+        if (len > t->bytes - off) len = t->bytes - off;
+        int e = f(ctx, p, len);
+        if (e) return e;
+        off += len;
+    }
+    return 0;
+}
+
+static int hash_piece(void *ctx, const void *p, uint64_t n) {
+    sha256_update(ctx, (size_t)n, p);
+    return 0;
+}
+
 static rm_status put_data(struct sha256_ctx *c, const rm_st_file *src, const rm_st_tensor *x, unsigned char *buf) {
+    if (!x->data && x->view) /* paged training state (issue 20): its bytes read a piece at a time */
+        return rm_st_each_piece(x, hash_piece, c) ? RM_ERR_IO : RM_OK;
     if (x->data || !x->bytes) {
         if (x->bytes) sha256_update(c, (size_t)x->bytes, x->data);
         return RM_OK;

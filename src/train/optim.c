@@ -48,6 +48,7 @@ void rm_optim_config_default(rm_optim_config *c) {
 static rm_status fused_begin(rm_optim *o);
 static void fused_update(rm_optim *o, int pi, float *grad);
 static rm_status fused_end(rm_optim *o);
+static void fused_update_chunk(rm_optim *o, int pi, int64_t lo, int64_t hi, float *grad, float *w, float *m, float *v);
 
 /* A fused session's optimizer: one per session, without clipping. */
 static rm_status attach(rm_optim *o) {
@@ -61,7 +62,7 @@ static rm_status attach(rm_optim *o) {
     o->param_sq = calloc((size_t)(s->g->n_params ? s->g->n_params : 1), sizeof *o->param_sq);
     if (!o->param_sq) return rm_session_fail(s, RM_ERR_NOMEM, "out of memory for optimizer state");
     o->fused = 1;
-    s->fused = (struct rm_fused){o, fused_begin, fused_update, fused_end};
+    s->fused = (struct rm_fused){o, fused_begin, fused_update, fused_end, fused_update_chunk};
     return RM_OK;
 }
 
@@ -79,6 +80,33 @@ static rm_status config_check(rm_session *s, const rm_optim_config *c) {
     else if (!(c->grad_clip >= 0.0f && c->grad_clip <= 1e9f)) bad = "grad_clip (in [0, 1e9]; 0 disables)", v = c->grad_clip;
     if (!bad) return RM_OK;
     return rm_session_fail(s, RM_ERR_ARG, "rm_optim_new: %s is %g", bad, v);
+}
+
+/* The moments start at zero: touched now, not lazily inside the first
+ * timed step. Moments paged to the scratch file (exec/page.c) are zeroed
+ * there, and their part of o->m and o->v is never touched (address space
+ * only, no memory). */
+static rm_status moments_zero(rm_optim *o) {
+    rm_session *s = o->ref.s;
+    const size_t n = o->hi - o->lo;
+    if (!s->page.moments || o->sharded) {
+        memset(o->m, 0, (n ? n : 1) * sizeof *o->m);
+        memset(o->v, 0, (n ? n : 1) * sizeof *o->v);
+        return RM_OK;
+    }
+    for (int pi = 0; pi < s->g->n_params; pi++) {
+        const rm_value *v = &s->g->vals[s->g->params[pi]];
+        if (!v->trainable) continue; /* moments: [0, train_floats), trainable parameters only */
+        if (!rm_session_state_paged(s, pi, 1)) {
+            memset(o->m + v->param_off, 0, (size_t)v->numel * sizeof *o->m);
+            memset(o->v + v->param_off, 0, (size_t)v->numel * sizeof *o->v);
+            continue;
+        }
+        rm_status rc = rm_session_state_store(s, pi, 1, NULL);
+        if (rc == RM_OK) rc = rm_session_state_store(s, pi, 2, NULL);
+        if (rc != RM_OK) return rc;
+    }
+    return RM_OK;
 }
 
 rm_status rm_optim_new(rm_session *s, const rm_optim_config *c, rm_optim **out) {
@@ -99,15 +127,16 @@ rm_status rm_optim_new(rm_session *s, const rm_optim_config *c, rm_optim **out) 
     o->n_chunks = (n + NORM_CHUNK - 1) / NORM_CHUNK;
     o->partial = calloc(o->n_chunks ? o->n_chunks : 1, sizeof *o->partial);
     if (c->kind == RM_OPTIM_ADAMW) {
-        /* touched now, not lazily inside the first timed step */
         o->m = malloc((n ? n : 1) * sizeof *o->m);
         o->v = malloc((n ? n : 1) * sizeof *o->v);
-        if (o->m) memset(o->m, 0, (n ? n : 1) * sizeof *o->m);
-        if (o->v) memset(o->v, 0, (n ? n : 1) * sizeof *o->v);
     }
     if (!o->partial || (c->kind == RM_OPTIM_ADAMW && (!o->m || !o->v))) {
         rm_optim_free(o);
         return rm_session_fail(s, RM_ERR_NOMEM, "out of memory for optimizer state");
+    }
+    if (c->kind == RM_OPTIM_ADAMW && moments_zero(o) != RM_OK) {
+        rm_optim_free(o);
+        return RM_ERR_IO;
     }
     rm_status rc = s->opt.fuse_optimizer ? attach(o) : RM_OK;
     if (rc != RM_OK) {
@@ -199,15 +228,13 @@ static void update_elems(const rm_optim *o, float *w, float *m, float *v, const 
     else for (size_t i = 0; i < n; i++) adamw_elem(&w[i], &m[i], &v[i], 0.0f * clip, k);
 }
 
-/* Updates floats [a, b) of the flat parameters, all of parameter v, from
- * their gradients gr (NULL: zero) times clip, chunk by chunk. With want_sq,
- * returns the squared norm of gr, summed per chunk and then in chunk order.
- * Elementwise, so fused and unfused runs get the same bits. */
-static double update_range(rm_optim *o, const rm_value *v, size_t a, size_t b, const float *gr, float lr, float clip,
-                           int want_sq) {
-    float *w = o->ref.s->params + a;
-    float *m = o->m ? o->m + (a - o->lo) : NULL, *vv = o->v ? o->v + (a - o->lo) : NULL;
-    const size_t n = b - a;
+/* Updates n floats of parameter v: storage w, moments m and vv (NULL for
+ * SGD), from gradients gr (NULL: zero) times clip, chunk by chunk. With
+ * want_sq, returns the squared norm of gr, summed per chunk and then in
+ * chunk order. Elementwise, so fused, unfused and paged runs get the same
+ * bits. */
+static double update_span(rm_optim *o, const rm_value *v, float *w, float *m, float *vv, const float *gr, size_t n,
+                          float lr, float clip, int want_sq) {
     const int64_t chunks = (int64_t)((n + NORM_CHUNK - 1) / NORM_CHUNK);
     const float decay = v->decay ? 1.0f - lr * o->c.weight_decay : 1.0f;
     #pragma omp parallel for schedule(static)
@@ -219,6 +246,14 @@ static double update_range(rm_optim *o, const rm_value *v, size_t a, size_t b, c
     double total = 0.0;
     for (int64_t k = 0; want_sq && k < chunks; k++) total += o->partial[k];
     return total;
+}
+
+/* Floats [a, b) of the flat parameters, all of parameter v, from their
+ * gradients gr (NULL: zero). */
+static double update_range(rm_optim *o, const rm_value *v, size_t a, size_t b, const float *gr, float lr, float clip,
+                           int want_sq) {
+    float *m = o->m ? o->m + (a - o->lo) : NULL, *vv = o->v ? o->v + (a - o->lo) : NULL;
+    return update_span(o, v, o->ref.s->params + a, m, vv, gr, b - a, lr, clip, want_sq);
 }
 
 /* RM_OK for an optimizer whose session is alive: RM_ERR_ARG for NULL,
@@ -275,6 +310,20 @@ static void fused_update(rm_optim *o, int pi, float *grad) {
     if (!v->trainable) return;
     if (grad) rm_dist_sum_floats(o->ref.s, grad, (size_t)v->numel);
     o->param_sq[pi] = update_range(o, v, v->param_off, v->param_off + (size_t)v->numel, grad, o->lr, 1.0f, 1);
+}
+
+/* Fused, with the state paged to the scratch file (exec/page.c): floats
+ * [lo, hi) of parameter pi, from its staged moments m and v (those floats
+ * only) into its storage w (the whole parameter, staged when it is paged
+ * too). The same arithmetic as fused_update, chunk by chunk; the squared
+ * norms add up per parameter (for the divergence check only). */
+static void fused_update_chunk(rm_optim *o, int pi, int64_t lo, int64_t hi, float *grad, float *w, float *m, float *v) {
+    const rm_value *val = &o->ref.s->g->vals[o->ref.s->g->params[pi]];
+    if (!val->trainable) return;
+    if (grad && lo == 0) rm_dist_sum_floats(o->ref.s, grad, (size_t)val->numel); /* several ranks: once per parameter */
+    o->param_sq[pi] += update_span(o, val, w + lo, o->c.kind == RM_OPTIM_ADAMW ? m : NULL,
+                                   o->c.kind == RM_OPTIM_ADAMW ? v : NULL, grad ? grad + lo : NULL, (size_t)(hi - lo),
+                                   o->lr, 1.0f, 1);
 }
 
 /* Fused: the step's gradient norm, in parameter order, must be finite. */

@@ -33,6 +33,21 @@ static void moment_name(char *out, int which, const char *param) {
     snprintf(out, MOMENT_NAME_LEN, "optimizer.%c.%s", which ? 'v' : 'm', param);
 }
 
+/* A tensor of paged training state (issue 20): its bytes are read from the
+ * scratch file a unit at a time, staged in the arena (exec/pagestate.c). */
+static const void *paged_view(void *user, uint64_t off, uint64_t *len) {
+    const rm_paged_src *p = user;
+    return rm_session_state_view(p->s, p->pi, p->what, off, len);
+}
+
+void rm_st_tensor_paged(rm_session *s, int pi, int what, rm_st_tensor *t, rm_paged_src *src) {
+    if (!rm_session_state_paged(s, pi, what)) return;
+    *src = (rm_paged_src){s, pi, what};
+    t->data = NULL;
+    t->view = paged_view;
+    t->user = src;
+}
+
 static rm_status save(rm_session *s, rm_optim *o, const char *path, int n_meta,
                       const char *const *keys, const char *const *values, char *err,
                       size_t errlen) {
@@ -46,11 +61,13 @@ static rm_status save(rm_session *s, rm_optim *o, const char *path, int n_meta,
     if (o) rm_optim_state(o, &m, &v, &updates);
     int cap = g->n_params * (m ? 3 : 1);
     rm_st_tensor *t = calloc((size_t)cap + 1, sizeof *t);
+    rm_paged_src *src = calloc((size_t)cap + 1, sizeof *src);
     char *names = m ? malloc((size_t)g->n_params * 2 * MOMENT_NAME_LEN) : NULL;
     const char **k = malloc(((size_t)n_meta + 1) * sizeof *k);
     const char **val = malloc(((size_t)n_meta + 1) * sizeof *val);
-    if (!t || (m && !names) || !k || !val) {
+    if (!t || !src || (m && !names) || !k || !val) {
         free(t);
+        free(src);
         free(names);
         free(k);
         free(val);
@@ -59,8 +76,10 @@ static rm_status save(rm_session *s, rm_optim *o, const char *path, int n_meta,
     int n = 0;
     for (int i = 0; i < g->n_params; i++) {
         const rm_value *p = &g->vals[g->params[i]];
-        t[n++] = (rm_st_tensor){p->name, "F32", p->ndim, p->shape, s->params + p->param_off,
-                                (uint64_t)p->numel * sizeof(float)};
+        t[n] = (rm_st_tensor){p->name, "F32", p->ndim, p->shape, s->params + p->param_off,
+                              (uint64_t)p->numel * sizeof(float), NULL, NULL};
+        rm_st_tensor_paged(s, i, 0, &t[n], &src[n]);
+        n++;
     }
     for (int w = 0; m && w < 2; w++)
         for (int i = 0; i < g->n_params; i++) {
@@ -68,8 +87,10 @@ static rm_status save(rm_session *s, rm_optim *o, const char *path, int n_meta,
             if (!p->trainable) continue;
             char *nm = names + ((size_t)w * g->n_params + i) * MOMENT_NAME_LEN;
             moment_name(nm, w, p->name);
-            t[n++] = (rm_st_tensor){nm, "F32", p->ndim, p->shape, (w ? v : m) + p->param_off,
-                                    (uint64_t)p->numel * sizeof(float)};
+            t[n] = (rm_st_tensor){nm, "F32", p->ndim, p->shape, (w ? v : m) + p->param_off,
+                                  (uint64_t)p->numel * sizeof(float), NULL, NULL};
+            rm_st_tensor_paged(s, i, w + 1, &t[n], &src[n]);
+            n++;
         }
     for (int i = 0; i < n_meta; i++) {
         k[i] = keys[i];
@@ -85,6 +106,7 @@ static rm_status save(rm_session *s, rm_optim *o, const char *path, int n_meta,
     char e[512];
     rm_status st = rm_st_write_ex(path, n, t, nm, k, val, 1, e, sizeof e);
     free(t);
+    free(src);
     free(names);
     free(k);
     free(val);
@@ -151,6 +173,22 @@ static const char *foreign_adapter(const rm_graph *g, const rm_st_file *f) {
     return NULL;
 }
 
+/* A tensor of f into paged state `what` of parameter i (issue 20): read a
+ * piece at a time, each written to the scratch file (the arena stages the
+ * units, so the pieces need a buffer of their own). */
+static rm_status load_paged(rm_session *s, const rm_st_file *f, const rm_st_tensor *t, int i, int what) {
+    enum { PIECE = 1 << 20 };
+    unsigned char *buf = malloc(PIECE);
+    rm_status st = buf ? RM_OK : RM_ERR_NOMEM;
+    for (uint64_t off = 0; off < t->bytes && st == RM_OK; off += PIECE) {
+        size_t n = t->bytes - off < PIECE ? (size_t)(t->bytes - off) : PIECE;
+        st = rm_st_read(f, t, off, buf, n);
+        if (st == RM_OK) st = rm_session_state_write(s, i, what, off, buf, n);
+    }
+    free(buf);
+    return st;
+}
+
 rm_status rm_load_from(rm_session *s, rm_optim *o, const rm_st_file *f, const char *fname,
                        int flags, char *err, size_t errlen) {
     const int need_state = flags & RM_LOAD_STATE;
@@ -207,7 +245,13 @@ rm_status rm_load_from(rm_session *s, rm_optim *o, const rm_st_file *f, const ch
         float *dst[3] = {s->params, m, v};
         for (int w = 0; w < 3 && st == RM_OK; w++) {
             const rm_st_tensor *t = src[(size_t)w * g->n_params + i];
-            if (t && dst[w] && t->bytes) st = rm_st_read(f, t, 0, dst[w] + p->param_off, (size_t)t->bytes);
+            if (!t || !dst[w] || !t->bytes) continue;
+            if (rm_session_state_paged(s, i, w)) { /* to the scratch file (issue 20) */
+                st = load_paged(s, f, t, i, w);
+                if (st != RM_OK) st = param_fail(s, st, err, errlen, "cannot load '%s': %s", fname, s->errmsg);
+            } else {
+                st = rm_st_read(f, t, 0, dst[w] + p->param_off, (size_t)t->bytes);
+            }
         }
         if (st != RM_OK) /* only when the file changes under us: the checks above passed */
             param_fail(s, st, err, errlen, "'%s': cannot read tensor '%s' (did the file shrink since it was "

@@ -37,7 +37,18 @@ typedef struct rm_st_tensor {
     const int64_t *shape;
     const void *data;
     uint64_t bytes;         /* numel * rm_st_dtype_size(dtype) */
+    /* Writing a tensor whose bytes are not in memory (data NULL; paged
+     * training state, issue 20): view returns a pointer to its bytes from
+     * `off` on and how many are there (*len >= 1; NULL after an error). The
+     * checksum and the writer read it front to back, in turn. */
+    const void *(*view)(void *user, uint64_t off, uint64_t *len);
+    void *user;
 } rm_st_tensor;
+
+/* Calls f on the bytes of t front to back, a piece at a time (all at once
+ * when they are in memory); stops at the first nonzero f returns, or with
+ * EIO when a view fails. Returns 0 or that value. */
+int rm_st_each_piece(const rm_st_tensor *t, int (*f)(void *ctx, const void *p, uint64_t n), void *ctx);
 
 typedef struct rm_st_file rm_st_file;
 
@@ -122,6 +133,12 @@ enum { RM_LOAD_STATE = 1, RM_LOAD_VERIFIED = 2 };
 rm_status rm_params_match(const rm_graph *g, const rm_st_file *f, const char *fname, char *err, size_t errlen);
 rm_status rm_load_from(rm_session *s, rm_optim *o, const rm_st_file *f, const char *fname,
                        int flags, char *err, size_t errlen);
+/* params.c: t, whose data is state `what` (0: the parameter, 1: AdamW's
+ * m, 2: its v) of parameter pi of s, is read from the scratch file when s
+ * pages that state (issue 20): data NULL and a view whose context is src
+ * (which must live as long as t). Unchanged otherwise. */
+typedef struct rm_paged_src { rm_session *s; int pi, what; } rm_paged_src;
+void rm_st_tensor_paged(rm_session *s, int pi, int what, rm_st_tensor *t, rm_paged_src *src);
 /* state.c: rm_file (remat.h), a file opened for reading. */
 struct rm_file {
     rm_st_file *st;

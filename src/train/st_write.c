@@ -94,7 +94,7 @@ static rm_status check_write_args(const char *path, int n, const rm_st_tensor *t
         int ovf;
         uint64_t numel = rm_st_shape_numel(t[i].ndim, t[i].shape, &ovf);
         if (ovf || (numel && es > UINT64_MAX / numel) || numel * es != t[i].bytes ||
-            (t[i].bytes && !t[i].data)) {
+            (t[i].bytes && !t[i].data && !t[i].view)) {
             rm_st_seterr(err, errlen, "cannot write '%s': tensor '%s' has %llu bytes, its shape and "
                    "dtype need another size", path, nm, (unsigned long long)t[i].bytes);
             return RM_ERR_ARG;
@@ -145,6 +145,8 @@ static int write_all(int fd, const void *buf, uint64_t n) {
     }
     return 0;
 }
+
+static int write_piece(void *ctx, const void *p, uint64_t n) { return write_all(*(int *)ctx, p, n) ? errno : 0; }
 
 /* Removes the temp files that killed writers left: "<dir>/.<name>.tmp.<pid>"
  * where <name> is this target or any *.safetensors (the periodic step files
@@ -239,7 +241,7 @@ static int write_and_rename(const char *tmp, const char *path, const strbuf *h, 
     if (fd < 0) return errno;
     if (write_all(fd, len8, 8) || write_all(fd, h->p, h->len)) e = errno;
     for (int i = 0; i < n && !e; i++)
-        if (t[i].bytes && write_all(fd, t[i].data, t[i].bytes)) e = errno;
+        e = rm_st_each_piece(&t[i], write_piece, &fd);
     if (!e && fsync(fd) != 0) e = errno;
     if (close(fd) != 0 && !e) e = errno;
     if (!e) test_slow_save();
@@ -294,6 +296,7 @@ rm_status rm_st_write_ex(const char *path, int n, const rm_st_tensor *t, int n_m
         }
         for (int i = 0; i < n; i++) tp[i] = &t[i];
         if (st == RM_OK) st = rm_st_digest(n, tp, n_meta, keys, values, sum);
+        if (st == RM_ERR_IO) rm_st_seterr(err, errlen, "cannot write '%s': reading the bytes of a tensor failed", path);
         k2[n_meta] = RM_ST_CHECKSUM_KEY;
         v2[n_meta] = sum;
         keys = k2;

@@ -133,3 +133,17 @@ rm_status rm_read_file(const char *path, size_t max_bytes, char **out, size_t *l
     if (len) *len = n;
     return RM_OK;
 }
+
+uint64_t rm_hash_bytes(const void *p, size_t n) {
+    const unsigned char *b = p;
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, b + i, 8);
+        h = (h ^ w) * 0xBF58476D1CE4E5B9ull;
+        h ^= h >> 31;
+    }
+    for (; i < n; i++) h = (h ^ b[i]) * 0x94D049BB133111EBull;
+    return h ^ (h >> 29);
+}

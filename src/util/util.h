@@ -38,6 +38,10 @@ rm_status rm_parse_bytes(const char *s, double *bytes, int *percent);
  * safetensors reader use it. */
 int rm_open_regular(const char *path, size_t max_bytes, size_t *size, rm_status *st, char *err, size_t errlen);
 void rm_strlcpy(char *dst, const char *src, size_t n);
+/* A 64-bit hash of n bytes (multiply-xorshift over words): equal bytes give
+ * equal hashes, and bytes that differ in any bit differ with overwhelming
+ * probability (verify_recompute, the scratch file's block checksums). */
+uint64_t rm_hash_bytes(const void *p, size_t n);
 /* The message for JSON text that cJSON_ParseWithOpts(text, &end, 1)
  * refused: a syntax error near `end`, or bytes after the object (jsonerr.c). */
 void rm_json_error(const char *text, const char *end, char *err, size_t errlen);
