@@ -140,6 +140,7 @@ static int known_flag(const char *flag) {
         "--warmup", "--seed", "--optimizer", "--lr", "--weight-decay", "--adam-betas", "--adam-eps", "--grad-clip", "--lr-schedule",
         "--checkpoint", "--memory-budget", "--memory-limit", "--init", "--save", "--resume", "--save-every", "--keep",
         "--report", "--micro-batches", "--trace", "--trace-step", "--load", "--prompt", "--tokens", "--top-k", "--temperature", "--ffn-dim",
+        "--kv-heads", "--rope-theta", "--norm-eps",
         "--enc-layers", "--dec-layers", "--source", NULL};
     for (int i = 0; flags[i]; i++)
         if (strcmp(flag, flags[i]) == 0) return 1;
@@ -156,6 +157,9 @@ static int set_value(cli_args *a, const char *flag, const char *v) {
         a->model = v;
     } else if (IS("--layers")) ok = parse_int(flag, v, 1, 4096, &a->layers);
     else if (IS("--ffn-dim")) ok = parse_int(flag, v, 1, 1 << 20, &a->ffn_dim);
+    else if (IS("--kv-heads")) ok = parse_int(flag, v, 1, 1 << 12, &a->kv_heads);
+    else if (IS("--rope-theta")) ok = parse_float(flag, v, 1e-3f, 1e30f, &a->rope_theta);
+    else if (IS("--norm-eps")) ok = parse_float(flag, v, 1e-30f, 1.0f, &a->norm_eps);
     else if (IS("--enc-layers")) ok = parse_int(flag, v, 1, 4096, &a->enc_layers);
     else if (IS("--dec-layers")) ok = parse_int(flag, v, 1, 4096, &a->dec_layers);
     else if (IS("--source")) a->source = v;
@@ -223,6 +227,7 @@ static int *boolean_flag(cli_args *a, const char *f) {
            : !strcmp(f, "--fuse-optimizer")   ? &a->fuse_optimizer
            : !strcmp(f, "--print-plan")       ? &a->print_plan
            : !strcmp(f, "--batchnorm")        ? &a->batchnorm
+           : !strcmp(f, "--tie-embeddings")   ? &a->tie_embeddings
                                               : NULL;
 }
 
@@ -247,8 +252,14 @@ static int check_model_flags(cli_args *a) {
         return cli_fail(2, "--model encdec takes --enc-layers N and --dec-layers N, not --layers"), 0;
     if (!encdec && (cli_given(a, "--enc-layers") || cli_given(a, "--dec-layers")))
         return cli_fail(2, "--enc-layers and --dec-layers are for --model encdec (use --layers)"), 0;
-    if (cli_given(a, "--ffn-dim") && strcmp(a->model, "llama") != 0)
+    /* with --resume the model is the file's: cli_resume_args checks these against it */
+    const int other = strcmp(a->model, "llama") != 0 && !a->resume;
+    if (cli_given(a, "--ffn-dim") && other)
         return cli_fail(2, "--ffn-dim is for --model llama (gpt and uvit use 4 x --dim)"), 0;
+    static const char *const llama_only[] = {"--kv-heads", "--rope-theta", "--norm-eps", "--tie-embeddings"};
+    for (size_t i = 0; i < sizeof llama_only / sizeof *llama_only; i++)
+        if (cli_given(a, llama_only[i]) && other)
+            return cli_fail(2, "%s is for --model llama", llama_only[i]), 0;
     if (encdec && !cli_given(a, "--vocab")) a->vocab = RM_ENCDEC_VOCAB;
     return check_command_flags(a);
 }

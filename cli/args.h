@@ -8,6 +8,9 @@ typedef struct cli_args {
     const char *model;          /* gpt | mlp | llama | uvit | encdec */
     int layers, dim, heads, context, vocab, batch;
     int ffn_dim;                /* llama (0: 8/3 dim rounded up to 64) */
+    int kv_heads;               /* llama: key/value heads (0: --heads) */
+    float rope_theta, norm_eps; /* llama (0: 10000, 1e-6) */
+    int tie_embeddings;         /* llama: the head is embed_tokens */
     int enc_layers, dec_layers; /* encdec */
     int vocab_set;
     int n_widths, widths[RM_MLP_MAX_LAYERS];

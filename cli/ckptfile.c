@@ -75,6 +75,28 @@ static void choice(ctx *c, const char *flag, const char **field, const char *fil
     }
 }
 
+static void model_float(ctx *c, const char *flag, float *field, float file) {
+    if (c->rc) return;
+    if (cli_given(c->a, flag) && *field != file)
+        c->rc = cli_fail(2, "'%s' holds a model with %s %g but the command line says %s %g; "
+                         "a resumed run takes the model from the file (drop %s)", c->path, flag, (double)file,
+                         flag, (double)*field, flag);
+    else *field = file;
+}
+
+/* llama's shape beyond layers, dim and heads (the file spells out defaults) */
+static void llama_flags(ctx *c, const rm_run_info *r) {
+    cli_args *a = c->a;
+    model_int(c, "--ffn-dim", &a->ffn_dim, r->ffn_dim);
+    model_int(c, "--kv-heads", &a->kv_heads, r->kv_heads ? r->kv_heads : r->heads);
+    model_float(c, "--rope-theta", &a->rope_theta, r->rope_theta != 0.0f ? r->rope_theta : 10000.0f);
+    model_float(c, "--norm-eps", &a->norm_eps, r->norm_eps != 0.0f ? r->norm_eps : 1e-6f);
+    if (!c->rc && cli_given(a, "--tie-embeddings") && !r->tie_embeddings)
+        c->rc = cli_fail(2, "'%s' holds a llama with an untied head; a resumed run takes the model from the "
+                         "file (drop --tie-embeddings)", c->path);
+    a->tie_embeddings = r->tie_embeddings;
+}
+
 static void model_flags(ctx *c, const rm_run_info *r) {
     cli_args *a = c->a;
     static const char *const models[] = {"gpt", "mlp", "llama", "uvit", "encdec"};
@@ -108,8 +130,13 @@ static void model_flags(ctx *c, const rm_run_info *r) {
         model_int(c, "--layers", &a->layers, r->layers);
         model_int(c, "--dim", &a->dim, r->dim);
         model_int(c, "--heads", &a->heads, r->heads);
-        if (strcmp(a->model, "llama") == 0) model_int(c, "--ffn-dim", &a->ffn_dim, r->ffn_dim);
+        if (strcmp(a->model, "llama") == 0) llama_flags(c, r);
     }
+    static const char *const llama_only[] = {"--ffn-dim", "--kv-heads", "--rope-theta", "--norm-eps",
+                                             "--tie-embeddings"};
+    for (size_t i = 0; !c->rc && strcmp(a->model, "llama") != 0 && i < sizeof llama_only / sizeof *llama_only; i++)
+        if (cli_given(a, llama_only[i]))
+            c->rc = cli_fail(2, "'%s' holds a %s model: %s is for llama (drop it)", c->path, a->model, llama_only[i]);
     model_int(c, "--context", &a->context, r->context);
     model_int(c, "--vocab", &a->vocab, r->vocab);
 }

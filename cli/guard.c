@@ -117,7 +117,8 @@ static double param_count(const rm_run_info *r) {
     double C = r->dim, V = r->vocab, T = r->context;
     if (strcmp(r->model, "llama") == 0) {
         double F = r->ffn_dim > 0 ? r->ffn_dim : 8.0 * C / 3; /* <= rm_llama_ffn_dim: a lower bound */
-        return 2 * V * C + r->layers * (4 * C * C + 3 * C * F + 2 * C) + C;
+        double Ckv = r->kv_heads > 0 && r->heads > 0 ? C / r->heads * r->kv_heads : C; /* k and v, GQA */
+        return (r->tie_embeddings ? 1 : 2) * V * C + r->layers * (2 * C * C + 2 * C * Ckv + 3 * C * F + 2 * C) + C;
     }
     if (strcmp(r->model, "encdec") == 0)
         return 3 * V * C + 2 * T * C + r->enc_layers * (12 * C * C + 13 * C) + r->dec_layers * (16 * C * C + 19 * C);

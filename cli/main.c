@@ -15,7 +15,9 @@ static const char MODEL_FLAGS[] =
     "model flags:\n"
     "  --model gpt|mlp|llama|uvit|encdec  --layers L --dim C --heads H --context T --vocab V --batch B\n"
     "  --widths 256,1024,256 (mlp hidden widths)  --batchnorm (mlp)  --dropout P\n"
-    "  --ffn-dim F (llama; default 8/3 x dim rounded up to 64)\n"
+    "  --ffn-dim F (llama; default 8/3 x dim rounded up to 64)  --kv-heads K (llama: grouped-query\n"
+    "    attention, K dividing --heads; default --heads)  --rope-theta X (10000)  --norm-eps X (1e-6)\n"
+    "  --tie-embeddings (llama: the head reuses model.embed_tokens.weight)\n"
     "  --enc-layers N --dec-layers N (encdec, instead of --layers; --context is both lengths)\n"
     "  (docs/MODELS.md: the models, their tensor names and flags)\n";
 static const char RECOMPUTE_FLAGS[] =

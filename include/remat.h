@@ -140,6 +140,12 @@ rm_val rm_rope(rm_graph *g, rm_val x, int heads, float theta);
  * a padding key no query sees, or -1 for none. A query with no visible key
  * gets zeros. */
 rm_val rm_attention_general(rm_graph *g, rm_val q, rm_val k, rm_val v, rm_val key_mask, int heads, int causal);
+/* The same with grouped-query attention: q (B,Tq,heads*hd), k and v
+ * (B,Tk,kv_heads*hd), kv_heads dividing heads; query head h reads key/value
+ * head h / (heads/kv_heads), as Hugging Face's repeat_kv. kv_heads = heads
+ * is rm_attention_general. */
+rm_val rm_attention_gqa(rm_graph *g, rm_val q, rm_val k, rm_val v, rm_val key_mask, int heads, int kv_heads,
+                        int causal);
 rm_val rm_concat(rm_graph *g, rm_val a, rm_val b);               /* (..,Ca), (..,Cb) -> (..,Ca+Cb) */
 /* rm_softmax_ce where rows whose target is ignore_id (e.g. PAD) count for
  * nothing: the mean is over the other rows (0 if none), as PyTorch's ignore_index. */
@@ -533,15 +539,23 @@ typedef struct rm_mlp_config {
 rm_status rm_mlp_build(rm_graph *g, const rm_mlp_config *c, rm_model_io *io);
 
 /* LLaMA-style decoder (Hugging Face LlamaForCausalLM names): RMSNorm, RoPE,
- * SwiGLU MLP, no biases, untied head, as many key/value heads as heads.
- * Zero fields take the defaults: ffn_dim rm_llama_ffn_dim(dim), rope_theta
- * 10000, norm_eps 1e-6 (HF LlamaConfig's rms_norm_eps). docs/MODELS.md. */
+ * SwiGLU MLP, no biases. Zero fields take the defaults: ffn_dim
+ * rm_llama_ffn_dim(dim), rope_theta 10000, norm_eps 1e-6 (HF LlamaConfig's
+ * rms_norm_eps), kv_heads = heads (no grouping), an untied head.
+ * docs/MODELS.md. */
 typedef struct rm_llama_config {
     int layers, dim, heads, context, vocab, batch;
     int ffn_dim;        /* SwiGLU hidden size; 0: 8/3 x dim rounded up to a multiple of 64 */
     float dropout;      /* where GPT has it: on embeddings and both residual branches */
     float rope_theta, norm_eps;
     int keep_logits;
+    /* Grouped-query attention (HF num_key_value_heads): k_proj and v_proj
+     * are (kv_heads * dim/heads, dim) and each group of heads/kv_heads query
+     * heads shares one key/value head (rm_attention_gqa). 0: heads. */
+    int kv_heads;
+    /* 1: the head multiplies by model.embed_tokens.weight (HF
+     * tie_word_embeddings); there is no lm_head.weight. */
+    int tie_embeddings;
 } rm_llama_config;
 /* The default SwiGLU hidden size: 8/3 x dim rounded up to a multiple of 64
  * (384 -> 1024); and the builder (stages embed, layers.N, head). */
@@ -786,6 +800,10 @@ typedef struct rm_run_info {
     uint64_t data_position; /* the next training batch's index */
     rm_optim_config optim;
     rm_lr_schedule lr;     /* lr.steps: the step count the run goes to */
+    /* model "llama" (rm_llama_config; 0: its defaults) */
+    int kv_heads;
+    float rope_theta, norm_eps;
+    int tie_embeddings;
 } rm_run_info;
 /* Defaults: model "gpt", the CLI's default GPT, AdamW, constant lr 1e-3, seed 1337. */
 void rm_run_info_default(rm_run_info *r);

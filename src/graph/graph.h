@@ -76,7 +76,7 @@ typedef struct rm_node {
     int in[RM_MAX_IN];    /* value ids; -1 for an absent optional input */
     int out[RM_MAX_OUT];
     int stage;
-    int iarg[2];          /* op-specific integer arguments (e.g. heads) */
+    int iarg[3];          /* op-specific integer arguments (e.g. heads) */
     float farg[2];        /* op-specific float arguments (e.g. dropout p) */
     rm_custom_forward custom_forward; /* RM_OP_CUSTOM callbacks */
     rm_custom_backward custom_backward;

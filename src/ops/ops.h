@@ -93,9 +93,9 @@ typedef struct rm_attn_head {
     const int32_t *mask;
 } rm_attn_head;
 void rm_attn_head_forward(const rm_attn_head *a);
-/* dO (Tq,hd) with stride lddo, ds a (Tq,Tk) scratch; dq, dk, dv (stride
- * ldd) may be NULL; beta 1 adds into them. */
+/* dO (Tq,hd) with stride lddo, ds a (Tq,Tk) scratch; dq (stride lddq), dk
+ * and dv (stride lddkv) may be NULL; beta 1 adds into them. */
 void rm_attn_head_backward(const rm_attn_head *a, const float *dO, int lddo, float *ds, float *dq, float *dk,
-                           float *dv, int ldd, float bq, float bk, float bv);
+                           float *dv, int lddq, int lddkv, float bq, float bk, float bv);
 
 #endif

@@ -103,6 +103,18 @@ static void get_widths(rd *c, rm_run_info *r) {
     else r->n_widths = n;
 }
 
+/* llama's shape beyond layers, dim and heads; files written before
+ * kv_heads, rope_theta, norm_eps and tie_embeddings existed had the defaults. */
+static void read_llama(rd *c, rm_run_info *r) {
+    get_int(c, "ffn_dim", 1, 1 << 20, &r->ffn_dim);
+    if (rm_st_meta(c->f->st, "kv_heads")) get_int(c, "kv_heads", 1, 1 << 12, &r->kv_heads);
+    if (rm_st_meta(c->f->st, "rope_theta")) get_float(c, "rope_theta", 1e-30f, 1e30f, &r->rope_theta);
+    if (rm_st_meta(c->f->st, "norm_eps")) get_float(c, "norm_eps", 1e-30f, 1.0f, &r->norm_eps);
+    const char *tie = rm_st_meta(c->f->st, "tie_embeddings");
+    if (tie && strcmp(tie, "0") && strcmp(tie, "1")) garbled(c, "tie_embeddings", tie);
+    else if (tie) r->tie_embeddings = tie[0] == '1';
+}
+
 static void read_model(rd *c, rm_run_info *r) {
     const char *model = need(c, "model");
     if (!model) return;
@@ -122,7 +134,7 @@ static void read_model(rd *c, rm_run_info *r) {
         get_int(c, "layers", 1, 4096, &r->layers);
         get_int(c, "dim", 1, 1 << 16, &r->dim);
         get_int(c, "heads", 1, 1 << 12, &r->heads);
-        if (strcmp(r->model, "llama") == 0) get_int(c, "ffn_dim", 1, 1 << 20, &r->ffn_dim);
+        if (strcmp(r->model, "llama") == 0) read_llama(c, r);
     }
     get_int(c, "context", 1, 1 << 16, &r->context);
     get_int(c, "vocab", 2, 1 << 24, &r->vocab);

@@ -47,7 +47,8 @@ rm_status rm_run_build(const rm_run_info *r, rm_graph *g, rm_model_io *io, int k
     if (strcmp(r->model, "llama") == 0) {
         rm_llama_config c = {.layers = r->layers, .dim = r->dim, .heads = r->heads, .context = r->context,
                              .vocab = r->vocab, .batch = r->batch, .ffn_dim = r->ffn_dim, .dropout = r->dropout,
-                             .keep_logits = keep_logits};
+                             .keep_logits = keep_logits, .kv_heads = r->kv_heads, .rope_theta = r->rope_theta,
+                             .norm_eps = r->norm_eps, .tie_embeddings = r->tie_embeddings};
         return rm_llama_build(g, &c, io);
     }
     if (strcmp(r->model, "encdec") == 0) {
@@ -85,10 +86,20 @@ static void fmt_float(char *out, size_t cap, float x) {
 
 static const char *sampler_name(rm_sampler s) { return s == RM_SAMPLE_SEQUENTIAL ? "sequential" : "random"; }
 
-static void meta_model(const rm_run_info *r, meta *m) {
 #define STR(key, val) (m->k[m->n] = (key), m->v[m->n] = (val), m->n++)
 #define FMT(key, ...) (snprintf(m->buf[m->n], sizeof m->buf[0], __VA_ARGS__), STR(key, m->buf[m->n]))
 #define FLT(key, x) (fmt_float(m->buf[m->n], sizeof m->buf[0], (x)), STR(key, m->buf[m->n]))
+
+/* llama's shape beyond layers, dim and heads, its defaults spelled out */
+static void meta_llama(const rm_run_info *r, meta *m) {
+    FMT("ffn_dim", "%d", r->ffn_dim ? r->ffn_dim : rm_llama_ffn_dim(r->dim));
+    FMT("kv_heads", "%d", r->kv_heads ? r->kv_heads : r->heads);
+    FLT("rope_theta", r->rope_theta != 0.0f ? r->rope_theta : 10000.0f);
+    FLT("norm_eps", r->norm_eps != 0.0f ? r->norm_eps : 1e-6f);
+    FMT("tie_embeddings", "%d", r->tie_embeddings ? 1 : 0);
+}
+
+static void meta_model(const rm_run_info *r, meta *m) {
     STR("model", r->model);
     if (strcmp(r->model, "mlp") == 0) {
         size_t j = 0;
@@ -106,7 +117,7 @@ static void meta_model(const rm_run_info *r, meta *m) {
         FMT("layers", "%d", r->layers);
         FMT("dim", "%d", r->dim);
         FMT("heads", "%d", r->heads);
-        if (strcmp(r->model, "llama") == 0) FMT("ffn_dim", "%d", r->ffn_dim ? r->ffn_dim : rm_llama_ffn_dim(r->dim));
+        if (strcmp(r->model, "llama") == 0) meta_llama(r, m);
     }
     FMT("context", "%d", r->context);
     FMT("vocab", "%d", r->vocab);
