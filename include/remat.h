@@ -685,7 +685,9 @@ rm_status rm_load_state(rm_session *s, rm_optim *o, const char *path, char *err,
 
 /* A token sequence, its train/validation split and batch samplers. Sources:
  * a file in llm.c's token format (a header of 256 int32: magic 20240520,
- * version 1, token count; then uint16 tokens), any other file read as bytes
+ * version 1, token count; then uint16 tokens; or llm.c's llama-3 files:
+ * magic 20240801, version 7, uint32 tokens), a headerless array of uint16
+ * or uint32 ids (rm_data_load_tokens), any other file read as bytes
  * (one token per byte, vocab 256), the corpus embedded in the library (its
  * own docs and sources, as bytes), or tokens in the caller's memory (copied).
  * Every batch is a pure function of (seed, batch index): a run resumed at
@@ -710,6 +712,14 @@ typedef struct rm_dataset {
  * is left empty (safe to rm_data_free). Errors: RM_ERR_IO (cannot read),
  * RM_ERR_FORMAT (bad llm.c header, fewer than 2 tokens), RM_ERR_NOMEM. */
 rm_status rm_data_load_file(rm_dataset *d, const char *path, char *err, size_t errlen);
+/* rm_data_load_file with the width of a token id: 0 reads as
+ * rm_data_load_file does; 2 or 4: little-endian unsigned ids of that many
+ * bytes, after an llm.c header when the file has one (its width must
+ * agree, else RM_ERR_FORMAT), else from the first byte (a raw array, as
+ * numpy's tofile writes; its size must be a multiple of the width). Ids
+ * above 2^31 - 1 are RM_ERR_FORMAT. Vocabularies above 65,535 (Llama 3's
+ * 128,256) need 4-byte ids. */
+rm_status rm_data_load_tokens(rm_dataset *d, const char *path, int token_bytes, char *err, size_t errlen);
 rm_status rm_data_load_corpus(rm_dataset *d, char *err, size_t errlen);
 /* Bytes in memory, one token each (vocab 256); copied. */
 rm_status rm_data_from_bytes(rm_dataset *d, const char *name, const unsigned char *bytes,
@@ -868,6 +878,51 @@ float rm_philox_uniform(uint64_t seed, uint32_t a, uint32_t b, uint64_t i);
  * Anything else (a FIFO, a device, a directory) is refused at once, without
  * blocking. The library's readers (data, checkpoint and chain files) share it. */
 rm_status rm_read_file(const char *path, size_t max_bytes, char **out, size_t *len, char *err, size_t errlen);
+
+/* ---- pretrained models: Hugging Face folders (issue 21) ------------------------ */
+
+/* A Hugging Face model folder opened for reading: config.json and the
+ * weights, model.safetensors or the shards model.safetensors.index.json
+ * names. Only LlamaForCausalLM (model_type "llama") is read. Every config
+ * field that changes what the model computes is honoured (the shape,
+ * num_key_value_heads, rms_norm_eps, rope_theta, tie_word_embeddings) or
+ * refused with RM_ERR_FORMAT naming it (rope_scaling, attention_bias,
+ * mlp_bias, hidden_act other than silu, attention_dropout, head_dim other
+ * than hidden_size/heads, quantization_config, ...; docs/MODELS.md). The
+ * tensors must be exactly the model's (names, shapes; F32, F16 or BF16):
+ * a bias or any tensor the model has no place for is refused too. The
+ * weight files are mapped (mmap), not read: a tensor's pages come in when
+ * rm_hf_load converts it and are dropped when it is done, so loading never
+ * holds a second copy of the file. The folder's files are validated at
+ * open, never trusted (sizes, offsets, names). */
+typedef struct rm_hf rm_hf;
+rm_status rm_hf_open(const char *dir, rm_hf **out, char *err, size_t errlen);
+void rm_hf_close(rm_hf *m); /* NULL: nothing */
+/* The model config.json describes: model "llama" and its shape (layers,
+ * dim, heads, kv_heads, ffn_dim, vocab, rope_theta, norm_eps,
+ * tie_embeddings) into r or c; their other fields (context, batch,
+ * dropout, training) are left as they were. */
+void rm_hf_run_info(const rm_hf *m, rm_run_info *r);
+void rm_hf_llama_config(const rm_hf *m, rm_llama_config *c);
+/* config.json's max_position_embeddings (0 when absent). */
+int rm_hf_max_positions(const rm_hf *m);
+/* The config's keys this reader does not know (it reads those that change
+ * the model, and skips those that do not, such as token ids), as one line,
+ * "" if none: for the caller to show. */
+const char *rm_hf_notes(const rm_hf *m);
+/* The folder's tensors (all shards), in name order; views valid until rm_hf_close. */
+int rm_hf_tensor_count(const rm_hf *m);
+rm_status rm_hf_tensor(const rm_hf *m, int i, rm_tensor_info *out);
+/* Loads the folder's weights into s, each tensor into the parameter of the
+ * same name and shape, converted from its dtype (BF16, F16: exactly).
+ * Every tensor must find its parameter (a tied lm_head.weight must equal
+ * model.embed_tokens.weight; a rotary_emb.inv_freq buffer, which rope_theta
+ * determines, is skipped); parameters the folder lacks (LoRA adapters)
+ * keep their values, and *n_loaded (NULL-able) counts the loaded ones. A
+ * tensor that is not finite is refused naming it; names and shapes are
+ * checked before anything is written, a non-finite value after some
+ * parameters were (the caller's session is then not to be used). */
+rm_status rm_hf_load(rm_hf *m, rm_session *s, int *n_loaded, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

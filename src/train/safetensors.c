@@ -6,6 +6,7 @@
  * from elsewhere (and the reader is fuzzed, fuzz/). The writer is in
  * st_write.c; rm_save_params, rm_load_params and the training-state files,
  * on top of both, are in params.c. */
+#define _DEFAULT_SOURCE /* madvise: a mapped tensor's pages dropped once read */
 #include "train/safetensors.h"
 #include "util/util.h"
 
@@ -17,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -34,7 +36,8 @@ typedef struct st_entry {
 } st_entry;
 
 struct rm_st_file {
-    unsigned char *mem;  /* the whole file (owned) */
+    unsigned char *mem;  /* the whole file (owned): malloc'ed, or mapped when map_len > 0 */
+    size_t map_len;      /* rm_st_open_mapped: the mapping's length */
     const unsigned char *data;
     uint64_t data_len;
     cJSON *root;         /* names, dtypes and metadata point into it */
@@ -452,7 +455,8 @@ void rm_st_close(rm_st_file *f) {
     free(f->dims);
     free(f->meta_k);
     free(f->meta_v);
-    free(f->mem);
+    if (f->map_len) munmap(f->mem, f->map_len);
+    else free(f->mem);
     free(f);
 }
 
@@ -551,6 +555,52 @@ rm_status rm_st_open(const char *path, rm_st_file **out, char *err, size_t errle
     }
     close(fd);
     return finish_open(f, dst, len, path, out, err, errlen);
+}
+
+/* The file mapped read-only instead of read: nothing is copied, a page comes
+ * in when it is first read. Every offset was checked against the size fstat
+ * gave (a file truncated by another process while mapped is outside what
+ * a reader can check: reading past its new end raises SIGBUS). */
+rm_status rm_st_open_mapped(const char *path, rm_st_file **out, char *err, size_t errlen) {
+    if (!path || !out) {
+        rm_st_seterr(err, errlen, "rm_st_open_mapped: bad arguments");
+        return RM_ERR_ARG;
+    }
+    *out = NULL;
+    size_t len;
+    rm_status st;
+    int fd = rm_open_regular(path, SIZE_MAX / 2, &len, &st, err, errlen); /* never blocks on a FIFO */
+    if (fd < 0) return st;
+    rm_st_file *f = calloc(1, sizeof *f);
+    if (!f) {
+        close(fd);
+        rm_st_seterr(err, errlen, "cannot read '%s': out of memory", path);
+        return RM_ERR_NOMEM;
+    }
+    if (len > 0) {
+        void *p = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (p == MAP_FAILED) {
+            rm_st_seterr(err, errlen, "cannot map '%s': %s", path, strerror(errno));
+            close(fd);
+            free(f);
+            return errno == ENOMEM ? RM_ERR_NOMEM : RM_ERR_IO;
+        }
+        f->mem = p;
+        f->map_len = len;
+    }
+    close(fd); /* the mapping keeps the file */
+    return finish_open(f, f->mem, len, path, out, err, errlen);
+}
+
+void rm_st_release(const rm_st_file *f, const rm_st_tensor *t) {
+    if (!f || !t || !f->map_len || !t->bytes) return;
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), base = (uintptr_t)f->mem;
+    uintptr_t a = (uintptr_t)t->data, b = a + (uintptr_t)t->bytes;
+    a = a / page * page;
+    if (a < base) a = base;
+    b = (b + page - 1) / page * page;
+    if (b > base + f->map_len) b = base + f->map_len; /* the last page of the mapping */
+    if (b > a) madvise((void *)a, b - a, MADV_DONTNEED); /* read again from the file if used */
 }
 
 int rm_st_count(const rm_st_file *f) { return f ? f->n : 0; }

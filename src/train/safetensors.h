@@ -62,6 +62,14 @@ rm_status rm_st_write_ex(const char *path, int n, const rm_st_tensor *tensors,
  * RM_ERR_FORMAT (message naming the file and the problem) if malformed,
  * RM_ERR_NOMEM. On success *out must be freed with rm_st_close. */
 rm_status rm_st_open(const char *path, rm_st_file **out, char *err, size_t errlen);
+/* rm_st_open with the file mapped (mmap, read-only) instead of read into
+ * memory: the tensor views point into the mapping, and a page is read
+ * from the file when first used. For the large files of pretrained models
+ * (hf.c): no second copy of the file. */
+rm_status rm_st_open_mapped(const char *path, rm_st_file **out, char *err, size_t errlen);
+/* Drops the pages of tensor t of a mapped file from memory (the file gives
+ * them again if t is read later); nothing for a file read into memory. */
+void rm_st_release(const rm_st_file *f, const rm_st_tensor *t);
 /* The same on a buffer in memory (copied); `name` is used in messages. */
 rm_status rm_st_parse(const void *buf, size_t len, const char *name,
                       rm_st_file **out, char *err, size_t errlen);
