@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 void cli_args_default(cli_args *a) {
     memset(a, 0, sizeof *a);
@@ -140,7 +141,7 @@ static int known_flag(const char *flag) {
         "--warmup", "--seed", "--optimizer", "--lr", "--weight-decay", "--adam-betas", "--adam-eps", "--grad-clip", "--lr-schedule",
         "--checkpoint", "--memory-budget", "--memory-limit", "--init", "--save", "--resume", "--save-every", "--keep",
         "--report", "--micro-batches", "--trace", "--trace-step", "--load", "--prompt", "--tokens", "--top-k", "--temperature", "--ffn-dim",
-        "--kv-heads", "--rope-theta", "--norm-eps",
+        "--kv-heads", "--rope-theta", "--norm-eps", "--token-bytes", "--max-batches",
         "--enc-layers", "--dec-layers", "--source", NULL};
     for (int i = 0; flags[i]; i++)
         if (strcmp(flag, flags[i]) == 0) return 1;
@@ -171,6 +172,10 @@ static int set_value(cli_args *a, const char *flag, const char *v) {
     else if (IS("--widths")) ok = parse_widths(a, v);
     else if (IS("--dropout")) ok = parse_float(flag, v, 0.0f, 0.95f, &a->dropout);
     else if (IS("--data")) a->data = v;
+    else if (IS("--token-bytes")) {
+        ok = parse_int(flag, v, 2, 4, &a->token_bytes);
+        if (ok && a->token_bytes == 3) ok = (cli_fail(2, "--token-bytes is 2 or 4, got '%s'", v), 0);
+    } else if (IS("--max-batches")) ok = parse_int(flag, v, 0, 1 << 30, &a->max_batches);
     else if (IS("--val-fraction")) ok = parse_float(flag, v, 0.0f, 0.9f, &a->val_fraction);
     else if (IS("--sampler")) {
         if (strcmp(v, "random") && strcmp(v, "sequential"))
@@ -233,7 +238,8 @@ static int *boolean_flag(cli_args *a, const char *f) {
 
 /* Flags of a training run that plan and sample would otherwise ignore. */
 static int check_command_flags(const cli_args *a) {
-    if (strcmp(a->command, "plan") != 0 && strcmp(a->command, "sample") != 0) return 1;
+    if (strcmp(a->command, "plan") != 0 && strcmp(a->command, "sample") != 0 && strcmp(a->command, "eval") != 0)
+        return 1;
     static const char *const train_only[] = {"--memory-limit", "--fuse-optimizer", "--resume", "--save-every",
                                              "--keep", "--trace", "--trace-step", "--micro-batches"};
     for (size_t i = 0; i < sizeof train_only / sizeof *train_only; i++)
@@ -252,8 +258,11 @@ static int check_model_flags(cli_args *a) {
         return cli_fail(2, "--model encdec takes --enc-layers N and --dec-layers N, not --layers"), 0;
     if (!encdec && (cli_given(a, "--enc-layers") || cli_given(a, "--dec-layers")))
         return cli_fail(2, "--enc-layers and --dec-layers are for --model encdec (use --layers)"), 0;
-    /* with --resume the model is the file's: cli_resume_args checks these against it */
-    const int other = strcmp(a->model, "llama") != 0 && !a->resume;
+    /* with --resume the model is the file's, with --init DIR config.json's
+     * (cli_resume_args, cli_hf_open check these against it) */
+    struct stat sb;
+    const int hf_dir = a->init && stat(a->init, &sb) == 0 && S_ISDIR(sb.st_mode);
+    const int other = strcmp(a->model, "llama") != 0 && !a->resume && !hf_dir;
     if (cli_given(a, "--ffn-dim") && other)
         return cli_fail(2, "--ffn-dim is for --model llama (gpt and uvit use 4 x --dim)"), 0;
     static const char *const llama_only[] = {"--kv-heads", "--rope-theta", "--norm-eps", "--tie-embeddings"};

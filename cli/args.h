@@ -17,6 +17,8 @@ typedef struct cli_args {
     float dropout;
     /* data */
     const char *data;
+    int token_bytes;            /* --token-bytes 2|4 (0: llm.c header or bytes) */
+    int max_batches;            /* eval: at most this many batches (0: all) */
     float val_fraction;
     const char *sampler;        /* random | sequential */
     /* training */

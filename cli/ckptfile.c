@@ -168,6 +168,7 @@ int cli_resume_args(cli_args *a, const rm_run_info *r, const char *path) {
         snprintf(b, sizeof b, "%llu", (unsigned long long)r->seed), note_override(&c, "--seed", b);
     if (!cli_given(a, "--data"))
         a->data = strcmp(r->data, "<corpus>") && strcmp(r->data, "<reverse>") ? r->data : NULL;
+    if (!cli_given(a, "--token-bytes") && !cli_given(a, "--data")) a->token_bytes = r->token_bytes;
     return 0;
 }
 

@@ -7,6 +7,7 @@
 
 int cli_train(const cli_args *a);
 int cli_sample(const cli_args *a);
+int cli_eval(const cli_args *a);
 int cli_inspect(int argc, char **argv);
 int cli_plan(int argc, char **argv);
 int cli_bench(int argc, char **argv, const char *argv0);
@@ -31,6 +32,7 @@ static const char RECOMPUTE_FLAGS[] =
 static const char TRAIN_FLAGS[] =
     "data flags:\n"
     "  --data FILE (text as bytes, or llm.c token file; default: built-in corpus;\n"
+    "    --token-bytes 2|4: token ids of that width, after an llm.c header or without one;\n"
     "    encdec: source<TAB>target lines; default: reverse random lowercase strings)\n"
     "  --val-fraction F (0.1)  --sampler random|sequential\n"
     "training flags:\n"
@@ -41,6 +43,8 @@ static const char TRAIN_FLAGS[] =
     "    no gradient buffer for the whole model; needs --grad-clip 0, no --micro-batches or --shard-optimizer;\n"
     "    under mpirun each gradient is summed over the ranks right before its update)\n"
     "  --eval-every N  --init FILE (.safetensors)  --report FILE (.json)  --quiet\n"
+    "  --init DIR (a Hugging Face LlamaForCausalLM folder: config.json and model.safetensors or its\n"
+    "    shards; the model flags come from config.json; F32/F16/BF16 weights; docs/MODELS.md)\n"
     "  --trace FILE.json (one step for Perfetto / chrome://tracing)  --trace-step N (default 2)\n"
     "  --memory-limit SIZE (peak RSS of the whole process, e.g. 2GiB: plans recomputation to fit;\n"
     "    with --memory-budget the smaller applies; a --checkpoint strategy that does not fit is refused)\n"
@@ -56,6 +60,12 @@ static const char SAMPLE_FLAGS[] =
     "sample flags:\n"
     "  --load FILE --prompt TEXT --tokens N --temperature X --top-k K --seed S --threads N\n"
     "  --source TEXT (encdec: decode a target for TEXT, greedy unless --temperature > 0)\n";
+static const char EVAL_FLAGS[] =
+    "eval flags:\n"
+    "  --init DIR (a Hugging Face LlamaForCausalLM folder) or --load FILE (saved by remat train)\n"
+    "  --data FILE (held-out tokens, read whole: llm.c token file, or raw ids with --token-bytes 2|4, or text)\n"
+    "  --context T --batch B (sequential batches, every target once; --load: the file's by default)\n"
+    "  --max-batches N (0: all)  --threads N  --report FILE (.json)  --quiet\n";
 static const char PLAN_FLAGS[] =
     "plan flags:\n"
     "  model and recompute flags as for train (default --memory-budget 50%), or\n"
@@ -88,6 +98,7 @@ static void usage(FILE *f) {
           "commands:\n"
           "  train    train a model (GPT by default) and optionally save it\n"
           "  sample   generate text from a saved model (--load FILE)\n"
+          "  eval     mean loss and perplexity on held-out tokens (--init DIR or --load FILE, --data FILE)\n"
           "  inspect  list a .safetensors file's tensors and metadata; check its checksum\n"
           "  plan     show the recompute plan for --memory-budget (model flags, --chain or --graph FILE.json);\n"
           "           --sweep prints budget -> overhead (--csv FILE, --svg FILE), --json for --chain\n"
@@ -112,6 +123,9 @@ int cli_help(const char *command) {
     } else if (!strcmp(command, "sample")) {
         fputs("usage: remat sample --load FILE [flags]: generate text from a model saved by train\n\n", f);
         fputs(SAMPLE_FLAGS, f);
+    } else if (!strcmp(command, "eval")) {
+        fputs("usage: remat eval (--init DIR | --load FILE) --data FILE [flags]: mean loss and perplexity\n\n", f);
+        fputs(EVAL_FLAGS, f);
     } else if (!strcmp(command, "plan")) {
         fputs("usage: remat plan [flags]: show the recompute plan for a memory budget, without training\n\n", f);
         fputs(PLAN_FLAGS, f);
@@ -145,15 +159,15 @@ static int run(int argc, char **argv) {
     cli_args a;
     cli_args_default(&a);
     a.command = argv[1];
-    if (!strcmp(argv[1], "train") || !strcmp(argv[1], "sample")) {
+    if (!strcmp(argv[1], "train") || !strcmp(argv[1], "sample") || !strcmp(argv[1], "eval")) {
         if (!cli_args_parse(&a, argc, argv, 2)) return 2;
         if (a.help) return cli_help(argv[1]);
-        return !strcmp(argv[1], "train") ? cli_train(&a) : cli_sample(&a);
+        return !strcmp(argv[1], "train") ? cli_train(&a) : !strcmp(argv[1], "sample") ? cli_sample(&a) : cli_eval(&a);
     }
     if (!strcmp(argv[1], "inspect")) return cli_inspect(argc - 2, argv + 2);
     if (!strcmp(argv[1], "plan")) return cli_plan(argc - 2, argv + 2);
     if (!strcmp(argv[1], "bench")) return cli_bench(argc - 2, argv + 2, argv[0]);
-    return cli_fail(2, "unknown command '%s' (commands: train, sample, inspect, plan, bench; see remat --help)", argv[1]);
+    return cli_fail(2, "unknown command '%s' (commands: train, sample, eval, inspect, plan, bench; see remat --help)", argv[1]);
 }
 
 /* Under mpirun every rank runs the command; see dist.c. */

@@ -18,6 +18,7 @@ void cli_run_info(const cli_args *a, const char *data_name, size_t data_tokens, 
     r->context = a->context, r->vocab = a->vocab, r->batch = a->batch;
     r->dropout = a->dropout;
     snprintf(r->data, sizeof r->data, "%s", data_name);
+    r->token_bytes = a->token_bytes;
     r->data_tokens = data_tokens;
     r->val_fraction = a->val_fraction;
     r->sampler = strcmp(a->sampler, "sequential") == 0 ? RM_SAMPLE_SEQUENTIAL : RM_SAMPLE_RANDOM;

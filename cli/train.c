@@ -6,6 +6,7 @@
 #include "bench.h"
 #include "ckptfile.h"
 #include "guard.h"
+#include "hf.h"
 #include "limit.h"
 #include <math.h>
 #include <signal.h>
@@ -45,6 +46,7 @@ typedef struct trainer {
     rm_optim *opt;
     rm_lr_schedule lr;
     rm_file *resume;        /* the file of --resume, open until its state is loaded */
+    rm_hf *hf;              /* --init DIR (a Hugging Face folder), open until its weights are loaded */
     rm_run_info resumed;    /* and the run it describes */
     uint64_t start;         /* the first step this process runs */
     int64_t batch_offset;   /* next batch index - next step (0 unless a file says otherwise) */
@@ -210,7 +212,8 @@ static int load_data(trainer *t) {
         t->data.n = t->pairs.n; /* for the run's metadata: the number of pairs */
         return 0;
     }
-    rm_status st = a->data ? rm_data_load_file(&t->data, a->data, err, sizeof err)
+    if (!a->data && a->token_bytes) return cli_fail(2, "--token-bytes is for --data FILE (token ids)");
+    rm_status st = a->data ? rm_data_load_tokens(&t->data, a->data, a->token_bytes, err, sizeof err)
                            : rm_data_load_corpus(&t->data, err, sizeof err);
     if (st == RM_OK) st = rm_data_check_vocab(&t->data, a->vocab, err, sizeof err);
     if (st == RM_OK) st = rm_data_split(&t->data, a->val_fraction, a->batch, a->context, err, sizeof err);
@@ -255,7 +258,11 @@ static int build_session(trainer *t) {
     if (a->print_plan && cli_dist_rank() == 0) rm_print_plan(t->s, stdout);
     int flags = (a->shard_optimizer ? RM_DIST_SHARD : 0) | (a->no_overlap ? RM_DIST_BLOCKING : 0);
     if (cli_dist_attach(t->s, flags) != RM_OK) return cli_fail(1, "%s", rm_session_errmsg(t->s));
-    if (a->init && rm_load_params(t->s, a->init, err, sizeof err) != RM_OK) return cli_fail(1, "%s", err);
+    if (t->hf) {
+        if ((rc = cli_hf_load(t->hf, t->s, a)) != 0) return rc;
+        rm_hf_close(t->hf); /* unmaps its files */
+        t->hf = NULL;
+    } else if (a->init && rm_load_params(t->s, a->init, err, sizeof err) != RM_OK) return cli_fail(1, "%s", err);
     if (rm_optim_new(t->s, NULL, &t->opt) != RM_OK) return cli_fail(1, "%s", rm_session_errmsg(t->s));
     t->lr = r.lr;
     if (t->resume) {
@@ -480,6 +487,7 @@ int cli_train(const cli_args *a0) {
     struct sigaction old_int, old_term;
     int handlers = 0, rc = check_flags(&args);
     if (!rc && args.resume) rc = open_resume(&t);
+    if (!rc && args.init && cli_is_dir(args.init)) rc = cli_hf_open(&args, &t.hf);
     if (!rc) rc = cli_check_flag_use(&args);
     if (!rc) rc = cli_check_outputs(&args); /* before step 0, not after the last */
     if (!rc) {
@@ -514,6 +522,7 @@ done:
         sigaction(SIGTERM, &old_term, NULL);
     }
     rm_file_close(t.resume);
+    rm_hf_close(t.hf);
     free(t.gx);
     free(t.gy);
     free(t.times);

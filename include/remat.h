@@ -771,6 +771,18 @@ rm_status rm_data_fill_rows(rm_session *s, const rm_model_io *io, const rm_datas
  * as rm_data_fill does. RM_ERR_ARG if that part holds no batch. */
 rm_status rm_evaluate(rm_session *s, const rm_model_io *io, const rm_dataset *d,
                       uint64_t max_batches, float *mean_loss);
+/* The same over either part, with the perplexity: held-out text loaded as
+ * a dataset of its own (no rm_data_split) is all RM_DATA_TRAIN. Batches are
+ * the sequential sampler's (B*T+1 tokens each, advancing by B*T: every
+ * target once); the tokens after the last whole batch are not scored. */
+typedef struct rm_eval_result {
+    double mean_loss;   /* the mean cross-entropy over the scored targets (nats) */
+    double perplexity;  /* exp(mean_loss) */
+    uint64_t batches;   /* batches run */
+    uint64_t tokens;    /* targets scored: batches * B * T */
+} rm_eval_result;
+rm_status rm_evaluate_part(rm_session *s, const rm_model_io *io, const rm_dataset *d, rm_data_part part,
+                           uint64_t max_batches, rm_eval_result *out);
 
 /* ---- learning-rate schedules ------------------------------------------------ */
 
@@ -814,6 +826,7 @@ typedef struct rm_run_info {
     int kv_heads;
     float rope_theta, norm_eps;
     int tie_embeddings;
+    int token_bytes;       /* how `data` is read: rm_data_load_tokens's token_bytes (0, 2, 4) */
 } rm_run_info;
 /* Defaults: model "gpt", the CLI's default GPT, AdamW, constant lr 1e-3, seed 1337. */
 void rm_run_info_default(rm_run_info *r);
@@ -896,8 +909,11 @@ rm_status rm_read_file(const char *path, size_t max_bytes, char **out, size_t *l
  * holds a second copy of the file. The folder's files are validated at
  * open, never trusted (sizes, offsets, names). */
 typedef struct rm_hf rm_hf;
+/* Opens dir (RM_ERR_IO: not a folder, no weights; RM_ERR_FORMAT naming
+ * the field, file or tensor; RM_ERR_NOMEM); rm_hf_close unmaps and frees
+ * it (NULL: nothing). */
 rm_status rm_hf_open(const char *dir, rm_hf **out, char *err, size_t errlen);
-void rm_hf_close(rm_hf *m); /* NULL: nothing */
+void rm_hf_close(rm_hf *m);
 /* The model config.json describes: model "llama" and its shape (layers,
  * dim, heads, kv_heads, ffn_dim, vocab, rope_theta, norm_eps,
  * tie_embeddings) into r or c; their other fields (context, batch,

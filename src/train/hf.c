@@ -96,6 +96,11 @@ static rm_status open_index(rm_hf *m, const char *ipath, char *err, size_t errle
         rm_st_seterr(err, errlen, "'%s': not a JSON object with a \"weight_map\" object", ipath);
         goto done;
     }
+    const char *dup = rm_json_duplicate(map);
+    if (dup) {
+        rm_st_seterr(err, errlen, "'%s': weight_map names tensor '%.60s' twice", ipath, dup);
+        goto done;
+    }
     int n_map = 0;
     for (const cJSON *it = map->child; it; it = it->next, n_map++) {
         char nm[80];

@@ -39,6 +39,13 @@ static int fail(cfg_ctx *c, const char *fmt, const char *field, const char *deta
     return 0;
 }
 
+const char *rm_json_duplicate(const cJSON *obj) {
+    for (const cJSON *a = obj ? obj->child : NULL; a; a = a->next)
+        for (const cJSON *b = a->next; b; b = b->next)
+            if (a->string && b->string && strcmp(a->string, b->string) == 0) return a->string;
+    return NULL;
+}
+
 /* The field, or NULL when absent or JSON null (LlamaConfig's None: the default). */
 static const cJSON *field(cfg_ctx *c, const char *key) {
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(c->root, key);
@@ -196,8 +203,14 @@ rm_status rm_hf_parse_config(const char *json, size_t len, const char *name, rm_
         return RM_ERR_FORMAT;
     }
     cfg_ctx c = {root, name, err, errlen, RM_OK};
+    const char *dup = rm_json_duplicate(root);
+    if (dup) {
+        char k[64];
+        snprintf(k, sizeof k, "%.60s", dup);
+        fail(&c, "key '%s' appears twice: readers of JSON differ on which one counts%s", k, NULL);
+    }
     rm_hf_config h = {.rope_theta = 10000.0f, .norm_eps = 1e-6f};
-    check_kind(&c);
+    if (c.st == RM_OK) check_kind(&c);
     get_int(&c, "hidden_size", 2, 1 << 16, 1, &h.dim);
     get_int(&c, "num_hidden_layers", 1, 4096, 1, &h.layers);
     get_int(&c, "num_attention_heads", 1, 4096, 1, &h.heads);

@@ -164,6 +164,9 @@ static void read_training(rd *c, rm_run_info *r) {
     get_u64(c, "data_tokens", UINT64_MAX, &r->data_tokens);
     const char *data = need(c, "data");
     if (data) rm_strlcpy(r->data, data, sizeof r->data);
+    const char *tb = rm_st_meta(c->f->st, "token_bytes"); /* absent before 4-byte ids existed: 0 */
+    if (tb && strcmp(tb, "0") && strcmp(tb, "2") && strcmp(tb, "4")) garbled(c, "token_bytes", tb);
+    else if (tb) r->token_bytes = tb[0] - '0';
     /* Files written before these keys existed used the defaults. */
     const char *const keys[] = {"beta1", "beta2", "eps"};
     float *fields[] = {&r->optim.beta1, &r->optim.beta2, &r->optim.eps};

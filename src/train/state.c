@@ -133,6 +133,7 @@ static void meta_build(const rm_run_info *r, meta *m) {
     meta_model(r, m);
     STR("data", r->data);
     FMT("data_tokens", "%llu", (unsigned long long)r->data_tokens);
+    FMT("token_bytes", "%d", r->token_bytes);
     FLT("val_fraction", r->val_fraction);
     STR("sampler", sampler_name(r->sampler));
     FMT("seed", "%llu", (unsigned long long)r->seed);

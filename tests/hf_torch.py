@@ -1,0 +1,203 @@
+"""hf_torch.py: remat on Hugging Face LlamaForCausalLM folders written by
+PyTorch (tests/hf_llama.py: random weights, transformers' layout and
+computation), run by tests/test_hf_torch.sh.
+
+  * logits: GQA + tied head in bf16; untied multi-head in f16 over three
+    shards; remat's logits (tests/hf_check.c, through remat.h) within 1e-4
+    of PyTorch's, relative to the largest logit;
+  * `remat eval --init DIR`: a vocabulary of 70,000 (uint32 ids, llm.c's
+    llama-3 token file), its mean loss against PyTorch's over the same
+    sequential batches; `remat train --init DIR --steps 0 --save F` then
+    `remat eval --load F` gives the same loss;
+  * refusals through the CLI (exit 1, a message naming the field)."""
+import argparse
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hf_llama as H  # noqa: E402
+
+passed = failed = 0
+
+
+def check(ok, what):
+    global passed, failed
+    if ok:
+        passed += 1
+    else:
+        failed += 1
+        print("FAIL: " + what)
+
+
+def run(cmd):
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return p.returncode, p.stdout, p.stderr
+
+
+def rel_err(got, ref):
+    return float((got - ref).abs().max() / ref.abs().max())
+
+
+def logits_case(hf_check, tmp, name, cfg, dtype, shards, B=2, T=24, seed=1):
+    d = os.path.join(tmp, name)
+    P = H.random_params(cfg, seed, dtype, std=0.08)
+    H.write_folder(d, cfg, P, dtype, shards)
+    g = torch.Generator().manual_seed(seed + 100)
+    idx = torch.randint(0, cfg["vocab"], (B, T), generator=g, dtype=torch.int32)
+    tok, out = os.path.join(tmp, name + ".tok"), os.path.join(tmp, name + ".logits")
+    idx.numpy().tofile(tok)
+    rc, _, err = run([hf_check, "logits", d, tok, str(B), str(T), out])
+    check(rc == 0, "%s: hf_check logits exit %d: %s" % (name, rc, err.strip()))
+    if rc != 0:
+        return
+    with torch.no_grad():
+        ref = H.logits(P, cfg, idx.long())
+    got = torch.frombuffer(bytearray(open(out, "rb").read()), dtype=torch.float32).reshape(ref.shape)
+    e = rel_err(got, ref)
+    print("%s: logits within %.2e of PyTorch's (relative to the largest, %.3f)" % (name, e, float(ref.abs().max())))
+    check(e <= 1e-4, "%s: logits differ by %.3e relative (> 1e-4)" % (name, e))
+
+
+def write_llama3_tokens(path, ids):
+    """llm.c's llama-3 token file: 256 int32 (magic 20240801, version 7, count), uint32 ids."""
+    hdr = struct.pack("<3i", 20240801, 7, len(ids)) + b"\0" * (1024 - 12)
+    with open(path, "wb") as f:
+        f.write(hdr + struct.pack("<%dI" % len(ids), *ids))
+
+
+def eval_loss(remat, args):
+    rc, out, err = run([remat, "eval"] + args)
+    for line in out.splitlines():
+        if line.startswith("eval:") and "mean loss" in line:
+            return float(line.split("mean loss ")[1].split(",")[0]), err
+    return None, "exit %d: %s%s" % (rc, out, err)
+
+
+def eval_case(remat, tmp):
+    cfg = dict(layers=2, dim=32, heads=4, kv_heads=1, ffn=64, vocab=70000, eps=1e-6, theta=10000.0, tie=True)
+    d = os.path.join(tmp, "big_vocab")
+    P = H.random_params(cfg, 3, "F32", std=0.05)
+    H.write_folder(d, cfg, P, "F32")
+    B, T, nb = 2, 16, 3
+    g = torch.Generator().manual_seed(7)
+    ids = torch.randint(0, cfg["vocab"], (nb * B * T + 1 + 5,), generator=g).tolist()
+    ids[4] = 69999
+    data = os.path.join(tmp, "held_out.bin")
+    write_llama3_tokens(data, ids)
+    loss, err = eval_loss(remat, ["--init", d, "--data", data, "--batch", str(B), "--context", str(T)])
+    check(loss is not None, "eval --init big_vocab: %s" % err)
+    t = torch.tensor(ids)
+    with torch.no_grad():
+        ref = 0.0
+        for k in range(nb):
+            rows = torch.stack([t[k * B * T + r * T: k * B * T + r * T + T + 1] for r in range(B)])
+            lg = H.logits(P, cfg, rows[:, :-1])
+            ref += float(F.cross_entropy(lg.reshape(-1, cfg["vocab"]), rows[:, 1:].reshape(-1)))
+        ref /= nb
+    if loss is not None:
+        print("eval (vocab 70000, uint32 ids): remat %.6f, PyTorch %.6f" % (loss, ref))
+        check(abs(loss - ref) <= 1e-5 * abs(ref), "eval: mean loss %.7f, PyTorch's %.7f" % (loss, ref))
+    # the same model saved by remat train and evaluated from that file
+    saved = os.path.join(tmp, "saved.safetensors")
+    rc, out, err = run([remat, "train", "--init", d, "--data", data, "--batch", str(B), "--context", str(T),
+                        "--steps", "0", "--val-fraction", "0", "--save", saved, "--quiet"])
+    check(rc == 0, "train --init big_vocab --steps 0 --save: exit %d %s" % (rc, err.strip()))
+    loss2, err = eval_loss(remat, ["--load", saved, "--data", data, "--batch", str(B), "--context", str(T)])
+    check(loss2 is not None and loss is not None and loss2 == loss,
+          "eval --load of the saved file: %s vs %s %s" % (loss2, loss, err))
+    # a vocabulary the data exceeds
+    rc, _, err = run([remat, "eval", "--init", d, "--data", data, "--token-bytes", "2"])
+    check(rc == 1 and "4-byte" in err, "eval --token-bytes 2 on a uint32 file: exit %d %s" % (rc, err.strip()))
+
+
+def refusal_cases(remat, tmp):
+    """Configs and folders remat must refuse, naming what is wrong."""
+    cfg = dict(layers=1, dim=16, heads=2, kv_heads=1, ffn=32, vocab=50, tie=False)
+    P = H.random_params(cfg, 5, "BF16")
+    data = os.path.join(tmp, "small.bin")
+    write_llama3_tokens(data, list(range(50)) * 4)
+    cases = [
+        ("rope_scaling", {"rope_scaling": {"rope_type": "llama3", "factor": 8.0}}, "rope_scaling"),
+        ("attention_bias", {"attention_bias": True}, "attention_bias"),
+        ("mlp_bias", {"mlp_bias": True}, "mlp_bias"),
+        ("model_type", {"model_type": "mistral"}, "model_type"),
+        ("hidden_act", {"hidden_act": "gelu"}, "hidden_act"),
+        ("attention_dropout", {"attention_dropout": 0.1}, "attention_dropout"),
+        ("head_dim", {"head_dim": 4}, "head_dim"),
+        ("kv_heads", {"num_key_value_heads": 3}, "num_key_value_heads"),
+        ("layers_string", {"num_hidden_layers": "1"}, "num_hidden_layers"),
+        ("architectures", {"architectures": ["LlamaForSequenceClassification"]}, "architectures"),
+        ("quantized", {"quantization_config": {"quant_method": "gptq"}}, "quantization_config"),
+        ("no_hidden", {"hidden_size": None}, "hidden_size"),
+    ]
+    for name, change, word in cases:
+        d = os.path.join(tmp, "bad_" + name)
+        c = H.hf_config(cfg)
+        c.update(change)
+        H.write_folder(d, cfg, P, "BF16", config=c)
+        rc, _, err = run([remat, "eval", "--init", d, "--data", data, "--batch", "1", "--context", "8"])
+        check(rc == 1 and word in err, "config %s: exit %d, message %r" % (name, rc, err.strip()))
+    # tensors: a bias, a missing one, a wrong shape, an integer dtype
+    base = os.path.join(tmp, "bad_tensors")
+    H.write_folder(base, cfg, P, "BF16")
+    names = [n for n, _ in H.shapes(cfg)]
+    variants = {
+        "bias": ({**P, "model.layers.0.self_attn.q_proj.bias": torch.zeros(16)}, "no biases"),
+        "missing": ({n: P[n] for n in names if n != "model.norm.weight"}, "model.norm.weight"),
+        "shape": ({**P, "model.layers.0.mlp.up_proj.weight": torch.zeros(31, 16)}, "mlp.up_proj"),
+    }
+    for name, (tensors, word) in variants.items():
+        with open(os.path.join(base, "model.safetensors"), "wb") as f:
+            f.write(H.st_bytes(tensors, "BF16"))
+        rc, _, err = run([remat, "eval", "--init", base, "--data", data, "--batch", "1", "--context", "8"])
+        check(rc == 1 and word in err, "tensors %s: exit %d, message %r" % (name, rc, err.strip()))
+    # a truncated weight file
+    blob = H.st_bytes(P, "BF16")
+    with open(os.path.join(base, "model.safetensors"), "wb") as f:
+        f.write(blob[:-100])
+    rc, _, err = run([remat, "eval", "--init", base, "--data", data, "--batch", "1", "--context", "8"])
+    check(rc == 1 and "model.safetensors" in err, "truncated weights: exit %d, message %r" % (rc, err.strip()))
+    # an index naming a file outside the folder
+    os.remove(os.path.join(base, "model.safetensors"))
+    with open(os.path.join(base, "model.safetensors.index.json"), "w") as f:
+        json.dump({"weight_map": {n: "../escape.safetensors" for n in names}}, f)
+    rc, _, err = run([remat, "eval", "--init", base, "--data", data, "--batch", "1", "--context", "8"])
+    check(rc == 1 and "weight_map" in err, "index ../: exit %d, message %r" % (rc, err.strip()))
+    # a model flag that contradicts config.json is a usage error
+    good = os.path.join(tmp, "good")
+    H.write_folder(good, cfg, P, "BF16")
+    rc, _, err = run([remat, "train", "--init", good, "--layers", "3", "--data", data, "--steps", "1"])
+    check(rc == 2 and "num_hidden_layers" in err, "--layers against config.json: exit %d %r" % (rc, err.strip()))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--remat", required=True)
+    args = ap.parse_args()
+    remat = args.remat
+    hf_check = os.path.join(os.path.dirname(remat), "tests", "hf_check")
+    torch.manual_seed(0)
+    tmp = tempfile.mkdtemp(prefix="hf_torch.")
+    try:
+        gqa = dict(layers=2, dim=48, heads=6, kv_heads=2, ffn=80, vocab=300, eps=1e-5, theta=50000.0, tie=True)
+        logits_case(hf_check, tmp, "gqa_tied_bf16", gqa, "BF16", 1)
+        mha = dict(layers=2, dim=32, heads=4, kv_heads=4, ffn=64, vocab=260, eps=1e-6, theta=10000.0, tie=False)
+        logits_case(hf_check, tmp, "mha_untied_f16_3shards", mha, "F16", 3, B=3, T=70)
+        eval_case(remat, tmp)
+        refusal_cases(remat, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print("test_hf_torch: %d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
