@@ -781,6 +781,7 @@ typedef struct rm_eval_result {
     uint64_t batches;   /* batches run */
     uint64_t tokens;    /* targets scored: batches * B * T */
 } rm_eval_result;
+/* RM_ERR_ARG when the part holds no batch (or part is neither of the two). */
 rm_status rm_evaluate_part(rm_session *s, const rm_model_io *io, const rm_dataset *d, rm_data_part part,
                            uint64_t max_batches, rm_eval_result *out);
 
