@@ -1,0 +1,68 @@
+/* attention_op.c: the general attention op (rm_attention_general, llama's
+ * causal attention) timed alone, forward and backward, at one shape: the
+ * minimum and median over REPS runs of each. Built against a tree's
+ * internal headers and library, so two trees (before and after a change
+ * to src/ops/xattention.c or attn_head.c) can be compared, alternating:
+ *   cc -O2 -march=native -fopenmp -Iinclude -Isrc bench/attention_op.c build/libremat.a \
+ *      $(pkg-config --libs libcjson nettle) -lm -ldl -o /tmp/attn && /tmp/attn B T H HD THREADS REPS
+ * (bench/gqa_speed.sh does this). Not a test. */
+#include "ops/ops.h"
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+static int cmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 7) {
+        fprintf(stderr, "usage: attention_op B T H HD THREADS REPS\n");
+        return 2;
+    }
+    const int B = atoi(argv[1]), T = atoi(argv[2]), H = atoi(argv[3]), HD = atoi(argv[4]), C = H * HD;
+    const int threads = atoi(argv[5]), reps = atoi(argv[6]);
+    rm_set_threads(threads);
+    rm_graph *g = rm_graph_new();
+    rm_val q = rm_input(g, "q", RM_DTYPE_F32, 3, (int64_t[]){B, T, C});
+    rm_val k = rm_input(g, "k", RM_DTYPE_F32, 3, (int64_t[]){B, T, C});
+    rm_val v = rm_input(g, "v", RM_DTYPE_F32, 3, (int64_t[]){B, T, C});
+    if (rm_attention_general(g, q, k, v, -1, H, 1) < 0) return fprintf(stderr, "%s\n", rm_graph_errmsg(g)), 1;
+    const rm_node *n = &g->nodes[0];
+    const rm_op_def *op = rm_op_get(RM_OP_XATTENTION);
+    const size_t nx = (size_t)B * T * C, np = (size_t)B * H * T * T;
+    float *x[3], *dx[3], *out = malloc(nx * 4), *p = malloc(np * 4), *dout = malloc(nx * 4);
+    for (int i = 0; i < 3; i++) {
+        x[i] = malloc(nx * 4), dx[i] = malloc(nx * 4);
+        for (size_t e = 0; e < nx; e++) x[i][e] = (float)((e * 2654435761u + i) % 1000) / 1000.0f - 0.5f;
+    }
+    for (size_t e = 0; e < nx; e++) dout[e] = (float)(e % 17) / 17.0f - 0.5f;
+    void *work = malloc(op->workspace(n, g->vals, 1, threads));
+    rm_kernel_ctx c;
+    memset(&c, 0, sizeof c);
+    c.node = n, c.threads = threads, c.work = work;
+    for (int i = 0; i < 3; i++) c.vin[i] = &g->vals[n->in[i]], c.in[i] = x[i], c.din[i] = dx[i];
+    c.out[0] = out, c.out[1] = p, c.dout[0] = dout;
+    double *f = malloc(reps * sizeof *f), *b = malloc(reps * sizeof *b);
+    for (int r = 0; r < reps; r++) {
+        double t0 = now_ms();
+        op->forward(&c);
+        double t1 = now_ms();
+        op->backward(&c);
+        f[r] = t1 - t0, b[r] = now_ms() - t1;
+    }
+    qsort(f, reps, sizeof *f, cmp);
+    qsort(b, reps, sizeof *b, cmp);
+    printf("attention B=%d T=%d H=%d hd=%d threads=%d: forward min %.2f median %.2f ms, backward min %.2f median "
+           "%.2f ms\n", B, T, H, HD, threads, f[0], f[reps / 2], b[0], b[reps / 2]);
+    return 0;
+}
