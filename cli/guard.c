@@ -134,7 +134,7 @@ static double param_count(const rm_run_info *r) {
 }
 
 /* A lower bound on activation bytes: logits (and their gradient when
- * training) plus a few (B,T,C) tensors per layer. */
+ * training; none for a training llama) plus a few (B,T,C) tensors per layer. */
 static double activation_bytes(const rm_run_info *r, int training) {
     double BT = (double)r->batch * r->context;
     if (strcmp(r->model, "mlp") == 0) {
@@ -143,7 +143,9 @@ static double activation_bytes(const rm_run_info *r, int training) {
         return 4.0 * r->batch * w * (training ? 2 : 1);
     }
     double layers = strcmp(r->model, "encdec") == 0 ? (double)r->enc_layers + r->dec_layers : r->layers;
-    return 4.0 * BT * ((double)r->vocab + (training ? 8.0 * layers * r->dim : 2.0 * r->dim)) * (training ? 2 : 1);
+    /* llama trains with its head fused into the loss (rm_linear_ce): no (B,T,V) logits */
+    double V = strcmp(r->model, "llama") == 0 && training ? 0.0 : (double)r->vocab;
+    return 4.0 * BT * (V + (training ? 8.0 * layers * r->dim : 2.0 * r->dim)) * (training ? 2 : 1);
 }
 
 /* This machine's memory, or the address-space limit when that is lower. */

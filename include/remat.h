@@ -150,6 +150,12 @@ rm_val rm_concat(rm_graph *g, rm_val a, rm_val b);               /* (..,Ca), (..
 /* rm_softmax_ce where rows whose target is ignore_id (e.g. PAD) count for
  * nothing: the mean is over the other rows (0 if none), as PyTorch's ignore_index. */
 rm_val rm_softmax_ce_ignore(rm_graph *g, rm_val logits, rm_val targets, int32_t ignore_id);
+/* A language model's head and loss in one op: the mean cross-entropy of
+ * the logits x W^T (x (..,C), W (V,C), targets (..) i32) computed in chunks
+ * of rows, so the (N,V) logits, probabilities and their gradient are never
+ * stored (N floats are kept; the backward computes x W^T again). rm_softmax_ce
+ * of rm_linear(x, W, -1) up to rounding. llama uses it unless keep_logits. */
+rm_val rm_linear_ce(rm_graph *g, rm_val x, rm_val w, rm_val targets);
 
 /* Stages: every node recorded after rm_stage_begin belongs to that stage.
  * A model is a chain of stages; the recompute planner works per stage. */

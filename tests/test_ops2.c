@@ -325,6 +325,91 @@ static void test_softmax_ce_ignore(void) {
     fx_end(&f);
 }
 
+/* linear_ce against softmax_ce of linear (the unfused head), in more rows
+ * than one chunk, and finite differences in x and W. */
+static void test_linear_ce(void) {
+    enum { N = 6, C = 5, V = 7 };
+    fx f;
+    fx_begin(&f);
+    rm_val x = fx_input(&f, RM_DTYPE_F32, 3, (int64_t[]){2, 3, C});
+    rm_val w = fx_param(&f, "w", 2, (int64_t[]){V, C});
+    rm_val tg = fx_input(&f, RM_DTYPE_I32, 2, (int64_t[]){2, 3});
+    rm_val loss = rm_linear_ce(f.g, x, w, tg);
+    if (fx_finish(&f, loss, "linear_ce")) {
+        const int32_t t[N] = {1, 6, 3, 0, 0, 5};
+        memcpy(fx_i(&f, tg), t, sizeof t);
+        for (int i = 0; i < V * C; i++) fx_f(&f, w)[i] = rndu(-2, 2);
+        fx_forward(&f);
+        const float *xv = fx_f(&f, x), *wv = fx_f(&f, w);
+        double ref = 0;
+        for (int n = 0; n < N; n++) {
+            double z[V], mx = -INFINITY, s = 0;
+            for (int v = 0; v < V; v++) {
+                z[v] = 0;
+                for (int k = 0; k < C; k++) z[v] += (double)xv[n * C + k] * wv[v * C + k];
+                mx = z[v] > mx ? z[v] : mx;
+            }
+            for (int v = 0; v < V; v++) s += exp(z[v] - mx);
+            ref += mx + log(s) - z[t[n]];
+        }
+        ref /= N;
+        CHECK(fabs(fx_f(&f, loss)[0] - ref) < 1e-5, "linear_ce: loss %.8g, double reference %.8g", fx_f(&f, loss)[0],
+              ref);
+        gradcheck(&f, "linear_ce", 0);
+        fx_i(&f, tg)[2] = V; /* out of range: the check refuses it */
+        rm_kernel_ctx c = fx_ctx(&f);
+        char err[256] = "";
+        CHECK(rm_op_get(RM_OP_LINEAR_CE)->check(&c, err, sizeof err) == RM_ERR_ARG && strstr(err, "position 2"),
+              "linear_ce: target %d refused: '%s'", V, err);
+    }
+    fx_end(&f);
+}
+
+/* Many rows (several chunks of a large vocabulary): the same loss and
+ * gradients as rm_softmax_ce(rm_linear(x, W)), two sessions with the same
+ * initial x and W. */
+static void test_linear_ce_chunks(void) {
+    enum { N = 300, C = 8, V = 20000 };
+    rm_graph *g[2];
+    rm_session *s[2] = {NULL, NULL};
+    rm_val x = -1, w = -1, t = -1;
+    float loss[2] = {0, 0};
+    for (int k = 0; k < 2; k++) {
+        g[k] = rm_graph_new();
+        x = rm_param(g[k], "x", 2, (int64_t[]){N, C}, RM_INIT_NORMAL, 1.0f, 0);
+        w = rm_param(g[k], "w", 2, (int64_t[]){V, C}, RM_INIT_NORMAL, 0.5f, 0);
+        t = rm_input(g[k], "t", RM_DTYPE_I32, 1, (int64_t[]){N});
+        rm_set_loss(g[k], k ? rm_softmax_ce(g[k], rm_linear(g[k], x, w, -1), t) : rm_linear_ce(g[k], x, w, t));
+        rm_options o;
+        rm_options_default(&o);
+        CHECK(rm_compile(g[k], &o, &s[k]) == RM_OK, "linear_ce chunks: %s", rm_graph_errmsg(g[k]));
+        if (!s[k]) continue;
+        int32_t *tv = rm_value_data(s[k], t);
+        for (int n = 0; n < N; n++) tv[n] = (n * 7919) % V;
+        CHECK(rm_step(s[k], 0, &loss[k]) == RM_OK, "linear_ce chunks step: %s", rm_session_errmsg(s[k]));
+    }
+    if (s[0] && s[1]) {
+        CHECK(fabsf(loss[0] - loss[1]) <= 1e-5f * fabsf(loss[1]), "linear_ce over chunks: loss %.8g, unfused %.8g",
+              loss[0], loss[1]);
+        double worst[2] = {0, 0}, big[2] = {0, 0};
+        for (int p = 0; p < 2; p++) {
+            const rm_val v = p ? w : x;
+            const float *a = rm_grad(s[0], v), *b = rm_grad(s[1], v);
+            for (int64_t i = 0; i < rm_numel(g[0], v); i++) {
+                worst[p] = fmax(worst[p], fabs(a[i] - b[i]));
+                big[p] = fmax(big[p], fabs(b[i]));
+            }
+        }
+        CHECK(worst[0] <= 1e-5 * big[0] && worst[1] <= 1e-5 * big[1],
+              "linear_ce over chunks: dx off by %.3g (of %.3g), dW by %.3g (of %.3g)", worst[0], big[0], worst[1],
+              big[1]);
+    }
+    for (int k = 0; k < 2; k++) {
+        rm_session_free(s[k]);
+        rm_graph_free(g[k]);
+    }
+}
+
 static void test_builders2(void) {
     for (int which = 0; which < 14; which++) {
         rm_graph *g = rm_graph_new();
@@ -389,6 +474,8 @@ int main(void) {
     test_gqa_threads();
     test_attention_matches_fused();
     test_softmax_ce_ignore();
+    test_linear_ce();
+    test_linear_ce_chunks();
     test_rmsnorm_threads();
     printf("  worst err/tol over all ops: %.3f\n", worst_ratio_all);
     return check_done("test_ops2");

@@ -66,6 +66,7 @@ typedef enum rm_op_kind {
     RM_OP_XATTENTION,
     RM_OP_CONCAT,
     RM_OP_SWIGLU,
+    RM_OP_LINEAR_CE,
     RM_OP_COUNT
 } rm_op_kind;
 

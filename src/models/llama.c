@@ -54,6 +54,22 @@ static rm_val llama_mlp(rm_graph *g, rm_val h, const char *prefix, int64_t C, in
 #undef P
 }
 
+/* The head on x (B,T,C): lm_head, or embed_tokens when tied. With
+ * keep_logits the logits (B,T,V) are a value (sampling reads them) and
+ * softmax_ce the loss; without, head and loss are one rm_linear_ce, which
+ * never stores the (B,T,V) logits, and io->logits is -1. */
+static void llama_head(rm_graph *g, rm_val x, rm_val wte, const rm_llama_config *c, rm_model_io *io, float std) {
+    rm_val w = c->tie_embeddings ? wte : rm_model_param2(g, "lm_head.weight", c->vocab, c->dim, RM_INIT_NORMAL, std);
+    if (!c->keep_logits) {
+        io->logits = -1;
+        io->loss = rm_linear_ce(g, x, w, io->targets);
+        return;
+    }
+    io->logits = rm_linear(g, x, w, -1); // (B,T,V)
+    io->loss = rm_softmax_ce(g, io->logits, io->targets);
+    rm_mark_output(g, io->logits);
+}
+
 rm_status rm_llama_build(rm_graph *g, const rm_llama_config *cfg, rm_model_io *io) {
     if (!g) return RM_ERR_ARG;
     if (!cfg || !io) return rm_graph_fail(g, RM_ERR_ARG, "rm_llama_build: the %s is NULL", !cfg ? "config" : "io");
@@ -103,10 +119,7 @@ rm_status rm_llama_build(rm_graph *g, const rm_llama_config *cfg, rm_model_io *i
 
     rm_stage_begin(g, "head");
     x = rmsnorm(g, x, "model.norm.weight", C, c.norm_eps);
-    io->logits = c.tie_embeddings ? rm_linear(g, x, wte, -1)                // (B,T,V), tied to embed_tokens
-                                  : rm_model_linear(g, x, "lm_head", V, C, std, 0); // (B,T,V), untied
-    io->loss = rm_softmax_ce(g, io->logits, io->targets);
-    if (c.keep_logits) rm_mark_output(g, io->logits);
+    llama_head(g, x, wte, &c, io, std);
     rm_set_loss(g, io->loss);
     return rm_graph_status(g);
 }

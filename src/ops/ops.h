@@ -67,6 +67,7 @@ extern const rm_op_def rm_op_embedding, rm_op_linear, rm_op_add, rm_op_layernorm
     rm_op_relu, rm_op_dropout, rm_op_attention, rm_op_softmax_ce, rm_op_batchnorm, rm_op_custom;
 extern const rm_op_def rm_op_rmsnorm, rm_op_mul, rm_op_silu, rm_op_rope, rm_op_xattention, rm_op_concat;
 extern const rm_op_def rm_op_swiglu;
+extern const rm_op_def rm_op_linear_ce;
 
 /* Records a node of op `d` (see rm_node_new). */
 static inline int rm_op_node(rm_graph *g, const rm_op_def *d, const int *in, int n_in) {
