@@ -64,7 +64,9 @@ typedef enum rm_status {
 /* "RM_OK", "RM_ERR_ARG", ...: the name of a status, for messages. */
 const char *rm_status_name(rm_status s);
 
-typedef enum rm_dtype { RM_DTYPE_F32 = 0, RM_DTYPE_I32 = 1 } rm_dtype;
+/* BF16 and F16 (bfloat16, IEEE half) are only ever the storage of a frozen
+ * parameter (rm_param_store): values, inputs and gradients are F32 or I32. */
+typedef enum rm_dtype { RM_DTYPE_F32 = 0, RM_DTYPE_I32 = 1, RM_DTYPE_BF16 = 2, RM_DTYPE_F16 = 3 } rm_dtype;
 
 typedef struct rm_graph rm_graph;     /* a static graph being built */
 typedef struct rm_session rm_session; /* a compiled graph: plan + arena + params */
