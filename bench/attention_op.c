@@ -19,6 +19,14 @@ static double now_ms(void) {
     return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
 }
 
+/* CPU time of the process (all threads): on a loaded machine, with one
+ * thread, the work done, whatever the waits for a core */
+static double cpu_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
 static int cmp(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
@@ -53,16 +61,21 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 3; i++) c.vin[i] = &g->vals[n->in[i]], c.in[i] = x[i], c.din[i] = dx[i];
     c.out[0] = out, c.out[1] = p, c.dout[0] = dout;
     double *f = malloc(reps * sizeof *f), *b = malloc(reps * sizeof *b);
+    double *fc = malloc(reps * sizeof *fc), *bc = malloc(reps * sizeof *bc);
     for (int r = 0; r < reps; r++) {
-        double t0 = now_ms();
+        double t0 = now_ms(), c0 = cpu_ms();
         op->forward(&c);
-        double t1 = now_ms();
+        double t1 = now_ms(), c1 = cpu_ms();
         op->backward(&c);
         f[r] = t1 - t0, b[r] = now_ms() - t1;
+        fc[r] = c1 - c0, bc[r] = cpu_ms() - c1;
     }
     qsort(f, reps, sizeof *f, cmp);
     qsort(b, reps, sizeof *b, cmp);
+    qsort(fc, reps, sizeof *fc, cmp);
+    qsort(bc, reps, sizeof *bc, cmp);
     printf("attention B=%d T=%d H=%d hd=%d threads=%d: forward min %.2f median %.2f ms, backward min %.2f median "
-           "%.2f ms\n", B, T, H, HD, threads, f[0], f[reps / 2], b[0], b[reps / 2]);
+           "%.2f ms; cpu forward median %.2f ms, backward median %.2f ms\n", B, T, H, HD, threads, f[0], f[reps / 2],
+           b[0], b[reps / 2], fc[reps / 2], bc[reps / 2]);
     return 0;
 }
