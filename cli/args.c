@@ -142,7 +142,8 @@ static int known_flag(const char *flag) {
         "--checkpoint", "--memory-budget", "--memory-limit", "--init", "--save", "--resume", "--save-every", "--keep",
         "--report", "--micro-batches", "--trace", "--trace-step", "--load", "--prompt", "--tokens", "--top-k", "--temperature", "--ffn-dim",
         "--kv-heads", "--rope-theta", "--norm-eps", "--token-bytes", "--max-batches",
-        "--enc-layers", "--dec-layers", "--source", NULL};
+        "--enc-layers", "--dec-layers", "--source", "--freeze", "--train-only", "--lora", "--lora-alpha",
+        "--lora-dropout", "--lora-targets", "--save-adapters", "--out", "--adapters", "--base-model", NULL};
     for (int i = 0; flags[i]; i++)
         if (strcmp(flag, flags[i]) == 0) return 1;
     return 0;
@@ -164,6 +165,24 @@ static int set_value(cli_args *a, const char *flag, const char *v) {
     else if (IS("--enc-layers")) ok = parse_int(flag, v, 1, 4096, &a->enc_layers);
     else if (IS("--dec-layers")) ok = parse_int(flag, v, 1, 4096, &a->dec_layers);
     else if (IS("--source")) a->source = v;
+    else if (IS("--freeze") || IS("--train-only")) {
+        if (!*v || strlen(v) >= sizeof ((rm_run_info *)0)->freeze)
+            ok = (cli_fail(2, "%s expects comma-separated globs on parameter names (e.g. 'model.embed_tokens,"
+                           "model.layers.0'), at most 255 characters; got '%.40s'", flag, v), 0);
+        if (IS("--freeze")) a->freeze = v;
+        else a->train_only = v;
+    } else if (IS("--lora")) ok = parse_int(flag, v, 1, 1 << 16, &a->lora_rank);
+    else if (IS("--lora-alpha")) ok = parse_float(flag, v, -1e6f, 1e6f, &a->lora_alpha);
+    else if (IS("--lora-dropout")) ok = parse_float(flag, v, 0.0f, 0.95f, &a->lora_dropout);
+    else if (IS("--lora-targets")) {
+        if (!*v || strlen(v) >= sizeof ((rm_lora_config *)0)->targets)
+            ok = (cli_fail(2, "--lora-targets expects comma-separated module names such as q_proj,v_proj, at most "
+                           "159 characters; got '%.40s'", v), 0);
+        a->lora_targets = v;
+    } else if (IS("--save-adapters")) a->save_adapters = v;
+    else if (IS("--out")) a->out = v;
+    else if (IS("--adapters")) a->adapters = v;
+    else if (IS("--base-model")) a->base_model = v;
     else if (IS("--dim")) ok = parse_int(flag, v, 1, 1 << 16, &a->dim);
     else if (IS("--heads")) ok = parse_int(flag, v, 1, 1 << 12, &a->heads);
     else if (IS("--context")) ok = parse_int(flag, v, 1, 1 << 16, &a->context);
@@ -233,7 +252,35 @@ static int *boolean_flag(cli_args *a, const char *f) {
            : !strcmp(f, "--print-plan")       ? &a->print_plan
            : !strcmp(f, "--batchnorm")        ? &a->batchnorm
            : !strcmp(f, "--tie-embeddings")   ? &a->tie_embeddings
+           : !strcmp(f, "--merge-lora")       ? &a->merge_lora
                                               : NULL;
+}
+
+/* Fine-tuning's flags: not for sample (the model comes from --load); the
+ * LoRA flags need --lora; export's belong to export. */
+static int check_finetune_flags(const cli_args *a) {
+    if (strcmp(a->command, "sample") == 0 && (a->freeze || a->train_only || a->lora_rank)) {
+        cli_fail(2, "%s applies to remat train, plan and bench; sample takes the model from --load",
+                 a->freeze ? "--freeze" : a->train_only ? "--train-only" : "--lora");
+        return 0;
+    }
+    static const char *const lora[] = {"--lora-alpha", "--lora-dropout", "--lora-targets", "--save-adapters"};
+    for (size_t i = 0; i < sizeof lora / sizeof *lora; i++)
+        if (cli_given(a, lora[i]) && !a->lora_rank && !cli_given(a, "--resume")) {
+            cli_fail(2, "%s needs --lora R (the adapters' rank)", lora[i]);
+            return 0;
+        }
+    static const char *const exp[] = {"--out", "--adapters", "--base-model", "--merge-lora"};
+    for (size_t i = 0; strcmp(a->command, "export") != 0 && i < sizeof exp / sizeof *exp; i++)
+        if (cli_given(a, exp[i])) {
+            cli_fail(2, "%s applies to remat export", exp[i]);
+            return 0;
+        }
+    if (a->save_adapters && strcmp(a->command, "train") != 0) {
+        cli_fail(2, "--save-adapters applies to remat train (remat export writes them with --adapters DIR)");
+        return 0;
+    }
+    return 1;
 }
 
 /* Flags of a training run that plan and sample would otherwise ignore. */
@@ -270,7 +317,7 @@ static int check_model_flags(cli_args *a) {
         if (cli_given(a, llama_only[i]) && other)
             return cli_fail(2, "%s is for --model llama", llama_only[i]), 0;
     if (encdec && !cli_given(a, "--vocab")) a->vocab = RM_ENCDEC_VOCAB;
-    return check_command_flags(a);
+    return check_command_flags(a) && check_finetune_flags(a);
 }
 
 int cli_args_parse(cli_args *a, int argc, char **argv, int first) {

@@ -15,6 +15,15 @@ typedef struct cli_args {
     int vocab_set;
     int n_widths, widths[RM_MLP_MAX_LAYERS];
     float dropout;
+    /* fine-tuning: comma-separated globs on parameter names (rm_freeze_params) */
+    const char *freeze, *train_only;
+    int lora_rank;              /* --lora R (0: none); --lora-alpha, --lora-dropout, --lora-targets */
+    float lora_alpha, lora_dropout;
+    const char *lora_targets;
+    const char *save_adapters;  /* train: the PEFT adapter folder written at the end */
+    /* export: --out FILE (with --merge-lora), --adapters DIR, --base-model NAME */
+    const char *out, *adapters, *base_model;
+    int merge_lora;
     /* data */
     const char *data;
     int token_bytes;            /* --token-bytes 2|4 (0: llm.c header or bytes) */

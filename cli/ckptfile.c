@@ -34,6 +34,25 @@ static void model_int(ctx *c, const char *flag, int *field, int file) {
     else *field = file;
 }
 
+/* model_int for a float. */
+static void model_float(ctx *c, const char *flag, float *field, float file) {
+    if (c->rc) return;
+    if (cli_given(c->a, flag) && *field != file)
+        c->rc = cli_fail(2, "'%s' holds a model with %s %g but the command line says %s %g; a resumed run takes "
+                         "the model from the file (drop %s)", c->path, flag, (double)file, flag, (double)*field, flag);
+    else *field = file;
+}
+
+/* A string that shapes the trained model (what is frozen): the file's
+ * (NULL for ""); an explicit flag that differs is a usage error. */
+static void model_str(ctx *c, const char *flag, const char **field, const char *file) {
+    if (c->rc) return;
+    if (cli_given(c->a, flag) && strcmp(*field, file) != 0)
+        c->rc = cli_fail(2, "'%s' was trained with %s '%s' but the command line says %s '%s'; a resumed run "
+                         "takes it from the file (drop %s)", c->path, flag, file, flag, *field, flag);
+    else *field = *file ? file : NULL;
+}
+
 /* A training flag: the file's value unless the flag was given (a different
  * value gets a note; --steps is expected to be given). */
 static void train_int(ctx *c, const char *flag, int *field, int file) {
@@ -73,15 +92,6 @@ static void choice(ctx *c, const char *flag, const char **field, const char *fil
                              flag, *field, flag);
         else note_override(c, flag, file);
     }
-}
-
-static void model_float(ctx *c, const char *flag, float *field, float file) {
-    if (c->rc) return;
-    if (cli_given(c->a, flag) && *field != file)
-        c->rc = cli_fail(2, "'%s' holds a model with %s %g but the command line says %s %g; "
-                         "a resumed run takes the model from the file (drop %s)", c->path, flag, (double)file,
-                         flag, (double)*field, flag);
-    else *field = file;
 }
 
 /* llama's shape beyond layers, dim and heads (the file spells out defaults) */
@@ -139,6 +149,14 @@ static void model_flags(ctx *c, const rm_run_info *r) {
             c->rc = cli_fail(2, "'%s' holds a %s model: %s is for llama (drop it)", c->path, a->model, llama_only[i]);
     model_int(c, "--context", &a->context, r->context);
     model_int(c, "--vocab", &a->vocab, r->vocab);
+    model_str(c, "--freeze", &a->freeze, r->freeze);
+    model_str(c, "--train-only", &a->train_only, r->train_only);
+    model_int(c, "--lora", &a->lora_rank, r->lora.rank);
+    if (r->lora.rank > 0) { /* the adapters' shape and scale come from the file */
+        model_float(c, "--lora-alpha", &a->lora_alpha, r->lora.alpha);
+        model_float(c, "--lora-dropout", &a->lora_dropout, r->lora.dropout);
+        model_str(c, "--lora-targets", &a->lora_targets, r->lora.targets);
+    }
 }
 
 int cli_resume_args(cli_args *a, const rm_run_info *r, const char *path) {

@@ -1,4 +1,4 @@
-/* main.c: the remat command line. Subcommands: train, sample, inspect, plan, bench.
+/* main.c: the remat command line. Subcommands: train, sample, inspect, plan, bench, export.
  * `remat COMMAND --help` prints that command's flags and exits 0.
  * Exit status: 0 success, 1 runtime error, 2 usage error. */
 #include "args.h"
@@ -11,6 +11,7 @@ int cli_eval(const cli_args *a);
 int cli_inspect(int argc, char **argv);
 int cli_plan(int argc, char **argv);
 int cli_bench(int argc, char **argv, const char *argv0);
+int cli_export(const cli_args *a);
 
 static const char MODEL_FLAGS[] =
     "model flags:\n"
@@ -21,6 +22,15 @@ static const char MODEL_FLAGS[] =
     "  --tie-embeddings (llama: the head reuses model.embed_tokens.weight)\n"
     "  --enc-layers N --dec-layers N (encdec, instead of --layers; --context is both lengths)\n"
     "  (docs/MODELS.md: the models, their tensor names and flags)\n";
+static const char FINETUNE_FLAGS[] =
+    "fine-tuning flags (docs/MODELS.md, \"Fine-tuning\"):\n"
+    "  --freeze PATTERN[,PATTERN] (freeze the parameters these globs name, or their modules:\n"
+    "    no gradient, no optimizer state, no backward work for them; e.g. model.embed_tokens,lm_head)\n"
+    "  --train-only PATTERN[,PATTERN] (freeze every parameter these globs do not name)\n"
+    "  --lora R (LoRA adapters of rank R on --lora-targets; every other parameter frozen)\n"
+    "  --lora-alpha A (scale A/R; default 8, PEFT's)  --lora-dropout P (on the adapters' input)\n"
+    "  --lora-targets q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj (llama; default all seven;\n"
+    "    gpt: c_attn,c_proj,c_fc)  --save-adapters DIR (train: the adapters alone, a PEFT folder)\n";
 static const char RECOMPUTE_FLAGS[] =
     "recompute flags:\n"
     "  --checkpoint none|blocks|segments:K|sqrt|selective|revolve:S (default none)\n"
@@ -82,6 +92,13 @@ static const char PLAN_FLAGS[] =
     "graph files: {\"nodes\": [{\"forward_time\",\"backward_time\",\"output_bytes\",...}, ...],\n"
     "  \"edges\": [{\"producer\",\"consumer\",\"backward_reads\"}, ...]}, topological order, the loss last.\n";
 
+static const char EXPORT_FLAGS[] =
+    "export flags:\n"
+    "  --load FILE (a file of remat train --lora)\n"
+    "  --merge-lora --out FILE (the model with the adapters merged into its weights: W + alpha/r B A)\n"
+    "  --adapters DIR (the adapters alone: DIR/adapter_model.safetensors and adapter_config.json, PEFT's)\n"
+    "  --base-model NAME (adapter_config.json's base_model_name_or_path)  --threads N\n";
+
 static const char BENCH_FLAGS[] =
     "bench flags (and the model, data and --threads flags of train):\n"
     "  --steps N (timed steps per point, 5)  --rounds R (runs of every point, alternating, 2)\n"
@@ -104,9 +121,12 @@ static void usage(FILE *f) {
           "           --sweep prints budget -> overhead (--csv FILE, --svg FILE), --json for --chain\n"
           "  bench    time each strategy and a --memory-budget sweep, one child process per point:\n"
           "           a table, --csv FILE, --svg FILE (step time against activation memory)\n"
+          "  export   a LoRA run's model with the adapters merged (--merge-lora --out FILE), or the\n"
+          "           adapters alone as a PEFT folder (--adapters DIR)\n"
           "\n",
           f);
     fputs(MODEL_FLAGS, f);
+    fputs(FINETUNE_FLAGS, f);
     fputs(TRAIN_FLAGS, f);
     fputs(RECOMPUTE_FLAGS, f);
     fputs(SAMPLE_FLAGS, f);
@@ -118,6 +138,7 @@ int cli_help(const char *command) {
     if (!strcmp(command, "train")) {
         fputs("usage: remat train [flags]: train a model and optionally save it\n\n", f);
         fputs(MODEL_FLAGS, f);
+        fputs(FINETUNE_FLAGS, f);
         fputs(TRAIN_FLAGS, f);
         fputs(RECOMPUTE_FLAGS, f);
     } else if (!strcmp(command, "sample")) {
@@ -130,12 +151,17 @@ int cli_help(const char *command) {
         fputs("usage: remat plan [flags]: show the recompute plan for a memory budget, without training\n\n", f);
         fputs(PLAN_FLAGS, f);
         fputs(MODEL_FLAGS, f);
+        fputs(FINETUNE_FLAGS, f);
         fputs(RECOMPUTE_FLAGS, f);
     } else if (!strcmp(command, "bench")) {
         fputs("usage: remat bench [flags]: measure step time and memory of each recompute strategy and\n"
               "of a sweep of memory budgets, each point in its own process\n\n", f);
         fputs(BENCH_FLAGS, f);
         fputs(MODEL_FLAGS, f);
+        fputs(FINETUNE_FLAGS, f);
+    } else if (!strcmp(command, "export")) {
+        fputs("usage: remat export --load FILE [flags]: a LoRA fine-tune for other programs\n\n", f);
+        fputs(EXPORT_FLAGS, f);
     } else if (!strcmp(command, "inspect")) {
         fputs("usage: remat inspect FILE.safetensors: list its tensors and metadata and check its\n"
               "checksum (exit 0: sound, 1: malformed or the checksum does not hold)\n", f);
@@ -159,15 +185,20 @@ static int run(int argc, char **argv) {
     cli_args a;
     cli_args_default(&a);
     a.command = argv[1];
-    if (!strcmp(argv[1], "train") || !strcmp(argv[1], "sample") || !strcmp(argv[1], "eval")) {
+    if (!strcmp(argv[1], "train") || !strcmp(argv[1], "sample") || !strcmp(argv[1], "eval") ||
+        !strcmp(argv[1], "export")) {
         if (!cli_args_parse(&a, argc, argv, 2)) return 2;
         if (a.help) return cli_help(argv[1]);
-        return !strcmp(argv[1], "train") ? cli_train(&a) : !strcmp(argv[1], "sample") ? cli_sample(&a) : cli_eval(&a);
+        return !strcmp(argv[1], "train")    ? cli_train(&a)
+               : !strcmp(argv[1], "sample") ? cli_sample(&a)
+               : !strcmp(argv[1], "eval")   ? cli_eval(&a)
+                                            : cli_export(&a);
     }
     if (!strcmp(argv[1], "inspect")) return cli_inspect(argc - 2, argv + 2);
     if (!strcmp(argv[1], "plan")) return cli_plan(argc - 2, argv + 2);
     if (!strcmp(argv[1], "bench")) return cli_bench(argc - 2, argv + 2, argv[0]);
-    return cli_fail(2, "unknown command '%s' (commands: train, sample, eval, inspect, plan, bench; see remat --help)", argv[1]);
+    return cli_fail(2, "unknown command '%s' (commands: train, sample, eval, inspect, plan, bench, export; see remat "
+                    "--help)", argv[1]);
 }
 
 /* Under mpirun every rank runs the command; see dist.c. */

@@ -33,6 +33,12 @@ void cli_run_info(const cli_args *a, const char *data_name, size_t data_tokens, 
     r->lr.lr = a->lr;
     r->lr.warmup = a->warmup;
     r->lr.steps = a->steps;
+    snprintf(r->freeze, sizeof r->freeze, "%s", a->freeze ? a->freeze : "");
+    snprintf(r->train_only, sizeof r->train_only, "%s", a->train_only ? a->train_only : "");
+    r->lora.rank = a->lora_rank;
+    r->lora.alpha = a->lora_alpha;
+    r->lora.dropout = a->lora_dropout;
+    snprintf(r->lora.targets, sizeof r->lora.targets, "%s", a->lora_targets ? a->lora_targets : "");
 }
 
 int cli_options(const cli_args *a, const char *budget, rm_options *o) {

@@ -155,6 +155,10 @@ static int plan_model(const plan_flags *pf, const cli_args *a) {
                "predicted overhead %.1f%% (FLOP model)\n",
                p.budget_bytes / 1048576.0, p.store_all_bytes / 1048576.0, p.min_budget_bytes / 1048576.0,
                m.activation_arena_bytes / 1048576.0, 100 * p.predicted_overhead);
+        printf("per step: forward %.2f + backward %.2f + recompute %.2f = %.2f GFLOP; parameters %.2f MiB, "
+               "trainable %.2f MiB\n", p.flops_forward / 1e9, p.flops_backward / 1e9, p.flops_recompute / 1e9,
+               (p.flops_forward + p.flops_backward + p.flops_recompute) / 1e9, m.param_bytes / 1048576.0,
+               m.trainable_bytes / 1048576.0);
     } else {
         size_t lo = p.min_budget_bytes, hi = p.store_all_bytes;
         double mib[11], ovh[11];

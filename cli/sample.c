@@ -39,6 +39,21 @@ static int meta_llama(const rm_file *f, cli_args *a) {
     return 1;
 }
 
+/* A file of a LoRA run (train --lora): the adapters' rank, alpha, dropout
+ * and targets (a->lora_targets points into targets). */
+static int meta_lora(const rm_file *f, cli_args *a, char *targets, size_t cap) {
+    const char *alpha = rm_file_meta(f, "lora_alpha"), *drop = rm_file_meta(f, "lora_dropout"),
+               *t = rm_file_meta(f, "lora_targets");
+    if (!meta_int(f, "lora_rank", 1 << 16, &a->lora_rank) || !alpha || !drop || !t || strlen(t) >= cap) return 0;
+    char *end1, *end2;
+    a->lora_alpha = strtof(alpha, &end1);
+    a->lora_dropout = strtof(drop, &end2);
+    snprintf(targets, cap, "%s", strcmp(t, "all") == 0 ? "" : t);
+    a->lora_targets = targets;
+    return !*end1 && !*end2 && end1 != alpha && end2 != drop && isfinite(a->lora_alpha) && a->lora_dropout >= 0.0f &&
+           a->lora_dropout < 1.0f;
+}
+
 /* Samples from softmax(logits / temperature) restricted to the top k, with
  * a uniform draw u in [0,1). Temperature 0 means greedy. */
 static int pick(const float *logits, int V, float temperature, int top_k, float u, float *probs) {
@@ -114,11 +129,14 @@ int cli_sample(const cli_args *a0) {
              (strcmp(a.model, "llama") != 0 || (meta_int(f, "ffn_dim", 1 << 20, &a.ffn_dim) && meta_llama(f, &a))) &&
              meta_int(f, "dim", 1 << 16, &a.dim) && meta_int(f, "heads", 1 << 12, &a.heads) &&
              meta_int(f, "context", 1 << 16, &a.context) && meta_int(f, "vocab", 1 << 24, &a.vocab);
+    char targets[160];
+    if (ok && rm_file_meta(f, "lora_rank")) ok = meta_lora(f, &a, targets, sizeof targets);
     rm_file_close(f);
     if (!ok)
         return cli_fail(1, "'%s': metadata lacks a gpt, llama, uvit or encdec model config (model, layers 1-4096 or "
                         "enc_layers and dec_layers, dim 1-65536, heads 1-4096, context 1-65536, vocab 2-2^24; llama: "
-                        "ffn_dim, and kv_heads, rope_theta, norm_eps, tie_embeddings when present)", a.load);
+                        "ffn_dim, and kv_heads, rope_theta, norm_eps, tie_embeddings when present; LoRA: lora_rank, "
+                        "lora_alpha, lora_dropout, lora_targets)", a.load);
     if (encdec != (a.source != NULL))
         return cli_fail(2, encdec ? "'%s' holds an encdec: give --source TEXT to decode a target for"
                                   : "--source is for encdec models; '%s' holds a language model (use --prompt)",

@@ -28,9 +28,11 @@ static int cmp_double(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-static long long count_params(const rm_graph *g) {
+/* Parameter elements: all of them, or (trainable) those that train. */
+static long long count_params(const rm_graph *g, int trainable) {
     long long n = 0;
-    for (int i = 0; i < rm_param_count(g); i++) n += rm_numel(g, rm_param_at(g, i));
+    for (int i = 0; i < rm_param_count(g); i++)
+        if (!trainable || rm_param_trainable(g, rm_param_at(g, i))) n += rm_numel(g, rm_param_at(g, i));
     return n;
 }
 
@@ -122,7 +124,8 @@ static int write_report(const trainer *t, float final_loss, float val_loss, int 
             "  \"ms_forward\": %.3f,\n  \"ms_recompute\": %.3f,\n  \"ms_backward\": %.3f,\n"
             "  \"memory_budget_bytes\": %zu,\n  \"store_all_bytes\": %zu,\n  \"min_budget_bytes\": %zu,\n"
             "  \"step_ms_min\": %.3f,\n  \"step_ms_max\": %.3f,\n  \"ranks\": %d,\n  \"shard_optimizer\": %s,\n"
-            "  \"comm_wait_ms\": %.3f,\n  \"fuse_optimizer\": %s,\n  \"grad_arena_bytes\": %zu\n}\n",
+            "  \"comm_wait_ms\": %.3f,\n  \"fuse_optimizer\": %s,\n  \"grad_arena_bytes\": %zu,\n"
+            "  \"params\": %lld,\n  \"trainable_params\": %lld\n}\n",
             a->model, p.strategy, a->steps, fin, val, median_ms, tok_s, m.activation_bytes_planned, m.activation_bytes_measured,
             m.activation_arena_bytes, m.param_bytes, m.grad_bytes,
             rm_optim_bytes(t->opt), ru.ru_maxrss * 1024L, t->threads, rm_gemm_has_blas() ? "true" : "false",
@@ -130,7 +133,7 @@ static int write_report(const trainer *t, float final_loss, float val_loss, int 
             p.ms_forward, p.ms_recompute, p.ms_backward, p.budget_bytes, p.store_all_bytes, p.min_budget_bytes,
             t->step_ms_min, t->step_ms_max, cli_dist_size(), a->shard_optimizer && cli_dist_size() > 1 ? "true" : "false",
             a->steps > (int)t->start ? t->comm_ms / (a->steps - (int)t->start) : 0.0,
-            a->fuse_optimizer ? "true" : "false", m.grad_arena_bytes);
+            a->fuse_optimizer ? "true" : "false", m.grad_arena_bytes, count_params(t->g, 0), count_params(t->g, 1));
     if (fclose(f) != 0) return cli_fail(1, "cannot write report '%s'", a->report);
     return 0;
 }
@@ -240,6 +243,8 @@ static int build_session(trainer *t) {
     if ((st = cli_build_model(&local, t->g, &t->io, 0)) != RM_OK) /* a resumed model is the file's: exit 1 */
         return a->resume ? cli_fail(1, "'%s': %s", a->resume, rm_graph_errmsg(t->g))
                                             : cli_fail(st == RM_ERR_ARG ? 2 : 1, "%s", rm_graph_errmsg(t->g));
+    if (count_params(t->g, 1) == 0)
+        return cli_fail(2, "%s leaves no parameter to train: freeze fewer", a->train_only ? "--train-only" : "--freeze");
     rm_options o;
     int rc = cli_options(a, a->memory_budget, &o);
     if (rc) return rc;
@@ -300,9 +305,12 @@ static void print_header(const trainer *t) {
     char strategy[128];
     rm_memory(t->s, &m);
     strategy_name(a, strategy, sizeof strategy);
-    printf("remat: %s, %lld params (%.1f MiB), activations %.1f MiB planned (arena %.1f MiB), "
+    char trainable[64] = "";
+    if (count_params(t->g, 1) < count_params(t->g, 0))
+        snprintf(trainable, sizeof trainable, ", %lld trainable", count_params(t->g, 1));
+    printf("remat: %s, %lld params%s (%.1f MiB), activations %.1f MiB planned (arena %.1f MiB), "
            "checkpoint=%s, %d threads%s, %s\n",
-           a->model, count_params(t->g), m.param_bytes / 1048576.0, m.activation_bytes_planned / 1048576.0,
+           a->model, count_params(t->g, 0), trainable, m.param_bytes / 1048576.0, m.activation_bytes_planned / 1048576.0,
            m.activation_arena_bytes / 1048576.0, strategy, t->threads, cli_dist_size() > 1 ? " per rank" : "",
            rm_gemm_has_blas() ? "OpenBLAS" : "portable GEMM");
     if (cli_dist_size() > 1)
@@ -472,6 +480,12 @@ static int finish(trainer *t, int step, float loss, float val_loss, int have_val
         if ((rc = save_state(t, path, (uint64_t)step)) != 0) return rc;
         if (!a->quiet) printf("saved %s\n", path);
     }
+    if (a->save_adapters && cli_dist_rank() == 0) {
+        char err[512];
+        if (rm_save_adapters(t->s, a->save_adapters, a->init, strcmp(a->model, "gpt") == 0, err, sizeof err) != RM_OK)
+            return cli_fail(1, "%s", err);
+        if (!a->quiet) printf("saved the adapters in %s (PEFT's layout)\n", a->save_adapters);
+    }
     if (cli_dist_rank() != 0) return 0; /* rank 0 writes the report and the trace */
     if (a->report && (rc = write_report(t, loss, val_loss, have_val, median, tok_s)) != 0) return rc;
     if ((rc = cli_trace_write(a, t->s)) != 0) return rc;
@@ -488,6 +502,8 @@ int cli_train(const cli_args *a0) {
     int handlers = 0, rc = check_flags(&args);
     if (!rc && args.resume) rc = open_resume(&t);
     if (!rc && args.init && cli_is_dir(args.init)) rc = cli_hf_open(&args, &t.hf);
+    if (!rc && args.save_adapters && !args.lora_rank) /* after --resume took the model from its file */
+        rc = cli_fail(2, "--save-adapters needs a LoRA run (--lora R, or --resume a file of one)");
     if (!rc) rc = cli_check_flag_use(&args);
     if (!rc) rc = cli_check_outputs(&args); /* before step 0, not after the last */
     if (!rc) {

@@ -3,8 +3,8 @@
  * planner behind it, at a budget taken from the input's last bytes. Only
  * the planner's files are linked (graphfile, graphplan, blocks, schedule),
  * so the target builds in seconds; schedule.c's strategies that consult op
- * definitions are never reached from a graph file, and the stub below
- * satisfies the linker. Inputs are kept short (-max_len in tests/test_fuzz.sh):
+ * definitions are never reached from a graph file, and the stubs below
+ * satisfy the linker. Inputs are kept short (-max_len in tests/test_fuzz.sh):
  * the search is polynomial in the nodes. Built and run by tests/test_fuzz.sh; by hand:
  *   build/fuzz/fuzz_graph/fuzz_graph fuzz/corpus_graph */
 #include "ops/ops.h"
@@ -14,6 +14,11 @@
 
 const rm_op_def *rm_op_get(rm_op_kind k) {
     (void)k;
+    abort(); /* not reachable from a graph file */
+}
+
+unsigned rm_node_bwd_reads(const rm_node *n, const rm_value *vals) {
+    (void)n, (void)vals;
     abort(); /* not reachable from a graph file */
 }
 

@@ -33,22 +33,32 @@ static rm_graph g;
 static rm_session s;
 static rm_optim *o;
 
+/* Parameter i laid out at *off. */
+static void place(int i, size_t *off) {
+    rm_value *v = &vals[i];
+    v->kind = RM_VALUE_PARAM;
+    v->ndim = PARAMS[i].ndim;
+    v->shape[0] = PARAMS[i].d0;
+    v->shape[1] = PARAMS[i].d1;
+    v->numel = PARAMS[i].d0 * (v->ndim == 2 ? PARAMS[i].d1 : 1);
+    v->trainable = PARAMS[i].trainable;
+    v->decay = v->ndim == 2;
+    snprintf(v->name, sizeof v->name, "%s", PARAMS[i].name);
+    v->param_off = *off;
+    *off += (size_t)v->numel + 3; /* gaps, as the aligned layout has */
+    ids[i] = i;
+}
+
 static void setup(void) {
     size_t off = 0;
-    for (int i = 0; i < NP; i++) {
-        rm_value *v = &vals[i];
-        v->kind = RM_VALUE_PARAM;
-        v->ndim = PARAMS[i].ndim;
-        v->shape[0] = PARAMS[i].d0;
-        v->shape[1] = PARAMS[i].d1;
-        v->numel = PARAMS[i].d0 * (v->ndim == 2 ? PARAMS[i].d1 : 1);
-        v->trainable = PARAMS[i].trainable;
-        v->decay = v->ndim == 2;
-        snprintf(v->name, sizeof v->name, "%s", PARAMS[i].name);
-        v->param_off = off;
-        off += (size_t)v->numel + 3; /* gaps, as the aligned layout has */
-        ids[i] = i;
-    }
+    /* laid out as rm_graph_layout does: trainable parameters first (their
+     * gradients and moments are the first train_floats floats), then state */
+    for (int i = 0; i < NP; i++)
+        if (PARAMS[i].trainable) place(i, &off);
+    g.train_floats = off;
+    for (int i = 0; i < NP; i++)
+        if (!PARAMS[i].trainable) place(i, &off);
+    g.state_end = off;
     g.vals = vals;
     g.n_vals = g.n_params = NP;
     g.params = ids;

@@ -91,8 +91,9 @@ rm_val rm_input(rm_graph *g, const char *name, rm_dtype dt, int ndim, const int6
  * position ids 0..T-1 of a GPT); the session fills it at compile time. */
 rm_val rm_constant_i32(rm_graph *g, const char *name, int ndim, const int64_t *shape, const int32_t *data);
 
-/* Parameter initialisation kinds. */
-typedef enum rm_init { RM_INIT_ZEROS = 0, RM_INIT_ONES, RM_INIT_NORMAL } rm_init;
+/* Parameter initialisation kinds. RM_INIT_UNIFORM: uniform in [-std, std)
+ * (std is the bound; LoRA's A: Kaiming-uniform, bound 1/sqrt(fan_in)). */
+typedef enum rm_init { RM_INIT_ZEROS = 0, RM_INIT_ONES, RM_INIT_NORMAL, RM_INIT_UNIFORM } rm_init;
 /* A trainable fp32 parameter; `decay` says whether weight decay applies. */
 rm_val rm_param(rm_graph *g, const char *name, int ndim, const int64_t *shape,
                 rm_init init, float std, int decay);
@@ -391,19 +392,23 @@ typedef struct rm_memory_info {
     size_t activation_bytes_planned;  /* peak of live activation bytes, from the plan */
     size_t activation_bytes_measured; /* peak observed while running */
     size_t activation_arena_bytes;    /* size of the arena (>= planned) */
-    size_t param_bytes, grad_bytes;   /* grad_bytes: flat gradient buffers (0 under fuse_optimizer) */
+    size_t param_bytes, grad_bytes;   /* grad_bytes: flat gradient buffers, of the trainable parameters
+                                       * only (0 under fuse_optimizer) */
     int n_instructions;
     /* fuse_optimizer: the parameter-gradient bytes among activation_bytes_planned
      * at its peak (they are arena buffers; the peak is of both together) */
     size_t grad_arena_bytes;
+    /* the trainable parameters' bytes (param_bytes less frozen parameters and state) */
+    size_t trainable_bytes;
 } rm_memory_info;
 /* Fills m for session s. */
 void rm_memory(const rm_session *s, rm_memory_info *m);
 
 /* What rm_options.limit_bytes was spent on (all 0 without a limit). The
  * optimizer's bytes are those rm_optim_new will allocate (AdamW: two
- * moments; SGD: none, but a budget's profiling step holds a copy of the
- * parameters, counted instead); margin: the session's own small tables. */
+ * moments of the trainable parameters; SGD: none, but a budget's profiling
+ * step holds a copy of the state, counted instead when larger); gradients:
+ * of the trainable parameters; margin: the session's own small tables. */
 typedef struct rm_limit_info {
     size_t limit_bytes;
     size_t param_bytes, grad_bytes, optimizer_bytes, input_bytes, margin_bytes;
@@ -508,8 +513,85 @@ rm_status rm_plan_graph(const char *graph_json, int64_t budget, char **result_js
 int rm_param_count(const rm_graph *g);
 rm_val rm_param_at(const rm_graph *g, int i);
 int rm_param_decay(const rm_graph *g, rm_val v);
-/* 1 for trainable parameters, 0 for state (rm_state). */
+/* 1 for trainable parameters, 0 for state (rm_state) and frozen parameters. */
 int rm_param_trainable(const rm_graph *g, rm_val v);
+
+/* ---- frozen parameters (fine-tuning; docs/MODELS.md, "Fine-tuning") ---------- */
+
+/* Freezes parameter v: it keeps the values it is initialised or loaded
+ * with, and it gets no gradient (rm_grad returns NULL) and no optimizer
+ * state (AdamW moments, the flat gradient buffer, a fused gradient). The
+ * backward is pruned accordingly: no weight-gradient product for it, no
+ * input gradient where nothing upstream is trainable, and nothing kept or
+ * recomputed only for such a gradient; the plan, the budget, limit_bytes
+ * and rm_memory count the smaller state, and checkpoint files hold no
+ * moments for it. Call it before the first rm_compile of g (RM_ERR_STATE
+ * after); RM_ERR_ARG for a value that is not a parameter or is state.
+ * Freezing twice is harmless. */
+rm_status rm_param_freeze(rm_graph *g, rm_val v);
+/* 1 for a frozen parameter, else 0. */
+int rm_param_frozen(const rm_graph *g, rm_val v);
+/* The parameter named `name`, or -1. */
+rm_val rm_param_by_name(const rm_graph *g, const char *name);
+/* Freezes by name: `freeze` and `train_only` are comma-separated globs
+ * (fnmatch) on parameter names, and a pattern also matches every tensor of
+ * a module ("lm_head" matches "lm_head.weight"; "model.layers.0" the whole
+ * layer). Every parameter one of `freeze`'s patterns matches is frozen, and
+ * with `train_only`, every parameter none of its patterns matches. NULL or
+ * "" for either: not used. A pattern that matches no parameter is
+ * RM_ERR_ARG naming it (a typo would silently train everything). *n_frozen
+ * (NULL-able): how many parameters are frozen now. */
+rm_status rm_freeze_params(rm_graph *g, const char *freeze, const char *train_only, int *n_frozen);
+
+/* ---- LoRA (Hu et al. 2021), as Hugging Face PEFT computes and names it ------- */
+
+/* A linear layer with a low-rank adapter:
+ *   y = x W^T + b + (alpha / rank) * (dropout(x) A^T) B^T
+ * x (..,IN); w_frozen (OUT,IN) and b (OUT) or -1: the base layer, which
+ * rm_lora_linear freezes (rm_param_freeze). It creates the adapter, two
+ * parameters named as PEFT names them when w is "<m>.weight":
+ * "<m>.lora_A.weight" (rank, IN), Kaiming-uniform as PEFT initialises it
+ * (U(-1/sqrt(IN), 1/sqrt(IN))), and "<m>.lora_B.weight" (OUT, rank), zero,
+ * so training starts from the base model; both get weight decay. dropout
+ * in [0, 1) drops the adapter's input only (Philox masks as rm_dropout's:
+ * a recomputation sees the same mask). The backward computes dA, dB and dx
+ * (no dW, no db) and keeps x and the (.., rank) product dropout(x) A^T.
+ * rm_load_params and --init accept a file without the adapters (they keep
+ * their initial values); rm_save_adapters writes them alone. */
+rm_val rm_lora_linear(rm_graph *g, rm_val x, rm_val w_frozen, rm_val b, int rank, float alpha, float dropout);
+/* 1 for a parameter rm_lora_linear created (an adapter's A or B), else 0. */
+int rm_param_adapter(const rm_graph *g, rm_val v);
+
+/* LoRA on a built-in model (rm_llama_config.lora, rm_gpt_config.lora,
+ * rm_run_info.lora): every linear layer named in `targets` becomes an
+ * rm_lora_linear, and every other parameter is frozen. */
+typedef struct rm_lora_config {
+    int rank;          /* r; 0: no LoRA */
+    float alpha;       /* PEFT's lora_alpha: the adapter's output is scaled by alpha / rank; 0: 8 (PEFT's default) */
+    float dropout;     /* PEFT's lora_dropout, on each adapter's input, in [0, 1) */
+    /* comma-separated module names; "": all of the model's: llama q_proj,
+     * k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj; gpt and uvit c_attn,
+     * c_proj,c_fc. A name the model lacks is RM_ERR_ARG. */
+    char targets[160];
+} rm_lora_config;
+
+/* Writes s's LoRA adapters alone, as a PEFT adapter folder `dir` (made if
+ * missing): adapter_model.safetensors with each adapter as
+ * "base_model.model.<name>" (F32) and adapter_config.json (peft_type LORA,
+ * task_type CAUSAL_LM, r, lora_alpha, lora_dropout, target_modules, bias
+ * "none", base_model_name_or_path: base_model or null, fan_in_fan_out: 1
+ * for a base whose weights are stored (IN, OUT), as Hugging Face's GPT-2
+ * Conv1D). peft.PeftModel.from_pretrained(model, dir) loads it. RM_ERR_ARG
+ * when the model has no adapters or they differ in rank, alpha or dropout;
+ * RM_ERR_IO naming the file. Atomic per file. */
+rm_status rm_save_adapters(rm_session *s, const char *dir, const char *base_model, int fan_in_fan_out, char *err,
+                           size_t errlen);
+/* Writes every parameter of s but the adapters, each weight that carries
+ * an adapter merged: W + (alpha / rank) B A (the session's weights are not
+ * changed), with the caller's metadata and the checksum: the fine-tuned
+ * model as a plain one (llama: LlamaForCausalLM's names). Atomic. */
+rm_status rm_save_merged(rm_session *s, const char *path, int n_meta, const char *const *keys,
+                         const char *const *values, char *err, size_t errlen);
 
 /* ---- models ------------------------------------------------------------- */
 
@@ -529,6 +611,7 @@ typedef struct rm_gpt_config {
     int layers, dim, heads, context, vocab, batch;
     float dropout;   /* on embeddings and on both residual branches */
     int keep_logits; /* mark logits as an output (sampling) */
+    rm_lora_config lora; /* adapters on c_attn, c_proj, c_fc (rank 0: none) */
 } rm_gpt_config;
 /* Records the GPT into g (stages embed, h.0 .. h.L-1, head) and fills io. */
 rm_status rm_gpt_build(rm_graph *g, const rm_gpt_config *c, rm_model_io *io);
@@ -564,6 +647,7 @@ typedef struct rm_llama_config {
     /* 1: the head multiplies by model.embed_tokens.weight (HF
      * tie_word_embeddings); there is no lm_head.weight. */
     int tie_embeddings;
+    rm_lora_config lora; /* adapters on the seven projections (rank 0: none) */
 } rm_llama_config;
 /* The default SwiGLU hidden size: 8/3 x dim rounded up to a multiple of 64
  * (384 -> 1024); and the builder (stages embed, layers.N, head). */
@@ -836,11 +920,15 @@ typedef struct rm_run_info {
     float rope_theta, norm_eps;
     int tie_embeddings;
     int token_bytes;       /* how `data` is read: rm_data_load_tokens's token_bytes (0, 2, 4) */
+    /* fine-tuning: rm_run_build freezes these by name (rm_freeze_params); "" for none */
+    char freeze[256], train_only[256];
+    rm_lora_config lora;   /* models "llama", "gpt", "uvit" (rank 0: none) */
 } rm_run_info;
 /* Defaults: model "gpt", the CLI's default GPT, AdamW, constant lr 1e-3, seed 1337. */
 void rm_run_info_default(rm_run_info *r);
-/* Builds the model a run describes (gpt, mlp, llama, uvit, encdec); RM_ERR_ARG
- * for another model name (the caller builds its own). */
+/* Builds the model a run describes (gpt, mlp, llama, uvit, encdec), with
+ * its frozen parameters; RM_ERR_ARG for another model name (the caller
+ * builds its own). */
 rm_status rm_run_build(const rm_run_info *r, rm_graph *g, rm_model_io *io, int keep_logits);
 
 /* Writes the whole training state of s and o (NULL: parameters only) with r

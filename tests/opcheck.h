@@ -32,7 +32,7 @@ static int max_threads(void) {
     return 1;
 #endif
 }
-static void set_threads(int n) {
+static inline void set_threads(int n) {
 #ifdef _OPENMP
     omp_set_num_threads(n);
 #else
@@ -144,17 +144,20 @@ static void *poisoned(fx *f, rm_val v) {
     return p;
 }
 
-/* Backward with dout[0] = dout0. Every forward tensor outside bwd_reads is
- * replaced by a poisoned copy, so an op that reads more than it declares
- * (and would read freed memory under the planner) fails its gradient check. */
+/* Backward with dout[0] = dout0. Every forward tensor outside the node's
+ * backward reads (rm_node_bwd_reads: which parameters are frozen changes
+ * them) is replaced by a poisoned copy, so an op that reads more than it
+ * declares (and would read freed memory under the planner) fails its
+ * gradient check. */
 static void fx_backward(fx *f, const float *dout0, float *const *din, const int *acc) {
     const rm_node *n = fx_node(f);
     rm_kernel_ctx c = fx_ctx(f);
     void *tmp[RM_MAX_IN + RM_MAX_OUT] = {0};
+    const unsigned reads = rm_node_bwd_reads(n, f->g->vals);
     for (int k = 0; k < n->n_in; k++)
-        if (n->in[k] >= 0 && !(f->op->bwd_reads & RM_READS_IN(k))) c.in[k] = tmp[k] = poisoned(f, n->in[k]);
+        if (n->in[k] >= 0 && !(reads & RM_READS_IN(k))) c.in[k] = tmp[k] = poisoned(f, n->in[k]);
     for (int j = 0; j < n->n_out; j++)
-        if (!(f->op->bwd_reads & RM_READS_OUT(j))) c.out[j] = tmp[RM_MAX_IN + j] = poisoned(f, n->out[j]);
+        if (!(reads & RM_READS_OUT(j))) c.out[j] = tmp[RM_MAX_IN + j] = poisoned(f, n->out[j]);
     c.dout[0] = (float *)dout0;
     for (int k = 0; k < RM_MAX_IN; k++) {
         c.din[k] = din[k];

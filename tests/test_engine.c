@@ -22,7 +22,7 @@ static void fill_tokens(rm_session *s, const rm_model_io *io, int B, int T, int 
 
 static rm_session *gpt_session(rm_graph **g, rm_model_io *io, float dropout, const char *ck) {
     *g = rm_graph_new();
-    rm_gpt_config c = {2, 32, 4, 16, 32, 4, dropout, 0};
+    rm_gpt_config c = {.layers = 2, .dim = 32, .heads = 4, .context = 16, .vocab = 32, .batch = 4, .dropout = dropout};
     CHECK(rm_gpt_build(*g, &c, io) == RM_OK, "gpt build: %s", rm_graph_errmsg(*g));
     rm_options o;
     rm_options_default(&o);
@@ -76,8 +76,8 @@ static void test_gpt_gradcheck(void) {
     fill_tokens(s, &io, 4, 16, 32, 5);
     float loss;
     rm_step(s, 0, &loss);
-    float *grads = malloc(g->param_floats * sizeof(float));
-    memcpy(grads, s->grads, g->param_floats * sizeof(float));
+    float *grads = malloc(g->train_floats * sizeof(float));
+    memcpy(grads, s->grads, g->train_floats * sizeof(float));
     int bad = 0, checked = 0;
     for (int i = 0; i < g->n_params; i++) {
         const rm_value *v = &g->vals[g->params[i]];
@@ -160,7 +160,7 @@ static void test_bad_graphs(void) {
     rm_graph_free(g);
 
     g = rm_graph_new();
-    rm_gpt_config c = {2, 30, 4, 16, 32, 4, 0.0f, 0}; /* 30 not divisible by 4 */
+    rm_gpt_config c = {.layers = 2, .dim = 30, .heads = 4, .context = 16, .vocab = 32, .batch = 4, .dropout = 0.0f}; /* 30 not divisible by 4 */
     rm_model_io io;
     CHECK(rm_gpt_build(g, &c, &io) == RM_ERR_ARG, "dim %% heads must be checked");
     rm_graph_free(g);
@@ -169,7 +169,7 @@ static void test_bad_graphs(void) {
     rm_options o;
     rm_options_default(&o);
     o.checkpoint = "bogus";
-    rm_gpt_config c2 = {1, 16, 2, 8, 16, 2, 0.0f, 0};
+    rm_gpt_config c2 = {.layers = 1, .dim = 16, .heads = 2, .context = 8, .vocab = 16, .batch = 2, .dropout = 0.0f};
     rm_gpt_build(g, &c2, &io);
     CHECK(rm_compile(g, &o, &s) == RM_ERR_ARG, "unknown strategy must fail");
     CHECK(strstr(rm_graph_errmsg(g), "bogus") != NULL, "message names the strategy: %s", rm_graph_errmsg(g));

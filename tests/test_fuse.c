@@ -119,7 +119,7 @@ static int same_state(run *r, run *q) {
     rm_optim_state(q->o, &m2, &v2, &t2);
     rm_memory_info mi;
     rm_memory(r->s, &mi);
-    same &= t1 == t2 && !m1 == !m2 && (!m1 || (memcmp(m1, m2, mi.param_bytes) == 0 && memcmp(v1, v2, mi.param_bytes) == 0));
+    same &= t1 == t2 && !m1 == !m2 && (!m1 || (memcmp(m1, m2, mi.trainable_bytes) == 0 && memcmp(v1, v2, mi.trainable_bytes) == 0));
     return same;
 }
 

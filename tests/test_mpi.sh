@@ -10,6 +10,7 @@
 #  - P=2 with 2 micro-batches each within 1e-5 of P=1 with 4, and
 #    bit-identical with --shard-optimizer;
 #  - --fuse-optimizer on 2 ranks bit-identical to unfused P=2;
+#  - the same with frozen parameters (--freeze, --train-only) and LoRA;
 #  - save at P=2 (sharded) and resume at P=1, and the reverse: the same
 #    tensors as the uninterrupted run;
 #  - optimizer bytes per rank halve with --shard-optimizer;
@@ -71,6 +72,11 @@ same gpt-selective "$GPT $EPS --checkpoint selective"
 same gpt-revolve "$GPT $EPS --checkpoint revolve:2"
 same gpt-budget "$GPT $EPS --memory-budget 60%"
 same mlp-blocks "$MLP $EPS --checkpoint blocks"
+# frozen parameters: the gradients, their sums, shards and moments cover the
+# trainable ones only (the tied embedding frozen)
+same gpt-freeze "$GPT $EPS --checkpoint selective --freeze transformer.wte,transformer.h.0"
+same mlp-freeze "$MLP $EPS --train-only layers.1"
+same gpt-lora "$GPT $EPS --checkpoint sqrt --lora 2 --lora-alpha 4 --lora-dropout 0.1"
 # SGD: the update is lr * g, so a gradient summed but not averaged over the
 # ranks (AdamW barely sees a factor of 2) is 1e-3-sized here
 S="$GPT --optimizer sgd --checkpoint sqrt"
@@ -95,6 +101,9 @@ for c in "revolve:2" "none"; do
     $MPI -np 2 "$R" train $GPT --checkpoint $c --fuse-optimizer --save fz.$c.st --report fz.json >/dev/null 2>>fu.err
     check 'cmp -s fz.$c.st fu.$c.st' "P=2 --fuse-optimizer ($c) differs from unfused P=2: $($CMP fz.$c.st fu.$c.st; cat fu.err)"
 done
+$MPI -np 2 "$R" train $GPT --freeze transformer.wpe,transformer.h.1 --save fu.frozen.st >/dev/null 2>fu.err
+$MPI -np 2 "$R" train $GPT --freeze transformer.wpe,transformer.h.1 --fuse-optimizer --save fz.frozen.st >/dev/null 2>>fu.err
+check 'cmp -s fz.frozen.st fu.frozen.st' "P=2 --fuse-optimizer with --freeze differs from unfused: $($CMP fz.frozen.st fu.frozen.st; cat fu.err)"
 check '[ -n "$(field fz.json comm_wait_ms)" ]' "P=2 --fuse-optimizer: no comm_wait_ms in the report"
 $MPI -np 2 "$R" train $GPT --fuse-optimizer --shard-optimizer >/dev/null 2>fs.err; rc=$?
 check '[ $rc -eq 2 ] && grep -q "cannot be combined" fs.err' "--fuse-optimizer --shard-optimizer on 2 ranks: exit $rc, $(head -1 fs.err)"

@@ -33,7 +33,7 @@ static int train(const char *strategy, int mlp, run *r) {
         for (int i = 0; i < c.n_widths; i++) c.widths[i] = 16 + 8 * (i % 3);
         rm_mlp_build(g, &c, &io);
     } else {
-        rm_gpt_config c = {3, 32, 4, T, V, B, 0.1f, 0};
+        rm_gpt_config c = {.layers = 3, .dim = 32, .heads = 4, .context = T, .vocab = V, .batch = B, .dropout = 0.1f};
         rm_gpt_build(g, &c, &io);
     }
     rm_options o;
@@ -367,7 +367,7 @@ static void test_budget_beats_uniform(void) {
 static int plan_gpt_marked(int marked, size_t *arena, int *n_instr, double *flops, char *notes, size_t notes_len) {
     rm_graph *g = rm_graph_new();
     rm_model_io io;
-    rm_gpt_config c = {4, 32, 4, 16, 32, 4, 0.1f, 0};
+    rm_gpt_config c = {.layers = 4, .dim = 32, .heads = 4, .context = 16, .vocab = 32, .batch = 4, .dropout = 0.1f};
     rm_gpt_build(g, &c, &io);
     int forced = 0, saved = 0;
     for (int n = 0; n < g->n_nodes && marked; n++) {

@@ -68,7 +68,7 @@ static void fill(rm_session *s, const rm_model_io *io, int n) {
 static void test_gpt(const char *checkpoint, const char *budget, const char *path) {
     rm_graph *g = rm_graph_new();
     rm_model_io io;
-    rm_gpt_config gc = {3, 32, 4, 16, 32, 4, 0.1f, 0};
+    rm_gpt_config gc = {.layers = 3, .dim = 32, .heads = 4, .context = 16, .vocab = 32, .batch = 4, .dropout = 0.1f};
     CHECK(rm_gpt_build(g, &gc, &io) == RM_OK, "gpt build");
     rm_options o;
     rm_options_default(&o);

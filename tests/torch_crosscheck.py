@@ -50,6 +50,7 @@ shape differs. The script prints one line per check and, last,
 "test_torch: N passed, N failed"; it exits 1 if any check failed.
 """
 import argparse
+import fnmatch
 import json
 import math
 import os
@@ -291,11 +292,27 @@ MODELS = {
 
 # ---- the replay ----------------------------------------------------------
 
+def frozen_names(names, patterns):
+    """remat's --freeze: comma-separated globs, each matching a name or a
+    module of it (the part before one of its dots)."""
+    if not patterns:
+        return set()
+    pats = patterns.split(",")
+
+    def hit(n):
+        parts = n.split(".")
+        mods = [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
+        return any(fnmatch.fnmatchcase(m, p) for p in pats for m in mods)
+    return {n for n in names if hit(n)}
+
+
 def replay(init, cfg, opt, train, val, dtype):
     """Runs the steps of `remat train` in PyTorch; returns (params, final
-    training loss, validation loss, grad norms before clipping)."""
-    P = {n: torch.tensor(a, dtype=dtype, requires_grad=True) for n, a in init}
-    params = [P[n] for n, _ in init]
+    training loss, validation loss, grad norms before clipping). Parameters
+    opt["freeze"] names are frozen (requires_grad False, no optimizer)."""
+    frozen = frozen_names([n for n, _ in init], opt.get("freeze"))
+    P = {n: torch.tensor(a, dtype=dtype, requires_grad=n not in frozen) for n, a in init}
+    params = [P[n] for n, _ in init if n not in frozen]
     model = MODELS[cfg["model"]]
     lossf, batchf = model["loss"], model["batch"]
     if opt["optimizer"] == "sgd":
@@ -306,7 +323,7 @@ def replay(init, cfg, opt, train, val, dtype):
         nodecay = [p for p in params if p.dim() != 2]
         o = torch.optim.AdamW([{"params": decay, "weight_decay": opt["weight_decay"]},
                                {"params": nodecay, "weight_decay": 0.0}],
-                              lr=opt["lr"], betas=(0.9, 0.95), eps=1e-8)
+                              lr=opt["lr"], betas=(0.9, 0.95), eps=opt.get("eps", 1e-8))
     loss, norms = None, []
     for k in range(opt["steps"]):
         batch = batchf(train, k, cfg, dtype)
@@ -336,6 +353,10 @@ def remat_args(cfg, opt):
           "--warmup", "0"]
     if opt["optimizer"] == "adamw":
         a += ["--weight-decay", repr(opt["weight_decay"])]
+        if "eps" in opt:
+            a += ["--adam-eps", repr(opt["eps"])]
+    if opt.get("freeze"):
+        a += ["--freeze", opt["freeze"]]
     return a
 
 
@@ -468,6 +489,10 @@ def main():
         ("mlp_sgd", mlp, dict(base, optimizer="sgd", lr=0.1, grad_clip=0.0, text_bytes=200,
                               val_fraction=0.3)),  # 4 batches: wraps at step 5
         ("mlp_adamw_clip", mlp, dict(base, optimizer="adamw", lr=1e-3, weight_decay=0.1, grad_clip=0.5)),
+        # frozen parameters (the tied embedding, read by the embedding and the
+        # head, and a block): the others' updates, and the clip's norm over them
+        ("gpt_adamw_clip_freeze", gpt, dict(base, optimizer="adamw", lr=1e-3, weight_decay=0.1, grad_clip=1.0,
+                                            freeze="transformer.wte,transformer.h.0")),
     ]
     return run_all(scenarios, "test_torch")
 

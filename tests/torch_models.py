@@ -105,7 +105,10 @@ def attend(q, k, v, causal, key_mask=None):
     return y.transpose(1, 2).reshape(B, Tq, H * hd)
 
 
-def llama_loss(P, idx, tgt, cfg):
+def llama_logits(P, idx, cfg, lin=None):
+    """LlamaForCausalLM's logits; lin(x, name) applies the linear layer whose
+    weight is `name` (F.linear by default; tests/torch_lora.py adds LoRA)."""
+    lin = lin or (lambda x, n: F.linear(x, P[n]))
     L, C, H = cfg["layers"], cfg["dim"], cfg["heads"]
     T = idx.shape[1]
     dtype = P["lm_head.weight"].dtype
@@ -114,15 +117,19 @@ def llama_loss(P, idx, tgt, cfg):
     for l in range(L):
         p = "model.layers.%d." % l
         h = rms_norm(x, P[p + "input_layernorm.weight"])
-        q = heads(F.linear(h, P[p + "self_attn.q_proj.weight"]), H)
-        k = heads(F.linear(h, P[p + "self_attn.k_proj.weight"]), H)
-        v = heads(F.linear(h, P[p + "self_attn.v_proj.weight"]), H)
+        q = heads(lin(h, p + "self_attn.q_proj.weight"), H)
+        k = heads(lin(h, p + "self_attn.k_proj.weight"), H)
+        v = heads(lin(h, p + "self_attn.v_proj.weight"), H)
         q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
-        x = x + F.linear(attend(q, k, v, True), P[p + "self_attn.o_proj.weight"])
+        x = x + lin(attend(q, k, v, True), p + "self_attn.o_proj.weight")
         h = rms_norm(x, P[p + "post_attention_layernorm.weight"])
-        m = F.silu(F.linear(h, P[p + "mlp.gate_proj.weight"])) * F.linear(h, P[p + "mlp.up_proj.weight"])
-        x = x + F.linear(m, P[p + "mlp.down_proj.weight"])
-    logits = F.linear(rms_norm(x, P["model.norm.weight"]), P["lm_head.weight"])
+        m = F.silu(lin(h, p + "mlp.gate_proj.weight")) * lin(h, p + "mlp.up_proj.weight")
+        x = x + lin(m, p + "mlp.down_proj.weight")
+    return lin(rms_norm(x, P["model.norm.weight"]), "lm_head.weight")
+
+
+def llama_loss(P, idx, tgt, cfg, lin=None):
+    logits = llama_logits(P, idx, cfg, lin)
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt.reshape(-1))
 
 
@@ -318,6 +325,7 @@ def main():
     scenarios = [
         ("llama_sgd", llama, sgd), ("llama_adamw_clip", llama, adamw),
         ("llama_ffn96_sgd", dict(llama, ffn_dim=96), sgd),
+        ("llama_adamw_freeze", llama, dict(adamw, freeze="model.embed_tokens,model.layers.0.self_attn,lm_head")),
         ("uvit_sgd", uvit, sgd), ("uvit_adamw_clip", uvit, adamw),
         ("encdec_sgd", encdec, sgd), ("encdec_adamw_clip", encdec, adamw),
     ]

@@ -124,15 +124,16 @@ rm_status rm_session_set_comm_f(rm_session *s, int fcomm, int flags) {
         return rm_session_fail(s, RM_ERR_ARG, "rm_session_set_comm: a fused optimizer (rm_options.fuse_optimizer) "
                                "updates every parameter on every rank, so it keeps no shard: drop RM_DIST_SHARD "
                                "(--shard-optimizer) or fuse_optimizer");
-    size_t n = s->g->param_floats;
+    /* the gradients, their shards and the optimizer cover the trainable parameters */
+    size_t n = s->g->train_floats, all = s->g->param_floats;
     /* the ranks must hold the same model and batch rows: compare min and max */
-    long long mine[2] = {(long long)n, (long long)batch_rows(s)}, lo[2], hi[2];
-    MPI_Allreduce(mine, lo, 2, MPI_LONG_LONG, MPI_MIN, comm);
-    MPI_Allreduce(mine, hi, 2, MPI_LONG_LONG, MPI_MAX, comm);
-    if (lo[0] != hi[0] || lo[1] != hi[1])
+    long long mine[3] = {(long long)all, (long long)batch_rows(s), (long long)n}, lo[3], hi[3];
+    MPI_Allreduce(mine, lo, 3, MPI_LONG_LONG, MPI_MIN, comm);
+    MPI_Allreduce(mine, hi, 3, MPI_LONG_LONG, MPI_MAX, comm);
+    if (lo[0] != hi[0] || lo[1] != hi[1] || lo[2] != hi[2])
         return rm_session_fail(s, RM_ERR_ARG, "rm_session_set_comm: the ranks' models differ (parameters %lld..%lld "
-                               "floats, batch rows %lld..%lld): every rank must build the same model", lo[0], hi[0],
-                               lo[1], hi[1]);
+                               "floats, trainable %lld..%lld, batch rows %lld..%lld): every rank must build (and "
+                               "freeze) the same model", lo[0], hi[0], lo[2], hi[2], lo[1], hi[1]);
     if (n / (size_t)size > (size_t)INT32_MAX)
         return rm_session_fail(s, RM_ERR_ARG, "rm_session_set_comm: %zu parameter floats over %d ranks do not fit "
                                "MPI's int counts", n, size);
@@ -156,8 +157,8 @@ rm_status rm_session_set_comm_f(rm_session *s, int fcomm, int flags) {
     s->dist = d;
     if (d->overlap && !rm_dist_overlap_plan(s)) d->overlap = 0; /* no train program: blocking still works */
     /* every rank starts from rank 0's parameters (the same seed gives the same ones; a loaded file too) */
-    for (size_t off = 0; off < n; off += 1u << 30) {
-        size_t k = n - off < (1u << 30) ? n - off : (1u << 30);
+    for (size_t off = 0; off < all; off += 1u << 30) {
+        size_t k = all - off < (1u << 30) ? all - off : (1u << 30);
         MPI_Bcast(s->params + off, (int)k, MPI_FLOAT, 0, comm);
     }
     return RM_OK;
@@ -186,11 +187,11 @@ static rm_status agree(rm_session *s, uint64_t step, rm_status rc, float loss, i
 static void reduce_grads(rm_session *s) {
     rm_dist *d = s->dist;
     if (!d->shard) {
-        rm_dist_sum_floats(s, s->grads, s->g->param_floats);
+        rm_dist_sum_floats(s, s->grads, s->g->train_floats);
         return;
     }
     /* chunk [a, b) at a time; each rank receives its shard's part of it */
-    const size_t n = s->g->param_floats;
+    const size_t n = s->g->train_floats;
     for (size_t a = 0; a < n; a += RM_DIST_CHUNK_FLOATS) {
         const size_t b = n - a < RM_DIST_CHUNK_FLOATS ? n : a + RM_DIST_CHUNK_FLOATS;
         for (int r = 0; r < d->size; r++) {
@@ -220,7 +221,7 @@ static void after_instr(rm_session *s, int i) { rm_dist_overlap_post(s, i); }
 static int grads_bad(const rm_session *s) {
     double sum = 0;
     const float *g = s->grads;
-    const int64_t n = (int64_t)s->g->param_floats;
+    const int64_t n = (int64_t)s->g->train_floats;
     #pragma omp parallel for reduction(+ : sum) schedule(static)
     for (int64_t i = 0; i < n; i++) sum += g[i];
     return !isfinite(sum);

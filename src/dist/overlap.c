@@ -37,13 +37,17 @@ int rm_dist_overlap_plan(rm_session *s) {
     const rm_graph *g = s->g;
     const rm_program *p = &s->train;
     if (p->n_params != g->n_params) return 0; /* no train program */
-    for (int i = 0; i < g->n_params; i++) d->last[i] = p->param_final[i], d->order[i] = i;
-    for (int i = 1; i < g->n_params; i++) /* insertion sort: a few hundred parameters, once */
+    int n = 0; /* the trainable parameters: state and frozen ones have no gradient */
+    for (int i = 0; i < g->n_params; i++) {
+        d->last[i] = p->param_final[i];
+        if (g->vals[g->params[i]].trainable) d->order[n++] = i;
+    }
+    for (int i = 1; i < n; i++) /* insertion sort: a few hundred parameters, once */
         for (int j = i; j > 0 && before(s, d->order[j], d->order[j - 1]); j--) {
             int t = d->order[j];
             d->order[j] = d->order[j - 1], d->order[j - 1] = t;
         }
-    d->n_order = g->n_params;
+    d->n_order = n;
     return 1;
 }
 

@@ -62,18 +62,19 @@ static rm_status grow_arena(rm_session *s, size_t bytes) {
 }
 
 /* Steps on the inputs as they are (zeros at compile time) to time each
- * stage, then plan again with those times. Parameters and state (running
- * statistics) are restored, so the profile leaves no trace. */
+ * stage, then plan again with those times. A step without an optimizer
+ * writes no parameter, only state (running statistics): that part of the
+ * buffer (rm_graph_layout) is restored, so the profile leaves no trace. */
 rm_status rm_session_profile(rm_session *s) {
     rm_graph *g = s->g;
-    size_t bytes = g->param_floats * sizeof(float);
-    float *saved = malloc(bytes ? bytes : 1);
+    size_t bytes = (g->state_end - g->train_floats) * sizeof(float);
+    float *saved = malloc(bytes ? bytes : 1), *state = s->params + g->train_floats;
     if (!saved) return rm_graph_fail(g, RM_ERR_NOMEM, "out of memory profiling");
-    memcpy(saved, s->params, bytes);
+    memcpy(saved, state, bytes);
     /* twice: the first step also pays for first-touch page faults and thread start-up */
     rm_status rc = rm_execute(s, &s->train, 0, 1);
     if (rc == RM_OK) rc = rm_execute(s, &s->train, 0, 1);
-    memcpy(s->params, saved, bytes);
+    memcpy(state, saved, bytes);
     free(saved);
     if (rc != RM_OK) return rm_graph_fail(g, rc, "profiling step: %s", s->errmsg);
     if (!rm_profile_copy(&s->prof, &s->timing, g)) return rm_graph_fail(g, RM_ERR_NOMEM, "out of memory profiling");

@@ -83,8 +83,11 @@ static void bind(rm_session *s, const rm_program *p, const rm_instr *ins, uint64
         c->in[k] = value_ptr(s, p, v, ins->in_buf[k]);
         if (backward) {
             c->acc[k] = ins->acc[k];
-            if (g->vals[v].kind == RM_VALUE_PARAM && !p->fused) c->din[k] = s->grads + g->vals[v].param_off;
-            else if (ins->din_buf[k] >= 0) c->din[k] = (float *)(s->arena + p->bufs[ins->din_buf[k]].offset);
+            if (g->vals[v].kind == RM_VALUE_PARAM && !p->fused) {
+                if (g->vals[v].trainable) c->din[k] = s->grads + g->vals[v].param_off; /* frozen: NULL */
+            } else if (ins->din_buf[k] >= 0) {
+                c->din[k] = (float *)(s->arena + p->bufs[ins->din_buf[k]].offset);
+            }
         }
     }
     for (int j = 0; j < nd->n_out; j++) {
@@ -100,7 +103,7 @@ static void bind(rm_session *s, const rm_program *p, const rm_instr *ins, uint64
  * then the first writer overwrites) and the step's timings cleared. */
 static void begin_step(rm_session *s, const rm_program *p) {
     const rm_graph *g = s->g;
-    if (!s->accumulate && !p->fused) memset(s->grads, 0, g->param_floats * sizeof(float));
+    if (!s->accumulate && !p->fused) memset(s->grads, 0, g->train_floats * sizeof(float));
     s->ms_forward = s->ms_recompute = s->ms_backward = 0;
     for (int st = 0; st < g->n_stages; st++) s->timing.stage_fwd[st] = s->timing.stage_bwd[st] = 0;
     for (int n = 0; n < g->n_nodes; n++) s->timing.node_fwd[n] = s->timing.node_rec[n] = 0;

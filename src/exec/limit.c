@@ -27,12 +27,15 @@ static size_t fixed_bytes(rm_session *s) {
     const rm_graph *g = s->g;
     l->limit_bytes = (size_t)s->opt.limit_bytes;
     l->param_bytes = g->param_floats * sizeof(float);
+    /* gradients and moments: trainable parameters only (frozen ones have none) */
+    const size_t train_bytes = g->train_floats * sizeof(float);
+    const size_t state_bytes = (g->state_end - g->train_floats) * sizeof(float);
     /* fused: in the arena; accumulating micro-batches: a second buffer */
-    l->grad_bytes = s->opt.fuse_optimizer ? 0 : l->param_bytes * (s->opt.accumulate ? 2 : 1);
+    l->grad_bytes = s->opt.fuse_optimizer ? 0 : train_bytes * (s->opt.accumulate ? 2 : 1);
     /* AdamW's two moments; a profiling step (planned schedules) copies the
-     * parameters before the optimizer exists: the larger of the two */
-    size_t moments = s->opt.optim.kind == RM_OPTIM_ADAMW ? 2 * l->param_bytes : 0;
-    l->optimizer_bytes = moments > l->param_bytes || s->opt.strategy != RM_STRATEGY_NONE ? moments : l->param_bytes;
+     * state (running statistics) before the optimizer exists: the larger */
+    size_t moments = s->opt.optim.kind == RM_OPTIM_ADAMW ? 2 * train_bytes : 0;
+    l->optimizer_bytes = moments > state_bytes || s->opt.strategy != RM_STRATEGY_NONE ? moments : state_bytes;
     l->input_bytes = g->input_bytes;
     l->margin_bytes = LIMIT_MARGIN_BYTES;
     return l->param_bytes + l->grad_bytes + l->optimizer_bytes + l->input_bytes + l->margin_bytes;

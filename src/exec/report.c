@@ -117,7 +117,8 @@ void rm_memory(const rm_session *s, rm_memory_info *m) {
     m->activation_arena_bytes = s->arena_bytes;
     m->param_bytes = s->g->param_floats * sizeof(float);
     /* accumulation's second buffer; fused: no flat buffer, the gradients are arena buffers */
-    m->grad_bytes = s->opt.fuse_optimizer ? 0 : m->param_bytes * (s->grads_micro ? 2 : 1);
+    m->grad_bytes = s->opt.fuse_optimizer ? 0 : s->g->train_floats * sizeof(float) * (s->grads_micro ? 2 : 1);
     m->grad_arena_bytes = p->fused ? p->peak_grad_bytes : 0;
+    m->trainable_bytes = s->g->train_floats * sizeof(float);
     m->n_instructions = p->n_instrs;
 }

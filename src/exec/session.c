@@ -6,8 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Parameters start from N(0, std) drawn from Philox keyed by (seed, param
- * index): a pure function of the seed, independent of thread count. */
+/* Parameters start from N(0, std) or U(-std, std) drawn from Philox keyed
+ * by (seed, param index): a pure function of the seed, independent of
+ * thread count. */
 static void init_params(rm_session *s) {
     const rm_graph *g = s->g;
     memset(s->params, 0, g->param_floats * sizeof(float));
@@ -23,6 +24,11 @@ static void init_params(rm_session *s) {
             case RM_INIT_NORMAL:
                 w[e] = v->init_std * rm_philox_normal(s->opt.seed, 0x70617261u, (uint32_t)i, (uint64_t)e);
                 break;
+            case RM_INIT_UNIFORM: {
+                const float u = rm_philox_uniform(s->opt.seed, 0x70617261u, (uint32_t)i, (uint64_t)e);
+                w[e] = v->init_std * (2.0f * u - 1.0f);
+                break;
+            }
             }
         }
     }
@@ -76,6 +82,7 @@ static rm_status compile(rm_graph *g, const rm_options *o, rm_session **out) {
     }
     s->threads = s->opt.threads > 0 ? s->opt.threads : rm_default_threads();
     s->loss_seed = 1.0f;
+    rm_graph_layout(g); /* trainable | state | frozen: the gradients cover the first part only */
     g->fuse_grads = s->opt.fuse_optimizer; /* the programs planned from here on (rm_compile resets it) */
     if (g->loss >= 0 && !s->opt.forward_only) {
         rc = rm_autodiff(g);
@@ -103,16 +110,17 @@ static rm_status compile(rm_graph *g, const rm_options *o, rm_session **out) {
         return RM_OK;
     }
     const int flat_grads = !s->opt.fuse_optimizer; /* fused: the gradients are arena buffers */
+    const size_t grad_bytes = g->train_floats * sizeof(float); /* trainable parameters only */
     s->arena = alloc_aligned(s->arena_bytes);
     s->params = alloc_aligned(g->param_floats * sizeof(float));
-    if (flat_grads) s->grads = alloc_aligned(g->param_floats * sizeof(float));
-    if (flat_grads && s->opt.accumulate) s->grads_micro = alloc_aligned(g->param_floats * sizeof(float));
+    if (flat_grads) s->grads = alloc_aligned(grad_bytes);
+    if (flat_grads && s->opt.accumulate) s->grads_micro = alloc_aligned(grad_bytes);
     s->inputs = alloc_aligned(g->input_bytes);
     rm_profile_alloc(&s->timing, g); /* all NULL when out of memory */
     if (s->opt.verify_recompute) s->hashes = calloc((size_t)g->n_vals, sizeof *s->hashes);
     if (!s->arena || !s->params || (flat_grads && !s->grads) || (flat_grads && s->opt.accumulate && !s->grads_micro) ||
         !s->inputs || !s->timing.node_fwd || (s->opt.verify_recompute && !s->hashes)) {
-        size_t total = s->arena_bytes + (size_t)(1 + flat_grads) * g->param_floats * sizeof(float);
+        size_t total = s->arena_bytes + g->param_floats * sizeof(float) + (size_t)flat_grads * grad_bytes;
         rm_session_free(s);
         return rm_graph_fail(g, RM_ERR_NOMEM, "cannot allocate %.1f MiB for activations and parameters",
                              (double)total / (1 << 20));
@@ -175,7 +183,9 @@ void *rm_value_data(rm_session *s, rm_val v) {
 }
 
 float *rm_grad(rm_session *s, rm_val v) {
-    if (!s || !s->grads || v < 0 || v >= s->g->n_vals || s->g->vals[v].kind != RM_VALUE_PARAM) return NULL;
+    if (!s || !s->grads || v < 0 || v >= s->g->n_vals || s->g->vals[v].kind != RM_VALUE_PARAM ||
+        !s->g->vals[v].trainable)
+        return NULL;
     return s->grads + s->g->vals[v].param_off;
 }
 
@@ -214,7 +224,7 @@ rm_status rm_session_check_inputs(rm_session *s, const char *fn) {
  * ((g_0 + g_1) + g_2) + ..., bit for bit the sum data-parallel ranks form
  * of the same micro-batches (dist/dist.c; for 2 ranks g_0 + g_1 exactly). */
 static rm_status accumulate(rm_session *s, uint64_t step) {
-    const size_t n = s->g->param_floats;
+    const size_t n = s->g->train_floats;
     if (!s->grads_micro && s->opt.limit_bytes > 0)
         return rm_session_fail(s, RM_ERR_STATE, "rm_step_micro: accumulating needs a second gradient buffer "
                                "(%.1f MiB) that the memory limit did not count: compile with rm_options.accumulate",

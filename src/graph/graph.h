@@ -39,7 +39,9 @@ typedef struct rm_value {
     rm_init init;
     float init_std;
     int decay;
-    int trainable;     /* PARAM: 0 for state such as running statistics */
+    int trainable;     /* PARAM: 0 for state such as running statistics, and for frozen parameters */
+    int frozen;        /* PARAM: frozen (rm_param_freeze): no gradient, no optimizer state, never written */
+    int adapter;       /* PARAM: a LoRA adapter (rm_lora_linear): a weights file may lack it */
     size_t param_off;
     size_t input_off; /* INPUT: byte offset into the input buffer */
     int32_t *const_data; /* INPUT made by rm_constant_i32: its contents */
@@ -67,6 +69,7 @@ typedef enum rm_op_kind {
     RM_OP_CONCAT,
     RM_OP_SWIGLU,
     RM_OP_LINEAR_CE,
+    RM_OP_LORA,
     RM_OP_COUNT
 } rm_op_kind;
 
@@ -105,6 +108,13 @@ struct rm_graph {
     int diffed;  /* rm_autodiff has run */
     int region_depth; /* open rm_recompute_begin regions */
     size_t param_floats; /* total size of the flat parameter buffer */
+    /* The flat parameter buffer's layout, fixed at the first rm_compile
+     * (rm_graph_layout): trainable parameters in [0, train_floats), so the
+     * gradients and the optimizer's moments are [0, train_floats) with the
+     * same offsets; then state (running statistics) in [train_floats,
+     * state_end); then frozen parameters up to param_floats. */
+    size_t train_floats, state_end;
+    int laid_out;        /* rm_graph_layout ran: parameters can no longer be frozen */
     size_t input_bytes;  /* total size of the input buffer */
     /* set by rm_compile while it plans a session with fuse_optimizer: the
      * step programs built from the graph (the planner's candidates too) give
@@ -127,6 +137,10 @@ rm_val rm_node_output(rm_graph *g, int node, rm_dtype dt, int ndim, const int64_
 /* Rows of a value seen as (N, last dim): the product of leading dims. */
 static inline int64_t rm_rows(const rm_value *v) { return v->numel / v->shape[v->ndim - 1]; }
 static inline int64_t rm_cols(const rm_value *v) { return v->shape[v->ndim - 1]; }
+
+/* Lays out the flat parameter buffer (trainable | state | frozen; see
+ * rm_graph.train_floats); from then on no parameter can be frozen. */
+void rm_graph_layout(rm_graph *g);
 
 /* graph/autodiff.c: marks the nodes whose backward must run and creates a
  * GRAD value for every activation the loss depends on through a parameter. */

@@ -20,7 +20,7 @@ rm_status rm_gpt_build(rm_graph *g, const rm_gpt_config *c, rm_model_io *io) {
         snprintf(name, sizeof name, "h.%d", l);
         snprintf(prefix, sizeof prefix, "transformer.h.%d", l);
         rm_stage_begin(g, name);
-        x = rm_model_gpt_block(g, x, prefix, c->dim, c->heads, c->dropout, std, proj_std);
+        x = rm_model_gpt_block(g, x, prefix, c->dim, c->heads, c->dropout, std, proj_std, &c->lora);
     }
     return rm_model_gpt_head(g, c, io, x, wte);
 }

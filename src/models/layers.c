@@ -4,6 +4,7 @@
 #include "models/models.h"
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 rm_val rm_model_param2(rm_graph *g, const char *name, int64_t a, int64_t b, rm_init init, float std) {
     int64_t shape[2] = {a, b};
@@ -34,6 +35,34 @@ rm_val rm_model_linear(rm_graph *g, rm_val x, const char *prefix, int64_t out, i
     return rm_linear(g, x, wv, bias ? rm_model_param1(g, b, out, RM_INIT_ZEROS) : -1);
 }
 
+/* Whether `module` is in the comma-separated list (all modules when it is ""). */
+static int listed(const char *list, const char *module) {
+    if (!*list) return 1;
+    const size_t n = strlen(module);
+    for (const char *p = list; *p;) {
+        const char *end = strchr(p, ',');
+        size_t k = end ? (size_t)(end - p) : strlen(p);
+        if (k == n && strncmp(p, module, n) == 0) return 1;
+        p = end ? end + 1 : p + k;
+    }
+    return 0;
+}
+
+rm_val rm_model_proj(rm_graph *g, rm_val x, const char *prefix, int64_t out, int64_t in, float std, int bias,
+                     const rm_lora_config *lora) {
+    const char *dot = strrchr(prefix, '.');
+    const char *module = dot ? dot + 1 : prefix;
+    if (!lora || lora->rank <= 0 || !listed(lora->targets, module))
+        return rm_model_linear(g, x, prefix, out, in, std, bias);
+    char w[128], b[128];
+    snprintf(w, sizeof w, "%s.weight", prefix);
+    snprintf(b, sizeof b, "%s.bias", prefix);
+    rm_val wv = rm_model_param2(g, w, out, in, RM_INIT_NORMAL, std);
+    rm_val bv = bias ? rm_model_param1(g, b, out, RM_INIT_ZEROS) : -1;
+    const float alpha = lora->alpha != 0.0f ? lora->alpha : 8.0f; /* PEFT's default lora_alpha */
+    return rm_lora_linear(g, x, wv, bv, lora->rank, alpha, lora->dropout);
+}
+
 rm_val rm_model_positions(rm_graph *g, const char *name, int64_t B, int64_t T) {
     int64_t bt[2] = {B, T};
     int32_t *pos = malloc((size_t)(B * T) * sizeof *pos);
@@ -48,20 +77,20 @@ rm_val rm_model_positions(rm_graph *g, const char *name, int64_t B, int64_t T) {
 }
 
 rm_val rm_model_gpt_block(rm_graph *g, rm_val x, const char *prefix, int64_t C, int heads, float dropout,
-                          float std, float proj_std) {
+                          float std, float proj_std, const rm_lora_config *lora) {
     char p[160];
 #define P(suffix) (snprintf(p, sizeof p, "%s." suffix, prefix), p)
     // attention branch: ln_1 -> qkv (B,T,3C) -> attention (B,T,C) -> c_proj
     rm_val h = rm_model_layernorm(g, x, P("ln_1"), C);
-    h = rm_model_linear(g, h, P("attn.c_attn"), 3 * C, C, std, 1);
+    h = rm_model_proj(g, h, P("attn.c_attn"), 3 * C, C, std, 1, lora);
     h = rm_attention(g, h, heads);
-    h = rm_model_linear(g, h, P("attn.c_proj"), C, C, proj_std, 1);
+    h = rm_model_proj(g, h, P("attn.c_proj"), C, C, proj_std, 1, lora);
     x = rm_add(g, x, rm_model_dropout(g, h, dropout));
     // MLP branch: ln_2 -> c_fc (B,T,4C) -> GELU -> c_proj (B,T,C)
     h = rm_model_layernorm(g, x, P("ln_2"), C);
-    h = rm_model_linear(g, h, P("mlp.c_fc"), 4 * C, C, std, 1);
+    h = rm_model_proj(g, h, P("mlp.c_fc"), 4 * C, C, std, 1, lora);
     h = rm_gelu(g, h);
-    h = rm_model_linear(g, h, P("mlp.c_proj"), C, 4 * C, proj_std, 1);
+    h = rm_model_proj(g, h, P("mlp.c_proj"), C, 4 * C, proj_std, 1, lora);
 #undef P
     return rm_add(g, x, rm_model_dropout(g, h, dropout));
 }
@@ -102,5 +131,6 @@ rm_status rm_model_gpt_head(rm_graph *g, const rm_gpt_config *c, rm_model_io *io
     io->loss = rm_softmax_ce(g, io->logits, io->targets);
     if (c->keep_logits) rm_mark_output(g, io->logits);
     rm_set_loss(g, io->loss);
-    return rm_graph_status(g);
+    static const char *const modules[] = {"c_attn", "c_proj", "c_fc"};
+    return rm_model_lora_finish(g, &c->lora, "gpt", modules, 3);
 }

@@ -13,7 +13,9 @@
  * HF's repeat_kv). Dropout sits where GPT has it.
  * Parameter names are Hugging Face LlamaForCausalLM's, so a file moves
  * between remat and a PyTorch LLaMA with these names (tests/torch_models.py).
- * Init as HF's initializer_range: every weight N(0, 0.02), norms ones. */
+ * Init as HF's initializer_range: every weight N(0, 0.02), norms ones.
+ * With c->lora (rank > 0) the projections it names carry LoRA adapters
+ * (rm_model_proj) and everything else is frozen (models/lora.c). */
 #include "models/models.h"
 #include <stdio.h>
 
@@ -33,24 +35,25 @@ static rm_val llama_attention(rm_graph *g, rm_val h, const char *prefix, const r
     const int64_t C = c->dim, Ckv = (int64_t)c->dim / c->heads * c->kv_heads;
     char p[160];
 #define P(suffix) (snprintf(p, sizeof p, "%s." suffix, prefix), p)
-    rm_val q = rm_model_linear(g, h, P("self_attn.q_proj"), C, C, std, 0);   // (B,T,C)
-    rm_val k = rm_model_linear(g, h, P("self_attn.k_proj"), Ckv, C, std, 0); // (B,T,Ckv)
-    rm_val v = rm_model_linear(g, h, P("self_attn.v_proj"), Ckv, C, std, 0); // (B,T,Ckv)
+    rm_val q = rm_model_proj(g, h, P("self_attn.q_proj"), C, C, std, 0, &c->lora);   // (B,T,C)
+    rm_val k = rm_model_proj(g, h, P("self_attn.k_proj"), Ckv, C, std, 0, &c->lora); // (B,T,Ckv)
+    rm_val v = rm_model_proj(g, h, P("self_attn.v_proj"), Ckv, C, std, 0, &c->lora); // (B,T,Ckv)
     q = rm_rope(g, q, c->heads, c->rope_theta);
     k = rm_rope(g, k, c->kv_heads, c->rope_theta);
     rm_val a = rm_attention_gqa(g, q, k, v, -1, c->heads, c->kv_heads, 1); // (B,T,C)
-    return rm_model_linear(g, a, P("self_attn.o_proj"), C, C, std, 0);
+    return rm_model_proj(g, a, P("self_attn.o_proj"), C, C, std, 0, &c->lora);
 #undef P
 }
 
 /* SwiGLU MLP on h (B,T,C): down(silu(gate(h)) * up(h)), hidden F. */
-static rm_val llama_mlp(rm_graph *g, rm_val h, const char *prefix, int64_t C, int64_t F, float std) {
+static rm_val llama_mlp(rm_graph *g, rm_val h, const char *prefix, int64_t C, int64_t F, float std,
+                        const rm_lora_config *lora) {
     char p[160];
 #define P(suffix) (snprintf(p, sizeof p, "%s." suffix, prefix), p)
-    rm_val gate = rm_model_linear(g, h, P("mlp.gate_proj"), F, C, std, 0); // (B,T,F)
-    rm_val up = rm_model_linear(g, h, P("mlp.up_proj"), F, C, std, 0);     // (B,T,F)
+    rm_val gate = rm_model_proj(g, h, P("mlp.gate_proj"), F, C, std, 0, lora); // (B,T,F)
+    rm_val up = rm_model_proj(g, h, P("mlp.up_proj"), F, C, std, 0, lora);     // (B,T,F)
     rm_val m = rm_swiglu(g, gate, up); // silu(gate) * up
-    return rm_model_linear(g, m, P("mlp.down_proj"), C, F, std, 0);
+    return rm_model_proj(g, m, P("mlp.down_proj"), C, F, std, 0, lora);
 #undef P
 }
 
@@ -114,12 +117,13 @@ rm_status rm_llama_build(rm_graph *g, const rm_llama_config *cfg, rm_model_io *i
         x = rm_add(g, x, rm_model_dropout(g, llama_attention(g, h, prefix, &c, std), c.dropout));
         snprintf(norm, sizeof norm, "%s.post_attention_layernorm.weight", prefix);
         h = rmsnorm(g, x, norm, C, c.norm_eps);
-        x = rm_add(g, x, rm_model_dropout(g, llama_mlp(g, h, prefix, C, F, std), c.dropout));
+        x = rm_add(g, x, rm_model_dropout(g, llama_mlp(g, h, prefix, C, F, std, &c.lora), c.dropout));
     }
 
     rm_stage_begin(g, "head");
     x = rmsnorm(g, x, "model.norm.weight", C, c.norm_eps);
     llama_head(g, x, wte, &c, io, std);
     rm_set_loss(g, io->loss);
-    return rm_graph_status(g);
+    static const char *const modules[] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+    return rm_model_lora_finish(g, &c.lora, "llama", modules, 7);
 }

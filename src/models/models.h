@@ -16,10 +16,20 @@ rm_val rm_model_dropout(rm_graph *g, rm_val x, float p);
 rm_val rm_model_layernorm(rm_graph *g, rm_val x, const char *prefix, int64_t C);
 /* Linear with "<prefix>.weight" (out,in) ~ N(0, std) and, if bias, "<prefix>.bias" (zeros). */
 rm_val rm_model_linear(rm_graph *g, rm_val x, const char *prefix, int64_t out, int64_t in, float std, int bias);
+/* rm_model_linear, or an rm_lora_linear when the module
+ * (the last part of prefix, e.g. "q_proj") is one of lora's targets. */
+rm_val rm_model_proj(rm_graph *g, rm_val x, const char *prefix, int64_t out, int64_t in, float std, int bias,
+                     const rm_lora_config *lora);
+/* models/lora.c: after the model is built, with LoRA (rank > 0): every target must be one
+ * of `modules` (else RM_ERR_ARG naming `model`), and every parameter that
+ * is not an adapter is frozen. Returns the graph's status. */
+rm_status rm_model_lora_finish(rm_graph *g, const rm_lora_config *lora, const char *model,
+                               const char *const *modules, int n_modules);
 /* GPT-2's pre-norm block at "<prefix>." (nanoGPT names: ln_1, attn.c_attn,
- * attn.c_proj, ln_2, mlp.c_fc, mlp.c_proj) on x (B,T,C): returns the new residual. */
+ * attn.c_proj, ln_2, mlp.c_fc, mlp.c_proj) on x (B,T,C): returns the new
+ * residual. lora (NULL-able): adapters on c_attn, c_proj, c_fc. */
 rm_val rm_model_gpt_block(rm_graph *g, rm_val x, const char *prefix, int64_t C, int heads, float dropout,
-                          float std, float proj_std);
+                          float std, float proj_std, const rm_lora_config *lora);
 /* GPT's inputs (tokens, targets), checks of c (errors name `model`) and stage
  * "embed": token + position embeddings (+ dropout); *wte gets the token table.
  * Returns x (B,T,C), or -1 with the error set. */

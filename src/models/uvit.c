@@ -34,7 +34,7 @@ rm_status rm_uvit_build(rm_graph *g, const rm_gpt_config *c, rm_model_io *io) {
             snprintf(skip, sizeof skip, "%s.skip_linear", prefix);
             x = rm_model_linear(g, rm_concat(g, x, h[i]), skip, C, 2 * C, std, 1); // (B,T,2C) -> (B,T,C)
         }
-        x = rm_model_gpt_block(g, x, prefix, C, c->heads, c->dropout, std, proj_std);
+        x = rm_model_gpt_block(g, x, prefix, C, c->heads, c->dropout, std, proj_std, &c->lora);
         if (l < L / 2) h[l] = x;
     }
     return rm_model_gpt_head(g, c, io, x, wte); // tied to wte, as GPT

@@ -38,11 +38,11 @@ rm_val rm_dropout(rm_graph *g, rm_val x, float p) {
 }
 
 /* y = mask(i) * scale * v, the same map for forward (v = x) and backward
- * (v = dout): dropout is linear, its Jacobian is the diagonal of mask*scale. */
-static void dropout_apply(const rm_kernel_ctx *c, const float *v, float *y, int acc) {
-    // v is (N), y is (N), flattened
+ * (v = dout): dropout is linear, its Jacobian is the diagonal of mask*scale.
+ * The mask is keyed by c's node: LoRA's op (lora.c) drops its input with it. */
+void rm_dropout_apply(const rm_kernel_ctx *c, float p, const float *v, float *y, int acc) {
+    // v is (N), y is (N), flattened, shaped as input 0
     const int64_t N = c->vin[0]->numel;
-    const float p = c->node->farg[0];
     if (!c->train || p == 0.0f) {
         if (acc) {
 #pragma omp parallel for schedule(static)
@@ -67,12 +67,12 @@ static void dropout_apply(const rm_kernel_ctx *c, const float *v, float *y, int 
 
 static void dropout_forward(const rm_kernel_ctx *c) {
     // x is (N), out is (N)
-    dropout_apply(c, c->in[0], c->out[0], 0);
+    rm_dropout_apply(c, c->node->farg[0], c->in[0], c->out[0], 0);
 }
 
 static void dropout_backward(const rm_kernel_ctx *c) {
     // dout is (N), dx is (N)
-    if (c->din[0]) dropout_apply(c, c->dout[0], c->din[0], c->acc[0]);
+    if (c->din[0]) rm_dropout_apply(c, c->node->farg[0], c->dout[0], c->din[0], c->acc[0]);
 }
 
 static double dropout_flops(const rm_node *n, const rm_value *vals, int backward) {

@@ -66,16 +66,25 @@ static void linear_backward(const rm_kernel_ctx *c) {
     }
 }
 
+/* Forward 2 N IN OUT; the backward 2 N IN OUT for each of dx and dW that
+ * is needed (a frozen weight has no dW; the first layer no dx). */
 static double linear_flops(const rm_node *n, const rm_value *vals, int backward) {
     const rm_value *x = &vals[n->in[0]], *w = &vals[n->in[1]];
     double mnk = (double)rm_rows(x) * (double)rm_cols(x) * (double)w->shape[0];
-    return backward ? 4.0 * mnk : 2.0 * mnk;
+    if (!backward) return 2.0 * mnk;
+    return 2.0 * mnk * (rm_din_needed(n, vals, 0) + rm_din_needed(n, vals, 1));
+}
+
+/* dx reads W (a parameter, always there); only dW reads x. */
+static unsigned linear_bwd_reads(const rm_node *n, const rm_value *vals) {
+    return RM_READS_IN(1) | (rm_din_needed(n, vals, 1) ? RM_READS_IN(0) : 0u);
 }
 
 const rm_op_def rm_op_linear = {
     .kind = RM_OP_LINEAR,
     .name = "linear",
     .bwd_reads = RM_READS_IN(0) | RM_READS_IN(1),
+    .bwd_reads_of = linear_bwd_reads,
     .forward = linear_forward,
     .backward = linear_backward,
     .flops = linear_flops,

@@ -50,10 +50,13 @@ rm_val rm_linear_ce(rm_graph *g, rm_val x, rm_val w, rm_val targets) {
     return g->status == RM_OK ? loss : -1;
 }
 
-/* Rows per chunk: as many as LCE_SCRATCH_BYTES of logits hold, at least
- * 16 (a GEMM of a few rows wastes the machine), at most N. */
+/* Rows per chunk: as many as LCE_SCRATCH_BYTES of logits hold, and at
+ * most a quarter of the rows (a small model's scratch stays a quarter of
+ * its logits, not all of them), but at least 16 (a GEMM of a few rows
+ * wastes the machine) and at most N. */
 static int64_t chunk_rows(int64_t N, int64_t V) {
     int64_t r = LCE_SCRATCH_BYTES / (V * (int64_t)sizeof(float));
+    if (r > (N + 3) / 4) r = (N + 3) / 4;
     if (r < 16) r = 16;
     return r < N ? r : N;
 }
@@ -121,12 +124,14 @@ static rm_status linear_ce_check(const rm_kernel_ctx *c, char *err, size_t errle
     return rm_check_ids(c->in[2], c->vin[2]->numel, c->vin[1]->shape[0], "target", c->vin[2]->name, err, errlen);
 }
 
+/* Forward: x W^T and the row sums. Backward: x W^T again, then dx and dW
+ * for each that is needed (a frozen head has no dW). */
 static double linear_ce_flops(const rm_node *n, const rm_value *vals, int backward) {
     const rm_value *x = &vals[n->in[0]], *w = &vals[n->in[1]];
     const double gemm = 2.0 * (double)rm_rows(x) * (double)rm_cols(x) * (double)w->shape[0];
     const double nv = (double)rm_rows(x) * (double)w->shape[0];
-    /* backward: z again, dx and dW (an upper bound when one is not needed) */
-    return backward ? 3.0 * gemm + 8.0 * nv : gemm + 8.0 * nv;
+    if (!backward) return gemm + 8.0 * nv;
+    return gemm * (1 + rm_din_needed(n, vals, 0) + rm_din_needed(n, vals, 1)) + 8.0 * nv;
 }
 
 static size_t linear_ce_workspace(const rm_node *n, const rm_value *vals, int backward, int threads) {

@@ -33,6 +33,10 @@ typedef struct rm_op_def {
     /* Which forward tensors the backward reads: bit i = input i,
      * bit (RM_MAX_IN + j) = output j. Everything else may be freed. */
     unsigned bwd_reads;
+    /* The reads of one node's backward, when they depend on which of its
+     * inputs need a gradient (rm_din_needed): linear reads x only for the
+     * weight's gradient. NULL: bwd_reads. Callers use rm_node_bwd_reads. */
+    unsigned (*bwd_reads_of)(const rm_node *n, const rm_value *vals);
     void (*forward)(const rm_kernel_ctx *c);
     void (*backward)(const rm_kernel_ctx *c);
     /* Floating-point operations of forward and backward (for cost models). */
@@ -57,6 +61,18 @@ typedef struct rm_op_def {
 
 /* ops/registry.c: the definition of an op kind (NULL out of range). */
 const rm_op_def *rm_op_get(rm_op_kind k);
+/* What the backward of node n reads (after autodiff): bwd_reads, or the
+ * op's bwd_reads_of for this node. */
+unsigned rm_node_bwd_reads(const rm_node *n, const rm_value *vals);
+
+/* Whether the backward of node n computes the gradient of its input i:
+ * a trainable parameter, or an activation that has a gradient (autodiff).
+ * The kernels see the answer as din[i] != NULL; costs and reads use this. */
+static inline int rm_din_needed(const rm_node *n, const rm_value *vals, int i) {
+    const int v = n->in[i];
+    if (v < 0) return 0;
+    return vals[v].kind == RM_VALUE_PARAM ? vals[v].trainable : vals[v].grad >= 0;
+}
 /* embedding.c: RM_ERR_ARG naming the first of n ids outside [0, V) ("token
  * id 2000 at position 5 of input 'tokens' is outside [0, 256)"). */
 rm_status rm_check_ids(const int32_t *ids, int64_t n, int64_t V, const char *what, const char *name, char *err,
@@ -66,8 +82,18 @@ rm_status rm_check_ids(const int32_t *ids, int64_t n, int64_t V, const char *wha
 extern const rm_op_def rm_op_embedding, rm_op_linear, rm_op_add, rm_op_layernorm, rm_op_gelu,
     rm_op_relu, rm_op_dropout, rm_op_attention, rm_op_softmax_ce, rm_op_batchnorm, rm_op_custom;
 extern const rm_op_def rm_op_rmsnorm, rm_op_mul, rm_op_silu, rm_op_rope, rm_op_xattention, rm_op_concat;
-extern const rm_op_def rm_op_swiglu;
+extern const rm_op_def rm_op_swiglu, rm_op_lora;
 extern const rm_op_def rm_op_linear_ce;
+
+/* ops/dropout.c: y = v * mask / (1 - p) (acc: y +=), v and y shaped as
+ * input 0 of c's node, the mask keyed by (seed, node, step, the element's
+ * place in the global batch): forward and backward of any op that drops
+ * its input with probability p. With !c->train or p == 0: y = v. */
+void rm_dropout_apply(const rm_kernel_ctx *c, float p, const float *v, float *y, int acc);
+
+/* ops/lora.c: a LoRA node's rank r (iarg[0]), alpha (farg[0]) and dropout
+ * (farg[1]); its adapter's output is scaled by alpha / r. */
+static inline float rm_lora_scale(const rm_node *n) { return n->farg[0] / (float)n->iarg[0]; }
 
 /* Records a node of op `d` (see rm_node_new). */
 static inline int rm_op_node(rm_graph *g, const rm_op_def *d, const int *in, int n_in) {

@@ -22,10 +22,16 @@ static const rm_op_def *const op_table[RM_OP_COUNT] = {
     [RM_OP_CONCAT] = &rm_op_concat,
     [RM_OP_SWIGLU] = &rm_op_swiglu,
     [RM_OP_LINEAR_CE] = &rm_op_linear_ce,
+    [RM_OP_LORA] = &rm_op_lora,
 };
 
 /* NULL for a kind out of range: callers index with kinds they created. */
 const rm_op_def *rm_op_get(rm_op_kind k) {
     if ((int)k < 0 || k >= RM_OP_COUNT) return NULL;
     return op_table[k];
+}
+
+unsigned rm_node_bwd_reads(const rm_node *n, const rm_value *vals) {
+    const rm_op_def *d = rm_op_get(n->op);
+    return d->bwd_reads_of ? d->bwd_reads_of(n, vals) : d->bwd_reads;
 }

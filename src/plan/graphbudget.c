@@ -25,16 +25,17 @@ rm_status rm_gmodel_from_graph(const rm_graph *g, const rm_profile *prof, int th
             m->ws_f[n] = (int64_t)op->workspace(nd, g->vals, 0, threads);
             m->ws_b[n] = nd->needs_grad ? (int64_t)op->workspace(nd, g->vals, 1, threads) : 0;
         }
+        const unsigned reads = rm_node_bwd_reads(nd, g->vals);
         for (int j = 0; j < nd->n_out; j++) {
             const rm_value *v = &g->vals[nd->out[j]];
             m->bytes[n] += aligned_bytes(v);
             if (v->grad >= 0 && nd->out[j] != g->loss) m->grad[n] += aligned_bytes(&g->vals[v->grad]);
-            if (op->bwd_reads & RM_READS_OUT(j)) m->reads_out[n] = 1;
+            if (reads & RM_READS_OUT(j)) m->reads_out[n] = 1;
         }
         for (int i = 0; i < nd->n_in; i++) {
             int v = nd->in[i];
             if (v < 0 || g->vals[v].kind != RM_VALUE_ACT) continue;
-            if (rm_gmodel_edge(m, g->vals[v].node, (op->bwd_reads & RM_READS_IN(i)) != 0) != RM_OK) {
+            if (rm_gmodel_edge(m, g->vals[v].node, (reads & RM_READS_IN(i)) != 0) != RM_OK) {
                 rm_gmodel_free(m);
                 return RM_ERR_NOMEM;
             }

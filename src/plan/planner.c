@@ -84,7 +84,7 @@ rm_status rm_chain_model_from_graph(const rm_graph *g, const rm_chain *c, const 
     for (int n = 0; n < g->n_nodes; n++) {
         const rm_node *nd = &g->nodes[n];
         if (!nd->needs_grad) continue;
-        unsigned r = rm_op_get(nd->op)->bwd_reads;
+        unsigned r = rm_node_bwd_reads(nd, g->vals);
         for (int i = 0; i < nd->n_in; i++)
             if ((r & RM_READS_IN(i)) && nd->in[i] >= 0) read_by_bwd[nd->in[i]] = 1;
         for (int j = 0; j < nd->n_out; j++)

@@ -76,13 +76,14 @@ static int use(builder *b, int buf, int at) {
 }
 
 /* Reads of forward tensors: all activation inputs in a forward, the ones
- * bwd_reads declares in a backward. */
-static rm_status read_inputs(builder *b, const rm_node *nd, const rm_op_def *op, rm_instr *ins, int backward) {
+ * the node's backward reads (rm_node_bwd_reads) in a backward. */
+static rm_status read_inputs(builder *b, const rm_node *nd, rm_instr *ins, int backward) {
     const rm_graph *g = b->g;
+    const unsigned reads = backward ? rm_node_bwd_reads(nd, g->vals) : 0;
     for (int i = 0; i < nd->n_in; i++) {
         int v = nd->in[i];
         if (v < 0 || g->vals[v].kind != RM_VALUE_ACT) continue;
-        if (backward && !(op->bwd_reads & RM_READS_IN(i))) continue;
+        if (backward && !(reads & RM_READS_IN(i))) continue;
         if (b->cur[v] < 0)
             return fail(b, RM_ERR_STATE, "schedule error: %s of node %d reads '%s', which is not available there",
                         backward ? "backward" : "forward", ins->node, g->vals[v].name);
@@ -91,13 +92,14 @@ static rm_status read_inputs(builder *b, const rm_node *nd, const rm_op_def *op,
     return RM_OK;
 }
 
-/* A backward reads the outputs bwd_reads declares and their gradients. */
-static rm_status read_outputs_and_grads(builder *b, const rm_node *nd, const rm_op_def *op, rm_instr *ins) {
+/* A backward reads the outputs rm_node_bwd_reads names and their gradients. */
+static rm_status read_outputs_and_grads(builder *b, const rm_node *nd, rm_instr *ins) {
     const rm_graph *g = b->g;
     int at = b->p->n_instrs;
+    const unsigned reads = rm_node_bwd_reads(nd, g->vals);
     for (int j = 0; j < nd->n_out; j++) {
         int v = nd->out[j];
-        if (op->bwd_reads & RM_READS_OUT(j)) {
+        if (reads & RM_READS_OUT(j)) {
             if (b->cur[v] < 0)
                 return fail(b, RM_ERR_STATE, "schedule error: backward of node %d reads '%s', which is not "
                             "available there", ins->node, g->vals[v].name);
@@ -119,15 +121,16 @@ static rm_status read_outputs_and_grads(builder *b, const rm_node *nd, const rm_
 /* The gradient of parameter v, input i of a backward: the session's flat
  * buffer (zeroed per step, so every writer adds), or, fused, its own
  * buffer, which the first writer defines and overwrites and which lives
- * until the parameter is final. State (running statistics) gets none. */
+ * until the parameter is final. State (running statistics) and frozen
+ * parameters get none. */
 static rm_status write_param_grad(builder *b, int v, rm_instr *ins, int i) {
     rm_program *p = b->p;
+    ins->acc[i] = 0;
+    if (!b->g->vals[v].trainable) return RM_OK; /* state, frozen: no gradient at all */
     if (!p->fused) {
         ins->acc[i] = 1;
         return RM_OK;
     }
-    ins->acc[i] = 0;
-    if (!b->g->vals[v].trainable) return RM_OK;
     int pi = b->param_of[v];
     if (p->param_buf[pi] >= 0) {
         ins->din_buf[i] = p->param_buf[pi];
@@ -193,8 +196,8 @@ static rm_status add_instr(builder *b, const rm_sched_item *it, int threads) {
     for (int i = 0; i < RM_MAX_IN; i++) ins->in_buf[i] = ins->din_buf[i] = -1;
     for (int j = 0; j < RM_MAX_OUT; j++) ins->out_buf[j] = ins->dout_buf[j] = -1;
     int backward = it->kind == RM_INSTR_BACKWARD;
-    rm_status rc = read_inputs(b, nd, op, ins, backward);
-    if (rc == RM_OK && backward) rc = read_outputs_and_grads(b, nd, op, ins);
+    rm_status rc = read_inputs(b, nd, ins, backward);
+    if (rc == RM_OK && backward) rc = read_outputs_and_grads(b, nd, ins);
     if (rc == RM_OK) rc = backward ? write_input_grads(b, nd, ins) : define_outputs(b, nd, ins);
     if (rc != RM_OK) return rc;
     size_t ws = op->workspace ? op->workspace(nd, b->g->vals, backward, threads) : 0;

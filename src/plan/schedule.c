@@ -67,7 +67,7 @@ rm_status rm_schedule_recompute_set(const rm_graph *g, int lo, int hi, const cha
     for (int n = lo; n <= hi && for_backward; n++) {
         const rm_node *nd = &g->nodes[n];
         if (!nd->needs_grad) continue;
-        unsigned reads = rm_op_get(nd->op)->bwd_reads;
+        unsigned reads = rm_node_bwd_reads(nd, g->vals);
         for (int i = 0; i < nd->n_in; i++)
             if (reads & RM_READS_IN(i)) need_value(g, nd->in[i], lo, hi, want, need);
         for (int j = 0; j < nd->n_out; j++)

@@ -1,7 +1,10 @@
 /* optim.c: AdamW and SGD over the session's flat parameter buffer, with
  * gradient clipping by global norm. All state is allocated once here.
+ * Gradients and moments cover the trainable parameters only, the first
+ * train_floats floats of the parameter buffer (graph/freeze.c): frozen
+ * parameters and state have neither.
  * Sharded (ZeRO stage 1, dist/dist.c): this rank updates the floats
- * [lo, hi) of the flat buffer and holds the moments of those only.
+ * [lo, hi) of that part and holds the moments of those only.
  * Fused (rm_options.fuse_optimizer): the session calls begin, then update
  * for each parameter as its gradient becomes final in the backward pass,
  * then end; every parameter gets the same arithmetic as rm_optim_step
@@ -16,7 +19,7 @@ struct rm_optim {
     rm_session *s;
     rm_optim_config c;
     float *m, *v;     /* AdamW moments of floats [lo, hi), laid out as the params */
-    size_t lo, hi;    /* [0, param_floats) unless sharded */
+    size_t lo, hi;    /* [0, train_floats) unless sharded */
     int sharded;
     float *full_m, *full_v; /* rm_optim_unshard: every rank's moments, until rm_optim_reshard */
     double *partial;  /* per-chunk squared norms: a fixed-order reduction */
@@ -90,7 +93,7 @@ rm_status rm_optim_new(rm_session *s, const rm_optim_config *c, rm_optim **out) 
     o->c = *c;
     o->sharded = s->dist && s->dist->shard && s->dist->size > 1;
     o->lo = o->sharded ? s->dist->lo : 0;
-    o->hi = o->sharded ? s->dist->hi : s->g->param_floats;
+    o->hi = o->sharded ? s->dist->hi : s->g->train_floats;
     size_t n = o->hi - o->lo;
     o->n_chunks = (n + NORM_CHUNK - 1) / NORM_CHUNK;
     o->partial = calloc(o->n_chunks ? o->n_chunks : 1, sizeof *o->partial);
@@ -236,7 +239,7 @@ rm_status rm_optim_step(rm_optim *o, float lr, float *norm_out) {
     if (o->c.grad_clip > 0.0f && norm > o->c.grad_clip) clip = (float)(o->c.grad_clip / (norm + 1e-6));
     for (int pi = 0; pi < g->n_params; pi++) {
         const rm_value *v = &g->vals[g->params[pi]];
-        if (!v->trainable) continue; /* state such as running statistics */
+        if (!v->trainable) continue; /* state such as running statistics, frozen parameters */
         /* this rank's part of the parameter: floats [a, b) of the flat buffer */
         size_t a = v->param_off > o->lo ? v->param_off : o->lo;
         size_t b = v->param_off + (size_t)v->numel < o->hi ? v->param_off + (size_t)v->numel : o->hi;
@@ -288,7 +291,8 @@ rm_status rm_optim_set_lr(rm_optim *o, float lr) {
 }
 
 /* For checkpoint files: the moments are the optimizer's own buffers, laid
- * out as the parameter buffer, so a loader restores them in place. */
+ * out as the trainable part of the parameter buffer, so a loader restores
+ * them in place. */
 rm_status rm_optim_state(rm_optim *o, float **m, float **v, uint64_t *t) {
     if (!o) return RM_ERR_ARG;
     if (o->sharded && !o->full_m && (m || v))
@@ -308,7 +312,7 @@ rm_status rm_optim_set_updates(rm_optim *o, uint64_t t) {
 rm_status rm_optim_unshard(rm_optim *o) {
     if (!o) return RM_ERR_ARG;
     if (!o->sharded || o->c.kind != RM_OPTIM_ADAMW || o->full_m) return RM_OK;
-    size_t n = o->s->g->param_floats;
+    size_t n = o->s->g->train_floats;
     o->full_m = malloc((n ? n : 1) * sizeof(float));
     o->full_v = malloc((n ? n : 1) * sizeof(float));
     int ok = o->full_m && o->full_v, all = ok;

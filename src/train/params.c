@@ -104,9 +104,10 @@ rm_status rm_save_state(rm_session *s, rm_optim *o, const char *path, int n_meta
     return save(s, o, path, n_meta, keys, values, err, errlen);
 }
 
-/* *out = the tensor `name` of f, checked against parameter v: F32, same shape. */
+/* *out = the tensor `name` of f, checked against parameter v: F32, same
+ * shape; it goes into a buffer of `floats` floats at v's offset. */
 static rm_status find_like(rm_session *s, const rm_st_file *f, const char *fname,
-                           const char *name, const rm_value *v, const rm_st_tensor **out,
+                           const char *name, const rm_value *v, size_t floats, const rm_st_tensor **out,
                            char *err, size_t errlen) {
     const rm_st_tensor *t = rm_st_find(f, name);
     char want[256], have[256];
@@ -127,11 +128,28 @@ static rm_status find_like(rm_session *s, const rm_st_file *f, const char *fname
                           name, have, want);
     }
     if (t->bytes != (uint64_t)v->numel * sizeof(float) ||
-        v->param_off + (size_t)v->numel > s->g->param_floats)
+        v->param_off + (size_t)v->numel > floats)
         return param_fail(s, RM_ERR_STATE, err, errlen,
                           "'%s': tensor '%s': internal size mismatch", fname, name);
     *out = t;
     return RM_OK;
+}
+
+/* The first LoRA adapter tensor of f (PEFT's names: "...lora_A.weight",
+ * "...lora_B.weight") that is no parameter of g, or NULL: loading the base
+ * weights alone would silently drop what the adapters learnt. */
+static const char *foreign_adapter(const rm_graph *g, const rm_st_file *f) {
+    for (int t = 0; t < rm_st_count(f); t++) {
+        const char *name = rm_st_at(f, t)->name;
+        size_t n = strlen(name);
+        if (strncmp(name, "optimizer.", 10) == 0 || n < 14 ||
+            (strcmp(name + n - 14, ".lora_A.weight") != 0 && strcmp(name + n - 14, ".lora_B.weight") != 0))
+            continue;
+        int known = 0;
+        for (int i = 0; i < g->n_params && !known; i++) known = strcmp(g->vals[g->params[i]].name, name) == 0;
+        if (!known) return name;
+    }
+    return NULL;
 }
 
 rm_status rm_load_from(rm_session *s, rm_optim *o, const rm_st_file *f, const char *fname,
@@ -168,13 +186,22 @@ rm_status rm_load_from(rm_session *s, rm_optim *o, const rm_st_file *f, const ch
     const rm_st_tensor **src = calloc((size_t)g->n_params * 3 + 1, sizeof *src);
     if (!src) return param_fail(s, RM_ERR_NOMEM, err, errlen, "cannot load '%s': out of memory", fname);
     char nm[MOMENT_NAME_LEN];
+    const char *foreign = foreign_adapter(g, f);
+    if (foreign) {
+        free(src);
+        return param_fail(s, RM_ERR_FORMAT, err, errlen, "'%s' holds the LoRA adapter '%s', which this model "
+                          "lacks: build it with the same LoRA rank and targets, or merge the adapters into the "
+                          "weights first (remat export --merge-lora, rm_save_merged)", fname, foreign);
+    }
     for (int i = 0; i < g->n_params && st == RM_OK; i++) {
         const rm_value *p = &g->vals[g->params[i]];
-        st = find_like(s, f, fname, p->name, p, &src[i], err, errlen);
+        /* weights only: adapters a base model's file lacks keep their initial values */
+        if (!need_state && p->adapter && !rm_st_find(f, p->name)) continue;
+        st = find_like(s, f, fname, p->name, p, g->param_floats, &src[i], err, errlen);
         for (int w = 0; m && need_state && p->trainable && w < 2 && st == RM_OK; w++) {
             moment_name(nm, w, p->name);
-            st = find_like(s, f, fname, nm, p, &src[(size_t)(w + 1) * g->n_params + i], err,
-                           errlen);
+            st = find_like(s, f, fname, nm, p, g->train_floats, /* moments: trainable floats only */
+                           &src[(size_t)(w + 1) * g->n_params + i], err, errlen);
         }
     }
     for (int i = 0; i < g->n_params && st == RM_OK; i++) {

@@ -174,6 +174,25 @@ static void read_training(rd *c, rm_run_info *r) {
         if (rm_st_meta(c->f->st, keys[k])) get_float(c, keys[k], 0.0f, 1.0f, fields[k]);
 }
 
+/* Fine-tuning keys (what is frozen, LoRA), present only when used. */
+static void read_finetune(rd *c, rm_run_info *r) {
+    const char *const keys[] = {"freeze", "train_only"};
+    char *fields[] = {r->freeze, r->train_only};
+    for (int k = 0; k < 2; k++) {
+        const char *v = rm_st_meta(c->f->st, keys[k]);
+        if (!v) continue;
+        if (!*v || strlen(v) >= sizeof r->freeze) garbled(c, keys[k], v);
+        else rm_strlcpy(fields[k], v, sizeof r->freeze);
+    }
+    if (!rm_st_meta(c->f->st, "lora_rank")) return;
+    get_int(c, "lora_rank", 1, 1 << 16, &r->lora.rank);
+    get_float(c, "lora_alpha", -1e6f, 1e6f, &r->lora.alpha);
+    get_float(c, "lora_dropout", 0.0f, 0.95f, &r->lora.dropout);
+    const char *t = need(c, "lora_targets");
+    if (t && (!*t || strlen(t) >= sizeof r->lora.targets)) garbled(c, "lora_targets", t);
+    else if (t) rm_strlcpy(r->lora.targets, strcmp(t, "all") == 0 ? "" : t, sizeof r->lora.targets);
+}
+
 rm_status rm_file_run_info(const rm_file *f, rm_run_info *r, char *err, size_t errlen) {
     if (!f || !r) {
         rm_st_seterr(err, errlen, "rm_file_run_info: f and r must not be NULL");
@@ -191,6 +210,7 @@ rm_status rm_file_run_info(const rm_file *f, rm_run_info *r, char *err, size_t e
     }
     read_model(&c, &out);
     read_training(&c, &out);
+    read_finetune(&c, &out);
     if (c.st == RM_OK) *r = out;
     return c.st;
 }

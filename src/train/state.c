@@ -13,7 +13,7 @@
 
 /* The version of the metadata layout below; a resume refuses others. */
 #define STATE_VERSION "1"
-#define META_MAX 40
+#define META_MAX 64
 
 void rm_run_info_default(rm_run_info *r) {
     if (!r) return;
@@ -31,8 +31,12 @@ void rm_run_info_default(rm_run_info *r) {
     r->lr = (rm_lr_schedule){RM_LR_CONSTANT, 1e-3f, 0, 100};
 }
 
-rm_status rm_run_build(const rm_run_info *r, rm_graph *g, rm_model_io *io, int keep_logits) {
+/* The model alone (rm_run_build adds what is frozen). */
+static rm_status build_model(const rm_run_info *r, rm_graph *g, rm_model_io *io, int keep_logits) {
     if (!r || !g || !io) return g ? rm_graph_fail(g, RM_ERR_ARG, "rm_run_build: r and io must not be NULL") : RM_ERR_ARG;
+    if (r->lora.rank != 0 && (strcmp(r->model, "mlp") == 0 || strcmp(r->model, "encdec") == 0))
+        return rm_graph_fail(g, RM_ERR_ARG, "rm_run_build: LoRA applies to the llama, gpt and uvit models, not %s",
+                             r->model);
     if (strcmp(r->model, "mlp") == 0) {
         rm_mlp_config c;
         memset(&c, 0, sizeof c);
@@ -48,7 +52,7 @@ rm_status rm_run_build(const rm_run_info *r, rm_graph *g, rm_model_io *io, int k
         rm_llama_config c = {.layers = r->layers, .dim = r->dim, .heads = r->heads, .context = r->context,
                              .vocab = r->vocab, .batch = r->batch, .ffn_dim = r->ffn_dim, .dropout = r->dropout,
                              .keep_logits = keep_logits, .kv_heads = r->kv_heads, .rope_theta = r->rope_theta,
-                             .norm_eps = r->norm_eps, .tie_embeddings = r->tie_embeddings};
+                             .norm_eps = r->norm_eps, .tie_embeddings = r->tie_embeddings, .lora = r->lora};
         return rm_llama_build(g, &c, io);
     }
     if (strcmp(r->model, "encdec") == 0) {
@@ -62,8 +66,15 @@ rm_status rm_run_build(const rm_run_info *r, rm_graph *g, rm_model_io *io, int k
         return rm_graph_fail(g, RM_ERR_ARG,
                              "rm_run_build: model '%.31s' is not gpt, mlp, llama, uvit or encdec; build it yourself",
                              r->model);
-    rm_gpt_config c = {r->layers, r->dim, r->heads, r->context, r->vocab, r->batch, r->dropout, keep_logits};
+    rm_gpt_config c = {.layers = r->layers, .dim = r->dim, .heads = r->heads, .context = r->context, .vocab = r->vocab,
+                       .batch = r->batch, .dropout = r->dropout, .keep_logits = keep_logits, .lora = r->lora};
     return uvit ? rm_uvit_build(g, &c, io) : rm_gpt_build(g, &c, io);
+}
+
+rm_status rm_run_build(const rm_run_info *r, rm_graph *g, rm_model_io *io, int keep_logits) {
+    rm_status st = build_model(r, g, io, keep_logits);
+    if (st == RM_OK && (r->freeze[0] || r->train_only[0])) st = rm_freeze_params(g, r->freeze, r->train_only, NULL);
+    return st;
 }
 
 /* ---- writing ------------------------------------------------------------------ */
@@ -149,6 +160,15 @@ static void meta_build(const rm_run_info *r, meta *m) {
     FLT("beta1", r->optim.beta1);
     FLT("beta2", r->optim.beta2);
     FLT("eps", r->optim.eps);
+    /* fine-tuning: only when used (files without them froze nothing) */
+    if (r->freeze[0]) STR("freeze", r->freeze);
+    if (r->train_only[0]) STR("train_only", r->train_only);
+    if (r->lora.rank > 0) {
+        FMT("lora_rank", "%d", r->lora.rank);
+        FLT("lora_alpha", r->lora.alpha != 0.0f ? r->lora.alpha : 8.0f); /* rm_lora_config's default */
+        FLT("lora_dropout", r->lora.dropout);
+        STR("lora_targets", r->lora.targets[0] ? r->lora.targets : "all");
+    }
 #undef FMT
 #undef FLT
 #undef STR

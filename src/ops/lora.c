@@ -1,0 +1,195 @@
+/* lora.c: a linear layer with a LoRA adapter (Hu et al. 2021), as PEFT's
+ * LoraLayer computes it:
+ *
+ *   y = x W^T + b + s * (dropout(x) A^T) B^T,      s = alpha / r
+ *
+ * W (OUT,IN) and b are the frozen base; A (r,IN) and B (OUT,r) are the
+ * adapter, A Kaiming-uniform (bound 1/sqrt(IN), PEFT's kaiming_uniform_
+ * with a = sqrt(5)) and B zero, so training starts from the base model.
+ * One node: the base product, the rank-r path and the sum, so the planner
+ * sees one cost and keeps what the backward reads: x (for dA; also for dW
+ * when W trains) and h = dropout(x) A^T (N,r), a second output, for dB.
+ * The dropout mask is regenerated from Philox (rm_dropout_apply), never
+ * stored, so a recomputed forward and the backward see the first mask.
+ *
+ * Backward, with dy (N,OUT) and xd = dropout(x):
+ *   dB = s dy^T h          (OUT,r)
+ *   dh = s dy B            (N,r)
+ *   dA = dh^T xd           (r,IN)
+ *   dx = dy W + dropout'(dh A)      (dropout' applies the same mask)
+ *   dW = dy^T x,  db = sum_n dy     (only when the base trains) */
+#include "ops/ops.h"
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+enum { X = 0, W = 1, BIAS = 2, A = 3, B = 4 }; /* the node's inputs */
+
+/* "<module>.lora_A.weight" from the base weight "<module>.weight" (or
+ * "<name>.lora_A" when the name does not end in ".weight"). */
+static void adapter_name(char *out, size_t cap, const char *w, char which) {
+    size_t n = strlen(w);
+    const size_t k = strlen(".weight");
+    if (n > k && strcmp(w + n - k, ".weight") == 0) snprintf(out, cap, "%.*s.lora_%c.weight", (int)(n - k), w, which);
+    else snprintf(out, cap, "%s.lora_%c", w, which);
+}
+
+static int check_args(rm_graph *g, rm_val x, rm_val w, rm_val b, int rank, float alpha, float dropout) {
+    if (!rm_val_ok(g, x, "lora_linear") || !rm_val_ok(g, w, "lora_linear")) return 0;
+    if (b >= 0 && !rm_val_ok(g, b, "lora_linear")) return 0;
+    const rm_value *vx = &g->vals[x], *vw = &g->vals[w];
+    if (vw->kind != RM_VALUE_PARAM || vw->ndim != 2 || vx->dtype != RM_DTYPE_F32 || rm_cols(vx) != vw->shape[1]) {
+        rm_graph_fail(g, RM_ERR_ARG, "lora_linear: '%s' has %lld features but the base weight '%s' must be a (OUT, "
+                      "%lld) parameter", vx->name, (long long)rm_cols(vx), vw->name, (long long)rm_cols(vx));
+        return 0;
+    }
+    if (b >= 0 && (g->vals[b].kind != RM_VALUE_PARAM || g->vals[b].ndim != 1 || g->vals[b].shape[0] != vw->shape[0])) {
+        rm_graph_fail(g, RM_ERR_ARG, "lora_linear: bias '%s' must be a parameter of shape [%lld]", g->vals[b].name,
+                      (long long)vw->shape[0]);
+        return 0;
+    }
+    if (rank < 1 || rank > (1 << 16) || !isfinite(alpha) || !(dropout >= 0.0f && dropout < 1.0f)) {
+        rm_graph_fail(g, RM_ERR_ARG, "lora_linear: rank %d must be in [1, 65536], alpha %g finite and dropout %g in "
+                      "[0, 1)", rank, (double)alpha, (double)dropout);
+        return 0;
+    }
+    return 1;
+}
+
+rm_val rm_lora_linear(rm_graph *g, rm_val x, rm_val w, rm_val b, int rank, float alpha, float dropout) {
+    if (!check_args(g, x, w, b, rank, alpha, dropout)) return -1;
+    const int64_t IN = g->vals[w].shape[1], OUT = g->vals[w].shape[0];
+    char name_a[RM_NAME_LEN + 16], name_b[RM_NAME_LEN + 16];
+    adapter_name(name_a, sizeof name_a, g->vals[w].name, 'A');
+    adapter_name(name_b, sizeof name_b, g->vals[w].name, 'B');
+    if (strlen(name_a) >= RM_NAME_LEN) {
+        rm_graph_fail(g, RM_ERR_ARG, "lora_linear: the adapter's name '%s' is too long", name_a);
+        return -1;
+    }
+    const int64_t shape_a[2] = {rank, IN}, shape_b[2] = {OUT, rank};
+    rm_val pa = rm_param(g, name_a, 2, shape_a, RM_INIT_UNIFORM, 1.0f / sqrtf((float)IN), 1);
+    rm_val pb = rm_param(g, name_b, 2, shape_b, RM_INIT_ZEROS, 0.0f, 1);
+    if (pa < 0 || pb < 0) return -1;
+    g->vals[pa].adapter = g->vals[pb].adapter = 1;
+    if (rm_param_freeze(g, w) != RM_OK || (b >= 0 && rm_param_freeze(g, b) != RM_OK)) return -1;
+    const rm_value *vx = &g->vals[x];
+    int64_t shape[RM_MAX_DIMS];
+    const int ndim = vx->ndim;
+    memcpy(shape, vx->shape, (size_t)ndim * sizeof *shape);
+    const int in[5] = {x, w, b, pa, pb};
+    int n = rm_op_node(g, &rm_op_lora, in, 5);
+    if (n < 0) return -1;
+    g->nodes[n].iarg[0] = rank;
+    g->nodes[n].farg[0] = alpha; /* the scale is alpha / rank */
+    g->nodes[n].farg[1] = dropout;
+    shape[ndim - 1] = OUT;
+    rm_val y = rm_node_output(g, n, RM_DTYPE_F32, ndim, shape); // (..,OUT)
+    shape[ndim - 1] = rank;
+    rm_node_output(g, n, RM_DTYPE_F32, ndim, shape); // h (..,r), kept for dB
+    return g->status == RM_OK ? y : -1;
+}
+
+typedef struct dims { int N, IN, OUT, r; float s, p; } dims;
+
+static dims dims_of(const rm_kernel_ctx *c) {
+    return (dims){(int)rm_rows(c->vin[X]), (int)rm_cols(c->vin[X]), (int)c->vin[W]->shape[0], c->node->iarg[0],
+                  rm_lora_scale(c->node), c->node->farg[1]};
+}
+
+/* dropout(x) into the workspace, or x itself when nothing is dropped. */
+static const float *dropped_input(const rm_kernel_ctx *c, float *work) {
+    const float p = c->node->farg[1];
+    if (!c->train || p == 0.0f) return c->in[X];
+    rm_dropout_apply(c, p, c->in[X], work, 0);
+    return work;
+}
+
+static void lora_forward(const rm_kernel_ctx *c) {
+    // x (N,IN), W (OUT,IN), b (OUT), A (r,IN), B (OUT,r); y (N,OUT), h (N,r); work: xd (N,IN) with dropout
+    const dims d = dims_of(c);
+    const float *w = c->in[W], *bias = c->in[BIAS], *a = c->in[A], *bm = c->in[B];
+    float *y = c->out[0], *h = c->out[1];
+    if (bias) {
+        #pragma omp parallel for schedule(static)
+        for (int i = 0; i < d.N; i++)
+            for (int o = 0; o < d.OUT; o++) y[(size_t)i * d.OUT + o] = bias[o];
+    }
+    rm_sgemm(0, 1, d.N, d.OUT, d.IN, 1.0f, c->in[X], d.IN, w, d.IN, bias ? 1.0f : 0.0f, y, d.OUT); // x W^T
+    const float *xd = dropped_input(c, c->work);
+    rm_sgemm(0, 1, d.N, d.r, d.IN, 1.0f, xd, d.IN, a, d.IN, 0.0f, h, d.r);      // h = xd A^T
+    rm_sgemm(0, 1, d.N, d.OUT, d.r, d.s, h, d.r, bm, d.r, 1.0f, y, d.OUT);      // y += s h B^T
+}
+
+static void lora_backward(const rm_kernel_ctx *c) {
+    // dy (N,OUT); dh (N,r) and, with dropout, xd then dropout'(dh A) (N,IN) in the workspace
+    const dims d = dims_of(c);
+    const float *dy = c->dout[0], *w = c->in[W], *a = c->in[A], *bm = c->in[B];
+    float *dh = (float *)c->work, *wide = dh + (((size_t)d.N * d.r + 15) / 16 * 16);
+    if (c->din[B]) rm_sgemm(1, 0, d.OUT, d.r, d.N, d.s, dy, d.OUT, c->out[1], d.r, c->acc[B] ? 1.0f : 0.0f,
+                            c->din[B], d.r);                                               // dB = s dy^T h
+    if (c->din[A] || c->din[X]) rm_sgemm(0, 0, d.N, d.r, d.OUT, d.s, dy, d.OUT, bm, d.r, 0.0f, dh, d.r); // dh = s dy B
+    if (c->din[A]) {
+        const float *xd = dropped_input(c, wide);
+        rm_sgemm(1, 0, d.r, d.IN, d.N, 1.0f, dh, d.r, xd, d.IN, c->acc[A] ? 1.0f : 0.0f, c->din[A], d.IN); // dA
+    }
+    if (c->din[X]) {
+        rm_sgemm(0, 0, d.N, d.IN, d.OUT, 1.0f, dy, d.OUT, w, d.IN, c->acc[X] ? 1.0f : 0.0f, c->din[X], d.IN); // dy W
+        if (!c->train || d.p == 0.0f) {
+            rm_sgemm(0, 0, d.N, d.IN, d.r, 1.0f, dh, d.r, a, d.IN, 1.0f, c->din[X], d.IN); // += dh A
+        } else {
+            rm_sgemm(0, 0, d.N, d.IN, d.r, 1.0f, dh, d.r, a, d.IN, 0.0f, wide, d.IN);
+            rm_dropout_apply(c, d.p, wide, c->din[X], 1); // += dropout'(dh A)
+        }
+    }
+    if (c->din[W]) rm_sgemm(1, 0, d.OUT, d.IN, d.N, 1.0f, dy, d.OUT, c->in[X], d.IN, c->acc[W] ? 1.0f : 0.0f,
+                            c->din[W], d.IN);                                              // dW = dy^T x
+    if (c->din[BIAS]) {
+        float *db = c->din[BIAS];
+        #pragma omp parallel for schedule(static)
+        for (int o = 0; o < d.OUT; o++) { /* rows in order: the same sum for any thread count */
+            float s = c->acc[BIAS] ? db[o] : 0.0f;
+            for (int i = 0; i < d.N; i++) s += dy[(size_t)i * d.OUT + o];
+            db[o] = s;
+        }
+    }
+}
+
+/* Forward: the base and the rank-r path. Backward: what is computed of
+ * dB, dh, dA, dx (two products), dW. */
+static double lora_flops(const rm_node *n, const rm_value *vals, int backward) {
+    const rm_value *x = &vals[n->in[X]], *w = &vals[n->in[W]];
+    const double N = (double)rm_rows(x), IN = (double)rm_cols(x), OUT = (double)w->shape[0], r = n->iarg[0];
+    if (!backward) return 2.0 * N * IN * OUT + 2.0 * N * IN * r + 2.0 * N * r * OUT;
+    const int dx = rm_din_needed(n, vals, X), dA = rm_din_needed(n, vals, A);
+    return 2.0 * N * r * OUT * (rm_din_needed(n, vals, B) + (dx || dA)) + 2.0 * N * r * IN * dA +
+           (2.0 * N * IN * OUT + 2.0 * N * r * IN) * dx + 2.0 * N * IN * OUT * rm_din_needed(n, vals, W);
+}
+
+/* x for dA (and dW); h for dB; the parameters always (they cost nothing). */
+static unsigned lora_bwd_reads(const rm_node *n, const rm_value *vals) {
+    unsigned r = RM_READS_IN(W) | RM_READS_IN(A) | RM_READS_IN(B);
+    if (rm_din_needed(n, vals, A) || rm_din_needed(n, vals, W)) r |= RM_READS_IN(X);
+    if (rm_din_needed(n, vals, B)) r |= RM_READS_OUT(1);
+    return r;
+}
+
+/* Forward: xd (N,IN) with dropout. Backward: dh (N,r), and with dropout
+ * xd, then dropout'(dh A), in one (N,IN) more. */
+static size_t lora_workspace(const rm_node *n, const rm_value *vals, int backward, int threads) {
+    (void)threads;
+    const rm_value *x = &vals[n->in[X]];
+    const size_t wide = n->farg[1] > 0.0f ? (size_t)x->numel * sizeof(float) : 0;
+    if (!backward) return wide;
+    return ((size_t)rm_rows(x) * (size_t)n->iarg[0] + 15) / 16 * 16 * sizeof(float) + wide;
+}
+
+const rm_op_def rm_op_lora = {
+    .kind = RM_OP_LORA,
+    .name = "lora_linear",
+    .bwd_reads = RM_READS_IN(X) | RM_READS_IN(W) | RM_READS_IN(A) | RM_READS_IN(B) | RM_READS_OUT(1),
+    .bwd_reads_of = lora_bwd_reads,
+    .forward = lora_forward,
+    .backward = lora_backward,
+    .flops = lora_flops,
+    .workspace = lora_workspace,
+};
