@@ -45,6 +45,7 @@ void cli_args_default(cli_args *a) {
     a->top_k = 0;
     a->temperature = 1.0f;
     a->command = "";
+    a->frozen_dtype = "auto";
 }
 
 int cli_fail_rank = -1;
@@ -141,7 +142,7 @@ static int known_flag(const char *flag) {
         "--warmup", "--seed", "--optimizer", "--lr", "--weight-decay", "--adam-betas", "--adam-eps", "--grad-clip", "--lr-schedule",
         "--checkpoint", "--memory-budget", "--memory-limit", "--init", "--save", "--resume", "--save-every", "--keep",
         "--report", "--micro-batches", "--trace", "--trace-step", "--load", "--prompt", "--tokens", "--top-k", "--temperature", "--ffn-dim",
-        "--kv-heads", "--rope-theta", "--norm-eps", "--token-bytes", "--max-batches",
+        "--kv-heads", "--rope-theta", "--norm-eps", "--token-bytes", "--max-batches", "--frozen-dtype",
         "--enc-layers", "--dec-layers", "--source", "--freeze", "--train-only", "--lora", "--lora-alpha",
         "--lora-dropout", "--lora-targets", "--save-adapters", "--out", "--adapters", "--base-model", NULL};
     for (int i = 0; flags[i]; i++)
@@ -191,7 +192,11 @@ static int set_value(cli_args *a, const char *flag, const char *v) {
     else if (IS("--widths")) ok = parse_widths(a, v);
     else if (IS("--dropout")) ok = parse_float(flag, v, 0.0f, 0.95f, &a->dropout);
     else if (IS("--data")) a->data = v;
-    else if (IS("--token-bytes")) {
+    else if (IS("--frozen-dtype")) {
+        if (strcmp(v, "auto") && strcmp(v, "f32") && strcmp(v, "bf16") && strcmp(v, "f16"))
+            ok = (cli_fail(2, "--frozen-dtype is auto, f32, bf16 or f16, got '%s'", v), 0);
+        a->frozen_dtype = v;
+    } else if (IS("--token-bytes")) {
         ok = parse_int(flag, v, 2, 4, &a->token_bytes);
         if (ok && a->token_bytes == 3) ok = (cli_fail(2, "--token-bytes is 2 or 4, got '%s'", v), 0);
     } else if (IS("--max-batches")) ok = parse_int(flag, v, 0, 1 << 30, &a->max_batches);

@@ -27,6 +27,7 @@ typedef struct cli_args {
     /* data */
     const char *data;
     int token_bytes;            /* --token-bytes 2|4 (0: llm.c header or bytes) */
+    const char *frozen_dtype;   /* --frozen-dtype auto|f32|bf16|f16: how frozen weights are kept (cli/hf.c) */
     int max_batches;            /* eval: at most this many batches (0: all) */
     float val_fraction;
     const char *sampler;        /* random | sequential */

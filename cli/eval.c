@@ -12,6 +12,7 @@
 
 typedef struct evaluator {
     cli_args *a;
+    rm_run_info run;    /* the model: the file's (--load), or the flags' and config.json's (--init) */
     rm_hf *hf;
     rm_graph *g;
     rm_session *s;
@@ -22,7 +23,7 @@ typedef struct evaluator {
 /* --load FILE: the model its metadata describes; --context and --batch stay
  * the flags' when given (llama only for --context: GPT's position table
  * has the file's length). */
-static int model_from_file(cli_args *a) {
+static int model_from_file(cli_args *a, rm_run_info *out) {
     char err[1024];
     rm_file *f = NULL;
     rm_run_info r;
@@ -44,11 +45,13 @@ static int model_from_file(cli_args *a) {
     static char model[32]; /* a->model points here: one model per process */
     snprintf(model, sizeof model, "%s", r.model);
     a->model = model;
-    a->layers = r.layers, a->dim = r.dim, a->heads = r.heads, a->ffn_dim = r.ffn_dim, a->vocab = r.vocab;
-    a->kv_heads = r.kv_heads, a->rope_theta = r.rope_theta, a->norm_eps = r.norm_eps;
-    a->tie_embeddings = r.tie_embeddings;
-    if (!cli_given(a, "--context")) a->context = r.context;
-    if (!cli_given(a, "--batch")) a->batch = r.batch;
+    a->vocab = r.vocab;
+    if (cli_given(a, "--context")) r.context = a->context;
+    else a->context = r.context;
+    if (cli_given(a, "--batch")) r.batch = a->batch;
+    else a->batch = r.batch;
+    r.dropout = 0.0f;
+    *out = r; /* with its LoRA adapters, if it has them */
     return 0;
 }
 
@@ -61,7 +64,8 @@ static int check_eval_flags(const cli_args *a) {
     if (a->init && !cli_is_dir(a->init))
         return cli_fail(2, "--init '%s' is not a folder: eval reads a Hugging Face folder with --init, a file of "
                         "remat train with --load", a->init);
-    static const char *const train_only[] = {"--steps", "--lr", "--save", "--resume", "--checkpoint",
+    static const char *const train_only[] = {"--steps", "--lr", "--save", "--resume", "--checkpoint", "--lora",
+                                             "--freeze", "--train-only",
                                              "--memory-budget", "--memory-limit", "--dropout", "--fuse-optimizer",
                                              "--micro-batches", "--val-fraction", "--eval-every", "--trace"};
     for (size_t i = 0; i < sizeof train_only / sizeof *train_only; i++)
@@ -85,19 +89,21 @@ static int load_data(evaluator *e) {
 static int build(evaluator *e) {
     cli_args *a = e->a;
     char err[1024];
-    rm_run_info r;
     e->g = rm_graph_new();
     if (!e->g) return cli_fail(1, "out of memory");
-    a->dropout = 0.0f;
-    cli_run_info(a, "", 0, 0, 0, &r);
-    if (rm_run_build(&r, e->g, &e->io, 0) != RM_OK) return cli_fail(1, "%s", rm_graph_errmsg(e->g));
+    if (rm_run_build(&e->run, e->g, &e->io, 0) != RM_OK) return cli_fail(1, "%s", rm_graph_errmsg(e->g));
+    /* nothing trains: every weight is frozen, and kept as --frozen-dtype says */
+    for (int i = 0; i < rm_param_count(e->g); i++)
+        if (rm_param_trainable(e->g, rm_param_at(e->g, i))) rm_param_freeze(e->g, rm_param_at(e->g, i));
+    int rc = cli_frozen_store(a, e->g, e->hf, NULL);
+    if (rc) return rc;
     rm_options o;
     rm_options_default(&o);
     o.threads = a->threads;
     o.forward_only = 1;
     if (rm_compile(e->g, &o, &e->s) != RM_OK) return cli_fail(1, "%s", rm_graph_errmsg(e->g));
     if (e->hf) {
-        int rc = cli_hf_load(e->hf, e->s, a);
+        rc = cli_hf_load(e->hf, e->s, a);
         rm_hf_close(e->hf); /* unmaps its files */
         e->hf = NULL;
         return rc;
@@ -128,7 +134,11 @@ int cli_eval(const cli_args *a0) {
     memset(&e, 0, sizeof e);
     e.a = &args;
     int rc = check_eval_flags(&args);
-    if (!rc) rc = args.init ? cli_hf_open(&args, &e.hf) : model_from_file(&args);
+    if (!rc && args.init) {
+        rc = cli_hf_open(&args, &e.hf);
+        args.dropout = 0.0f;
+        cli_run_info(&args, "", 0, 0, 0, &e.run);
+    } else if (!rc) rc = model_from_file(&args, &e.run);
     if (!rc) rc = load_data(&e);
     if (!rc) rc = build(&e);
     if (!rc) {

@@ -75,3 +75,42 @@ int cli_hf_load(rm_hf *m, rm_session *s, const cli_args *a) {
     if (!a->quiet) printf("loaded %d tensors from '%s'\n", n, a->init);
     return 0;
 }
+
+/* auto for a remat file: each frozen weight in its tensor's dtype there */
+static int store_as_file(rm_graph *g, const rm_file *f) {
+    rm_status st = RM_OK;
+    for (int i = 0; i < rm_file_tensor_count(f) && st == RM_OK; i++) {
+        rm_tensor_info t;
+        rm_file_tensor(f, i, &t);
+        const rm_val v = rm_param_by_name(g, t.name);
+        const rm_dtype dt = !strcmp(t.dtype, "BF16") ? RM_DTYPE_BF16 : !strcmp(t.dtype, "F16") ? RM_DTYPE_F16
+                                                                                                : RM_DTYPE_F32;
+        if (v >= 0 && dt != RM_DTYPE_F32 && rm_param_frozen(g, v)) st = rm_param_store(g, v, dt);
+    }
+    return st == RM_OK ? 0 : cli_fail(1, "%s", rm_graph_errmsg(g));
+}
+
+int cli_frozen_store(const cli_args *a, rm_graph *g, const rm_hf *hf, const rm_file *file) {
+    const char *d = a->frozen_dtype ? a->frozen_dtype : "auto";
+    rm_status st = RM_OK;
+    if (!strcmp(d, "bf16") || !strcmp(d, "f16"))
+        st = rm_store_frozen(g, !strcmp(d, "bf16") ? RM_DTYPE_BF16 : RM_DTYPE_F16, NULL);
+    else if (!strcmp(d, "auto") && hf) st = rm_hf_store_frozen(hf, g, NULL);
+    else if (!strcmp(d, "auto") && file) return store_as_file(g, file);
+    return st == RM_OK ? 0 : cli_fail(1, "--frozen-dtype %s: %s", d, rm_graph_errmsg(g));
+}
+
+void cli_frozen_summary(const rm_graph *g, char *out, size_t cap) {
+    long long n[3] = {0, 0, 0};
+    double bytes[3] = {0, 0, 0}; /* fp32, bf16, f16 */
+    for (int i = 0; i < rm_param_count(g); i++) {
+        const rm_val v = rm_param_at(g, i);
+        if (!rm_param_frozen(g, v)) continue;
+        const rm_dtype dt = rm_param_store_dtype(g, v);
+        const int k = dt == RM_DTYPE_BF16 ? 1 : dt == RM_DTYPE_F16 ? 2 : 0;
+        n[k] += rm_numel(g, v);
+        bytes[k] += (double)rm_numel(g, v) * (k ? 2 : 4);
+    }
+    snprintf(out, cap, "frozen: %lld parameters kept in bf16 (%.1f MiB), %lld in f16 (%.1f MiB), %lld in fp32 "
+             "(%.1f MiB)", n[1], bytes[1] / 1048576.0, n[2], bytes[2] / 1048576.0, n[0], bytes[0] / 1048576.0);
+}

@@ -13,4 +13,12 @@ int cli_is_dir(const char *path);
 int cli_hf_open(cli_args *a, rm_hf **out);
 /* Loads the folder's weights into s (a message unless --quiet); 0 or 1. */
 int cli_hf_load(rm_hf *m, rm_session *s, const cli_args *a);
+/* --frozen-dtype on g before rm_compile: bf16 or f16 keeps every frozen
+ * weight the products read in that format (rm_store_frozen); auto keeps
+ * each in its dtype in the folder or file the weights come from (hf, or
+ * the --resume file, open) when that is BF16 or F16; f32 keeps them all in
+ * 4 bytes. Returns 0, or the exit status (message printed). */
+int cli_frozen_store(const cli_args *a, rm_graph *g, const rm_hf *hf, const rm_file *file);
+/* "frozen: N parameters kept in bf16 (X MiB), M in fp32" into out (for the summary and report). */
+void cli_frozen_summary(const rm_graph *g, char *out, size_t cap);
 #endif

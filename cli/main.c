@@ -30,7 +30,10 @@ static const char FINETUNE_FLAGS[] =
     "  --lora R (LoRA adapters of rank R on --lora-targets; every other parameter frozen)\n"
     "  --lora-alpha A (scale A/R; default 8, PEFT's)  --lora-dropout P (on the adapters' input)\n"
     "  --lora-targets q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj (llama; default all seven;\n"
-    "    gpt: c_attn,c_proj,c_fc)  --save-adapters DIR (train: the adapters alone, a PEFT folder)\n";
+    "    gpt: c_attn,c_proj,c_fc)  --save-adapters DIR (train: the adapters alone, a PEFT folder)\n"
+    "  --frozen-dtype auto|f32|bf16|f16 (how frozen weights are kept: auto, the dtype of the folder or file\n"
+    "    they are loaded from when BF16/F16 (a bf16 base: 2 bytes a parameter, widened inside the products);\n"
+    "    bf16|f16 rounds fp32 weights to it; f32: 4 bytes)\n";
 static const char RECOMPUTE_FLAGS[] =
     "recompute flags:\n"
     "  --checkpoint none|blocks|segments:K|sqrt|selective|revolve:S (default none)\n"
@@ -75,7 +78,8 @@ static const char EVAL_FLAGS[] =
     "  --init DIR (a Hugging Face LlamaForCausalLM folder) or --load FILE (saved by remat train)\n"
     "  --data FILE (held-out tokens, read whole: llm.c token file, or raw ids with --token-bytes 2|4, or text)\n"
     "  --context T --batch B (sequential batches, every target once; --load: the file's by default)\n"
-    "  --max-batches N (0: all)  --threads N  --report FILE (.json)  --quiet\n";
+    "  --max-batches N (0: all)  --threads N  --report FILE (.json)  --quiet\n"
+    "  --frozen-dtype auto|f32|bf16|f16 (how the weights are kept; auto: a BF16/F16 folder's dtype)\n";
 static const char PLAN_FLAGS[] =
     "plan flags:\n"
     "  model and recompute flags as for train (default --memory-budget 50%), or\n"

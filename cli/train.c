@@ -108,7 +108,8 @@ static int write_report(const trainer *t, float final_loss, float val_loss, int 
     getrusage(RUSAGE_SELF, &ru);
     FILE *f = fopen(a->report, "w");
     if (!f) return cli_fail(1, "cannot write report '%s'", a->report);
-    char val[32], fin[32]; /* JSON has no NaN: no value is null (e.g. --steps 0) */
+    char val[32], fin[32], frozen[256]; /* JSON has no NaN: no value is null (e.g. --steps 0) */
+    cli_frozen_summary(t->g, frozen, sizeof frozen);
     if (have_val) snprintf(val, sizeof val, "%.6f", (double)val_loss);
     else snprintf(val, sizeof val, "null");
     if (isfinite(final_loss)) snprintf(fin, sizeof fin, "%.6f", (double)final_loss);
@@ -125,7 +126,7 @@ static int write_report(const trainer *t, float final_loss, float val_loss, int 
             "  \"memory_budget_bytes\": %zu,\n  \"store_all_bytes\": %zu,\n  \"min_budget_bytes\": %zu,\n"
             "  \"step_ms_min\": %.3f,\n  \"step_ms_max\": %.3f,\n  \"ranks\": %d,\n  \"shard_optimizer\": %s,\n"
             "  \"comm_wait_ms\": %.3f,\n  \"fuse_optimizer\": %s,\n  \"grad_arena_bytes\": %zu,\n"
-            "  \"params\": %lld,\n  \"trainable_params\": %lld\n}\n",
+            "  \"params\": %lld,\n  \"trainable_params\": %lld,\n  \"frozen\": \"%s\"\n}\n",
             a->model, p.strategy, a->steps, fin, val, median_ms, tok_s, m.activation_bytes_planned, m.activation_bytes_measured,
             m.activation_arena_bytes, m.param_bytes, m.grad_bytes,
             rm_optim_bytes(t->opt), ru.ru_maxrss * 1024L, t->threads, rm_gemm_has_blas() ? "true" : "false",
@@ -133,7 +134,8 @@ static int write_report(const trainer *t, float final_loss, float val_loss, int 
             p.ms_forward, p.ms_recompute, p.ms_backward, p.budget_bytes, p.store_all_bytes, p.min_budget_bytes,
             t->step_ms_min, t->step_ms_max, cli_dist_size(), a->shard_optimizer && cli_dist_size() > 1 ? "true" : "false",
             a->steps > (int)t->start ? t->comm_ms / (a->steps - (int)t->start) : 0.0,
-            a->fuse_optimizer ? "true" : "false", m.grad_arena_bytes, count_params(t->g, 0), count_params(t->g, 1));
+            a->fuse_optimizer ? "true" : "false", m.grad_arena_bytes, count_params(t->g, 0), count_params(t->g, 1),
+            frozen);
     if (fclose(f) != 0) return cli_fail(1, "cannot write report '%s'", a->report);
     return 0;
 }
@@ -149,6 +151,7 @@ static int save_state(const trainer *t, const char *path, uint64_t step) {
     char err[512];
     for (int i = 0; i < rm_param_count(t->g); i++) {
         rm_val v = rm_param_at(t->g, i);
+        if (rm_param_frozen(t->g, v)) continue; /* never written (and maybe kept in 2 bytes) */
         const float *w = rm_value_data(t->s, v);
         for (int64_t e = 0, n = rm_numel(t->g, v); w && e < n; e++)
             if (!isfinite(w[e]))
@@ -245,6 +248,8 @@ static int build_session(trainer *t) {
                                             : cli_fail(st == RM_ERR_ARG ? 2 : 1, "%s", rm_graph_errmsg(t->g));
     if (count_params(t->g, 1) == 0)
         return cli_fail(2, "%s leaves no parameter to train: freeze fewer", a->train_only ? "--train-only" : "--freeze");
+    int rcs = cli_frozen_store(a, t->g, t->hf, t->resume);
+    if (rcs) return rcs;
     rm_options o;
     int rc = cli_options(a, a->memory_budget, &o);
     if (rc) return rc;
@@ -438,6 +443,9 @@ static void print_summary(const trainer *t, int n_done, float loss, float val_lo
            m.activation_bytes_planned / 1048576.0, m.activation_bytes_measured / 1048576.0,
            m.activation_arena_bytes / 1048576.0, m.param_bytes / 1048576.0, grads,
            rm_optim_bytes(t->opt) / 1048576.0);
+    char frozen[256];
+    cli_frozen_summary(t->g, frozen, sizeof frozen);
+    if (count_params(t->g, 0) > count_params(t->g, 1)) printf("%s\n", frozen);
     printf("recompute: strategy %s, %.2f GFLOP recomputed per step, overhead predicted %.1f%%, measured %.1f%%\n",
            strategy, p.flops_recompute / 1e9, 100.0 * p.predicted_overhead, 100.0 * t->overhead_median);
     if (p.budget_bytes)

@@ -1037,6 +1037,28 @@ rm_status rm_hf_tensor(const rm_hf *m, int i, rm_tensor_info *out);
  * parameters were (the caller's session is then not to be used). */
 rm_status rm_hf_load(rm_hf *m, rm_session *s, int *n_loaded, char *err, size_t errlen);
 
+/* ---- frozen parameters kept in 2 bytes (issue 21) ------------------------------ */
+
+/* Keeps frozen parameter v (rm_param_freeze, rm_lora_linear's base) in a
+ * 2-byte format in memory: RM_DTYPE_BF16 or RM_DTYPE_F16 (RM_DTYPE_F32,
+ * the default: 4 bytes). Its values are rounded to it once, when
+ * initialised or loaded (a BF16 file into BF16: exactly), and the ops that
+ * read it (rm_linear, rm_lora_linear, rm_linear_ce, rm_embedding) widen it
+ * to fp32 a panel at a time inside their products: every sum stays fp32,
+ * and a frozen bf16 base costs 2 bytes a parameter. Before the first
+ * rm_compile (RM_ERR_STATE after); RM_ERR_ARG for a parameter that is not
+ * frozen, and at rm_compile for one another op reads (a norm's weight).
+ * rm_value_data then gives its 2-byte values; files save it in its dtype. */
+rm_status rm_param_store(rm_graph *g, rm_val v, rm_dtype dtype);
+/* How parameter v is kept (RM_DTYPE_F32 for anything else). */
+rm_dtype rm_param_store_dtype(const rm_graph *g, rm_val v);
+/* rm_param_store(dtype) for every frozen parameter that only those ops
+ * read; *n (NULL-able) counts them (0 for RM_DTYPE_F32). */
+rm_status rm_store_frozen(rm_graph *g, rm_dtype dtype, int *n);
+/* The same, each parameter in its tensor's dtype in the folder when that
+ * is BF16 or F16 (F32 tensors stay 4 bytes): storage without rounding. */
+rm_status rm_hf_store_frozen(const rm_hf *m, rm_graph *g, int *n);
+
 #ifdef __cplusplus
 }
 #endif

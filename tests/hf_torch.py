@@ -9,6 +9,14 @@ computation), run by tests/test_hf_torch.sh.
     llama-3 token file), its mean loss against PyTorch's over the same
     sequential batches; `remat train --init DIR --steps 0 --save F` then
     `remat eval --load F` gives the same loss;
+  * LoRA (r 4 on q/k/v/o/gate/up/down) on the GQA + tied bf16 folder, the
+    base kept in bf16 (--frozen-dtype auto): 5 AdamW steps of `remat
+    train --init DIR --lora 4` against the same steps in PyTorch (float64,
+    from remat's initial adapters, on the same sequential batches): every
+    adapter weight within 5e-5; the frozen weights bit-unchanged in the
+    saved file; the PEFT folder holds the same adapters; `remat export
+    --merge-lora` loads in PyTorch and its logits match remat's logits of
+    the LoRA model within 1e-4;
   * refusals through the CLI (exit 1, a message naming the field)."""
 import argparse
 import json
@@ -118,6 +126,94 @@ def eval_case(remat, tmp):
     check(rc == 1 and "4-byte" in err, "eval --token-bytes 2 on a uint32 file: exit %d %s" % (rc, err.strip()))
 
 
+def write_gpt2_tokens(path, ids):
+    hdr = struct.pack("<3i", 20240520, 1, len(ids)) + b"\0" * (1024 - 12)
+    with open(path, "wb") as f:
+        f.write(hdr + struct.pack("<%dH" % len(ids), *ids))
+
+
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+def lora_case(remat, hf_check, tmp):
+    cfg = dict(layers=2, dim=48, heads=6, kv_heads=2, ffn=80, vocab=300, eps=1e-5, theta=50000.0, tie=True)
+    d = os.path.join(tmp, "lora_base")
+    P0 = H.random_params(cfg, 11, "BF16", std=0.08)
+    H.write_folder(d, cfg, P0, "BF16")
+    B, T, steps, r, alpha, lr = 2, 16, 5, 4, 8.0, 1e-3
+    g = torch.Generator().manual_seed(12)
+    ids = torch.randint(0, cfg["vocab"], (steps * B * T + 1,), generator=g).tolist()
+    data = os.path.join(tmp, "lora.bin")
+    write_gpt2_tokens(data, ids)
+    common = ["--init", d, "--data", data, "--batch", str(B), "--context", str(T), "--lora", str(r), "--lora-alpha",
+              repr(alpha), "--lora-dropout", "0", "--sampler", "sequential", "--val-fraction", "0", "--grad-clip",
+              "0", "--lr", repr(lr), "--dropout", "0", "--threads", "2", "--quiet"]
+    init, out = os.path.join(tmp, "lora_init.st"), os.path.join(tmp, "lora_out.st")
+    adir = os.path.join(tmp, "adapters")
+    rc0, _, e0 = run([remat, "train"] + common + ["--steps", "0", "--save", init])
+    rc1, _, e1 = run([remat, "train"] + common + ["--steps", str(steps), "--save", out, "--save-adapters", adir,
+                                                   "--report", out + ".json"])
+    check(rc0 == 0 and rc1 == 0, "lora: remat train exit %d/%d: %s %s" % (rc0, rc1, e0.strip(), e1.strip()))
+    if rc0 or rc1:
+        return
+    rep = json.load(open(out + ".json"))
+    check("kept in bf16" in rep.get("frozen", "") and not rep["frozen"].startswith("frozen: 0 "),
+          "lora: the frozen base is not kept in bf16: %r" % rep.get("frozen"))
+    start, got = H.read_st(init), H.read_st(out)
+    dt = torch.float64
+    P = {n: t.to(dt) for n, t in P0.items()}
+    names = [n for n in start if ".lora_" in n and not n.startswith("optimizer.")]
+    check(len(names) == 2 * 7 * cfg["layers"], "lora: %d adapter tensors (28 expected)" % len(names))
+    A = {n: start[n].to(dt).clone().requires_grad_() for n in names}
+    s = alpha / r
+
+    def lin(x, w):
+        y = F.linear(x, P[w])
+        base = w[:-len(".weight")]
+        if base.rsplit(".", 1)[-1] in LORA_TARGETS:
+            y = y + s * F.linear(F.linear(x, A[base + ".lora_A.weight"]), A[base + ".lora_B.weight"])
+        return y
+    opt = torch.optim.AdamW(list(A.values()), lr=lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
+    t = torch.tensor(ids)
+    for k in range(steps):
+        rows = torch.stack([t[k * B * T + i * T: k * B * T + i * T + T + 1] for i in range(B)])
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(H.logits(P, cfg, rows[:, :-1], linear=lin).reshape(-1, cfg["vocab"]),
+                               rows[:, 1:].reshape(-1))
+        loss.backward()
+        opt.step()
+    worst = max(float((got[n].double() - A[n].detach()).abs().max()) for n in names)
+    moved = max(float((got[n] - start[n]).abs().max()) for n in names)
+    print("lora: 5 AdamW steps, every adapter within %.2e of PyTorch's (largest move %.2e)" % (worst, moved))
+    check(worst <= 5e-5 and moved > 1e-3, "lora: adapters off by %.3e (moved %.3e)" % (worst, moved))
+    # the frozen base: the same bits as the folder's bf16 weights
+    base = [n for n, _ in H.shapes(cfg)]
+    same = all(torch.equal(got[n], P0[n]) for n in base)
+    check(same, "lora: a frozen weight changed: %s" % [n for n in base if not torch.equal(got[n], P0[n])][:3])
+    # the PEFT folder
+    peft = H.read_st(os.path.join(adir, "adapter_model.safetensors"))
+    check(all(torch.equal(peft["base_model.model." + n], got[n]) for n in names), "lora: PEFT folder differs")
+    # the merged export in PyTorch against remat's logits of the LoRA model
+    merged = os.path.join(tmp, "merged.st")
+    rc, _, err = run([remat, "export", "--load", out, "--merge-lora", "--out", merged])
+    check(rc == 0, "lora: export --merge-lora exit %d: %s" % (rc, err.strip()))
+    idx = torch.randint(0, cfg["vocab"], (B, T), generator=g, dtype=torch.int32)
+    tok, lg = os.path.join(tmp, "merge.tok"), os.path.join(tmp, "merge.logits")
+    idx.numpy().tofile(tok)
+    rc2, _, err2 = run([hf_check, "logits-run", out, tok, str(B), str(T), lg])
+    check(rc2 == 0, "lora: hf_check logits-run exit %d: %s" % (rc2, err2.strip()))
+    if rc or rc2:
+        return
+    M = H.read_st(merged)
+    check(set(M) == set(base), "lora: the merged file's tensors are not LlamaForCausalLM's: %s" % sorted(set(M) ^ set(base))[:4])
+    with torch.no_grad():
+        ref = H.logits(M, cfg, idx.long())
+    remat_lg = torch.frombuffer(bytearray(open(lg, "rb").read()), dtype=torch.float32).reshape(ref.shape)
+    e = rel_err(remat_lg, ref)
+    print("lora: merged model in PyTorch within %.2e of remat's logits of the LoRA model" % e)
+    check(e <= 1e-4, "lora: merged logits differ by %.3e relative" % e)
+
+
 def refusal_cases(remat, tmp):
     """Configs and folders remat must refuse, naming what is wrong."""
     cfg = dict(layers=1, dim=16, heads=2, kv_heads=1, ffn=32, vocab=50, tie=False)
@@ -192,6 +288,7 @@ def main():
         mha = dict(layers=2, dim=32, heads=4, kv_heads=4, ffn=64, vocab=260, eps=1e-6, theta=10000.0, tie=False)
         logits_case(hf_check, tmp, "mha_untied_f16_3shards", mha, "F16", 3, B=3, T=70)
         eval_case(remat, tmp)
+        lora_case(remat, hf_check, tmp)
         refusal_cases(remat, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

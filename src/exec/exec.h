@@ -59,6 +59,13 @@ struct rm_session {
 };
 
 rm_status rm_session_fail(rm_session *s, rm_status st, const char *fmt, ...);
+/* exec/store.c: every parameter kept in 2 bytes is read only by ops that
+ * take it (rm_op_def.half_ins), else RM_ERR_ARG naming both; and n fp32
+ * values w rounded into dst in dtype (BF16 or F16). */
+rm_status rm_store_check(rm_graph *g);
+/* Whether v is a frozen parameter that only ops taking 2-byte weights read. */
+int rm_store_eligible(const rm_graph *g, rm_val v);
+void rm_store_round(float *w, void *dst, int64_t n, rm_dtype dtype);
 /* exec/session.c: the inputs an op checks (token ids, targets) in range;
  * fn names the caller in the message. */
 rm_status rm_session_check_inputs(rm_session *s, const char *fn);

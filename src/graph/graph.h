@@ -42,6 +42,7 @@ typedef struct rm_value {
     int trainable;     /* PARAM: 0 for state such as running statistics, and for frozen parameters */
     int frozen;        /* PARAM: frozen (rm_param_freeze): no gradient, no optimizer state, never written */
     int adapter;       /* PARAM: a LoRA adapter (rm_lora_linear): a weights file may lack it */
+    rm_dtype store;    /* PARAM: how its values are kept: F32, or BF16/F16 for a frozen one (rm_param_store) */
     size_t param_off;
     size_t input_off; /* INPUT: byte offset into the input buffer */
     int32_t *const_data; /* INPUT made by rm_constant_i32: its contents */

@@ -54,6 +54,10 @@ typedef struct rm_op_def {
      * values is set; others are NULL): RM_ERR_ARG with a message naming the
      * position and value of what is out of range (e.g. a token id). May be NULL. */
     rm_status (*check)(const rm_kernel_ctx *c, char *err, size_t errlen);
+    /* Inputs (bit i = input i) that may be a frozen parameter kept in 2
+     * bytes (rm_param_store): the kernels read c->vin[i]->store and widen
+     * it (rm_gemm_w). rm_compile refuses any other input kept so. */
+    unsigned half_ins;
 } rm_op_def;
 
 #define RM_READS_IN(i) (1u << (i))

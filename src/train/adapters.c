@@ -11,6 +11,7 @@
  * (for llama, LlamaForCausalLM's names and layouts). */
 #include "exec/exec.h"
 #include "train/safetensors.h"
+#include "util/half.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -170,12 +171,16 @@ rm_status rm_save_adapters(rm_session *s, const char *dir, const char *base_mode
     return rc == RM_OK ? RM_OK : fail(s, rc, err, errlen, "rm_save_adapters", why);
 }
 
-/* W + s B A for the LoRA node nd, into out (OUT,IN). */
+/* W + s B A for the LoRA node nd, into out (OUT,IN); a W kept in 2 bytes
+ * (rm_param_store) is widened first, exactly. */
 static void merge(const rm_session *s, const rm_node *nd, float *out) {
     const rm_graph *g = s->g;
     const rm_value *w = &g->vals[nd->in[1]], *a = &g->vals[nd->in[3]], *b = &g->vals[nd->in[4]];
     const int OUT = (int)w->shape[0], IN = (int)w->shape[1], r = nd->iarg[0];
-    memcpy(out, s->params + w->param_off, (size_t)w->numel * sizeof(float));
+    const uint16_t *h = (const uint16_t *)(s->params + w->param_off);
+    if (w->store == RM_DTYPE_F32) memcpy(out, s->params + w->param_off, (size_t)w->numel * sizeof(float));
+    else
+        for (int64_t i = 0; i < w->numel; i++) out[i] = w->store == RM_DTYPE_BF16 ? rm_bf16_to_f32(h[i]) : rm_f16_to_f32(h[i]);
     rm_sgemm(0, 0, OUT, IN, r, rm_lora_scale(nd), s->params + b->param_off, r, s->params + a->param_off, IN, 1.0f, out, IN);
 }
 
@@ -207,7 +212,10 @@ rm_status rm_save_merged(rm_session *s, const char *path, int n_meta, const char
             merge(s, &g->nodes[nd], merged[i]);
             data = merged[i];
         }
-        t[n++] = (rm_st_tensor){p->name, "F32", p->ndim, p->shape, data, (uint64_t)p->numel * sizeof(float)};
+        /* merged: F32; the rest as kept (a frozen embedding in BF16 stays BF16) */
+        const rm_dtype dt = nd >= 0 ? RM_DTYPE_F32 : p->store;
+        t[n++] = (rm_st_tensor){p->name, rm_st_dtype_name(dt), p->ndim, p->shape, data,
+                                (uint64_t)p->numel * rm_dtype_size(dt)};
     }
     char why[600] = "out of memory";
     if (rc == RM_OK) rc = rm_st_write_ex(path, n, t, n_meta, keys, values, 1, why, sizeof why);

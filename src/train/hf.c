@@ -176,6 +176,9 @@ static rm_status index_tensors(rm_hf *m, char *err, size_t errlen) {
     return RM_OK;
 }
 
+/* 4: F32, 2: BF16, 1: F16 (the dtypes check_one lets in) */
+static int dtype_kind(const rm_st_tensor *t) { return !strcmp(t->dtype, "F32") ? 4 : !strcmp(t->dtype, "BF16") ? 2 : 1; }
+
 static const rm_hf_entry *find(const rm_hf *m, const char *name) {
     int lo = 0, hi = m->n_tensors - 1;
     while (lo <= hi) {
@@ -355,6 +358,22 @@ void rm_hf_llama_config(const rm_hf *m, rm_llama_config *c) {
     c->rope_theta = m->cfg.rope_theta, c->norm_eps = m->cfg.norm_eps, c->tie_embeddings = m->cfg.tie_embeddings;
 }
 
+rm_status rm_hf_store_frozen(const rm_hf *m, rm_graph *g, int *n) {
+    if (n) *n = 0;
+    if (!m || !g) return g ? rm_graph_fail(g, RM_ERR_ARG, "rm_hf_store_frozen: m must not be NULL") : RM_ERR_ARG;
+    for (int i = 0; i < rm_param_count(g); i++) {
+        const rm_val v = rm_param_at(g, i);
+        const rm_hf_entry *t = find(m, g->vals[v].name);
+        if (!t || !rm_store_eligible(g, v)) continue;
+        const int kind = dtype_kind(t->t);
+        if (kind == 4) continue; /* F32: 4 bytes, as read */
+        rm_status st = rm_param_store(g, v, kind == 2 ? RM_DTYPE_BF16 : RM_DTYPE_F16);
+        if (st != RM_OK) return st;
+        if (n) (*n)++;
+    }
+    return RM_OK;
+}
+
 int rm_hf_max_positions(const rm_hf *m) { return m ? m->cfg.max_positions : 0; }
 const char *rm_hf_notes(const rm_hf *m) { return m ? m->notes : ""; }
 int rm_hf_tensor_count(const rm_hf *m) { return m ? m->n_tensors : 0; }
@@ -368,39 +387,13 @@ rm_status rm_hf_tensor(const rm_hf *m, int i, rm_tensor_info *out) {
 
 /* ---- loading -------------------------------------------------------------- */
 
-/* Element i of t as fp32 (t's data may be unaligned: bytes are copied). */
-static inline float element(const rm_st_tensor *t, int kind, uint64_t i) {
-    const unsigned char *p = t->data;
-    if (kind == 4) {
-        float f;
-        memcpy(&f, p + 4 * i, 4);
-        return f;
-    }
-    const uint16_t h = (uint16_t)(p[2 * i] | p[2 * i + 1] << 8);
-    return kind == 2 ? rm_bf16_to_f32(h) : rm_f16_to_f32(h);
-}
-
-static int dtype_kind(const rm_st_tensor *t) { return !strcmp(t->dtype, "F32") ? 4 : !strcmp(t->dtype, "BF16") ? 2 : 1; }
-
-/* t converted into dst (n floats); the index of a non-finite value, or -1. */
-static int64_t convert(const rm_st_tensor *t, float *dst, uint64_t n) {
-    const int kind = dtype_kind(t);
-    int64_t bad = -1;
-    for (uint64_t i = 0; i < n; i++) {
-        dst[i] = element(t, kind, i);
-        if (!isfinite(dst[i]) && bad < 0) bad = (int64_t)i;
-    }
-    return bad;
-}
-
 /* A tied lm_head.weight saved beside the embedding must be the same matrix. */
 static rm_status check_tied(const rm_hf *m, char *err, size_t errlen) {
     const rm_hf_entry *head = find(m, "lm_head.weight"), *emb = find(m, "model.embed_tokens.weight");
     if (!head || !m->cfg.tie_embeddings) return RM_OK;
     const uint64_t n = rm_st_numel(emb->t);
-    const int kh = dtype_kind(head->t), ke = dtype_kind(emb->t);
     for (uint64_t i = 0; i < n; i++)
-        if (rm_f32_bits(element(head->t, kh, i)) != rm_f32_bits(element(emb->t, ke, i))) {
+        if (rm_f32_bits(rm_st_element(head->t, i)) != rm_f32_bits(rm_st_element(emb->t, i))) {
             rm_st_seterr(err, errlen, "'%s': tie_word_embeddings is true but lm_head.weight differs from "
                          "model.embed_tokens.weight (element %llu)", m->dir, (unsigned long long)i);
             return RM_ERR_FORMAT;
@@ -420,7 +413,8 @@ static rm_status match(const rm_hf *m, const rm_session *s, const rm_st_tensor *
         if (strcmp(v->name, t->name) != 0) continue;
         int same = v->ndim == t->ndim && v->dtype == RM_DTYPE_F32;
         for (int d = 0; same && d < v->ndim; d++) same = v->shape[d] == t->shape[d];
-        if (!same || v->param_off + (size_t)v->numel > g->param_floats) {
+        const size_t floats = v->store == RM_DTYPE_F32 ? (size_t)v->numel : ((size_t)v->numel + 1) / 2;
+        if (!same || v->param_off + floats > g->param_floats) {
             char have[160], want[160];
             rm_format_shape(t->ndim, t->shape, have, sizeof have);
             rm_format_shape(v->ndim, v->shape, want, sizeof want);
@@ -459,7 +453,7 @@ rm_status rm_hf_load(rm_hf *m, rm_session *s, int *n_loaded, char *err, size_t e
         if (param[i] < 0) continue;
         const rm_value *v = &s->g->vals[s->g->params[param[i]]];
         const rm_hf_entry *t = &m->tensors[i];
-        int64_t bad = convert(t->t, s->params + v->param_off, (uint64_t)v->numel);
+        int64_t bad = rm_st_convert(t->t, s->params + v->param_off, (uint64_t)v->numel, v->store);
         rm_st_release(m->files[t->file], t->t);
         if (bad >= 0) {
             snprintf(e, sizeof e, "'%.300s': tensor '%s' has a value that is not finite (element %lld)", m->dir, v->name,

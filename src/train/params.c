@@ -60,8 +60,9 @@ static rm_status save(rm_session *s, rm_optim *o, const char *path, int n_meta,
     int n = 0;
     for (int i = 0; i < g->n_params; i++) {
         const rm_value *p = &g->vals[g->params[i]];
-        t[n++] = (rm_st_tensor){p->name, "F32", p->ndim, p->shape, s->params + p->param_off,
-                                (uint64_t)p->numel * sizeof(float)};
+        /* a parameter kept in 2 bytes (rm_param_store) is saved so: BF16 or F16 */
+        t[n++] = (rm_st_tensor){p->name, rm_st_dtype_name(p->store), p->ndim, p->shape, s->params + p->param_off,
+                                (uint64_t)p->numel * rm_dtype_size(p->store)};
     }
     for (int w = 0; m && w < 2; w++)
         for (int i = 0; i < g->n_params; i++) {
@@ -104,17 +105,21 @@ rm_status rm_save_state(rm_session *s, rm_optim *o, const char *path, int n_meta
     return save(s, o, path, n_meta, keys, values, err, errlen);
 }
 
-/* *out = the tensor `name` of f, checked against parameter v: F32, same
- * shape; it goes into a buffer of `floats` floats at v's offset. */
+/* *out = the tensor `name` of f, checked against parameter v: F32 (a
+ * parameter, as opposed to a moment, may also be BF16 or F16: it is
+ * converted to the parameter's storage), same shape; it goes into a buffer
+ * of `floats` floats at v's offset (half as many floats for a parameter
+ * kept in 2 bytes). */
 static rm_status find_like(rm_session *s, const rm_st_file *f, const char *fname,
                            const char *name, const rm_value *v, size_t floats, const rm_st_tensor **out,
                            char *err, size_t errlen) {
     const rm_st_tensor *t = rm_st_find(f, name);
     char want[256], have[256];
+    const int moment = strcmp(name, v->name) != 0;
     if (!t)
         return param_fail(s, RM_ERR_FORMAT, err, errlen, "'%s': missing tensor '%s'", fname,
                           name);
-    if (strcmp(t->dtype, "F32") != 0)
+    if (strcmp(t->dtype, "F32") != 0 && (moment || (strcmp(t->dtype, "BF16") != 0 && strcmp(t->dtype, "F16") != 0)))
         return param_fail(s, RM_ERR_FORMAT, err, errlen,
                           "'%s': tensor '%s' has dtype %s but the model expects F32", fname,
                           name, t->dtype);
@@ -127,8 +132,8 @@ static rm_status find_like(rm_session *s, const rm_st_file *f, const char *fname
                           "'%s': tensor '%s' has shape %s but the model expects %s", fname,
                           name, have, want);
     }
-    if (t->bytes != (uint64_t)v->numel * sizeof(float) ||
-        v->param_off + (size_t)v->numel > floats)
+    const size_t kept = moment || v->store == RM_DTYPE_F32 ? (size_t)v->numel : ((size_t)v->numel + 1) / 2;
+    if (t->bytes != (uint64_t)v->numel * rm_st_dtype_size(t->dtype) || v->param_off + kept > floats)
         return param_fail(s, RM_ERR_STATE, err, errlen,
                           "'%s': tensor '%s': internal size mismatch", fname, name);
     *out = t;
@@ -209,7 +214,10 @@ rm_status rm_load_from(rm_session *s, rm_optim *o, const rm_st_file *f, const ch
         float *dst[3] = {s->params, m, v};
         for (int w = 0; w < 3; w++) {
             const rm_st_tensor *t = src[(size_t)w * g->n_params + i];
-            if (t && dst[w] && t->bytes) memcpy(dst[w] + p->param_off, t->data, (size_t)t->bytes);
+            if (!t || !dst[w] || !t->bytes) continue;
+            if (w == 0 && (p->store != RM_DTYPE_F32 || strcmp(t->dtype, "F32") != 0)) /* 2 bytes on one side */
+                rm_st_convert(t, dst[w] + p->param_off, (uint64_t)p->numel, p->store);
+            else memcpy(dst[w] + p->param_off, t->data, (size_t)t->bytes);
         }
     }
     if (st == RM_OK && o && need_state) rm_optim_set_updates(o, updates);

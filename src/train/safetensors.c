@@ -8,6 +8,7 @@
  * on top of both, are in params.c. */
 #define _DEFAULT_SOURCE /* madvise: a mapped tensor's pages dropped once read */
 #include "train/safetensors.h"
+#include "util/half.h"
 #include "util/util.h"
 
 #include <cjson/cJSON.h>
@@ -636,4 +637,35 @@ const char *rm_st_meta_key(const rm_st_file *f, int i) {
 }
 const char *rm_st_meta_value(const rm_st_file *f, int i) {
     return (f && i >= 0 && i < f->n_meta) ? f->meta_v[i] : NULL;
+}
+
+/* ---- values ----------------------------------------------------------------- */
+
+float rm_st_element(const rm_st_tensor *t, uint64_t i) {
+    const unsigned char *p = t->data; /* maybe unaligned: bytes are copied */
+    if (strcmp(t->dtype, "F32") == 0) {
+        float f;
+        memcpy(&f, p + 4 * i, 4);
+        return f;
+    }
+    const uint16_t h = (uint16_t)(p[2 * i] | p[2 * i + 1] << 8);
+    return strcmp(t->dtype, "BF16") == 0 ? rm_bf16_to_f32(h) : rm_f16_to_f32(h);
+}
+
+int64_t rm_st_convert(const rm_st_tensor *t, void *dst, uint64_t n, rm_dtype store) {
+    const int same = (store == RM_DTYPE_BF16 && strcmp(t->dtype, "BF16") == 0) ||
+                     (store == RM_DTYPE_F16 && strcmp(t->dtype, "F16") == 0);
+    int64_t bad = -1;
+    for (uint64_t i = 0; i < n; i++) {
+        const float x = rm_st_element(t, i);
+        if (!isfinite(x) && bad < 0) bad = (int64_t)i;
+        if (store == RM_DTYPE_F32) ((float *)dst)[i] = x;
+        else if (same) memcpy((uint16_t *)dst + i, (const unsigned char *)t->data + 2 * i, 2);
+        else ((uint16_t *)dst)[i] = store == RM_DTYPE_BF16 ? rm_f32_to_bf16(x) : rm_f32_to_f16(x);
+    }
+    return bad;
+}
+
+const char *rm_st_dtype_name(rm_dtype store) {
+    return store == RM_DTYPE_BF16 ? "BF16" : store == RM_DTYPE_F16 ? "F16" : "F32";
 }

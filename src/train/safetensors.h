@@ -93,6 +93,15 @@ uint64_t rm_st_numel(const rm_st_tensor *t);
 uint64_t rm_st_shape_numel(int ndim, const int64_t *shape, int *overflow);
 /* rm_format_shape (remat.h) writes a shape for messages. */
 
+/* Element i of an F32, BF16 or F16 tensor as fp32 (exactly). */
+float rm_st_element(const rm_st_tensor *t, uint64_t i);
+/* The first n elements of an F32, BF16 or F16 tensor into dst kept as
+ * `store` (F32; BF16 or F16: 2 bytes each, copied when the dtypes agree,
+ * rounded to nearest even when not); the index of the first value that is
+ * not finite, or -1. */
+int64_t rm_st_convert(const rm_st_tensor *t, void *dst, uint64_t n, rm_dtype store);
+/* The safetensors name of a parameter's storage: "F32", "BF16", "F16". */
+const char *rm_st_dtype_name(rm_dtype store);
 /* vsnprintf into err (if any): the one-line messages of train/. */
 void rm_st_seterr(char *err, size_t errlen, const char *fmt, ...);
 

@@ -46,4 +46,23 @@ static inline float rm_f16_to_f32(uint16_t h) {
     return sign ? -v : v;
 }
 
+/* round to nearest even: |f| >= 65520 (the halfway point past the largest
+ * half, 65504) becomes infinity, NaN stays NaN; below 2^-14 a subnormal
+ * half (steps of 2^-24), by adding 0.5f, whose float spacing there is
+ * exactly 2^-24, so the FPU's own rounding (to nearest even) places the
+ * subnormal's bits at the bottom of 0.5f's mantissa; otherwise the exponent
+ * re-biased and the 13 dropped mantissa bits rounded by hand. */
+static inline uint16_t rm_f32_to_f16(float f) {
+    uint32_t u = rm_f32_bits(f);
+    const uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+    u &= 0x7fffffffu;
+    if (u >= 0x477ff000u) return sign | (u > 0x7f800000u ? 0x7e00u : 0x7c00u); /* NaN; inf or overflow */
+    if (u < 0x38800000u) {                                                     /* 2^-14: a subnormal or zero */
+        const float v = rm_bits_f32(u) + 0.5f;
+        return sign | (uint16_t)(rm_f32_bits(v) - 0x3f000000u);
+    }
+    u += 0xc8000fffu + ((u >> 13) & 1u); /* exponent - 112 (mod 2^32), rounding to nearest even */
+    return sign | (uint16_t)(u >> 13);
+}
+
 #endif
