@@ -387,6 +387,27 @@ rm_status rm_hf_tensor(const rm_hf *m, int i, rm_tensor_info *out) {
 
 /* ---- loading -------------------------------------------------------------- */
 
+/* Tensor t into dst, kept as v is, a block of LOAD_BLOCK elements at a
+ * time, each block's pages of the mapped file dropped once converted: a
+ * load holds at most a block of the file beside the parameters (a 131 MB
+ * embedding would otherwise sit in memory whole until converted). The
+ * index of a value that is not finite, or -1. */
+#define LOAD_BLOCK ((uint64_t)1 << 22)
+static int64_t load_tensor(const rm_hf *m, const rm_hf_entry *t, const rm_value *v, void *dst) {
+    const uint64_t n = (uint64_t)v->numel, esize = rm_st_dtype_size(t->t->dtype);
+    const size_t out_size = v->store == RM_DTYPE_F32 ? 4 : 2;
+    for (uint64_t i0 = 0; i0 < n; i0 += LOAD_BLOCK) {
+        rm_st_tensor part = *t->t;
+        const uint64_t k = n - i0 < LOAD_BLOCK ? n - i0 : LOAD_BLOCK;
+        part.data = (const unsigned char *)t->t->data + i0 * esize;
+        part.bytes = k * esize;
+        int64_t bad = rm_st_convert(&part, (unsigned char *)dst + i0 * out_size, k, v->store);
+        rm_st_release(m->files[t->file], &part);
+        if (bad >= 0) return (int64_t)i0 + bad;
+    }
+    return -1;
+}
+
 /* A tied lm_head.weight saved beside the embedding must be the same matrix. */
 static rm_status check_tied(const rm_hf *m, char *err, size_t errlen) {
     const rm_hf_entry *head = find(m, "lm_head.weight"), *emb = find(m, "model.embed_tokens.weight");
@@ -452,9 +473,7 @@ rm_status rm_hf_load(rm_hf *m, rm_session *s, int *n_loaded, char *err, size_t e
     for (int i = 0; i < m->n_tensors && st == RM_OK; i++) {
         if (param[i] < 0) continue;
         const rm_value *v = &s->g->vals[s->g->params[param[i]]];
-        const rm_hf_entry *t = &m->tensors[i];
-        int64_t bad = rm_st_convert(t->t, s->params + v->param_off, (uint64_t)v->numel, v->store);
-        rm_st_release(m->files[t->file], t->t);
+        int64_t bad = load_tensor(m, &m->tensors[i], v, s->params + v->param_off);
         if (bad >= 0) {
             snprintf(e, sizeof e, "'%.300s': tensor '%s' has a value that is not finite (element %lld)", m->dir, v->name,
                      (long long)bad);
