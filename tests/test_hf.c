@@ -601,6 +601,68 @@ static void test_store(void) {
     rm_hf_close(m);
 }
 
+/* A bf16-kept LoRA llama with adapter dropout under every strategy and a
+ * budget: the adapters bit-identical to `none`. */
+static void test_store_strategies(void) {
+    shape_cfg c = {3, 32, 4, 2, 48, 60, 1};
+    char dir[400], err[1024];
+    make_folder("store_strat", &c, "", "BF16", dir, sizeof dir);
+    rm_hf *m = NULL;
+    CHECK(rm_hf_open(dir, &m, err, sizeof err) == RM_OK, "store strategies: %s", err);
+    if (!m) return;
+    const char *strategies[] = {"none", "blocks", "sqrt", "selective", "revolve:2", "60%"};
+    float *first = NULL;
+    size_t n_first = 0;
+    for (int k = 0; k < 6; k++) {
+        rm_llama_config lc;
+        memset(&lc, 0, sizeof lc);
+        rm_hf_llama_config(m, &lc);
+        lc.context = 8, lc.batch = 2, lc.dropout = 0.1f, lc.lora.rank = 2, lc.lora.alpha = 4.0f, lc.lora.dropout = 0.2f;
+        rm_graph *g = rm_graph_new();
+        rm_model_io io;
+        rm_session *s = NULL;
+        rm_optim *o = NULL;
+        rm_options op;
+        rm_options_default(&op);
+        if (k == 5) op.memory_budget = strategies[k];
+        else op.checkpoint = strategies[k];
+        if (rm_llama_build(g, &lc, &io) != RM_OK || rm_hf_store_frozen(m, g, NULL) != RM_OK ||
+            rm_compile(g, &op, &s) != RM_OK || rm_hf_load(m, s, NULL, err, sizeof err) != RM_OK ||
+            rm_optim_new(s, NULL, &o) != RM_OK) {
+            CHECK(0, "store strategies %s: %s %s", strategies[k], rm_graph_errmsg(g), err);
+        } else {
+            int32_t *tok = rm_value_data(s, io.tokens), *tgt = rm_value_data(s, io.targets);
+            for (int step = 0; step < 3; step++) {
+                for (int i = 0; i < 16; i++) tok[i] = (i * 5 + step) % 60, tgt[i] = (i * 13 + step) % 60;
+                float l;
+                CHECK(rm_step(s, (uint64_t)step, &l) == RM_OK && rm_optim_step(o, 1e-2f, NULL) == RM_OK,
+                      "store strategies %s step: %s", strategies[k], rm_session_errmsg(s));
+            }
+            rm_memory_info mi;
+            rm_memory(s, &mi);
+            const float *adapters = s->params; /* the trainable parameters lie first (rm_graph_layout) */
+            const size_t bytes = mi.trainable_bytes;
+            if (k == 0) {
+                first = malloc(bytes);
+                if (first) memcpy(first, adapters, bytes);
+                n_first = bytes;
+                int moved = 0; /* the B matrices start at zero: they moved */
+                for (size_t i = 0; i < bytes / 4; i++) moved += adapters[i] != 0.0f;
+                CHECK(bytes >= 42 * 4 * 2 && moved > (int)(bytes / 8), "store strategies: %d of %zu adapter values "
+                      "nonzero", moved, bytes / 4);
+            } else {
+                CHECK(first && bytes == n_first && memcmp(first, adapters, bytes) == 0,
+                      "store strategies: %s differs from none", strategies[k]);
+            }
+        }
+        rm_optim_free(o);
+        rm_session_free(s);
+        rm_graph_free(g);
+    }
+    free(first);
+    rm_hf_close(m);
+}
+
 int main(void) {
     if (check_tmpdir(tmpdir, sizeof tmpdir, "test_hf")) return 1;
     test_half();
@@ -611,6 +673,7 @@ int main(void) {
     test_load_rules();
     test_no_second_copy();
     test_store();
+    test_store_strategies();
     check_rmdir(tmpdir);
     return check_done("test_hf");
 }
