@@ -28,6 +28,13 @@ static void field_at(const char *line, int k, char *out, size_t n) {
     snprintf(out, n, "%.*s", (int)len, line);
 }
 
+/* A byte count of a --compare file: 0 (none) unless a number in [0, 2^60]
+ * (a cast of 1e30 or -1 to size_t would be undefined). */
+static size_t bytes_of(const char *v) {
+    double d = strtod(v, NULL);
+    return d >= 0 && d <= (double)((int64_t)1 << 60) ? (size_t)d : 0;
+}
+
 /* The rows of a --compare file: points with source, strategy, activation
  * bytes (0: none reported), peak RSS and median step time. */
 static int load_compare(const char *path, bench_point **out, int *n) {
@@ -60,8 +67,8 @@ static int load_compare(const char *path, bench_point **out, int *n) {
         if (!p->label[0]) snprintf(p->label, sizeof p->label, "%s", p->strategy);
         field_at(line, cols[4], p->source, sizeof p->source);
         if (!p->source[0]) snprintf(p->source, sizeof p->source, "compare");
-        field_at(line, cols[1], v, sizeof v), p->measured = (size_t)strtod(v, NULL);
-        field_at(line, cols[2], v, sizeof v), p->peak_rss = (size_t)strtod(v, NULL);
+        field_at(line, cols[1], v, sizeof v), p->measured = bytes_of(v);
+        field_at(line, cols[2], v, sizeof v), p->peak_rss = bytes_of(v);
         field_at(line, cols[3], v, sizeof v), p->median = *v ? strtod(v, NULL) : NAN;
         p->ok = isfinite(p->median) && (p->measured || p->peak_rss);
         *n += p->ok;

@@ -180,20 +180,35 @@ static int cmp_float(const void *x, const void *y) {
     return a < b ? -1 : a > b;
 }
 
+/* The median of the window (infinite while it is empty). */
+static float window_median(cli_divergence *d) {
+    if (d->n == 0) return INFINITY;
+    memcpy(d->sorted, d->window, sizeof *d->sorted * (size_t)d->n);
+    qsort(d->sorted, (size_t)d->n, sizeof *d->sorted, cmp_float);
+    return d->n % 2 ? d->sorted[d->n / 2] : 0.5f * (d->sorted[d->n / 2 - 1] + d->sorted[d->n / 2]);
+}
+
 int cli_diverged(cli_divergence *d, int step, float loss, char *msg, size_t cap) {
     if (!isfinite(loss)) {
         snprintf(msg, cap, "training diverged at step %d: the loss is %g", step, (double)loss);
         return 1;
     }
-    if (d->n >= DIV_RUN) { /* the window fills over the first 50 steps: judge from the 6th on */
-        memcpy(d->sorted, d->window, sizeof *d->sorted * (size_t)d->n);
-        qsort(d->sorted, (size_t)d->n, sizeof *d->sorted, cmp_float);
-        float median = d->n % 2 ? d->sorted[d->n / 2] : 0.5f * (d->sorted[d->n / 2 - 1] + d->sorted[d->n / 2]);
-        d->run = loss > DIV_FACTOR * median ? d->run + 1 : 0;
+    if (!(d->reference > 0) && loss > 0) d->reference = loss; /* the model as the run got it */
+    /* while the window fills, its median may already sit on exploding
+     * losses: the reference (the loss before training) caps the base */
+    float median = window_median(d), ref = d->reference > 0 ? d->reference : INFINITY;
+    int by_ref = d->n < DIV_WINDOW && ref < median;
+    float base = by_ref ? ref : median;
+    if (base < DIV_FLOOR) base = DIV_FLOOR;
+    if (isfinite(base)) {
+        d->run = loss > DIV_FACTOR * base ? d->run + 1 : 0;
         if (d->run >= DIV_RUN) {
-            snprintf(msg, cap, "training diverged at step %d: the loss (%g) has been above %g times its median over "
-                     "the last %d steps (%g) for %d steps in a row", step, (double)loss, (double)DIV_FACTOR,
-                     d->n, (double)median, DIV_RUN);
+            char what[96];
+            if (!by_ref) snprintf(what, sizeof what, "its median over the last %d step%s", d->n, d->n > 1 ? "s" : "");
+            else snprintf(what, sizeof what, "%s", d->fresh ? "ln(vocab), a fresh model's loss"
+                                                             : "the loss the run started from");
+            snprintf(msg, cap, "training diverged at step %d: the loss (%g) has been above %g times %s (%g) for %d "
+                     "steps in a row", step, (double)loss, (double)DIV_FACTOR, what, (double)base, DIV_RUN);
             return 1;
         }
         if (d->run) return 0; /* a diverging loss does not enter the window it is judged by */
@@ -201,5 +216,42 @@ int cli_diverged(cli_divergence *d, int step, float loss, char *msg, size_t cap)
     d->window[d->next] = loss;
     d->next = (d->next + 1) % DIV_WINDOW;
     if (d->n < DIV_WINDOW) d->n++;
+    return 0;
+}
+
+void cli_divergence_meta(const cli_divergence *d, const char *keys[3], char window[DIV_WINDOW * 16], char run[16],
+                         char reference[32], const char *values[3]) {
+    size_t at = 0;
+    window[0] = 0;
+    for (int k = 0; k < d->n; k++) { /* oldest first */
+        int i = (d->next - d->n + k + DIV_WINDOW) % DIV_WINDOW;
+        at += (size_t)snprintf(window + at, DIV_WINDOW * 16 - at, "%s%.9g", k ? "," : "", (double)d->window[i]);
+    }
+    snprintf(run, 16, "%d", d->run);
+    snprintf(reference, 32, "%.9g", (double)d->reference);
+    keys[0] = "divergence_window", keys[1] = "divergence_run", keys[2] = "divergence_reference";
+    values[0] = window, values[1] = run, values[2] = reference;
+}
+
+int cli_divergence_load(cli_divergence *d, const char *window, const char *run, const char *reference) {
+    if (!window && !run && !reference) return 0; /* a file written before the window was saved */
+    cli_divergence in = *d;
+    in.n = in.next = 0;
+    char *end = NULL;
+    const char *p = window ? window : "";
+    while (*p && in.n < DIV_WINDOW) {
+        float v = strtof(p, &end);
+        if (end == p || !isfinite(v) || (*end && *end != ',')) return 1;
+        in.window[in.n++] = v;
+        p = *end ? end + 1 : end;
+    }
+    in.next = in.n % DIV_WINDOW;
+    long r = run ? strtol(run, &end, 10) : -1;
+    if (*p || !run || *end || r < 0 || r >= DIV_RUN) return 1;
+    in.run = (int)r;
+    in.reference = reference ? strtof(reference, &end) : -1;
+    if (!reference || *end || !(in.reference >= 0) || !isfinite(in.reference)) return 1;
+    in.fresh = 0;
+    *d = in;
     return 0;
 }

@@ -23,17 +23,33 @@ int cli_check_fits(const rm_run_info *r, int training, double state, const char 
  * with --shard-optimizer); plain SGD keeps no state. */
 double cli_train_state_copies(const cli_args *a, int ranks);
 
-/* Divergence: a loss that is not finite, or above DIV_FACTOR times the
- * median of the last DIV_WINDOW losses (all of them while fewer, from
- * DIV_RUN on) for DIV_RUN steps in a row. Losses judged too high do not
- * enter the window. */
+/* Divergence (docs/RELIABILITY.md): a loss that is not finite, or above
+ * DIV_FACTOR times a base for DIV_RUN steps in a row. The base is the median
+ * of the last DIV_WINDOW losses; while fewer have been seen, the smaller of
+ * their median and the reference: ln(vocab) for a fresh model (its loss
+ * before any training), else the loss of the run's first step (the model as
+ * it was loaded). The base is at least DIV_FLOOR. Losses judged too high do
+ * not enter the window. A checkpoint file carries the window, the count and
+ * the reference (metadata divergence_window, divergence_run,
+ * divergence_reference), so a run resumed in pieces is judged as one. */
 enum { DIV_WINDOW = 50, DIV_RUN = 5 };
 #define DIV_FACTOR 10.0f
+#define DIV_FLOOR 0.01f
 typedef struct cli_divergence {
     float window[DIV_WINDOW]; /* the last losses, a ring */
     float sorted[DIV_WINDOW]; /* scratch for the median: no allocation per step */
     int n, next, run;
+    float reference;          /* 0: the first loss seen becomes it */
+    int fresh;                /* the reference is ln(vocab) */
 } cli_divergence;
 /* Adds step's loss; 1 with a message in msg when the run has diverged. */
 int cli_diverged(cli_divergence *d, int step, float loss, char *msg, size_t cap);
+/* The state as the metadata of a checkpoint file: 3 keys and their values
+ * (written into the caller's buffers). */
+void cli_divergence_meta(const cli_divergence *d, const char *keys[3], char window[DIV_WINDOW * 16], char run[16],
+                         char reference[32], const char *values[3]);
+/* Takes the state from a file's metadata (the values of the 3 keys, NULL
+ * when absent): 0, or 1 when they are present but malformed (the state is
+ * then left as it was). */
+int cli_divergence_load(cli_divergence *d, const char *window, const char *run, const char *reference);
 #endif

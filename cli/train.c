@@ -52,7 +52,7 @@ typedef struct trainer {
     rm_run_info resumed;    /* and the run it describes */
     uint64_t start;         /* the first step this process runs */
     int64_t batch_offset;   /* next batch index - next step (0 unless a file says otherwise) */
-    double *times, *overheads; /* per step run: ms and measured recompute overhead */
+    double *times, *overheads; /* per step run (the last STEP_SAMPLES): ms and measured recompute overhead */
     double overhead_median; /* measured recompute overhead, median over steps */
     double step_ms_min, step_ms_max; /* the spread of the step times the median is taken over */
     int tty;                /* progress on one rewritten line */
@@ -67,6 +67,8 @@ typedef struct trainer {
 /* encdec evaluates on 20 batches drawn with another seed than training's
  * (from the same pairs with --data: a pairs file has no held-out part). */
 #define ENCDEC_EVAL_SEED 0x6576616cu
+/* Step times kept for the report's median, min and max: the last 65536 */
+#define STEP_SAMPLES 65536
 
 static const rm_pairs *pairs_of(const trainer *t) { return t->pairs.n ? &t->pairs : NULL; }
 
@@ -163,7 +165,10 @@ static int save_state(const trainer *t, const char *path, uint64_t step) {
                  (uint64_t)((int64_t)step + t->batch_offset), &r);
     /* under mpirun: every rank gathers the sharded moments, rank 0 writes */
     if (rm_optim_unshard(t->opt) != RM_OK) return cli_fail(1, "%s", rm_session_errmsg(t->s));
-    rm_status st = cli_dist_rank() == 0 ? rm_save_run(t->s, t->opt, path, &r, 0, NULL, NULL, err, sizeof err) : RM_OK;
+    const char *keys[3], *values[3]; /* the divergence rule's state: a resumed run is judged as one */
+    char window[DIV_WINDOW * 16], run[16], reference[32];
+    cli_divergence_meta(&t->div, keys, window, run, reference, values);
+    rm_status st = cli_dist_rank() == 0 ? rm_save_run(t->s, t->opt, path, &r, 3, keys, values, err, sizeof err) : RM_OK;
     rm_optim_reshard(t->opt);
     if (st != RM_OK) return cli_fail(1, "%s", err);
     return 0;
@@ -202,6 +207,10 @@ static int open_resume(trainer *t) {
     if ((rc = cli_resume_args(a, &t->resumed, a->resume)) != 0) return rc;
     t->start = t->resumed.step;
     t->batch_offset = (int64_t)(t->resumed.data_position - t->resumed.step);
+    if (cli_divergence_load(&t->div, rm_file_meta(t->resume, "divergence_window"),
+                            rm_file_meta(t->resume, "divergence_run"), rm_file_meta(t->resume, "divergence_reference")))
+        fprintf(stderr, "remat: note: '%s': its divergence_* metadata is malformed; the divergence rule starts "
+                "from this run's first loss\n", a->resume);
     if (t->start > (uint64_t)a->steps)
         return cli_fail(2, "'%s' is at step %llu, past --steps %d (--steps is the step count to reach, "
                         "counted from the start of training)", a->resume, (unsigned long long)t->start, a->steps);
@@ -233,6 +242,19 @@ static int load_data(trainer *t) {
     return 0;
 }
 
+/* The file of --resume or --init holds every parameter of the model built
+ * from it: checked on its header (rm_file_check) before rm_compile
+ * allocates the model, so metadata claiming a larger model than the file's
+ * tensors is refused before anything of that size is allocated. */
+static int check_file(rm_file *open, const char *path, const rm_graph *g) {
+    char err[512];
+    rm_file *f = open;
+    rm_status st = f ? RM_OK : rm_file_open(path, &f, err, sizeof err);
+    if (st == RM_OK) st = rm_file_check(f, g, err, sizeof err);
+    if (f != open) rm_file_close(f);
+    return st == RM_OK ? 0 : cli_fail(1, "%s", err);
+}
+
 /* Graph, session, optimizer; then the weights of --init or the state of --resume. */
 static int build_session(trainer *t) {
     const cli_args *a = t->a;
@@ -248,11 +270,13 @@ static int build_session(trainer *t) {
                                             : cli_fail(st == RM_ERR_ARG ? 2 : 1, "%s", rm_graph_errmsg(t->g));
     if (count_params(t->g, 1) == 0)
         return cli_fail(2, "%s leaves no parameter to train: freeze fewer", a->train_only ? "--train-only" : "--freeze");
-    int rcs = cli_frozen_store(a, t->g, t->hf, t->resume);
-    if (rcs) return rcs;
-    rm_options o;
-    int rc = cli_options(a, a->memory_budget, &o);
+    int rc = cli_frozen_store(a, t->g, t->hf, t->resume);
     if (rc) return rc;
+    /* a remat file (--resume, --init FILE) against the model; a Hugging Face folder was checked at open */
+    if (a->resume || (a->init && !t->hf)) rc = check_file(t->resume, a->resume ? a->resume : a->init, t->g);
+    if (rc) return rc;
+    rm_options o;
+    if ((rc = cli_options(a, a->memory_budget, &o)) != 0) return rc;
     if (!a->threads && cli_dist_size() > 1) o.threads = cli_dist_threads();
     t->threads = o.threads ? o.threads : rm_default_threads();
     cli_run_info(a, "", 0, 0, 0, &r);
@@ -280,7 +304,7 @@ static int build_session(trainer *t) {
         st = rm_file_restore(t->resume, t->s, t->opt, err, sizeof err);
         rm_optim_reshard(t->opt);
         if (st != RM_OK) return cli_fail(1, "%s", err);
-        rm_file_close(t->resume); /* it holds the whole file in memory */
+        rm_file_close(t->resume); /* it holds the file open */
         t->resume = NULL;
     }
     if (a->micro_batches > 1) { /* the whole batch, read once per step; micro-batch j copies its rows */
@@ -290,6 +314,7 @@ static int build_session(trainer *t) {
         if (!t->gx || !t->gy) return cli_fail(1, "out of memory");
     }
     int n_run = a->steps - (int)t->start;
+    if (n_run > STEP_SAMPLES) n_run = STEP_SAMPLES; /* --steps 2^30 would ask for 16 GiB of timings */
     t->times = malloc(sizeof *t->times * (size_t)(n_run > 0 ? n_run : 1));
     t->overheads = malloc(sizeof *t->overheads * (size_t)(n_run > 0 ? n_run : 1));
     if (!t->times || !t->overheads) return cli_fail(1, "out of memory");
@@ -399,14 +424,14 @@ static int run_steps(trainer *t, int *step, float *loss, float *val_loss, int *h
                             a->save ? "the --save file was not written" : "nothing was saved");
         if (!a->fuse_optimizer && rm_optim_step(t->opt, rm_lr_at(&t->lr, (uint64_t)s), NULL) != RM_OK)
             return cli_fail(1, "step %d: %s", s, rm_session_errmsg(t->s));
-        t->times[i] = now_ms() - t0;
-        t->overheads[i] = rm_step_overhead(t->s);
+        t->times[i % STEP_SAMPLES] = now_ms() - t0;
+        t->overheads[i % STEP_SAMPLES] = rm_step_overhead(t->s);
         t->comm_ms += rm_step_comm_ms(t->s);
         if (!a->quiet && (t->tty || s % 10 == 0 || s == a->steps - 1)) {
             rm_memory_info m;
             double avg = (now_ms() - t_start) / (i + 1);
             rm_memory(t->s, &m);
-            print_progress(t->tty, s + 1, a->steps, *loss, t->times[i], tokens_per_step * 1000.0 / avg,
+            print_progress(t->tty, s + 1, a->steps, *loss, t->times[i % STEP_SAMPLES], tokens_per_step * 1000.0 / avg,
                            m.activation_bytes_measured / 1048576.0);
         }
         if (a->eval_every > 0 && (s + 1) % a->eval_every == 0 && evaluate(t, val_loss)) {
@@ -473,12 +498,13 @@ static int finish(trainer *t, int step, float loss, float val_loss, int have_val
     }
     if (evaluate(t, &val_loss)) have_val = 1;
     double median = 0;
-    if (n_done > 0) {
-        qsort(t->times, (size_t)n_done, sizeof *t->times, cmp_double);
-        qsort(t->overheads, (size_t)n_done, sizeof *t->overheads, cmp_double);
-        median = t->times[n_done / 2];
-        t->step_ms_min = t->times[0], t->step_ms_max = t->times[n_done - 1];
-        t->overhead_median = t->overheads[n_done / 2];
+    const int n_timed = n_done < STEP_SAMPLES ? n_done : STEP_SAMPLES; /* the last STEP_SAMPLES steps */
+    if (n_timed > 0) {
+        qsort(t->times, (size_t)n_timed, sizeof *t->times, cmp_double);
+        qsort(t->overheads, (size_t)n_timed, sizeof *t->overheads, cmp_double);
+        median = t->times[n_timed / 2];
+        t->step_ms_min = t->times[0], t->step_ms_max = t->times[n_timed - 1];
+        t->overhead_median = t->overheads[n_timed / 2];
     }
     double tokens_per_step = (double)a->batch * (strcmp(a->model, "mlp") == 0 ? 1 : a->context);
     double tok_s = median > 0 ? tokens_per_step * 1000.0 / median : 0;
@@ -522,6 +548,10 @@ int cli_train(const cli_args *a0) {
     if (!rc) rc = load_data(&t);
     if (!rc) rc = build_session(&t);
     if (rc) goto done;
+    int64_t lsh[RM_MAX_DIMS];
+    int lnd = rm_shape(t.g, t.io.logits, lsh);
+    if (!args.resume && !args.init && lnd > 0 && lsh[lnd - 1] > 1) /* a fresh model's loss is ln(vocab) */
+        t.div.reference = logf((float)lsh[lnd - 1]), t.div.fresh = 1;
     t.sampler = strcmp(args.sampler, "sequential") == 0 ? RM_SAMPLE_SEQUENTIAL : RM_SAMPLE_RANDOM;
     t.tty = isatty(2) && !args.quiet;
     if (!args.quiet) print_header(&t);

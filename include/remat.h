@@ -275,8 +275,8 @@ rm_status rm_parse_size(const char *s, int64_t *bytes, double *fraction, char *e
 /* Compiles g into a session: autodiff, the plan, the step program, and one
  * allocation each for the arena, parameters (initialised from o->seed),
  * gradients and inputs. Takes ownership of nothing: the graph must outlive
- * the session; the session copies the options (it keeps no pointer of o).
- * On failure the message is rm_graph_errmsg(g), and the graph stays usable:
+ * the session; the session copies the options (it keeps no pointer of o;
+ * NULL: rm_options_default's). On failure the message is rm_graph_errmsg(g), and the graph stays usable:
  * compile it again with other options (e.g. a larger budget). */
 rm_status rm_compile(rm_graph *g, const rm_options *o, rm_session **out);
 void rm_session_free(rm_session *s);
@@ -334,7 +334,8 @@ typedef rm_status (*rm_fill_fn)(void *user, rm_session *s, int j, int64_t row_of
  * ends this rank's micro-batches; every rank then returns the error, with
  * "rank R of P: ...". The same step as P k ranks of one micro-batch each,
  * or as one process with k P micro-batches, up to the order of summation.
- * Compile with rm_options.accumulate for k > 1. */
+ * Compile with rm_options.accumulate for k > 1. fill may be NULL for k = 1
+ * (the inputs as they are). */
 rm_status rm_step_accumulate(rm_session *s, uint64_t step, int k, rm_fill_fn fill, void *user, float *loss);
 /* ---- data parallel (MPI; docs/SCALING.md) ------------------------------------ */
 
@@ -445,12 +446,15 @@ void rm_print_plan(const rm_session *s, FILE *f);
 
 /* Planning for a chain profiled elsewhere (any framework). chain_json is
  * {"stages": [{"uf":..,"ub":..,"a":..,"ab":..,"ft":..,"bt":..}, ...]} with the
- * loss last; *result_json (free() it) is {"feasible", "time", "peak_bytes",
+ * loss last (optional "ab_sel", "ub_sel", "bt_sel": a stage kept selectively,
+ * "Fsel s" in the answer); *result_json (free() it) is {"feasible", "time", "peak_bytes",
  * "min_budget_bytes", "sequence": ["Fck 0", "Fn 1", ..., "L 6", "B 5", ...]}.
  * An infeasible budget returns RM_ERR_BUDGET with the JSON still filled. */
 rm_status rm_plan_chain(const char *chain_json, int64_t budget, char **result_json, char *err, size_t errlen);
+#define RM_SWEEP_MAX_POINTS 1000 /* rm_plan_chain_sweep's points: each is a plan */
 /* The trade-off table (budget -> time, overhead, peak) as CSV, `points`
- * budgets from the minimum feasible to store-all. */
+ * budgets from the minimum feasible to store-all (at most
+ * RM_SWEEP_MAX_POINTS, else RM_ERR_ARG). */
 rm_status rm_plan_chain_sweep(const char *chain_json, int points, FILE *csv, char *err, size_t errlen);
 
 /* ---- tracing one step -------------------------------------------------- */
@@ -508,6 +512,16 @@ rm_status rm_chart_svg(const rm_chart *c, const char *path, char *err, size_t er
  * "schedule": ["F 0", ..., "R 3", "B 5", ...]}. An infeasible budget returns
  * RM_ERR_BUDGET with the JSON still filled. */
 rm_status rm_plan_graph(const char *graph_json, int64_t budget, char **result_json, char *err, size_t errlen);
+/* The price of one given plan on such a graph (what a framework that can
+ * only run some plans, e.g. PyTorch's checkpoint regions, actually runs):
+ * plan_json is {"modes": ["keep" | "once" | "each" | "forward", ...],
+ * "blocks": [block id, ...]}, one entry per node (blocks nondecreasing from
+ * 0 by steps of 0 or 1; absent: one block per node). *result_json (free()
+ * it) is rm_plan_graph's answer for that plan: "peak_bytes",
+ * "recompute_time", "total_time", "schedule", ... ("budget_bytes" is the
+ * peak; "store_all_bytes" and "min_budget_bytes" are -1: not searched). */
+rm_status rm_price_graph(const char *graph_json, const char *plan_json, char **result_json, char *err,
+                         size_t errlen);
 
 /* Parameters, in the order they were created. */
 int rm_param_count(const rm_graph *g);
@@ -650,7 +664,8 @@ typedef struct rm_llama_config {
     rm_lora_config lora; /* adapters on the seven projections (rank 0: none) */
 } rm_llama_config;
 /* The default SwiGLU hidden size: 8/3 x dim rounded up to a multiple of 64
- * (384 -> 1024); and the builder (stages embed, layers.N, head). */
+ * (384 -> 1024; 0 when dim < 1 or the size exceeds an int, which the
+ * builder refuses); and the builder (stages embed, layers.N, head). */
 int rm_llama_ffn_dim(int dim);
 rm_status rm_llama_build(rm_graph *g, const rm_llama_config *c, rm_model_io *io);
 
@@ -711,7 +726,9 @@ rm_status rm_seq2seq_fill(rm_session *s, const rm_model_io *io, const rm_pairs *
  * rm_options.optim), its moments allocated now and zeroed; rm_optim_free
  * (NULL does nothing) releases it. RM_ERR_ARG for a config out of range:
  * beta1 and beta2 in [0, 1), eps in (0, 1], weight_decay in [0, 10],
- * grad_clip in [0, 1e9]. */
+ * grad_clip in [0, 1e9]. The optimizer and its session may be freed in
+ * either order: once the session is freed, the optimizer's calls return
+ * RM_ERR_STATE and rm_optim_free still frees it. */
 rm_status rm_optim_new(rm_session *s, const rm_optim_config *c, rm_optim **out);
 void rm_optim_free(rm_optim *o);
 /* Applies one update with learning rate lr; returns the pre-clip grad norm. */
@@ -719,7 +736,7 @@ rm_status rm_optim_step(rm_optim *o, float lr, float *grad_norm);
 /* A session compiled with rm_options.fuse_optimizer runs its optimizer
  * inside rm_step. rm_optim_new attaches the optimizer to the session (one
  * per session, RM_ERR_STATE for a second; c->grad_clip must be 0, else
- * RM_ERR_ARG; rm_optim_free it before the session), and rm_optim_set_lr
+ * RM_ERR_ARG), and rm_optim_set_lr
  * gives the learning rate of the following steps (a finite lr, RM_ERR_ARG
  * otherwise): rm_step without one is RM_ERR_STATE. Each rm_step is then one
  * update, counted as rm_optim_step counts them (the checkpoint files hold
@@ -748,7 +765,8 @@ rm_status rm_load_params(rm_session *s, const char *path, char *err, size_t errl
  * rm_load_params refuses a file whose checksum does not hold. */
 /* The optimizer's state: the AdamW moments (its own buffers, laid out as the
  * parameters; NULL for SGD) and the number of updates applied (AdamW's bias
- * correction). Write into m and v, and set t, to restore a saved state. */
+ * correction). Write into m and v, and set t, to restore a saved state.
+ * Each of m, v, t may be NULL (not wanted). */
 rm_status rm_optim_state(rm_optim *o, float **m, float **v, uint64_t *t);
 rm_status rm_optim_set_updates(rm_optim *o, uint64_t t);
 /* A sharded optimizer (rm_session_set_comm_f with RM_DIST_SHARD) holds
@@ -780,8 +798,9 @@ rm_status rm_load_state(rm_session *s, rm_optim *o, const char *path, char *err,
  * version 1, token count; then uint16 tokens; or llm.c's llama-3 files:
  * magic 20240801, version 7, uint32 tokens), a headerless array of uint16
  * or uint32 ids (rm_data_load_tokens), any other file read as bytes
- * (one token per byte, vocab 256), the corpus embedded in the library (its
- * own docs and sources, as bytes), or tokens in the caller's memory (copied).
+ * (one token per byte, vocab 256), the corpus embedded in the library (a
+ * fixed text, data/corpus.txt.gz: the project's docs and sources as of one
+ * commit, as bytes), or tokens in the caller's memory (copied).
  * Every batch is a pure function of (seed, batch index): a run resumed at
  * batch k sees the same data as one that never stopped. */
 typedef enum rm_data_format { RM_DATA_BYTES = 0, RM_DATA_LLMC, RM_DATA_TOKENS } rm_data_format;
@@ -940,8 +959,11 @@ rm_status rm_save_run(rm_session *s, rm_optim *o, const char *path, const rm_run
 
 /* A .safetensors file opened for reading: its metadata and tensor list are
  * available without a session (to rebuild the model it holds), and
- * rm_file_restore then loads it into one. The file is read and its layout
- * validated at open; the checksum is checked by rm_file_verify. */
+ * rm_file_restore then loads it into one. Its header is read and its layout
+ * validated against the file's size at open, and the file stays open until
+ * rm_file_close: tensors are read from it when loaded (rm_file_restore) or
+ * hashed a chunk at a time (rm_file_verify), so a file of any size is
+ * opened, verified and loaded without holding it in memory. */
 typedef struct rm_file rm_file;
 #define RM_CHECKSUM_LEN 72 /* "sha256:" + 64 hex digits + NUL */
 /* Opens path (RM_ERR_IO, RM_ERR_FORMAT naming the problem, RM_ERR_NOMEM);
@@ -972,6 +994,13 @@ rm_status rm_file_tensor(const rm_file *f, int i, rm_tensor_info *out);
 /* The run a training-state file describes (its metadata, validated):
  * RM_ERR_FORMAT naming the key when one is missing or garbled. */
 rm_status rm_file_run_info(const rm_file *f, rm_run_info *r, char *err, size_t errlen);
+/* RM_OK when f holds every parameter of the (built, not yet compiled)
+ * graph g as an F32 tensor of its shape; else RM_ERR_FORMAT naming the
+ * first that is missing or differs. It reads the file's index only: call it
+ * before rm_compile, which allocates what the graph describes, so a file
+ * whose metadata claims a larger model than its tensors hold is refused
+ * before anything of that size is allocated. */
+rm_status rm_file_check(const rm_file *f, const rm_graph *g, char *err, size_t errlen);
 /* Loads the file into s and o as rm_load_state does (the checksum must be
  * present and hold; the AdamW moments and update count with an AdamW o).
  * On any error nothing is changed. */

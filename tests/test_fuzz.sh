@@ -73,10 +73,10 @@ fuzz() {
 }
 
 fuzz fuzz_load "$LOAD_SECONDS" fuzz/corpus 8192 \
-    "src/train/safetensors.c src/train/st_write.c src/train/checksum.c src/train/params.c src/train/optim.c src/dist/comm.c src/util/util.c src/exec/errors.c" \
+    "src/train/safetensors.c src/train/st_write.c src/train/checksum.c src/train/params.c src/train/optim.c src/dist/comm.c src/util/util.c src/exec/errors.c src/exec/ref.c" \
     fuzz/safetensors.dict
 fuzz fuzz_data "$EACH_SECONDS" fuzz/corpus_data 4096 "src/train/data.c src/util/philox.c src/util/util.c"
-fuzz fuzz_chain "$EACH_SECONDS" fuzz/corpus_chain 600 "src/plan/chainfile.c src/plan/rotor.c src/plan/rotor_dp.c src/util/util.c" \
+fuzz fuzz_chain "$EACH_SECONDS" fuzz/corpus_chain 600 "src/plan/chainfile.c src/plan/rotor.c src/plan/rotor_dp.c src/plan/rotor_least.c src/util/util.c" \
     fuzz/chain.dict
 fuzz fuzz_size "$EACH_SECONDS" fuzz/corpus_size 64 "src/util/util.c"
 fuzz fuzz_args "$EACH_SECONDS" fuzz/corpus_args 1024 "cli/args.c cli/guard.c" fuzz/args.dict

@@ -332,8 +332,101 @@ static void test_plan_graph(void) {
     }
 }
 
+/* rm_price_graph: store-all priced as rm_plan_graph's store-all; the plan
+ * rm_plan_graph chose at its least budget priced at that plan's own peak and
+ * recomputation; bad plans refused with a message. */
+static void test_price_graph(void) {
+    const char *json =
+        "{\"nodes\": [{\"name\": \"embed\", \"forward_time\": 1, \"backward_time\": 2, \"output_bytes\": 400},"
+        " {\"name\": \"enc\", \"forward_time\": 4, \"backward_time\": 8, \"output_bytes\": 400},"
+        " {\"name\": \"dec1\", \"forward_time\": 4, \"backward_time\": 8, \"output_bytes\": 400},"
+        " {\"name\": \"dec2\", \"forward_time\": 4, \"backward_time\": 8, \"output_bytes\": 400},"
+        " {\"name\": \"loss\", \"forward_time\": 1, \"backward_time\": 1, \"output_bytes\": 4,"
+        " \"backward_reads_output\": true}],"
+        " \"edges\": [{\"producer\": 0, \"consumer\": 1}, {\"producer\": 1, \"consumer\": 2},"
+        " {\"producer\": 2, \"consumer\": 3}, {\"producer\": 1, \"consumer\": 3}, {\"producer\": 3, \"consumer\": 4}]}";
+    char *out = NULL, *priced = NULL, err[256];
+    CHECK(rm_plan_graph(json, -1, &out, err, sizeof err) == RM_OK && out, "store-all: %s", err);
+    long long store_all = out ? atoll(strstr(out, "\"store_all_bytes\":") + 18) : 0;
+    long long least = out ? atoll(strstr(out, "\"min_budget_bytes\":") + 19) : 0;
+    free(out);
+    const char *keep = "{\"modes\": [\"keep\", \"keep\", \"keep\", \"keep\", \"keep\"]}";
+    CHECK(rm_price_graph(json, keep, &priced, err, sizeof err) == RM_OK && priced, "price store-all: %s", err);
+    long long peak = priced ? atoll(strstr(priced, "\"peak_bytes\":") + 13) : 0;
+    CHECK(peak == store_all && strstr(priced, "\"recompute_time\":0"), "store-all priced %lld, planned %lld: %s",
+          peak, store_all, priced ? priced : "");
+    free(priced);
+    /* the least plan: its modes and blocks as a plan, priced */
+    CHECK(rm_plan_graph(json, least, &out, err, sizeof err) == RM_OK && out, "least: %s", err);
+    char plan[512] = "{\"modes\": [";
+    const char *names[] = {"embed", "enc", "dec1", "dec2", "loss"};
+    for (int i = 0; i < 5 && out; i++) {
+        char key[64];
+        snprintf(key, sizeof key, "{\"node\":\"%s\",\"mode\":\"", names[i]);
+        const char *r = strstr(out, key);
+        char mode[16] = "keep";
+        if (r) sscanf(r + strlen(key), "%15[a-z]", mode);
+        snprintf(plan + strlen(plan), sizeof plan - strlen(plan), "%s\"%s\"", i ? ", " : "", mode);
+    }
+    snprintf(plan + strlen(plan), sizeof plan - strlen(plan), "], \"blocks\": [");
+    const char *b = out ? strstr(out, "\"blocks\":[") : NULL;
+    for (int k = 0, lo, hi, node = 0; b && sscanf(b + 10, "[%d,%d]", &lo, &hi) == 2; k++) {
+        for (; node <= hi; node++)
+            snprintf(plan + strlen(plan), sizeof plan - strlen(plan), "%s%d", node ? ", " : "", k);
+        b = strstr(b + 11, "],[");
+        if (b) b -= 8; /* so that b + 10 is the next "[" */
+    }
+    snprintf(plan + strlen(plan), sizeof plan - strlen(plan), "]}");
+    long long planned = out ? atoll(strstr(out, "\"peak_bytes\":") + 13) : 0;
+    double rtime = out ? atof(strstr(out, "\"recompute_time\":") + 17) : 0;
+    CHECK(rm_price_graph(json, plan, &priced, err, sizeof err) == RM_OK && priced, "price %s: %s", plan, err);
+    peak = priced ? atoll(strstr(priced, "\"peak_bytes\":") + 13) : 0;
+    double ptime = priced ? atof(strstr(priced, "\"recompute_time\":") + 17) : 0;
+    CHECK(peak == planned && ptime == rtime && peak < store_all,
+          "the least plan priced: peak %lld (planned %lld), recompute %g (%g); plan %s", peak, planned, ptime, rtime,
+          plan);
+    free(priced);
+    free(out);
+    const char *bad[] = {"", "{}", "{\"modes\": [\"keep\"]}",
+                         "{\"modes\": [\"keep\", \"keep\", \"keep\", \"keep\", \"maybe\"]}",
+                         "{\"modes\": [\"keep\", \"once\", \"keep\", \"keep\", \"keep\"], \"blocks\": [0, 2, 2, 3, 4]}",
+                         "{\"modes\": [\"keep\", \"once\", \"keep\", \"keep\", \"keep\"], \"blocks\": [1, 1, 2, 3, 4]}"};
+    for (int i = 0; i < 6; i++) {
+        priced = NULL;
+        CHECK(rm_price_graph(json, bad[i], &priced, err, sizeof err) == RM_ERR_FORMAT && !priced && err[0],
+              "bad plan %d: %s", i, err);
+    }
+    CHECK(rm_price_graph(NULL, keep, &priced, err, sizeof err) == RM_ERR_FORMAT && !priced, "NULL graph");
+    CHECK(rm_price_graph(json, keep, NULL, err, sizeof err) == RM_ERR_ARG, "NULL result");
+}
+
+/* rm_plan_chain with a second way to keep stages ("ab_sel", "ub_sel",
+ * "bt_sel": remat's Fsel): at a budget where keeping the stages whole does
+ * not fit, keeping them selectively is cheaper than re-running them; the
+ * three fields go together. */
+static void test_chain_selective(void) {
+    const char *plain = "{\"stages\":[{\"uf\":1,\"ub\":2,\"a\":100,\"ab\":400},{\"uf\":1,\"ub\":2,\"a\":100,"
+                        "\"ab\":400},{\"uf\":1,\"ub\":2,\"a\":100,\"ab\":400},{\"uf\":0.1,\"ub\":0.1,\"a\":100,\"ab\":100}]}";
+    const char *sel = "{\"stages\":[{\"uf\":1,\"ub\":2,\"a\":100,\"ab\":400,\"ab_sel\":150,\"ub_sel\":2.3,\"bt_sel\":100},"
+                      "{\"uf\":1,\"ub\":2,\"a\":100,\"ab\":400},{\"uf\":1,\"ub\":2,\"a\":100,\"ab\":400,\"ab_sel\":150,"
+                      "\"ub_sel\":2.3,\"bt_sel\":100},{\"uf\":0.1,\"ub\":0.1,\"a\":100,\"ab\":100}]}";
+    char *a = NULL, *b = NULL, err[256];
+    CHECK(rm_plan_chain(plain, 800, &a, err, sizeof err) == RM_OK && a, "plain chain at 800: %s", err);
+    CHECK(rm_plan_chain(sel, 800, &b, err, sizeof err) == RM_OK && b, "selective chain at 800: %s", err);
+    double ta = a ? atof(strstr(a, "\"time\":") + 7) : 0, tb = b ? atof(strstr(b, "\"time\":") + 7) : 0;
+    CHECK(b && strstr(b, "\"Fsel ") && tb < ta, "Fsel used and cheaper: %g < %g: %s", tb, ta, b ? b : "");
+    free(a), free(b);
+    const char *bad = "{\"stages\":[{\"uf\":1,\"ub\":2,\"a\":100,\"ab\":400,\"ab_sel\":150},"
+                      "{\"uf\":0.1,\"ub\":0.1,\"a\":100,\"ab\":100}]}";
+    a = NULL;
+    CHECK(rm_plan_chain(bad, 800, &a, err, sizeof err) == RM_ERR_FORMAT && !a && strstr(err, "ab_sel"),
+          "ab_sel alone refused: %s", err);
+}
+
 int main(void) {
     test_plan_graph();
+    test_chain_selective();
+    test_price_graph();
     test_large_graph();
     test_fast_search();
     test_auto_blocks();

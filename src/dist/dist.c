@@ -28,13 +28,15 @@
 static int64_t batch_rows(const rm_session *s) {
     const rm_graph *g = s->g;
     for (int v = 0; v < g->n_vals; v++)
-        if (g->vals[v].kind == RM_VALUE_INPUT && !g->vals[v].const_data && g->vals[v].ndim >= 1)
+        if (g->vals[v].kind == RM_VALUE_INPUT && !rm_value_constant(&g->vals[v]) && g->vals[v].ndim >= 1)
             return g->vals[v].shape[0];
     return 0;
 }
 
 /* rm_step_accumulate's arguments; RM_OK or the session's error. */
 static rm_status accumulate_args(rm_session *s, int k, rm_fill_fn fill) {
+    rm_status rc = rm_session_runnable(s, "rm_step_accumulate");
+    if (rc != RM_OK) return rc;
     if (k < 1 || (!fill && k > 1))
         return rm_session_fail(s, RM_ERR_ARG, "rm_step_accumulate: k is %d and fill %s: k must be >= 1, and fill "
                                "may be NULL only for k = 1", k, fill ? "given" : "NULL");
@@ -111,7 +113,8 @@ static void split(rm_dist *d, size_t n) {
 /* Collective: every rank must call it with the same model. */
 rm_status rm_session_set_comm_f(rm_session *s, int fcomm, int flags) {
     if (!s) return RM_ERR_ARG;
-    if (s->opt.dry_run || !s->params) return rm_session_fail(s, RM_ERR_STATE, "rm_session_set_comm: the session holds no parameters (dry_run)");
+    rm_status rc = rm_session_runnable(s, "rm_session_set_comm");
+    if (rc != RM_OK) return rc;
     if (s->dist) return rm_session_fail(s, RM_ERR_STATE, "rm_session_set_comm: the session already has a communicator");
     int init = 0;
     MPI_Initialized(&init);

@@ -39,9 +39,9 @@ rm_status rm_session_budget_program(rm_session *s, const rm_profile *prof, rm_pr
     release_freed(s);
     if (rc != RM_OK) return rm_graph_fail(g, rc, "%s", err);
     rm_memplan(out);
-    /* the minimum is a search to half a percent over the dynamic program's
-     * plans; a uniform schedule chosen instead may fit in less */
-    if (s->autoplan.min_budget < 0 || (size_t)s->autoplan.min_budget > out->arena_bytes)
+    /* a chain's least is exact and the same whatever the budget; a graph's
+     * is a search, and a plan found may fit in less */
+    if (s->autoplan.min_budget < 0 || (!s->autoplan.min_exact && (size_t)s->autoplan.min_budget > out->arena_bytes))
         s->autoplan.min_budget = (int64_t)out->arena_bytes;
     return RM_OK;
 }

@@ -13,5 +13,11 @@ rm_status rm_session_fail(rm_session *s, rm_status st, const char *fmt, ...) {
     return st;
 }
 
+rm_status rm_session_runnable(rm_session *s, const char *fn) {
+    if (!s->opt.dry_run) return RM_OK;
+    return rm_session_fail(s, RM_ERR_STATE, "%s: the session was compiled with dry_run: a plan only, with no "
+                           "parameters, inputs or arena; compile it without dry_run to run it", fn);
+}
+
 const char *rm_session_errmsg(const rm_session *s) { return s ? s->errmsg : "no session"; }
 

@@ -9,6 +9,18 @@
 
 /* ---- the session ----------------------------------------------------------- */
 
+/* What holds a pointer to a session (an optimizer) holds it through a ref
+ * the session lists: rm_session_free sets each ref's s to NULL, so its
+ * holder can still be freed afterwards, and refuses to work (RM_ERR_STATE)
+ * instead of reading freed memory. Either order of freeing is fine. */
+typedef struct rm_session_ref {
+    rm_session *s;
+    struct rm_session_ref *prev, *next;
+} rm_session_ref;
+/* exec/ref.c: lists r on s (r->s = s); unlisting it (r->s NULL after) is safe twice. */
+void rm_session_ref_attach(rm_session *s, rm_session_ref *r);
+void rm_session_ref_detach(rm_session_ref *r);
+
 struct rm_session {
     rm_graph *g;
     rm_options opt;
@@ -35,6 +47,7 @@ struct rm_session {
         void (*update)(rm_optim *o, int param, float *grad); /* grad: the ranks sum it in place */
         rm_status (*end)(rm_optim *o);
     } fused;
+    rm_session_ref *refs; /* the holders of a pointer to this session (optimizers) */
     unsigned char *inputs;
     const rm_program *last; /* the program run last (for rm_data of outputs) */
     float loss_seed;    /* d(loss)/d(loss): 1, or the micro-batch's loss_scale */
@@ -66,6 +79,14 @@ rm_status rm_store_check(rm_graph *g);
 /* Whether v is a frozen parameter that only ops taking 2-byte weights read. */
 int rm_store_eligible(const rm_graph *g, rm_val v);
 void rm_store_round(float *w, void *dst, int64_t n, rm_dtype dtype);
+/* exec/errors.c: RM_OK when s can run steps; RM_ERR_STATE, with a message
+ * naming fn, for a session compiled with dry_run (a plan only: no
+ * parameters, inputs or arena). Every call that needs them asks first. */
+rm_status rm_session_runnable(rm_session *s, const char *fn);
+/* The storage of v when it is a (non-constant) input of dtype dt and numel
+ * elements; else NULL with RM_ERR_ARG's message naming fn and what (the
+ * data fillers write there: nothing outside an input of the right size). */
+void *rm_session_input(rm_session *s, rm_val v, rm_dtype dt, int64_t numel, const char *fn, const char *what);
 /* exec/session.c: the inputs an op checks (token ids, targets) in range;
  * fn names the caller in the message. */
 rm_status rm_session_check_inputs(rm_session *s, const char *fn);

@@ -135,10 +135,12 @@ static rm_status compile(rm_graph *g, const rm_options *o, rm_session **out) {
                              (double)total / (1 << 20));
     }
     memset(s->inputs, 0, g->input_bytes);
-    for (int v = 0; v < g->n_vals; v++)
-        if (g->vals[v].const_data)
-            memcpy(s->inputs + g->vals[v].input_off, g->vals[v].const_data,
-                   (size_t)g->vals[v].numel * sizeof(int32_t));
+    for (int v = 0; v < g->n_vals; v++) {
+        const rm_value *c = &g->vals[v];
+        int32_t *dst = (int32_t *)(s->inputs + c->input_off);
+        if (c->const_data) memcpy(dst, c->const_data, (size_t)c->numel * sizeof(int32_t));
+        for (int64_t i = 0; c->const_period && i < c->numel; i++) dst[i] = (int32_t)(i % c->const_period);
+    }
     memset(s->arena, 0, s->arena_bytes); /* touch it once, before any step */
     init_params(s);
     if (s->opt.memory_budget && s->train.n_instrs && (rc = rm_session_profile(s)) != RM_OK) {
@@ -166,6 +168,7 @@ rm_status rm_compile(rm_graph *g, const rm_options *o, rm_session **out) {
 
 void rm_session_free(rm_session *s) {
     if (!s) return;
+    while (s->refs) rm_session_ref_detach(s->refs); /* its optimizers outlive it, detached */
     rm_program_free(&s->train);
     rm_program_free(&s->infer);
     free(s->arena);
@@ -181,8 +184,19 @@ void rm_session_free(rm_session *s) {
     free(s);
 }
 
+void *rm_session_input(rm_session *s, rm_val v, rm_dtype dt, int64_t numel, const char *fn, const char *what) {
+    if (rm_session_runnable(s, fn) != RM_OK) return NULL;
+    const rm_value *val = v >= 0 && v < s->g->n_vals ? &s->g->vals[v] : NULL;
+    if (!val || val->kind != RM_VALUE_INPUT || rm_value_constant(val) || val->dtype != dt || val->numel != numel) {
+        rm_session_fail(s, RM_ERR_ARG, "%s: io's %s (value %d) is not an %s input of %lld elements", fn, what, (int)v,
+                        dt == RM_DTYPE_I32 ? "int32" : "f32", (long long)numel);
+        return NULL;
+    }
+    return s->inputs + val->input_off;
+}
+
 void *rm_value_data(rm_session *s, rm_val v) {
-    if (!s || v < 0 || v >= s->g->n_vals) return NULL;
+    if (!s || rm_session_runnable(s, "rm_value_data") != RM_OK || v < 0 || v >= s->g->n_vals) return NULL;
     const rm_value *val = &s->g->vals[v];
     if (val->kind == RM_VALUE_INPUT) return s->inputs + val->input_off;
     if (val->kind == RM_VALUE_PARAM) return s->params + val->param_off;
@@ -192,8 +206,8 @@ void *rm_value_data(rm_session *s, rm_val v) {
 }
 
 float *rm_grad(rm_session *s, rm_val v) {
-    if (!s || !s->grads || v < 0 || v >= s->g->n_vals || s->g->vals[v].kind != RM_VALUE_PARAM ||
-        !s->g->vals[v].trainable)
+    if (!s || rm_session_runnable(s, "rm_grad") != RM_OK || !s->grads || v < 0 || v >= s->g->n_vals ||
+        s->g->vals[v].kind != RM_VALUE_PARAM || !s->g->vals[v].trainable)
         return NULL;
     return s->grads + s->g->vals[v].param_off;
 }
@@ -254,7 +268,8 @@ static rm_status accumulate(rm_session *s, uint64_t step) {
 
 rm_status rm_step_micro(rm_session *s, uint64_t step, const rm_micro *m, float *loss) {
     if (!s) return RM_ERR_ARG;
-    if (s->opt.dry_run) return rm_session_fail(s, RM_ERR_STATE, "rm_step: the session was compiled with dry_run");
+    rm_status rc = rm_session_runnable(s, "rm_step");
+    if (rc != RM_OK) return rc;
     if (s->g->loss < 0 || s->opt.forward_only)
         return rm_session_fail(s, RM_ERR_STATE, "rm_step: the session is forward-only (no loss, or forward_only set)");
     const rm_micro whole = {0, 1.0f, 0};
@@ -271,8 +286,7 @@ rm_status rm_step_micro(rm_session *s, uint64_t step, const rm_micro *m, float *
         return rm_session_fail(s, RM_ERR_STATE, "rm_step: the session fuses its optimizer (rm_options."
                                "fuse_optimizer): create it with rm_optim_new and give the learning rate with "
                                "rm_optim_set_lr first");
-    rm_status rc = rm_session_check_inputs(s, "rm_step");
-    if (rc != RM_OK) return rc;
+    if ((rc = rm_session_check_inputs(s, "rm_step")) != RM_OK) return rc;
     if (fused && (rc = s->fused.begin(s->fused.o)) != RM_OK) return rc;
     s->row0 = m->row_offset;
     s->loss_seed = m->loss_scale;
@@ -288,9 +302,8 @@ rm_status rm_step_micro(rm_session *s, uint64_t step, const rm_micro *m, float *
 
 rm_status rm_forward(rm_session *s, float *loss) {
     if (!s) return RM_ERR_ARG;
-    if (s->opt.dry_run) return rm_session_fail(s, RM_ERR_STATE, "rm_forward: the session was compiled with dry_run");
-    rm_status rc = rm_session_check_inputs(s, "rm_forward");
-    if (rc != RM_OK) return rc;
+    rm_status rc = rm_session_runnable(s, "rm_forward");
+    if (rc != RM_OK || (rc = rm_session_check_inputs(s, "rm_forward")) != RM_OK) return rc;
     rc = rm_execute(s, &s->infer, 0, 0);
     if (rc == RM_OK && loss) *loss = s->g->loss >= 0 ? read_loss(s) : NAN;
     return rc;

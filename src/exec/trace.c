@@ -20,9 +20,10 @@
 
 rm_status rm_trace_enable(rm_session *s, uint64_t step) {
     if (!s) return RM_ERR_ARG;
-    if (s->opt.dry_run || !s->train.n_instrs)
-        return rm_session_fail(s, RM_ERR_STATE, "rm_trace_enable: the session runs no training step (dry run or "
-                               "forward-only)");
+    rm_status rc = rm_session_runnable(s, "rm_trace_enable");
+    if (rc != RM_OK) return rc;
+    if (!s->train.n_instrs)
+        return rm_session_fail(s, RM_ERR_STATE, "rm_trace_enable: the session runs no training step (forward-only)");
     struct rm_trace *t = s->trace;
     if (!t) {
         t = calloc(1, sizeof *t);
@@ -120,6 +121,7 @@ static void put_meta(FILE *f, const rm_session *s, const struct rm_trace *t, int
 rm_status rm_trace_write(const rm_session *s, const char *path, int n_meta, const char *const *keys,
                          const char *const *values, char *err, size_t errlen) {
     const struct rm_trace *t = s ? s->trace : NULL;
+    if (!err) errlen = 0; /* err may be NULL: snprintf(NULL, 0, ..) writes nothing */
     if (!path || n_meta < 0) return snprintf(err, errlen, "rm_trace_write: no path"), RM_ERR_ARG;
     if (!rm_trace_ready(s)) {
         snprintf(err, errlen, "no traced step to write: rm_trace_enable(s, N) and then rm_step(s, N, ...) first");

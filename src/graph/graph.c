@@ -89,8 +89,12 @@ static rm_val new_value(rm_graph *g, rm_value_kind kind, const char *name, rm_dt
     int64_t numel = 1;
     for (int i = 0; i < ndim; i++) {
         if (shape[i] <= 0 || shape[i] > ((int64_t)1 << 40) / numel) {
-            rm_graph_fail(g, RM_ERR_ARG, "'%s': dimension %d is %lld (must be positive and small enough)",
-                          name, i, (long long)shape[i]);
+            double all = 1; /* in double: the product may overflow int64 */
+            for (int k = 0; k < ndim; k++) all *= (double)shape[k];
+            rm_graph_fail(g, RM_ERR_ARG, shape[i] <= 0 ? "'%s': dimension %d is %lld (must be positive)"
+                                                       : "'%s': dimension %d is %lld: the tensor would hold %.3g "
+                                                         "elements, more than 2^40",
+                          name, i, (long long)shape[i], all);
             return -1;
         }
         numel *= shape[i];
@@ -138,6 +142,12 @@ rm_val rm_constant_i32(rm_graph *g, const char *name, int ndim, const int64_t *s
         return -1;
     }
     memcpy(g->vals[v].const_data, data, bytes);
+    return v;
+}
+
+rm_val rm_positions(rm_graph *g, const char *name, int64_t B, int64_t T) {
+    rm_val v = rm_input(g, name, RM_DTYPE_I32, 2, (const int64_t[]){B, T});
+    if (v >= 0) g->vals[v].const_period = T; /* (B, T) of 0..T-1: no B*T array kept in the graph */
     return v;
 }
 

@@ -46,7 +46,11 @@ typedef struct rm_value {
     size_t param_off;
     size_t input_off; /* INPUT: byte offset into the input buffer */
     int32_t *const_data; /* INPUT made by rm_constant_i32: its contents */
+    int64_t const_period; /* INPUT made by rm_positions: element i is i % const_period (no data kept) */
 } rm_value;
+
+/* A constant input: the session writes it once, the caller never does. */
+static inline int rm_value_constant(const rm_value *v) { return v->const_data || v->const_period; }
 
 /* ---- nodes -------------------------------------------------------------- */
 
@@ -135,6 +139,10 @@ int rm_node_new(rm_graph *g, rm_op_kind op, const char *opname, const int *in, i
 /* Adds an output value to node `node` (named after the op and node id);
  * returns the value id or -1. */
 rm_val rm_node_output(rm_graph *g, int node, rm_dtype dt, int ndim, const int64_t *shape);
+/* (B,T) position ids 0..T-1 of every row, a constant input the session
+ * writes at compile time (the graph keeps no B*T array: a plan of any size
+ * allocates nothing of that size). */
+rm_val rm_positions(rm_graph *g, const char *name, int64_t B, int64_t T);
 /* Rows of a value seen as (N, last dim): the product of leading dims. */
 static inline int64_t rm_rows(const rm_value *v) { return v->numel / v->shape[v->ndim - 1]; }
 static inline int64_t rm_cols(const rm_value *v) { return v->shape[v->ndim - 1]; }

@@ -81,7 +81,7 @@ rm_status rm_encdec_build(rm_graph *g, const rm_encdec_config *c, rm_model_io *i
     io->source_mask = rm_input(g, "source_mask", RM_DTYPE_I32, 2, bt);
     io->tokens = rm_input(g, "tokens", RM_DTYPE_I32, 2, bt);
     io->targets = rm_input(g, "targets", RM_DTYPE_I32, 2, bt);
-    rm_val positions = rm_model_positions(g, "positions", B, T);
+    rm_val positions = rm_positions(g, "positions", B, T);
     const float std = 0.02f, proj_std = 0.02f / sqrtf(2.0f * (float)(c->enc_layers + c->dec_layers));
     char name[64], pre[96], p[160];
 #define P(suffix) (snprintf(p, sizeof p, "%s." suffix, pre), p)

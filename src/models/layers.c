@@ -63,19 +63,6 @@ rm_val rm_model_proj(rm_graph *g, rm_val x, const char *prefix, int64_t out, int
     return rm_lora_linear(g, x, wv, bv, lora->rank, alpha, lora->dropout);
 }
 
-rm_val rm_model_positions(rm_graph *g, const char *name, int64_t B, int64_t T) {
-    int64_t bt[2] = {B, T};
-    int32_t *pos = malloc((size_t)(B * T) * sizeof *pos);
-    if (!pos) {
-        rm_graph_fail(g, RM_ERR_NOMEM, "%s: out of memory", name);
-        return -1;
-    }
-    for (int64_t i = 0; i < B * T; i++) pos[i] = (int32_t)(i % T);
-    rm_val v = rm_constant_i32(g, name, 2, bt, pos);
-    free(pos);
-    return v;
-}
-
 rm_val rm_model_gpt_block(rm_graph *g, rm_val x, const char *prefix, int64_t C, int heads, float dropout,
                           float std, float proj_std, const rm_lora_config *lora) {
     char p[160];
@@ -115,7 +102,7 @@ rm_val rm_model_gpt_embed(rm_graph *g, const rm_gpt_config *c, const char *model
     int64_t bt[2] = {B, T};
     io->tokens = rm_input(g, "tokens", RM_DTYPE_I32, 2, bt);
     io->targets = rm_input(g, "targets", RM_DTYPE_I32, 2, bt);
-    rm_val positions = rm_model_positions(g, "positions", B, T);
+    rm_val positions = rm_positions(g, "positions", B, T);
     rm_stage_begin(g, "embed");
     *wte = rm_model_param2(g, "transformer.wte.weight", V, C, RM_INIT_NORMAL, 0.02f);
     rm_val wpe = rm_model_param2(g, "transformer.wpe.weight", T, C, RM_INIT_NORMAL, 0.02f);

@@ -18,10 +18,13 @@
  * (rm_model_proj) and everything else is frozen (models/lora.c). */
 #include "models/models.h"
 #include <stdio.h>
+#include <limits.h>
 
 int rm_llama_ffn_dim(int dim) {
-    const int f = (8 * dim + 2) / 3; /* ceil(8/3 dim) */
-    return (f + 63) / 64 * 64;
+    if (dim < 1) return 0;
+    const int64_t f = (8 * (int64_t)dim + 2) / 3; /* ceil(8/3 dim), in 64 bits: 8 dim overflows an int */
+    const int64_t r = (f + 63) / 64 * 64;
+    return r <= INT_MAX ? (int)r : 0;
 }
 
 static rm_val rmsnorm(rm_graph *g, rm_val x, const char *name, int64_t C, float eps) {

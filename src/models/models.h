@@ -36,6 +36,4 @@ rm_val rm_model_gpt_block(rm_graph *g, rm_val x, const char *prefix, int64_t C, 
 rm_val rm_model_gpt_embed(rm_graph *g, const rm_gpt_config *c, const char *model, rm_model_io *io, rm_val *wte);
 /* GPT's stage "head": ln_f, logits tied to wte, cross-entropy as the loss. */
 rm_status rm_model_gpt_head(rm_graph *g, const rm_gpt_config *c, rm_model_io *io, rm_val x, rm_val wte);
-/* (B,T) position ids 0..T-1 of every row, as a constant input. */
-rm_val rm_model_positions(rm_graph *g, const char *name, int64_t B, int64_t T);
 #endif

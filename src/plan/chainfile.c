@@ -21,6 +21,31 @@ static int get_num(const cJSON *o, const char *key, int required, double *out) {
     return 1;
 }
 
+/* The optional second way to keep stage i ("ab_sel", "ub_sel", "bt_sel",
+ * all three or none): what it holds, its backward's time and workspace when
+ * its cheap values are rebuilt inside its backward (remat's Fsel). The first
+ * stage that has them allocates the arrays; the others are marked -1. */
+static rm_status parse_selective(const cJSON *st, int i, rm_chain_model *m, char *err, size_t errlen) {
+    int has = cJSON_GetObjectItemCaseSensitive(st, "ab_sel") || cJSON_GetObjectItemCaseSensitive(st, "ub_sel") ||
+              cJSON_GetObjectItemCaseSensitive(st, "bt_sel");
+    double ab2, ub2, bt2;
+    if (!has) {
+        if (m->ab2) m->ab2[i] = -1;
+        return RM_OK;
+    }
+    if (!get_num(st, "ab_sel", 1, &ab2) || !get_num(st, "ub_sel", 1, &ub2) || !get_num(st, "bt_sel", 1, &bt2) ||
+        ab2 > 9e18 || bt2 > 9e18) {
+        snprintf(err, errlen, "stage %d: ab_sel, ub_sel and bt_sel go together, non-negative numbers", i);
+        return RM_ERR_FORMAT;
+    }
+    if (!m->ab2) {
+        if (rm_chain_model_alloc_selective(m) != RM_OK) return snprintf(err, errlen, "out of memory"), RM_ERR_NOMEM;
+        for (int k = 0; k < i; k++) m->ab2[k] = -1;
+    }
+    m->ab2[i] = (int64_t)ceil(ab2), m->ub2[i] = ub2, m->bt2[i] = (int64_t)ceil(bt2);
+    return RM_OK;
+}
+
 static rm_status parse_chain(const char *text, rm_chain_model *m, char *err, size_t errlen) {
     cJSON *root = cJSON_Parse(text);
     const cJSON *stages = root ? cJSON_GetObjectItemCaseSensitive(root, "stages") : NULL;
@@ -48,21 +73,38 @@ static rm_status parse_chain(const char *text, rm_chain_model *m, char *err, siz
         }
         m->a[i] = (int64_t)ceil(a), m->ab[i] = (int64_t)ceil(ab), m->ft[i] = (int64_t)ceil(ft);
         m->bt[i] = (int64_t)ceil(bt);
+        if (parse_selective(st, i, m, err, errlen) != RM_OK) {
+            rm_chain_model_free(m);
+            cJSON_Delete(root);
+            return RM_ERR_FORMAT;
+        }
     }
+    for (int i = 0; m->ab2 && i < n; i++) /* stages without the option: keeping them selectively is Fall */
+        if (m->ab2[i] < 0) m->ab2[i] = m->ab[i], m->ub2[i] = m->ub[i], m->bt2[i] = m->bt[i];
     m->a[n] = 0;
-    double total = 0; /* in double: no overflow however large the numbers */
-    for (int i = 0; i < n; i++) total += (double)m->a[i] + (double)m->ab[i] + (double)m->ft[i] + (double)m->bt[i];
-    if (total * 2 > (double)RM_ROTOR_MAX_BYTES) {
-        snprintf(err, errlen, "the stages' bytes add up to %.3g; the planner takes at most %.3g (2^60) in all",
-                 total * 2, (double)RM_ROTOR_MAX_BYTES);
+    double total = 0, time = 0; /* in double: no overflow however large the numbers */
+    for (int i = 0; i < n; i++) {
+        total += (double)m->a[i] + (double)m->ab[i] + (double)m->ft[i] + (double)m->bt[i];
+        time += m->uf[i] + m->ub[i];
+    }
+    for (int i = 0; m->ab2 && i < n; i++) total += (double)m->ab2[i] + (double)m->bt2[i], time += m->ub2[i];
+    if (total * 2 > (double)RM_ROTOR_MAX_BYTES || !(time <= RM_PLAN_MAX_TIME)) {
+        if (!(time <= RM_PLAN_MAX_TIME))
+            snprintf(err, errlen, "the stages' times (uf, ub, ub_sel) add up to %.3g; the planner takes at most %.3g "
+                     "in all (use a coarser unit)", time, RM_PLAN_MAX_TIME);
+        else
+            snprintf(err, errlen, "the stages' bytes (a, ab, ft, bt, ab_sel, bt_sel) add up to %.3g; the planner "
+                     "takes at most %.3g (2^59) in all", total, (double)RM_ROTOR_MAX_BYTES / 2);
         rm_chain_model_free(m);
         cJSON_Delete(root);
         return RM_ERR_FORMAT;
     }
     /* Fall keeps x̄_i, which holds the stage's output x_{i+1}: a smaller ab
      * (a profile that left the output out) is read as a[i+1] */
-    for (int i = 0; i + 1 < n; i++)
+    for (int i = 0; i + 1 < n; i++) {
         if (m->ab[i] < m->a[i + 1]) m->ab[i] = m->a[i + 1];
+        if (m->ab2 && m->ab2[i] < m->a[i + 1]) m->ab2[i] = m->a[i + 1];
+    }
     cJSON_Delete(root);
     return RM_OK;
 }
@@ -75,7 +117,8 @@ static int64_t store_all(const rm_chain_model *m) {
 }
 
 rm_status rm_plan_chain(const char *chain_json, int64_t budget, char **result_json, char *err, size_t errlen) {
-    if (!result_json || !err || errlen == 0) return RM_ERR_ARG;
+    if (!err || errlen == 0) return RM_ERR_ARG;
+    if (!result_json) return snprintf(err, errlen, "rm_plan_chain: result_json is NULL"), RM_ERR_ARG;
     *result_json = NULL;
     if (!chain_json) return snprintf(err, errlen, "rm_plan_chain: chain_json is NULL"), RM_ERR_ARG;
     if (budget < 0)
@@ -93,8 +136,16 @@ rm_status rm_plan_chain(const char *chain_json, int64_t budget, char **result_js
         snprintf(err, errlen, "%d stages are too many for the planner (%d at most)", m.n, RM_ROTOR_MAX_STAGES);
     else if (rc != RM_OK)
         snprintf(err, errlen, "out of memory planning the chain");
-    /* a feasible solve knows the minimum at its resolution; else search */
-    int64_t min = p.feasible ? p.min_budget : rm_rotor_min_budget(&m, 500);
+    /* the least budget, the same whatever was asked; at or above it a plan
+     * exists, so where the slotted program found none the least's serves */
+    rm_rotor_plan at;
+    int64_t min = rc == RM_OK ? rm_rotor_least(&m, 500, &at) : -1;
+    if (rc == RM_OK && !p.feasible && min >= 0 && budget >= min) {
+        rm_rotor_plan_free(&p);
+        p = at;
+        memset(&at, 0, sizeof at);
+    }
+    if (rc == RM_OK) rm_rotor_plan_free(&at);
     cJSON *out = cJSON_CreateObject(), *seq = cJSON_CreateArray();
     if (rc == RM_OK && out && seq) {
         cJSON_AddBoolToObject(out, "feasible", p.feasible);
@@ -129,10 +180,19 @@ rm_status rm_plan_chain(const char *chain_json, int64_t budget, char **result_js
 rm_status rm_plan_chain_sweep(const char *chain_json, int points, FILE *csv, char *err, size_t errlen) {
     if (!err || errlen == 0) return RM_ERR_ARG;
     if (!chain_json || !csv) return snprintf(err, errlen, "rm_plan_chain_sweep: chain_json or csv is NULL"), RM_ERR_ARG;
+    if (points > RM_SWEEP_MAX_POINTS)
+        return snprintf(err, errlen, "rm_plan_chain_sweep: %d points asked; at most %d (each is a plan)", points,
+                        RM_SWEEP_MAX_POINTS), RM_ERR_ARG;
     rm_chain_model m;
     rm_status rc = parse_chain(chain_json, &m, err, errlen);
     if (rc != RM_OK) return rc;
-    int64_t lo = rm_rotor_min_budget(&m, 500), hi = store_all(&m);
+    if (!rm_rotor_slots(m.n, 500)) {
+        snprintf(err, errlen, "%d stages are too many for the planner (%d at most)", m.n, RM_ROTOR_MAX_STAGES);
+        rm_chain_model_free(&m);
+        return RM_ERR_ARG;
+    }
+    rm_rotor_plan at;
+    int64_t lo = rm_rotor_least(&m, 500, &at), hi = store_all(&m);
     if (hi < lo) hi = lo; /* the minimum is found in slots: it can round above the sum */
     double base = 0;
     for (int i = 0; i < m.n; i++) base += m.uf[i] + m.ub[i];
@@ -142,13 +202,16 @@ rm_status rm_plan_chain_sweep(const char *chain_json, int points, FILE *csv, cha
     for (int k = 0; k < points && lo >= 0; k++) {
         int64_t b = lo + (int64_t)((double)(hi - lo) * k / (points - 1)); /* no 64-bit product */
         rm_rotor_plan p;
-        if (rm_rotor_solve(&m, b, 500, &p) == RM_OK && p.feasible) {
-            fprintf(csv, "%lld,%.6g,%.4f,%lld\n", (long long)b, p.time, base > 0 ? p.time / base - 1 : 0,
-                    (long long)p.peak_bytes);
+        rc = rm_rotor_solve(&m, b, 500, &p);
+        const rm_rotor_plan *q = rc == RM_OK && p.feasible ? &p : at.feasible ? &at : NULL; /* b >= the least */
+        if (q) {
+            fprintf(csv, "%lld,%.6g,%.4f,%lld\n", (long long)b, q->time, base > 0 ? q->time / base - 1 : 0,
+                    (long long)q->peak_bytes);
             written++;
         }
         rm_rotor_plan_free(&p);
     }
+    rm_rotor_plan_free(&at);
     rm_chain_model_free(&m);
     if (!written) {
         snprintf(err, errlen, "no budget up to store-all (%lld bytes) has a feasible schedule", (long long)hi);

@@ -52,6 +52,7 @@ typedef struct fast {
     move *cands;
     int *stamp, *stk, *dep, epoch; /* n each: the walk of rebuild_cost */
     int max_items;                 /* the longest schedule the descent makes */
+    int too_long;                  /* the last schedule priced passed max_items (not indexed) */
 } fast;
 
 static void fast_free(fast *F) {
@@ -64,9 +65,17 @@ static void fast_free(fast *F) {
 
 static rm_status profile(fast *F);
 
-/* Prices `mode`; with `indexed`, also indexes (profile) its schedule. */
+/* Prices `mode`; with `indexed`, also indexes (profile) its schedule. A
+ * schedule longer than F->max_items is not generated (F->too_long): it
+ * counts as fitting nothing. */
 static rm_status price(fast *F, const char *mode, int indexed) {
     rm_status rc = rm_gplan_schedule_with(F->m, mode, F->block, &F->work, &F->sch);
+    F->too_long = rc == RM_ERR_BUDGET;
+    if (F->too_long) {
+        F->r = (rm_geval_result){INFINITY, INT64_MAX / 4, INT64_MAX / 4};
+        F->sch.n = F->max_items + 1;
+        return RM_OK;
+    }
     if (rc == RM_OK) rc = rm_gsim_run(F->m, &F->sch, F->budget, &F->sim, &F->r);
     return rc == RM_OK && indexed ? profile(F) : rc;
 }
@@ -160,13 +169,16 @@ static int last_read(const fast *F, int p) {
 }
 
 /* The time of recomputing v at item t: v, and transitively (to a depth of
- * 8) its inputs not held there; *back gets the bytes above the budget the
- * copies of those inputs add (a copy rebuilt once is held to its last
- * reader). */
+ * 8, and at most REBUILD_WALK nodes: an estimate, and on a graph where
+ * every node reads many earlier ones a deeper walk made each score O(n)
+ * and the descent O(n^2)) its inputs not held there; *back gets the bytes
+ * above the budget the copies of those inputs add (a copy rebuilt once is
+ * held to its last reader). */
+enum { REBUILD_WALK = 64 };
 static double rebuild_cost(fast *F, const char *mode, int v, int t, double *back) {
     const rm_gmodel *m = F->m;
     double c = m->fwd[v];
-    int top = 0;
+    int top = 0, walked = 0;
     F->epoch++;
     F->stamp[v] = F->epoch, F->stk[top] = v, F->dep[top++] = 0;
     while (top > 0) {
@@ -176,7 +188,7 @@ static double rebuild_cost(fast *F, const char *mode, int v, int t, double *back
             if (F->stamp[p] == F->epoch || held(F, mode, p, t)) continue;
             F->stamp[p] = F->epoch, c += m->fwd[p];
             if (mode[p] == RM_GONCE) *back += relief(F, t, last_read(F, p), m->bytes[p]);
-            if (d < 8) F->stk[top] = p, F->dep[top++] = d + 1;
+            if (d < 8 && ++walked < REBUILD_WALK) F->stk[top] = p, F->dep[top++] = d + 1;
         }
     }
     return c;
@@ -236,6 +248,7 @@ static rm_status descend(fast *F, char *mode) {
     const rm_gmodel *m = F->m;
     int n = m->n;
     rm_status rc = price(F, mode, 1);
+    if (F->too_long) return rc; /* a start too long to price: it fits nothing */
     int batch = n / 16 > 1 ? n / 16 : 1;
     int64_t before = F->r.excess; /* 8 rounds ago: a descent that no longer gains 1% in 8 is stuck */
     for (int round = 0; rc == RM_OK && F->r.excess > 0 && round < 4 * n + 16; round++) {
@@ -397,8 +410,10 @@ static int fast_alloc(fast *F, const rm_gmodel *m, int64_t budget, const int *bl
     F->copy_off = calloc(k, sizeof *F->copy_off), F->read_off = calloc(k, sizeof *F->read_off);
     F->fill = malloc(2 * k * sizeof *F->fill), F->cands = malloc(k * sizeof *F->cands);
     F->stamp = calloc(k, sizeof *F->stamp), F->stk = malloc(k * sizeof *F->stk), F->dep = malloc(k * sizeof *F->dep);
-    return F->copy_off && F->read_off && F->fill && F->cands && F->stamp && F->stk && F->dep &&
-           rm_gwork_alloc(&F->work, m->n) == RM_OK;
+    int ok = F->copy_off && F->read_off && F->fill && F->cands && F->stamp && F->stk && F->dep &&
+             rm_gwork_alloc(&F->work, m->n) == RM_OK;
+    F->work.max_items = F->max_items; /* no longer schedule is even generated */
+    return ok;
 }
 
 /* The tree for T items, grown once a plan's schedule is longer. */

@@ -45,7 +45,7 @@ static rm_status parse_node(const cJSON *nd, int i, int last, rm_gmodel *m, char
         !num(nd, "gradient_bytes", 0, last ? 0 : out, &grad) || !num(nd, "forward_workspace_bytes", 0, 0, &wf) ||
         !num(nd, "backward_workspace_bytes", 0, 0, &wb) || !flag(nd, "backward", 1, &bwd) ||
         !flag(nd, "backward_reads_output", 0, &rout)) {
-        snprintf(err, errlen, "node %d: needs non-negative numbers forward_time, backward_time, output_bytes "
+        snprintf(err, errlen, "node %d: needs numbers in [0, 9e18] forward_time, backward_time, output_bytes "
                  "(optional: gradient_bytes, forward_workspace_bytes, backward_workspace_bytes; booleans backward, "
                  "backward_reads_output)", i);
         return RM_ERR_FORMAT;
@@ -99,6 +99,24 @@ static rm_status parse_edges(const cJSON *edges, rm_gmodel *m, char *err, size_t
     return rc;
 }
 
+/* The nodes' bytes (outputs, gradients, workspaces) add up to at most 2^60
+ * and their times to at most RM_PLAN_MAX_TIME (plan.h), as a chain's do:
+ * the planner's 64-bit sums of live bytes cannot overflow. */
+static rm_status check_totals(const rm_gmodel *m, char *err, size_t errlen) {
+    double bytes = 0, time = 0; /* in double: no overflow however large the numbers */
+    for (int i = 0; i < m->n; i++) {
+        bytes += (double)m->bytes[i] + (double)m->grad[i] + (double)m->ws_f[i] + (double)m->ws_b[i];
+        time += m->fwd[i] + m->bwd[i];
+    }
+    if (bytes > (double)RM_MAX_BUDGET_BYTES)
+        return snprintf(err, errlen, "the nodes' bytes (output, gradient and workspace bytes) add up to %.3g; the "
+                        "planner takes at most %.3g (2^60) in all", bytes, (double)RM_MAX_BUDGET_BYTES), RM_ERR_FORMAT;
+    if (!(time <= RM_PLAN_MAX_TIME))
+        return snprintf(err, errlen, "the nodes' times (forward_time, backward_time) add up to %.3g; the planner "
+                        "takes at most %.3g in all (use a coarser unit)", time, RM_PLAN_MAX_TIME), RM_ERR_FORMAT;
+    return RM_OK;
+}
+
 static rm_status parse_graph(const char *text, rm_gmodel *m, char *err, size_t errlen) {
     cJSON *root = cJSON_Parse(text);
     const cJSON *nodes = root ? cJSON_GetObjectItemCaseSensitive(root, "nodes") : NULL;
@@ -116,6 +134,7 @@ static rm_status parse_graph(const char *text, rm_gmodel *m, char *err, size_t e
     int i = 0;
     for (const cJSON *nd = nodes->child; nd && rc == RM_OK; nd = nd->next, i++)
         rc = parse_node(nd, i, i == n - 1, m, err, errlen);
+    if (rc == RM_OK) rc = check_totals(m, err, errlen);
     if (rc == RM_OK && edges) rc = parse_edges(edges, m, err, errlen);
     else
         for (int k = 0; k < n && rc == RM_OK; k++) rm_gmodel_close_node(m, k);
@@ -177,8 +196,17 @@ static char *answer(const rm_gmodel *m, const rm_gplan *p, int64_t budget, int64
     return text;
 }
 
-rm_status rm_plan_graph(const char *graph_json, int64_t budget, char **result_json, char *err, size_t errlen) {
+/* The public entries' arguments: err may be NULL (then *errlen is 0, and
+ * snprintf(NULL, 0, ..) writes nothing); result_json may not. */
+static rm_status entry(const char *fn, char **result_json, char *err, size_t *errlen) {
+    if (!err) *errlen = 0;
+    if (!result_json) return snprintf(err, *errlen, "%s: result_json is NULL", fn), RM_ERR_ARG;
     *result_json = NULL;
+    return RM_OK;
+}
+
+rm_status rm_plan_graph(const char *graph_json, int64_t budget, char **result_json, char *err, size_t errlen) {
+    if (entry("rm_plan_graph", result_json, err, &errlen) != RM_OK) return RM_ERR_ARG;
     rm_gmodel m;
     rm_status rc = parse_graph(graph_json ? graph_json : "", &m, err, errlen);
     if (rc != RM_OK) return rc;
@@ -203,6 +231,70 @@ rm_status rm_plan_graph(const char *graph_json, int64_t budget, char **result_js
         rm_gplan_free(&p);
     }
     if (rc == RM_ERR_NOMEM) snprintf(err, errlen, "out of memory planning");
+    rm_gmodel_free(&m);
+    return rc;
+}
+
+/* ---- pricing a given plan (rm_price_graph) -------------------------------- */
+
+/* plan_json {"modes": [...], "blocks": [...]} into p (n nodes): modes by
+ * name, blocks nondecreasing from 0 by at most 1 (absent: one per node). */
+static rm_status parse_plan(const char *text, int n, rm_gplan *p, char *err, size_t errlen) {
+    cJSON *root = cJSON_Parse(text);
+    const cJSON *modes = root ? cJSON_GetObjectItemCaseSensitive(root, "modes") : NULL;
+    const cJSON *blocks = root ? cJSON_GetObjectItemCaseSensitive(root, "blocks") : NULL;
+    rm_status rc = RM_OK;
+    memset(p, 0, sizeof *p);
+    if (!cJSON_IsArray(modes) || cJSON_GetArraySize(modes) != n ||
+        (blocks && (!cJSON_IsArray(blocks) || cJSON_GetArraySize(blocks) != n))) {
+        snprintf(err, errlen, "plan: expected {\"modes\": [%d names: keep, once, each or forward], \"blocks\": "
+                 "[%d block ids, nondecreasing from 0]} (blocks optional)", n, n);
+        cJSON_Delete(root);
+        return RM_ERR_FORMAT;
+    }
+    p->mode = calloc((size_t)n, 1), p->block = calloc((size_t)n, sizeof *p->block);
+    if (!p->mode || !p->block) rc = RM_ERR_NOMEM;
+    const cJSON *m = modes->child, *b = blocks ? blocks->child : NULL;
+    for (int i = 0; i < n && rc == RM_OK; i++, m = m->next, b = b ? b->next : NULL) {
+        int mode = -1;
+        for (int k = 0; k < 4 && cJSON_IsString(m); k++)
+            if (strcmp(m->valuestring, mode_name(k)) == 0) mode = k;
+        int prev = i ? p->block[i - 1] : 0;
+        double id = b ? (cJSON_IsNumber(b) ? b->valuedouble : -1) : i;
+        if (mode < 0 || id != floor(id) || id < prev || id > prev + 1 || (i == 0 && id != 0)) {
+            snprintf(err, errlen, "plan: node %d: %s", i, mode < 0 ? "mode must be keep, once, each or forward"
+                     : "block ids must start at 0 and grow by 0 or 1 from node to node");
+            rc = RM_ERR_FORMAT;
+            break;
+        }
+        p->mode[i] = (char)mode, p->block[i] = (int)id;
+    }
+    if (rc == RM_OK) p->n_blocks = p->block[n - 1] + 1;
+    else rm_gplan_free(p);
+    cJSON_Delete(root);
+    return rc;
+}
+
+rm_status rm_price_graph(const char *graph_json, const char *plan_json, char **result_json, char *err,
+                         size_t errlen) {
+    if (entry("rm_price_graph", result_json, err, &errlen) != RM_OK) return RM_ERR_ARG;
+    rm_gmodel m;
+    rm_status rc = parse_graph(graph_json ? graph_json : "", &m, err, errlen);
+    if (rc != RM_OK) return rc;
+    rm_gplan p;
+    rc = parse_plan(plan_json ? plan_json : "", m.n, &p, err, errlen);
+    rm_schedule s = {0};
+    rm_geval_result r;
+    if (rc == RM_OK) rc = rm_gplan_schedule(&m, p.mode, p.block, &s);
+    if (rc == RM_OK) rc = rm_gmodel_simulate(NULL, &m, &s, INT64_MAX / 4, &r);
+    if (rc == RM_OK) {
+        p.feasible = 1, p.cost = r.cost, p.peak = r.peak;
+        *result_json = answer(&m, &p, r.peak, -1, -1);
+        if (!*result_json) rc = RM_ERR_NOMEM;
+    }
+    if (rc == RM_ERR_NOMEM) snprintf(err, errlen, "out of memory pricing");
+    rm_schedule_free(&s);
+    if (p.mode) rm_gplan_free(&p);
     rm_gmodel_free(&m);
     return rc;
 }

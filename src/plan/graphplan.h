@@ -66,10 +66,14 @@ void rm_gplan_free(rm_gplan *p);
  * they are its node ids). */
 rm_status rm_gplan_schedule(const rm_gmodel *m, const char *mode, const int *block, rm_schedule *out);
 /* The same with a kept workspace of m->n nodes, into `out` (emptied, its
- * room kept): no allocation once `out` is large enough. */
+ * room kept): no allocation once `out` is large enough. With max_items > 0
+ * a schedule that would hold more items is not generated: RM_ERR_BUDGET as
+ * soon as it passes them (a plan recomputing most of a large graph for each
+ * block would take memory and time quadratic in its nodes). */
 typedef struct rm_gwork {
     int *ok, *marked, *stack;
     char *rec;
+    int max_items; /* 0: no cap (rm_gwork_alloc sets 0) */
 } rm_gwork;
 rm_status rm_gwork_alloc(rm_gwork *w, int n);
 void rm_gwork_free(rm_gwork *w);

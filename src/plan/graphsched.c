@@ -117,6 +117,11 @@ static rm_status emit_recomputes(gen *G) {
     else /* a few: insertion sort */
         for (int i = 1; i < n; i++)
             for (int j = i, v = mk[i]; j > 0 && mk[j - 1] > v; j--) mk[j] = mk[j - 1], mk[j - 1] = v;
+    if (w->max_items > 0 && G->out->n + n > w->max_items) { /* too long: leave the marks clean */
+        for (int k = 0; k < n; k++) w->rec[mk[k]] = 0;
+        G->n_marked = 0;
+        return RM_ERR_BUDGET;
+    }
     for (int k = 0; k < n; k++) {
         int v = mk[k];
         if (rm_schedule_push(G->out, RM_INSTR_RECOMPUTE, v) != RM_OK) return RM_ERR_NOMEM;

@@ -7,6 +7,13 @@
 #include "graph/graph.h"
 #include "ops/ops.h"
 
+/* Profiles made elsewhere (rm_plan_chain, rm_plan_graph): their times, in
+ * the caller's units, add up to at most RM_PLAN_MAX_TIME, so the planners'
+ * sums of them (each forward recomputed up to once per later stage) stay
+ * finite doubles; their bytes add up to at most RM_MAX_BUDGET_BYTES (2^60),
+ * so no 64-bit sum of them overflows. */
+#define RM_PLAN_MAX_TIME 1e30
+
 /* ---- the step program ------------------------------------------------------ */
 
 typedef enum rm_instr_kind {
@@ -189,6 +196,7 @@ typedef struct rm_auto_info {
     int64_t budget;            /* the budget in bytes ("50%" resolved) */
     int64_t store_all;         /* arena bytes of store-all (strategy none) */
     int64_t min_budget;        /* smallest budget a plan fits in (-1: none) */
+    int min_exact;             /* chains: min_budget plans, one byte less does not, whatever the budget */
     char chosen[32];           /* "rotor", or the uniform strategy that beat it */
     char blocks[256];          /* graphs that are not chains: the blocks planned (--print-plan) */
 } rm_auto_info;
@@ -220,7 +228,9 @@ typedef struct rm_fit_ctx {
 /* The cheapest plan found whose arena is at most `budget` (RM_ERR_BUDGET:
  * none). */
 rm_status rm_chain_fit(const rm_fit_ctx *x, int64_t budget, rm_schedule *out, char *err, size_t errlen);
-/* The least budget rm_chain_fit plans, to about half a percent (-1: none). */
-int64_t rm_chain_min_budget(const rm_fit_ctx *x);
+/* The least budget rm_chain_fit plans, to the byte: at it a plan is found
+ * (*at, rm_schedule_free it), one byte below none; the same whatever budget
+ * was asked (-1: none). */
+int64_t rm_chain_min_budget(const rm_fit_ctx *x, rm_schedule *at);
 
 #endif

@@ -179,6 +179,44 @@ static int64_t least_live(const rm_fit_ctx *x, int64_t from, int precision) {
     return hi;
 }
 
+/* Whether one table's plans, lowered, fit `budget` (no fill): its
+ * schedule into *at when they do. */
+static int table_fits(const rm_fit_ctx *x, const rm_rotor_table *t, int64_t budget, rm_schedule *at) {
+    char err[256];
+    lowered l;
+    if (budget <= 0 || from_table(x, t, budget, ARENA_IF_LIVE_FITS, &l, err, sizeof err) != RM_OK) return 0;
+    rm_schedule_free(at);
+    *at = l.sch;
+    return 1;
+}
+
+/* The least budget, to the byte, that the plans of a table filled at hi
+ * reach (*at: the schedule there): probed down from
+ * hi (half a percent, then twice as far) to a budget they miss, then
+ * bisected; no fill per probe. -1 when they do not reach hi itself, or out
+ * of memory. */
+static int64_t table_least(const rm_fit_ctx *x, int64_t hi, rm_schedule *at) {
+    rm_rotor_table *t;
+    if (rm_rotor_table_fill(x->m, hi, x->slots, x->groups, &t) != RM_OK) return -1;
+    if (!table_fits(x, t, hi, at)) {
+        rm_rotor_table_free(t);
+        return -1;
+    }
+    int64_t lo = -1;
+    for (int64_t step = hi / 200 + RM_ALIGN; lo < 0; step *= 2) {
+        int64_t probe = hi - step;
+        if (table_fits(x, t, probe, at)) hi = probe;
+        else lo = probe > 0 ? probe : 0;
+    }
+    while (hi - lo > 1) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (table_fits(x, t, mid, at)) hi = mid;
+        else lo = mid;
+    }
+    rm_rotor_table_free(t);
+    return hi;
+}
+
 /* The search is on the engine's program: the least budget the program's
  * table filled at store-all plans (its model's, rounded up to store-all's
  * slots), then the plans of a table filled there, each lowered but no
@@ -186,8 +224,10 @@ static int64_t least_live(const rm_fit_ctx *x, int64_t from, int precision) {
  * that table plans nothing that fits: the same from store-all's table, to
  * 5%, then from one filled at what it found); then rm_chain_fit itself, the answer raised by a percent until
  * it plans (else bisected on rm_chain_fit up to store-all), and on exact
- * chains lowered by a few bisection steps on the tightening loop. */
-int64_t rm_chain_min_budget(const rm_fit_ctx *x) {
+ * chains lowered by a few bisection steps on the tightening loop; then
+ * made exact to one RM_ALIGN (exact_least), the same whatever budget the
+ * session asked for, with its schedule in *at. */
+static int64_t search_least(const rm_fit_ctx *x, int64_t *failed) {
     char err[256];
     rm_schedule sch;
     /* where the program's own model says (plans lowered as it counts are
@@ -203,7 +243,10 @@ int64_t rm_chain_min_budget(const rm_fit_ctx *x) {
         rm_status rc = rm_chain_fit(x, b, &sch, err, sizeof err);
         if (rc == RM_OK) rm_schedule_free(&sch);
         if (rc != RM_OK && rc != RM_ERR_BUDGET) return -1;
-        if (rc == RM_ERR_BUDGET) continue;
+        if (rc == RM_ERR_BUDGET) {
+            *failed = b;
+            continue;
+        }
         /* exact chains (cheap tables): a plan read from kept copies may fit a
          * little lower still; a few bisection steps on the tightening find it */
         for (int64_t lo = b - b / 32, step = 0; x->groups >= x->m->n && step < 4 && b - lo > RM_ALIGN; step++) {
@@ -221,7 +264,33 @@ int64_t rm_chain_min_budget(const rm_fit_ctx *x) {
     while (hi - lo > hi / 200 + RM_ALIGN) {
         int64_t mid = lo + (hi - lo) / 2;
         if (rm_chain_fit(x, mid, &sch, err, sizeof err) == RM_OK) rm_schedule_free(&sch), hi = mid;
-        else lo = mid;
+        else lo = mid, *failed = mid;
     }
     return hi;
+}
+
+int64_t rm_chain_min_budget(const rm_fit_ctx *x, rm_schedule *at) {
+    char err[256];
+    rm_schedule sch;
+    int64_t failed = -1, b = search_least(x, &failed);
+    memset(at, 0, sizeof *at);
+    if (b <= 0) return b;
+    /* The search's answer is within a share of the least, so where it
+     * stopped depended on where it began. To the byte: the least the plans
+     * of a table filled there reach (*at: a schedule at it, the session's
+     * plan for any budget from it up where the fit finds none), then one
+     * byte below it the fit itself must find nothing; when it does, the
+     * same from that plan. */
+    for (int round = 0; round < 8 && b > 1; round++) {
+        int64_t t = table_least(x, b, at);
+        if (t >= 0) b = t;
+        else if (round == 0 && rm_chain_fit(x, b, at, err, sizeof err) != RM_OK) return -1;
+        /* (a table filled at b that plans nothing there: *at is the fit's plan at b) */
+        rm_status rc = rm_chain_fit(x, b - 1, &sch, err, sizeof err);
+        if (rc == RM_ERR_BUDGET) return b;
+        if (rc != RM_OK) return -1;
+        rm_schedule_free(at);
+        *at = sch, b -= 1;
+    }
+    return b;
 }

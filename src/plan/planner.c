@@ -333,7 +333,13 @@ rm_status rm_schedule_auto(const rm_graph *g, int64_t budget, int slots, int gro
     rm_fit_ctx fx = {g, &c, &m, slots, groups, threads, store_all, prof};
     rc = rm_chain_fit(&fx, budget, out, err, errlen);
     if (rc == RM_OK || rc == RM_ERR_BUDGET) {
-        info->min_budget = rm_chain_min_budget(&fx);
+        /* the least budget, the same whatever was asked: at or above it a
+         * plan exists, so where the fit found none the least's serves */
+        rm_schedule at;
+        info->min_budget = rm_chain_min_budget(&fx, &at);
+        if (rc == RM_ERR_BUDGET && info->min_budget > 0 && budget >= info->min_budget) *out = at, rc = RM_OK;
+        else rm_schedule_free(&at);
+        info->min_exact = info->min_budget > 0;
         int64_t rev = revolve_least(g, c.n, threads);
         if (rev > 0 && (info->min_budget <= 0 || rev < info->min_budget)) info->min_budget = rev;
         rm_status u = try_uniform(g, c.n, groups >= c.n, budget, threads, prof, rc == RM_OK, out, info);

@@ -115,6 +115,16 @@ int rm_rotor_apply(const rm_chain_model *c, rm_rotor_sim *st, rm_rotor_op op);
  * found what it needs. Returns 0 for an invalid sequence. */
 int rm_rotor_simulate(const rm_chain_model *c, const rm_rotor_op *ops, int n_ops, double *time, int64_t *peak);
 
+/* rotor_least.c: the least budget (bytes) the planner plans, the same
+ * whatever budget is asked, and in *at (rm_rotor_plan_free it) a plan that
+ * fits it: on chains the exact program plans, the least memory of Rotor's
+ * model computed without slots (no slotted plan needs less, so one byte
+ * less plans nothing); on longer ones the grouped program's own least
+ * (refilled at what it found until that stops dropping, then lowered while
+ * a plan exists one byte below). A budget at or above it always plans: the
+ * caller falls back on *at where the slotted program finds nothing. -1:
+ * too many stages, or out of memory. */
+int64_t rm_rotor_least(const rm_chain_model *c, int slots, rm_rotor_plan *at);
 /* The smallest budget (bytes) for which a schedule exists, to a fraction
  * of a percent (three fills, each at the least the one before found). */
 int64_t rm_rotor_min_budget(const rm_chain_model *c, int slots);

@@ -245,14 +245,15 @@ static int measure_way(const rm_chain_model *c, rm_rotor_sim *st, const char *ho
 /* The cheapest letters for each number of slots kept, over stages [p, q]
  * (a knapsack: F keeps ab, S ab2, I the stage's output; the time is the
  * backward's, plus the forward of I stages). Writes the Pareto front into
- * fw (slots) and fh (k letters each); returns its length. */
+ * fw (slots) and fh (k letters each); returns its length (0: no way fits
+ * the slots, -1: out of memory). */
 static int front(const rm_chain_model *c, int p, int q, int64_t unit, int M, int *fw, char *fh) {
     int k = q - p + 1, W = M + 1;
     double *t = malloc(sizeof *t * (size_t)(W + 1) * (size_t)(k + 1));
     char *pick = malloc((size_t)(W + 1) * (size_t)k);
     if (!t || !pick) {
         free(t), free(pick);
-        return 0;
+        return -1;
     }
     for (int w = 0; w <= W; w++) t[w] = w == 0 ? 0 : INFINITY;
     for (int i = 0; i < k; i++) {
@@ -297,9 +298,10 @@ static int coarse_group(const rm_chain_model *c, rm_rotor_sim *st, dpc *d, int g
     if (g == d->n - 1) return 1; /* the loss's group: reversed on its own only */
     int *fw = malloc(sizeof *fw * (size_t)(M + 2));
     char *fh = malloc((size_t)(M + 2) * (size_t)k);
-    int n = fw && fh ? front(c, p, q, unit, M, fw, fh) : 0, ok = n > 0;
+    /* no way to keep the group within the budget's slots: it is only checkpointed */
+    int n = fw && fh ? front(c, p, q, unit, M, fw, fh) : -1, ok = n >= 0;
     /* thinned to evenly spaced sizes, both ends kept */
-    for (int r = 0, prev = -1; ok && r < RM_ROTOR_GROUP_OPTIONS; r++) {
+    for (int r = 0, prev = -1; ok && n > 0 && r < RM_ROTOR_GROUP_OPTIONS; r++) {
         int target = fw[0] + (int)((double)(fw[n - 1] - fw[0]) * r / (RM_ROTOR_GROUP_OPTIONS - 1) + 0.5), pick = 0;
         while (pick + 1 < n && fw[pick + 1] <= target) pick++;
         if (pick == prev) continue;

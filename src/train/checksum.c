@@ -46,13 +46,33 @@ static int cmp_kv(const void *a, const void *b) {
     return strcmp(((const kv *)a)->k, ((const kv *)b)->k);
 }
 
-rm_status rm_st_digest(int n, const rm_st_tensor *const *t, int n_meta, const char *const *keys,
-                       const char *const *values, char out[RM_ST_CHECKSUM_LEN]) {
+/* A tensor's data into the hash: from memory, or read from src in chunks
+ * (a file of any size is hashed in CHUNK bytes of memory). */
+enum { CHUNK = 1 << 20 };
+static rm_status put_data(struct sha256_ctx *c, const rm_st_file *src, const rm_st_tensor *x, unsigned char *buf) {
+    if (x->data || !x->bytes) {
+        if (x->bytes) sha256_update(c, (size_t)x->bytes, x->data);
+        return RM_OK;
+    }
+    for (uint64_t off = 0; off < x->bytes; off += CHUNK) {
+        size_t n = x->bytes - off < CHUNK ? (size_t)(x->bytes - off) : CHUNK;
+        rm_status st = src ? rm_st_read(src, x, off, buf, n) : RM_ERR_ARG;
+        if (st != RM_OK) return st;
+        sha256_update(c, n, buf);
+    }
+    return RM_OK;
+}
+
+/* rm_st_digest, with the tensors whose data is not in memory read from src. */
+static rm_status digest(const rm_st_file *src, int n, const rm_st_tensor *const *t, int n_meta,
+                        const char *const *keys, const char *const *values, char out[RM_ST_CHECKSUM_LEN]) {
     const rm_st_tensor **ts = malloc(((size_t)n + 1) * sizeof *ts);
     kv *meta = malloc(((size_t)n_meta + 1) * sizeof *meta);
-    if (!ts || !meta) {
+    unsigned char *buf = src ? malloc(CHUNK) : NULL;
+    if (!ts || !meta || (src && !buf)) {
         free(ts);
         free(meta);
+        free(buf);
         return RM_ERR_NOMEM;
     }
     if (n) memcpy(ts, t, (size_t)n * sizeof *ts);
@@ -77,7 +97,11 @@ rm_status rm_st_digest(int n, const rm_st_tensor *const *t, int n_meta, const ch
         put_str(&c, x->name);
         put_str(&c, x->dtype);
         put_str(&c, dims);
-        if (x->bytes) sha256_update(&c, (size_t)x->bytes, x->data);
+        rm_status st = put_data(&c, src, x, buf);
+        if (st != RM_OK) {
+            free(ts), free(meta), free(buf);
+            return st;
+        }
     }
     put_count(&c, m);
     for (int i = 0; i < m; i++) {
@@ -90,7 +114,13 @@ rm_status rm_st_digest(int n, const rm_st_tensor *const *t, int n_meta, const ch
     for (int i = 0; i < SHA256_DIGEST_SIZE; i++) snprintf(out + 7 + 2 * i, 3, "%02x", d[i]);
     free(ts);
     free(meta);
+    free(buf);
     return RM_OK;
+}
+
+rm_status rm_st_digest(int n, const rm_st_tensor *const *t, int n_meta, const char *const *keys,
+                       const char *const *values, char out[RM_ST_CHECKSUM_LEN]) {
+    return digest(NULL, n, t, n_meta, keys, values, out);
 }
 
 rm_status rm_st_verify(const rm_st_file *f, const char *fname, int *present,
@@ -106,12 +136,13 @@ rm_status rm_st_verify(const rm_st_file *f, const char *fname, int *present,
         k[i] = rm_st_meta_key(f, i);
         v[i] = rm_st_meta_value(f, i);
     }
-    if (st == RM_OK) st = rm_st_digest(n, t, m, k, v, sum);
+    if (st == RM_OK) st = digest(f, n, t, m, k, v, sum);
     free(t);
     free(k);
     free(v);
     if (st != RM_OK) {
-        rm_st_seterr(err, errlen, "'%s': out of memory computing the checksum", fname);
+        rm_st_seterr(err, errlen, st == RM_ERR_IO ? "'%s': cannot read its tensors to check the checksum (did the "
+                     "file shrink since it was opened?)" : "'%s': out of memory computing the checksum", fname);
         return st;
     }
     if (computed) memcpy(computed, sum, sizeof sum);

@@ -360,11 +360,19 @@ rm_status rm_data_rows(const rm_dataset *d, rm_data_part part, rm_sampler mode, 
 rm_status rm_data_batch(const rm_dataset *d, rm_data_part part, rm_sampler mode, uint64_t seed,
                         uint64_t k, int B, int T, int32_t *tokens, int32_t *targets,
                         char *err, size_t errlen) {
+    if (!tokens || !targets) {
+        seterr(err, errlen, "rm_data_batch: %s is NULL", !tokens ? "tokens" : "targets");
+        return RM_ERR_ARG;
+    }
     return rm_data_rows(d, part, mode, seed, k, B, T, 0, B, 0, tokens, NULL, targets, err, errlen);
 }
 
 rm_status rm_data_batch_mlp(const rm_dataset *d, rm_data_part part, rm_sampler mode,
                             uint64_t seed, uint64_t k, int B, int T, int vocab, float *x,
                             int32_t *y, char *err, size_t errlen) {
+    if (!x || !y) {
+        seterr(err, errlen, "rm_data_batch_mlp: %s is NULL", !x ? "x" : "y");
+        return RM_ERR_ARG;
+    }
     return rm_data_rows(d, part, mode, seed, k, B, T, 0, B, vocab, NULL, x, y, err, errlen);
 }

@@ -401,8 +401,9 @@ static int64_t load_tensor(const rm_hf *m, const rm_hf_entry *t, const rm_value 
         const uint64_t k = n - i0 < LOAD_BLOCK ? n - i0 : LOAD_BLOCK;
         part.data = (const unsigned char *)t->t->data + i0 * esize;
         part.bytes = k * esize;
-        int64_t bad = rm_st_convert(&part, (unsigned char *)dst + i0 * out_size, k, v->store);
-        rm_st_release(m->files[t->file], &part);
+        int64_t bad;
+        rm_st_convert(m->files[t->file], &part, (unsigned char *)dst + i0 * out_size, k, v->store, &bad);
+        rm_st_release(m->files[t->file], &part); /* mapped: in memory, no read can fail */
         if (bad >= 0) return (int64_t)i0 + bad;
     }
     return -1;

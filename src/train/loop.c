@@ -35,6 +35,7 @@ static rm_status io_dims(rm_session *s, const rm_model_io *io, int *B, int *T, i
 rm_status rm_data_fill_rows(rm_session *s, const rm_model_io *io, const rm_dataset *d, rm_data_part part,
                             rm_sampler mode, uint64_t seed, uint64_t k, int global_batch, int64_t row_offset) {
     if (!s) return RM_ERR_ARG;
+    if (rm_session_runnable(s, "rm_data_fill") != RM_OK) return RM_ERR_STATE;
     if (!io || !d) return rm_session_fail(s, RM_ERR_ARG, "rm_data_fill: io and d must not be NULL");
     int B, T, V;
     rm_status st = io_dims(s, io, &B, &T, &V);
@@ -43,12 +44,15 @@ rm_status rm_data_fill_rows(rm_session *s, const rm_model_io *io, const rm_datas
     if (row_offset < 0 || row_offset > (int64_t)global_batch - B)
         return rm_session_fail(s, RM_ERR_ARG, "rm_data_fill_rows: rows [%lld, %lld) of the session's batch are not "
                                "within a global batch of %d rows", (long long)row_offset,
-                               (long long)row_offset + B, global_batch);
+                               (long long)(row_offset > INT64_MAX - B ? INT64_MAX : row_offset + B), global_batch);
     char err[256];
     const int features = io->tokens < 0;
-    void *x = rm_value_data(s, features ? io->features : io->tokens);
-    int32_t *y = rm_value_data(s, io->targets);
-    if (!x || !y) return rm_session_fail(s, RM_ERR_STATE, "rm_data_fill: the session holds no inputs (dry_run?)");
+    /* (B,T) tokens or features; targets (B,T) for a language model, (B) for a window model */
+    void *x = rm_session_input(s, features ? io->features : io->tokens, features ? RM_DTYPE_F32 : RM_DTYPE_I32,
+                               (int64_t)B * T, "rm_data_fill", features ? "features" : "tokens");
+    int32_t *y = x ? rm_session_input(s, io->targets, RM_DTYPE_I32, features ? B : (int64_t)B * T, "rm_data_fill",
+                                      "targets") : NULL;
+    if (!x || !y) return s->opt.dry_run ? RM_ERR_STATE : RM_ERR_ARG;
     st = rm_data_rows(d, part, mode, seed, k, global_batch, T, (int)row_offset, B, V, features ? NULL : x,
                       features ? x : NULL, y, err, sizeof err);
     return st == RM_OK ? RM_OK : rm_session_fail(s, st, "%s", err);
@@ -68,6 +72,7 @@ rm_status rm_data_fill(rm_session *s, const rm_model_io *io, const rm_dataset *d
 rm_status rm_evaluate_part(rm_session *s, const rm_model_io *io, const rm_dataset *d, rm_data_part part,
                            uint64_t max_batches, rm_eval_result *out) {
     if (!s) return RM_ERR_ARG;
+    if (rm_session_runnable(s, "rm_evaluate") != RM_OK) return RM_ERR_STATE;
     if (!io || !d || !out)
         return rm_session_fail(s, RM_ERR_ARG, "rm_evaluate: io, d and the result must not be NULL");
     if (part != RM_DATA_TRAIN && part != RM_DATA_VAL)

@@ -16,7 +16,7 @@
 #include <string.h>
 
 struct rm_optim {
-    rm_session *s;
+    rm_session_ref ref; /* ref.s: the session; NULL once rm_session_free freed it */
     rm_optim_config c;
     float *m, *v;     /* AdamW moments of floats [lo, hi), laid out as the params */
     size_t lo, hi;    /* [0, train_floats) unless sharded */
@@ -51,7 +51,7 @@ static rm_status fused_end(rm_optim *o);
 
 /* A fused session's optimizer: one per session, without clipping. */
 static rm_status attach(rm_optim *o) {
-    rm_session *s = o->s;
+    rm_session *s = o->ref.s;
     if (s->fused.o)
         return rm_session_fail(s, RM_ERR_STATE, "rm_optim_new: the session already has its fused optimizer (one per "
                                "session: rm_optim_free the first)");
@@ -85,11 +85,12 @@ rm_status rm_optim_new(rm_session *s, const rm_optim_config *c, rm_optim **out) 
     if (!out) return s ? rm_session_fail(s, RM_ERR_ARG, "rm_optim_new: out must not be NULL") : RM_ERR_ARG;
     *out = NULL;
     if (!s) return RM_ERR_ARG;
+    if (rm_session_runnable(s, "rm_optim_new") != RM_OK) return RM_ERR_STATE;
     if (!c) c = &s->opt.optim;
     if (config_check(s, c) != RM_OK) return RM_ERR_ARG;
     rm_optim *o = calloc(1, sizeof *o);
     if (!o) return rm_session_fail(s, RM_ERR_NOMEM, "out of memory creating the optimizer");
-    o->s = s;
+    rm_session_ref_attach(s, &o->ref);
     o->c = *c;
     o->sharded = s->dist && s->dist->shard && s->dist->size > 1;
     o->lo = o->sharded ? s->dist->lo : 0;
@@ -119,7 +120,8 @@ rm_status rm_optim_new(rm_session *s, const rm_optim_config *c, rm_optim **out) 
 
 void rm_optim_free(rm_optim *o) {
     if (!o) return;
-    if (o->fused && o->s->fused.o == o) memset(&o->s->fused, 0, sizeof o->s->fused);
+    if (o->fused && o->ref.s && o->ref.s->fused.o == o) memset(&o->ref.s->fused, 0, sizeof o->ref.s->fused);
+    rm_session_ref_detach(&o->ref);
     free(o->param_sq);
     free(o->m);
     free(o->v);
@@ -133,7 +135,7 @@ void rm_optim_free(rm_optim *o) {
  * so the flat buffer can be summed whole; chunk sums are added in order, so
  * the result does not depend on the thread count. */
 static double grad_norm(rm_optim *o) {
-    const float *g = o->s->grads + o->lo;
+    const float *g = o->ref.s->grads + o->lo;
     size_t n = o->hi - o->lo;
     #pragma omp parallel for schedule(static)
     for (size_t k = 0; k < o->n_chunks; k++) {
@@ -144,14 +146,14 @@ static double grad_norm(rm_optim *o) {
     }
     double total = 0.0;
     for (size_t k = 0; k < o->n_chunks; k++) total += o->partial[k];
-    if (o->sharded) rm_dist_sum(o->s, &total, 1); /* the shards' squares, over the ranks */
+    if (o->sharded) rm_dist_sum(o->ref.s, &total, 1); /* the shards' squares, over the ranks */
     return sqrt(total);
 }
 
 /* The next update's count and AdamW bias corrections. */
 static rm_status next_update(rm_optim *o) {
     if (o->t == UINT64_MAX) /* t + 1 would wrap to 0: bias correction 1 - beta^0 = 0 divides by zero */
-        return rm_session_fail(o->s, RM_ERR_STATE, "the optimizer's update count %llu cannot grow: it would wrap to 0",
+        return rm_session_fail(o->ref.s, RM_ERR_STATE, "the optimizer's update count %llu cannot grow: it would wrap to 0",
                                (unsigned long long)o->t);
     o->t++;
     o->bc1 = 1.0f - powf(o->c.beta1, (float)o->t);
@@ -203,7 +205,7 @@ static void update_elems(const rm_optim *o, float *w, float *m, float *v, const 
  * Elementwise, so fused and unfused runs get the same bits. */
 static double update_range(rm_optim *o, const rm_value *v, size_t a, size_t b, const float *gr, float lr, float clip,
                            int want_sq) {
-    float *w = o->s->params + a;
+    float *w = o->ref.s->params + a;
     float *m = o->m ? o->m + (a - o->lo) : NULL, *vv = o->v ? o->v + (a - o->lo) : NULL;
     const size_t n = b - a;
     const int64_t chunks = (int64_t)((n + NORM_CHUNK - 1) / NORM_CHUNK);
@@ -219,9 +221,14 @@ static double update_range(rm_optim *o, const rm_value *v, size_t a, size_t b, c
     return total;
 }
 
+/* RM_OK for an optimizer whose session is alive: RM_ERR_ARG for NULL,
+ * RM_ERR_STATE once rm_session_free freed its session (no message: it had
+ * its home on the session). */
+static rm_status alive(const rm_optim *o) { return !o ? RM_ERR_ARG : !o->ref.s ? RM_ERR_STATE : RM_OK; }
+
 rm_status rm_optim_step(rm_optim *o, float lr, float *norm_out) {
-    if (!o) return RM_ERR_ARG;
-    rm_session *s = o->s;
+    if (alive(o) != RM_OK) return alive(o);
+    rm_session *s = o->ref.s;
     const rm_graph *g = s->g;
     if (o->fused)
         return rm_session_fail(s, RM_ERR_STATE, "rm_optim_step: the optimizer is fused into the session's backward "
@@ -253,9 +260,9 @@ rm_status rm_optim_step(rm_optim *o, float lr, float *norm_out) {
 /* Fused: a step begins (the session calls it before the train program). */
 static rm_status fused_begin(rm_optim *o) {
     if (!o->lr_set)
-        return rm_session_fail(o->s, RM_ERR_STATE, "rm_step: the fused optimizer has no learning rate: "
+        return rm_session_fail(o->ref.s, RM_ERR_STATE, "rm_step: the fused optimizer has no learning rate: "
                                "rm_optim_set_lr first");
-    for (int pi = 0; pi < o->s->g->n_params; pi++) o->param_sq[pi] = 0.0;
+    for (int pi = 0; pi < o->ref.s->g->n_params; pi++) o->param_sq[pi] = 0.0;
     return next_update(o);
 }
 
@@ -264,28 +271,28 @@ static rm_status fused_begin(rm_optim *o) {
  * each rank's is its rows' share (loss scaled by 1/P), so the sum is the
  * global batch's gradient, as the unfused allreduce gives. */
 static void fused_update(rm_optim *o, int pi, float *grad) {
-    const rm_value *v = &o->s->g->vals[o->s->g->params[pi]];
+    const rm_value *v = &o->ref.s->g->vals[o->ref.s->g->params[pi]];
     if (!v->trainable) return;
-    if (grad) rm_dist_sum_floats(o->s, grad, (size_t)v->numel);
+    if (grad) rm_dist_sum_floats(o->ref.s, grad, (size_t)v->numel);
     o->param_sq[pi] = update_range(o, v, v->param_off, v->param_off + (size_t)v->numel, grad, o->lr, 1.0f, 1);
 }
 
 /* Fused: the step's gradient norm, in parameter order, must be finite. */
 static rm_status fused_end(rm_optim *o) {
     double total = 0.0;
-    for (int pi = 0; pi < o->s->g->n_params; pi++) total += o->param_sq[pi];
+    for (int pi = 0; pi < o->ref.s->g->n_params; pi++) total += o->param_sq[pi];
     if (!isfinite(total))
-        return rm_session_fail(o->s, RM_ERR_ARG, "gradient norm is %g at update %llu: training diverged (try a lower "
+        return rm_session_fail(o->ref.s, RM_ERR_ARG, "gradient norm is %g at update %llu: training diverged (try a lower "
                                "learning rate); the fused update was applied", sqrt(total), (unsigned long long)o->t);
     return RM_OK;
 }
 
 rm_status rm_optim_set_lr(rm_optim *o, float lr) {
-    if (!o) return RM_ERR_ARG;
+    if (alive(o) != RM_OK) return alive(o);
     if (!o->fused)
-        return rm_session_fail(o->s, RM_ERR_STATE, "rm_optim_set_lr: the optimizer is not fused (rm_options."
+        return rm_session_fail(o->ref.s, RM_ERR_STATE, "rm_optim_set_lr: the optimizer is not fused (rm_options."
                                "fuse_optimizer): rm_optim_step takes the learning rate");
-    if (!isfinite(lr)) return rm_session_fail(o->s, RM_ERR_ARG, "rm_optim_set_lr: the learning rate %g is not finite", (double)lr);
+    if (!isfinite(lr)) return rm_session_fail(o->ref.s, RM_ERR_ARG, "rm_optim_set_lr: the learning rate %g is not finite", (double)lr);
     o->lr = lr, o->lr_set = 1;
     return RM_OK;
 }
@@ -294,9 +301,9 @@ rm_status rm_optim_set_lr(rm_optim *o, float lr) {
  * out as the trainable part of the parameter buffer, so a loader restores
  * them in place. */
 rm_status rm_optim_state(rm_optim *o, float **m, float **v, uint64_t *t) {
-    if (!o) return RM_ERR_ARG;
+    if (alive(o) != RM_OK) return alive(o);
     if (o->sharded && !o->full_m && (m || v))
-        return rm_session_fail(o->s, RM_ERR_STATE, "rm_optim_state: the optimizer is sharded: rm_optim_unshard first");
+        return rm_session_fail(o->ref.s, RM_ERR_STATE, "rm_optim_state: the optimizer is sharded: rm_optim_unshard first");
     if (m) *m = o->sharded ? o->full_m : o->m;
     if (v) *v = o->sharded ? o->full_v : o->v;
     if (t) *t = o->t;
@@ -304,34 +311,34 @@ rm_status rm_optim_state(rm_optim *o, float **m, float **v, uint64_t *t) {
 }
 
 rm_status rm_optim_set_updates(rm_optim *o, uint64_t t) {
-    if (!o) return RM_ERR_ARG;
+    if (alive(o) != RM_OK) return alive(o);
     o->t = t;
     return RM_OK;
 }
 
 rm_status rm_optim_unshard(rm_optim *o) {
-    if (!o) return RM_ERR_ARG;
+    if (alive(o) != RM_OK) return alive(o);
     if (!o->sharded || o->c.kind != RM_OPTIM_ADAMW || o->full_m) return RM_OK;
-    size_t n = o->s->g->train_floats;
+    size_t n = o->ref.s->g->train_floats;
     o->full_m = malloc((n ? n : 1) * sizeof(float));
     o->full_v = malloc((n ? n : 1) * sizeof(float));
     int ok = o->full_m && o->full_v, all = ok;
     double okd = ok; /* every rank must take part, or none */
-    rm_dist_sum(o->s, &okd, 1);
-    all = okd == (double)o->s->dist->size;
+    rm_dist_sum(o->ref.s, &okd, 1);
+    all = okd == (double)o->ref.s->dist->size;
     if (!all) {
         free(o->full_m), free(o->full_v);
         o->full_m = o->full_v = NULL;
-        return rm_session_fail(o->s, RM_ERR_NOMEM, "out of memory gathering the optimizer's moments (%.1f MiB)%s",
+        return rm_session_fail(o->ref.s, RM_ERR_NOMEM, "out of memory gathering the optimizer's moments (%.1f MiB)%s",
                                2.0 * (double)(n * sizeof(float)) / (1 << 20), ok ? " on another rank" : "");
     }
-    rm_dist_allgather(o->s, o->m, o->full_m);
-    rm_dist_allgather(o->s, o->v, o->full_v);
+    rm_dist_allgather(o->ref.s, o->m, o->full_m);
+    rm_dist_allgather(o->ref.s, o->v, o->full_v);
     return RM_OK;
 }
 
 rm_status rm_optim_reshard(rm_optim *o) {
-    if (!o) return RM_ERR_ARG;
+    if (alive(o) != RM_OK) return alive(o);
     if (!o->full_m) return RM_OK;
     memcpy(o->m, o->full_m + o->lo, (o->hi - o->lo) * sizeof(float));
     memcpy(o->v, o->full_v + o->lo, (o->hi - o->lo) * sizeof(float));
@@ -344,4 +351,4 @@ size_t rm_optim_bytes(const rm_optim *o) {
     return o && o->c.kind == RM_OPTIM_ADAMW ? 2 * (o->hi - o->lo) * sizeof(float) : 0;
 }
 
-rm_session *rm_optim_session(const rm_optim *o) { return o ? o->s : NULL; }
+rm_session *rm_optim_session(const rm_optim *o) { return o ? o->ref.s : NULL; }

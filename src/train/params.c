@@ -40,8 +40,7 @@ static rm_status save(rm_session *s, rm_optim *o, const char *path, int n_meta,
         (o && rm_optim_session(o) != s))
         return param_fail(s, RM_ERR_ARG, err, errlen, "cannot save: bad arguments");
     const rm_graph *g = s->g;
-    if (g->n_params > 0 && !s->params)
-        return param_fail(s, RM_ERR_STATE, err, errlen, "cannot save: session has no parameters");
+    if (rm_session_runnable(s, "cannot save") != RM_OK) return param_fail(s, RM_ERR_STATE, err, errlen, "%s", s->errmsg);
     float *m = NULL, *v = NULL;
     uint64_t updates = 0;
     if (o) rm_optim_state(o, &m, &v, &updates);
@@ -163,8 +162,7 @@ rm_status rm_load_from(rm_session *s, rm_optim *o, const rm_st_file *f, const ch
     if (!s || !s->g || !f || !fname || (o && rm_optim_session(o) != s))
         return param_fail(s, RM_ERR_ARG, err, errlen, "cannot load: bad arguments");
     const rm_graph *g = s->g;
-    if (g->n_params > 0 && !s->params)
-        return param_fail(s, RM_ERR_STATE, err, errlen, "cannot load: session has no parameters");
+    if (rm_session_runnable(s, "cannot load") != RM_OK) return param_fail(s, RM_ERR_STATE, err, errlen, "%s", s->errmsg);
     char e[512];
     int present = rm_st_meta(f, RM_ST_CHECKSUM_KEY) != NULL;
     rm_status st = RM_OK;
@@ -212,16 +210,31 @@ rm_status rm_load_from(rm_session *s, rm_optim *o, const rm_st_file *f, const ch
     for (int i = 0; i < g->n_params && st == RM_OK; i++) {
         const rm_value *p = &g->vals[g->params[i]];
         float *dst[3] = {s->params, m, v};
-        for (int w = 0; w < 3; w++) {
+        for (int w = 0; w < 3 && st == RM_OK; w++) {
             const rm_st_tensor *t = src[(size_t)w * g->n_params + i];
             if (!t || !dst[w] || !t->bytes) continue;
-            if (w == 0 && (p->store != RM_DTYPE_F32 || strcmp(t->dtype, "F32") != 0)) /* 2 bytes on one side */
-                rm_st_convert(t, dst[w] + p->param_off, (uint64_t)p->numel, p->store);
-            else memcpy(dst[w] + p->param_off, t->data, (size_t)t->bytes);
+            if (w == 0 && (p->store != RM_DTYPE_F32 || strcmp(t->dtype, "F32") != 0)) { /* 2 bytes on one side */
+                int64_t bad;
+                st = rm_st_convert(f, t, dst[w] + p->param_off, (uint64_t)p->numel, p->store, &bad);
+            } else st = rm_st_read(f, t, 0, dst[w] + p->param_off, (size_t)t->bytes);
         }
+        if (st != RM_OK) /* only when the file changes under us: the checks above passed */
+            param_fail(s, st, err, errlen, "'%s': cannot read tensor '%s' (did the file shrink since it was "
+                       "opened?)", fname, p->name);
     }
     if (st == RM_OK && o && need_state) rm_optim_set_updates(o, updates);
     free(src);
+    return st;
+}
+
+rm_status rm_params_match(const rm_graph *g, const rm_st_file *f, const char *fname, char *err, size_t errlen) {
+    const rm_st_tensor *t;
+    rm_status st = RM_OK;
+    for (int i = 0; i < g->n_params && st == RM_OK; i++) {
+        const rm_value *p = &g->vals[g->params[i]];
+        if (p->adapter && !rm_st_find(f, p->name)) continue; /* adapters a base model's file lacks */
+        st = find_like(NULL, f, fname, p->name, p, g->param_floats, &t, err, errlen);
+    }
     return st;
 }
 

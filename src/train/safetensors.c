@@ -37,10 +37,13 @@ typedef struct st_entry {
 } st_entry;
 
 struct rm_st_file {
-    unsigned char *mem;  /* the whole file (owned): malloc'ed, or mapped when map_len > 0 */
-    size_t map_len;      /* rm_st_open_mapped: the mapping's length */
-    const unsigned char *data;
+    unsigned char *mem;  /* the whole file (rm_st_parse), or its 8 bytes and header (rm_st_open) (owned);
+                          * rm_st_open_mapped: the file mapped, map_len bytes */
+    size_t map_len;
+    const unsigned char *data; /* the data section in mem, or NULL: read from fd */
     uint64_t data_len;
+    int fd;              /* rm_st_open: the file, read with pread (-1: all in mem) */
+    uint64_t data_off;   /* the data section's offset in the file */
     cJSON *root;         /* names, dtypes and metadata point into it */
     st_entry *ent;       /* by data offset */
     int n;
@@ -283,6 +286,8 @@ static rm_status parse_metadata(rm_st_file *f, const cJSON *it, const char *fnam
  * into f->root and sets f->data to what follows. */
 static rm_status parse_header(rm_st_file *f, const unsigned char *buf, size_t len, const char *fname, char *err,
                               size_t errlen) {
+    /* rm_st_open: buf holds the 8 bytes and the header; len is the file's */
+    const int in_mem = f->fd < 0;
     if (len < 8) {
         rm_st_seterr(err, errlen, "'%s': file has %zu bytes, too short for a safetensors header",
                fname, len);
@@ -304,7 +309,8 @@ static rm_status parse_header(rm_st_file *f, const unsigned char *buf, size_t le
         return RM_ERR_FORMAT;
     }
     const char *hdr = (const char *)buf + 8;
-    f->data = buf + 8 + hlen;
+    f->data = in_mem ? buf + 8 + hlen : NULL;
+    f->data_off = 8 + hlen;
     f->data_len = len - 8 - hlen;
     if (hdr[0] != '{') {
         rm_st_seterr(err, errlen, "'%s': header is not a JSON object", fname);
@@ -402,7 +408,7 @@ static rm_status check_tiling(rm_st_file *f, const char *fname, char *err, size_
             return RM_ERR_FORMAT;
         }
         pos = e->end;
-        e->t.data = f->data + e->begin;
+        e->t.data = f->data ? f->data + e->begin : NULL;
     }
     if (pos != f->data_len) {
         rm_st_seterr(err, errlen, "'%s': data section has %llu bytes but the tensors cover %llu",
@@ -458,7 +464,25 @@ void rm_st_close(rm_st_file *f) {
     free(f->meta_v);
     if (f->map_len) munmap(f->mem, f->map_len);
     else free(f->mem);
+    if (f->fd >= 0) close(f->fd);
     free(f);
+}
+
+rm_status rm_st_read(const rm_st_file *f, const rm_st_tensor *t, uint64_t off, void *dst, size_t n) {
+    if (off > t->bytes || n > t->bytes - off) return RM_ERR_ARG;
+    if (t->data) {
+        memcpy(dst, (const unsigned char *)t->data + off, n);
+        return RM_OK;
+    }
+    const st_entry *e = (const st_entry *)(const void *)t; /* t is the first member of its entry */
+    uint64_t at = f->data_off + e->begin + off;
+    for (unsigned char *p = dst; n > 0;) {
+        ssize_t r = pread(f->fd, p, n, (off_t)at);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return RM_ERR_IO; /* an error, or the file shrank since it was opened */
+        p += r, n -= (size_t)r, at += (uint64_t)r;
+    }
+    return RM_OK;
 }
 
 /* Allocates room for a len-byte file whose data section will start 64-byte
@@ -495,6 +519,7 @@ rm_status rm_st_parse(const void *buf, size_t len, const char *name, rm_st_file 
     *out = NULL;
     if (!name) name = "<memory>";
     rm_st_file *f = calloc(1, sizeof *f);
+    if (f) f->fd = -1;
     unsigned char first8[8] = {0};
     if (len >= 8) memcpy(first8, buf, 8);
     unsigned char *dst = f ? alloc_file(first8, len, &f->mem) : NULL;
@@ -538,23 +563,29 @@ rm_status rm_st_open(const char *path, rm_st_file **out, char *err, size_t errle
         close(fd);
         return RM_ERR_IO;
     }
+    /* Only the 8 bytes and the header are read now (what the header says is
+     * checked against the file's size first); tensors are read from the
+     * file when asked for (rm_st_read), so opening a file of any size takes
+     * the header's memory. A header length past the file or the limit is
+     * refused by parse_header before anything of that size is allocated. */
+    uint64_t hlen = len >= 8 ? le64(first8) : 0;
+    size_t head = len < 8 ? len : hlen <= RM_ST_MAX_HEADER && hlen <= len - 8 ? 8 + (size_t)hlen : 8;
     rm_st_file *f = calloc(1, sizeof *f);
-    unsigned char *dst = f ? alloc_file(first8, len, &f->mem) : NULL;
+    unsigned char *dst = f ? malloc(head + 1) : NULL;
     if (!dst) {
         free(f);
         close(fd);
-        rm_st_seterr(err, errlen, "cannot read '%s': out of memory (%zu bytes)", path, len);
+        rm_st_seterr(err, errlen, "cannot read '%s': out of memory (%zu bytes)", path, head);
         return RM_ERR_NOMEM;
     }
+    f->mem = dst, f->fd = fd;
     size_t have = len >= 8 ? 8 : 0;
     memcpy(dst, first8, have);
-    if (read_all(fd, dst + have, len - have) != 0) {
+    if (read_all(fd, dst + have, head - have) != 0) {
         rm_st_seterr(err, errlen, "cannot read '%s': %s", path, strerror(errno));
-        close(fd);
         rm_st_close(f);
         return RM_ERR_IO;
     }
-    close(fd);
     return finish_open(f, dst, len, path, out, err, errlen);
 }
 
@@ -578,13 +609,15 @@ rm_status rm_st_open_mapped(const char *path, rm_st_file **out, char *err, size_
         rm_st_seterr(err, errlen, "cannot read '%s': out of memory", path);
         return RM_ERR_NOMEM;
     }
+    f->fd = -1; /* all of it in (mapped) memory */
     if (len > 0) {
         void *p = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
         if (p == MAP_FAILED) {
-            rm_st_seterr(err, errlen, "cannot map '%s': %s", path, strerror(errno));
+            const int e = errno;
+            rm_st_seterr(err, errlen, "cannot map '%s': %s", path, strerror(e));
             close(fd);
             free(f);
-            return errno == ENOMEM ? RM_ERR_NOMEM : RM_ERR_IO;
+            return e == ENOMEM ? RM_ERR_NOMEM : RM_ERR_IO;
         }
         f->mem = p;
         f->map_len = len;
@@ -652,18 +685,43 @@ float rm_st_element(const rm_st_tensor *t, uint64_t i) {
     return strcmp(t->dtype, "BF16") == 0 ? rm_bf16_to_f32(h) : rm_f16_to_f32(h);
 }
 
-int64_t rm_st_convert(const rm_st_tensor *t, void *dst, uint64_t n, rm_dtype store) {
+/* n elements of t, its data in memory, into dst kept as store; *bad: the
+ * first that is not finite (counted from `first`), unless set already */
+static void convert_mem(const rm_st_tensor *t, void *dst, uint64_t n, rm_dtype store, uint64_t first,
+                        int64_t *bad) {
     const int same = (store == RM_DTYPE_BF16 && strcmp(t->dtype, "BF16") == 0) ||
                      (store == RM_DTYPE_F16 && strcmp(t->dtype, "F16") == 0);
-    int64_t bad = -1;
     for (uint64_t i = 0; i < n; i++) {
         const float x = rm_st_element(t, i);
-        if (!isfinite(x) && bad < 0) bad = (int64_t)i;
+        if (!isfinite(x) && *bad < 0) *bad = (int64_t)(first + i);
         if (store == RM_DTYPE_F32) ((float *)dst)[i] = x;
         else if (same) memcpy((uint16_t *)dst + i, (const unsigned char *)t->data + 2 * i, 2);
         else ((uint16_t *)dst)[i] = store == RM_DTYPE_BF16 ? rm_f32_to_bf16(x) : rm_f32_to_f16(x);
     }
-    return bad;
+}
+
+#define CONVERT_BLOCK 65536 /* elements read at a time from a file kept on disk */
+
+rm_status rm_st_convert(const rm_st_file *f, const rm_st_tensor *t, void *dst, uint64_t n, rm_dtype store,
+                        int64_t *bad) {
+    *bad = -1;
+    if (t->data) {
+        convert_mem(t, dst, n, store, 0, bad);
+        return RM_OK;
+    }
+    const size_t esize = rm_st_dtype_size(t->dtype), out = store == RM_DTYPE_F32 ? 4 : 2;
+    unsigned char *buf = malloc(CONVERT_BLOCK * esize);
+    if (!buf) return RM_ERR_NOMEM;
+    rm_status st = RM_OK;
+    for (uint64_t i0 = 0; i0 < n && st == RM_OK; i0 += CONVERT_BLOCK) {
+        const uint64_t k = n - i0 < CONVERT_BLOCK ? n - i0 : CONVERT_BLOCK;
+        st = rm_st_read(f, t, i0 * esize, buf, (size_t)(k * esize));
+        rm_st_tensor part = *t;
+        part.data = buf, part.bytes = k * esize;
+        if (st == RM_OK) convert_mem(&part, (unsigned char *)dst + i0 * out, k, store, i0, bad);
+    }
+    free(buf);
+    return st;
 }
 
 const char *rm_st_dtype_name(rm_dtype store) {

@@ -26,9 +26,10 @@
 #define RM_ST_CHECKSUM_LEN 72
 
 /* One tensor: the input of the writer, and the view the reader returns.
- * The reader's data pointer is not necessarily aligned for the dtype
- * (the data section starts 64-aligned, but a tensor may follow an odd-sized
- * one): copy out with memcpy. */
+ * The reader's data pointer is set for a file parsed in memory
+ * (rm_st_parse), not necessarily aligned for the dtype; a file opened with
+ * rm_st_open keeps its tensors on disk (data NULL): read them with
+ * rm_st_read, which does both. */
 typedef struct rm_st_tensor {
     const char *name;
     const char *dtype;      /* "F32", "I32", "I64", "F16", "BF16", "U8", ... */
@@ -58,7 +59,9 @@ rm_status rm_st_write_ex(const char *path, int n, const rm_st_tensor *tensors,
                          int n_meta, const char *const *keys, const char *const *values,
                          int add_checksum, char *err, size_t errlen);
 
-/* Reads and validates a whole file. RM_ERR_IO if it cannot be read,
+/* Opens a file and validates its header and layout against its size,
+ * reading the header only (the tensors stay on disk: rm_st_read); the file
+ * stays open until rm_st_close. RM_ERR_IO if it cannot be read,
  * RM_ERR_FORMAT (message naming the file and the problem) if malformed,
  * RM_ERR_NOMEM. On success *out must be freed with rm_st_close. */
 rm_status rm_st_open(const char *path, rm_st_file **out, char *err, size_t errlen);
@@ -70,6 +73,10 @@ rm_status rm_st_open_mapped(const char *path, rm_st_file **out, char *err, size_
 /* Drops the pages of tensor t of a mapped file from memory (the file gives
  * them again if t is read later); nothing for a file read into memory. */
 void rm_st_release(const rm_st_file *f, const rm_st_tensor *t);
+/* Bytes [off, off + n) of tensor t of f into dst: RM_ERR_IO when the file
+ * can no longer be read (it shrank since it was opened), RM_ERR_ARG for a
+ * range outside the tensor. */
+rm_status rm_st_read(const rm_st_file *f, const rm_st_tensor *t, uint64_t off, void *dst, size_t n);
 /* The same on a buffer in memory (copied); `name` is used in messages. */
 rm_status rm_st_parse(const void *buf, size_t len, const char *name,
                       rm_st_file **out, char *err, size_t errlen);
@@ -93,13 +100,16 @@ uint64_t rm_st_numel(const rm_st_tensor *t);
 uint64_t rm_st_shape_numel(int ndim, const int64_t *shape, int *overflow);
 /* rm_format_shape (remat.h) writes a shape for messages. */
 
-/* Element i of an F32, BF16 or F16 tensor as fp32 (exactly). */
+/* Element i of an F32, BF16 or F16 tensor as fp32 (exactly); its data in
+ * memory (rm_st_parse, rm_st_open_mapped). */
 float rm_st_element(const rm_st_tensor *t, uint64_t i);
-/* The first n elements of an F32, BF16 or F16 tensor into dst kept as
+/* The first n elements of an F32, BF16 or F16 tensor of f into dst kept as
  * `store` (F32; BF16 or F16: 2 bytes each, copied when the dtypes agree,
- * rounded to nearest even when not); the index of the first value that is
- * not finite, or -1. */
-int64_t rm_st_convert(const rm_st_tensor *t, void *dst, uint64_t n, rm_dtype store);
+ * rounded to nearest even when not), read from the file (rm_st_read) when
+ * not in memory; *bad: the index of the first value that is not finite, or
+ * -1. RM_ERR_IO (the file shrank), RM_ERR_NOMEM. */
+rm_status rm_st_convert(const rm_st_file *f, const rm_st_tensor *t, void *dst, uint64_t n, rm_dtype store,
+                        int64_t *bad);
 /* The safetensors name of a parameter's storage: "F32", "BF16", "F16". */
 const char *rm_st_dtype_name(rm_dtype store);
 /* vsnprintf into err (if any): the one-line messages of train/. */
@@ -127,6 +137,9 @@ rm_status rm_st_verify(const rm_st_file *f, const char *fname, int *present,
  * RM_LOAD_VERIFIED: the caller has verified the checksum (rm_st_verify), so
  * it is not computed again. */
 enum { RM_LOAD_STATE = 1, RM_LOAD_VERIFIED = 2 };
+/* RM_OK when f holds every parameter of g as F32 of its shape (what a load
+ * needs), checked on the file's index alone: before a session allocates. */
+rm_status rm_params_match(const rm_graph *g, const rm_st_file *f, const char *fname, char *err, size_t errlen);
 rm_status rm_load_from(rm_session *s, rm_optim *o, const rm_st_file *f, const char *fname,
                        int flags, char *err, size_t errlen);
 /* state.c: rm_file (remat.h), a file opened for reading. */

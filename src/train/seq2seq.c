@@ -14,6 +14,7 @@
 
 void rm_seq2seq_row(const unsigned char *src, size_t ns, const unsigned char *tgt, size_t nt, int T,
                     int32_t *source, int32_t *mask, int32_t *tokens, int32_t *targets) {
+    if (!source || !mask || !tokens || !targets || (!src && ns) || (!tgt && nt)) return; /* nothing to write into */
     for (int t = 0; t < T; t++) {
         const int real = (size_t)t < ns;
         source[t] = real ? src[t] : RM_ENCDEC_PAD;
@@ -26,6 +27,11 @@ void rm_seq2seq_row(const unsigned char *src, size_t ns, const unsigned char *tg
 
 void rm_seq2seq_reverse_pair(uint64_t seed, uint64_t k, int r, int T, unsigned char *src, unsigned char *tgt,
                              size_t *n) {
+    if (!src || !tgt || !n) return;
+    if (T < 1) { /* buffers of T bytes hold no letter */
+        *n = 0;
+        return;
+    }
     /* length in [1, T-1], so that the target's EOS fits in the T positions */
     const int max = T > 2 ? T - 1 : 1;
     const size_t len = 1 + (size_t)(rm_philox_uniform(seed, (uint32_t)k, (uint32_t)r, 0) * (float)max) % (size_t)max;
@@ -91,7 +97,7 @@ void rm_pairs_free(rm_pairs *p) {
 
 rm_status rm_seq2seq_batch(const rm_pairs *p, uint64_t seed, uint64_t k, int B, int T, int32_t *source,
                            int32_t *mask, int32_t *tokens, int32_t *targets) {
-    if (B < 1 || T < 2 || (p && p->n == 0) || !source || !mask || !tokens || !targets) return RM_ERR_ARG;
+    if (B < 1 || T < 2 || (p && (p->n == 0 || !p->buf || !p->off)) || !source || !mask || !tokens || !targets) return RM_ERR_ARG;
     for (int r = 0; r < B; r++) {
         const size_t at = (size_t)r * (size_t)T;
         if (p) { /* a pair chosen uniformly, keyed by (seed, k, r) */
@@ -110,14 +116,19 @@ rm_status rm_seq2seq_batch(const rm_pairs *p, uint64_t seed, uint64_t k, int B, 
 }
 
 rm_status rm_seq2seq_fill(rm_session *s, const rm_model_io *io, const rm_pairs *p, uint64_t seed, uint64_t k) {
-    if (!s || !io) return RM_ERR_ARG;
-    int32_t *src = rm_value_data(s, io->source), *mask = rm_value_data(s, io->source_mask);
-    int32_t *tok = rm_value_data(s, io->tokens), *tgt = rm_value_data(s, io->targets);
-    if (!src || !mask || !tok || !tgt)
-        return rm_session_fail(s, RM_ERR_ARG, "rm_seq2seq_fill: io needs source, source_mask, tokens and targets "
-                               "of a compiled encdec session");
+    if (!s) return RM_ERR_ARG;
+    if (rm_session_runnable(s, "rm_seq2seq_fill") != RM_OK) return RM_ERR_STATE;
+    if (!io) return rm_session_fail(s, RM_ERR_ARG, "rm_seq2seq_fill: io is NULL");
     int64_t sh[RM_MAX_DIMS];
-    if (rm_shape(s->g, io->source, sh) != 2 || sh[1] < 2)
-        return rm_session_fail(s, RM_ERR_ARG, "rm_seq2seq_fill: source must be (B, T) with T >= 2");
+    if (rm_shape(s->g, io->source, sh) != 2 || sh[1] < 2 || sh[0] > INT32_MAX || sh[1] > INT32_MAX)
+        return rm_session_fail(s, RM_ERR_ARG, "rm_seq2seq_fill: io needs source, source_mask, tokens and targets "
+                               "of a compiled encdec session; source must be (B, T) with T >= 2");
+    /* all four (B,T) int32 inputs */
+    const int64_t n = sh[0] * sh[1];
+    int32_t *src = rm_session_input(s, io->source, RM_DTYPE_I32, n, "rm_seq2seq_fill", "source");
+    int32_t *mask = src ? rm_session_input(s, io->source_mask, RM_DTYPE_I32, n, "rm_seq2seq_fill", "source_mask") : NULL;
+    int32_t *tok = mask ? rm_session_input(s, io->tokens, RM_DTYPE_I32, n, "rm_seq2seq_fill", "tokens") : NULL;
+    int32_t *tgt = tok ? rm_session_input(s, io->targets, RM_DTYPE_I32, n, "rm_seq2seq_fill", "targets") : NULL;
+    if (!tgt) return RM_ERR_ARG;
     return rm_seq2seq_batch(p, seed, k, (int)sh[0], (int)sh[1], src, mask, tok, tgt);
 }

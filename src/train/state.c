@@ -252,6 +252,18 @@ rm_status rm_file_tensor(const rm_file *f, int i, rm_tensor_info *out) {
     return RM_OK;
 }
 
+rm_status rm_file_check(const rm_file *f, const rm_graph *g, char *err, size_t errlen) {
+    if (!f || !g) {
+        rm_st_seterr(err, errlen, "rm_file_check: f and g must not be NULL");
+        return RM_ERR_ARG;
+    }
+    if (g->status != RM_OK) {
+        rm_st_seterr(err, errlen, "rm_file_check: the graph failed to build: %s", g->errmsg);
+        return RM_ERR_ARG;
+    }
+    return rm_params_match(g, f->st, f->path, err, errlen);
+}
+
 rm_status rm_file_restore(rm_file *f, rm_session *s, rm_optim *o, char *err, size_t errlen) {
     if (!f) {
         rm_st_seterr(err, errlen, "rm_file_restore: f must not be NULL");

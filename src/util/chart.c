@@ -217,6 +217,7 @@ static void put_legend(FILE *f, const rm_chart *c) {
 }
 
 rm_status rm_chart_svg(const rm_chart *c, const char *path, char *err, size_t errlen) {
+    if (!err) errlen = 0; /* err may be NULL: snprintf(NULL, 0, ..) writes nothing */
     if (!c || !path || c->n_points < 0 || c->n_series < 1 || (c->n_points && !c->points) || !c->series) {
         snprintf(err, errlen, "rm_chart_svg: no chart, path or series");
         return RM_ERR_ARG;
