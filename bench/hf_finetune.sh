@@ -10,23 +10,29 @@
 #   flock -x /work/notes/suite.lock sh bench/hf_finetune.sh smollm2
 #       the SmolLM2-135M shape: 30 layers, dim 576, 9 heads, 3 kv heads,
 #       ffn 1536, vocab 49152, tied; context 512, batch 4, LoRA r 16 on the
-#       seven projections. Targets: peak RSS <= 0.45x PyTorch's (its best
+#       seven projections. remat runs twice a round: storing every
+#       activation, and under --memory-limit LIMIT (default 1GiB), which
+#       plans recomputation. Targets: peak RSS <= 0.45x PyTorch's (its best
 #       checkpoint setting, the lower of the two), step time <= 0.6x
-#       PyTorch's (the faster of the two).
+#       PyTorch's (the faster of the two); the ratios are printed for each
+#       remat run.
 #   flock -x /work/notes/suite.lock sh bench/hf_finetune.sh tinyllama
 #       the TinyLlama-1.1B shape: 22 layers, dim 2048, 32 heads, 4 kv heads,
 #       ffn 5632, vocab 32000; context 512, batch 1; remat under
 #       --memory-limit 3GiB (LIMIT): its peak RSS must stay under it.
 #       PyTorch is not run (its fp32 base alone is 4.4 GB).
+#   sh bench/hf_finetune.sh tiny
+#       a 2-layer model in seconds: checks that the script runs (no target).
 #
 # Environment: REPS (3), WARMUP (1), STEPS (3) timed steps per run, THREADS
-# (2), REMAT_FLAGS (extra flags for remat, e.g. --memory-limit 1GiB),
-# LIMIT (tinyllama: 3GiB), KEEP=DIR (keep the folder and token file there).
+# (2), REMAT_FLAGS (extra flags for remat), LIMIT (smollm2: 1GiB,
+# tinyllama: 3GiB), KEEP=DIR (keep the folder and token file there).
 # OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE are unset for both sides. remat's
-# step_ms_median is over all WARMUP+STEPS steps (its report), PyTorch's over
-# the STEPS timed ones. Peak RSS: getrusage maxrss of each process
-# (PyTorch's includes ~230 MB of Python and torch libraries, base_rss_bytes).
-# Timings on a shared machine are noisy: the load average is printed.
+# step_ms_median is over all WARMUP+STEPS steps (its report; the first
+# step, which touches the arena's pages, included), PyTorch's over the
+# STEPS timed ones. Peak RSS: getrusage maxrss of each process (PyTorch's
+# includes ~230 MB of Python and torch libraries, base_rss_bytes). Timings
+# on a shared machine are noisy: the load average is printed.
 set -eu
 unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE
 here=$(cd "$(dirname "$0")" && pwd)
@@ -37,7 +43,8 @@ R=${REPS:-3} W=${WARMUP:-1} S=${STEPS:-3}
 case "$shape" in
 smollm2) L=30 C=576 H=9 K=3 F=1536 V=49152 TIE=1 T=512 B=4 ;;
 tinyllama) L=22 C=2048 H=32 K=4 F=5632 V=32000 TIE=0 T=512 B=1 ;;
-*) echo "usage: hf_finetune.sh smollm2|tinyllama" >&2; exit 2 ;;
+tiny) L=2 C=64 H=4 K=2 F=128 V=300 TIE=1 T=32 B=2 ;;
+*) echo "usage: hf_finetune.sh smollm2|tinyllama|tiny" >&2; exit 2 ;;
 esac
 dir=${KEEP:-$(mktemp -d)}
 [ -n "${KEEP:-}" ] || trap 'rm -rf "$dir"' EXIT
@@ -47,7 +54,7 @@ if ! [ -f "$dir/$shape/config.json" ]; then
 import sys; sys.path.insert(0, '$here/../tests')
 import hf_llama as H
 cfg = dict(layers=$L, dim=$C, heads=$H, kv_heads=$K, ffn=$F, vocab=$V, tie=bool($TIE), eps=1e-5, theta=10000.0)
-H.write_folder('$dir/$shape', cfg, H.random_params(cfg, 1, 'BF16'), 'BF16')
+H.write_random_folder('$dir/$shape', cfg, 1, 'BF16')
 "
 fi
 # random token ids, uint16 below 65536 or uint32 above (llm.c headers)
@@ -60,25 +67,32 @@ with open('$dir/tokens.bin', 'wb') as f:
     f.write(struct.pack('<3i', 20240801 if wide else 20240520, 7 if wide else 1, n) + bytes(1024 - 12))
     f.write(struct.pack('<%d%s' % (n, 'I' if wide else 'H'), *[random.randrange($V) for _ in range(n)]))
 "
-remat_run() { # i
+remat_run() { # i tag [flags]
+    out="$dir/remat_$2.$1.json"
+    shift 2
     # shellcheck disable=SC2086
     "$REMAT" train --init "$dir/$shape" --data "$dir/tokens.bin" --context "$T" --batch "$B" --lora 16 \
         --lora-alpha 32 --frozen-dtype bf16 --threads "$THREADS" --steps $((W + S)) --val-fraction 0 \
-        --dropout 0 --grad-clip 0 --lr 1e-4 --quiet --report "$dir/remat.$1.json" \
-        ${LIMIT_FLAG:-} ${REMAT_FLAGS:-}
+        --dropout 0 --grad-clip 0 --lr 1e-4 --quiet --report "$out" "$@" ${REMAT_FLAGS:-}
 }
 torch_run() { # i checkpoint
     "$PYTHON" "$here/lora_torch.py" --layers "$L" --dim "$C" --heads "$H" --kv-heads "$K" --ffn-dim "$F" \
         --vocab "$V" $([ "$TIE" = 1 ] && echo --tie) --context "$T" --batch "$B" --threads "$THREADS" \
         --warmup "$W" --steps "$S" --checkpoint "$2" --out "$dir/torch_$2.$1.json" >/dev/null
 }
-LIMIT_FLAG=
-[ "$shape" = tinyllama ] && LIMIT_FLAG="--memory-limit ${LIMIT:-3GiB}"
+case "$shape" in
+smollm2) LIMIT=${LIMIT:-1GiB} TAGS="all limit" ;;
+tiny) LIMIT=${LIMIT:-64MiB} TAGS="all limit" ;;
+tinyllama) LIMIT=${LIMIT:-3GiB} TAGS="limit" ;;
+esac
+rm -f "$dir"/remat_*.json "$dir"/torch_*.json
 i=0
 while [ "$i" -lt "$R" ]; do
-    remat_run "$i"
-    echo "$shape: remat run $i done, load $(cut -d' ' -f1 /proc/loadavg)" >&2
-    if [ "$shape" = smollm2 ]; then
+    for tag in $TAGS; do
+        if [ "$tag" = all ]; then remat_run "$i" all; else remat_run "$i" limit --memory-limit "$LIMIT"; fi
+        echo "$shape: remat ($tag) run $i done, load $(cut -d' ' -f1 /proc/loadavg)" >&2
+    done
+    if [ "$shape" != tinyllama ]; then
         for ck in layers none; do
             torch_run "$i" "$ck"
             echo "$shape: torch --checkpoint $ck run $i done, load $(cut -d' ' -f1 /proc/loadavg)" >&2
@@ -86,23 +100,30 @@ while [ "$i" -lt "$R" ]; do
     fi
     i=$((i + 1))
 done
-"$PYTHON" - "$dir" "$R" "$shape" "${LIMIT:-3GiB}" <<'PY'
-import glob, json, statistics, sys
-d, reps, shape, limit = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+"$PYTHON" - "$dir" "$R" "$shape" "$LIMIT" "$TAGS" <<'PY'
+import json, statistics, sys
+d, reps, shape, limit, tags = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5].split()
 med = statistics.median
-r = [json.load(open("%s/remat.%d.json" % (d, i))) for i in range(reps)]
-rs, rr = [x["step_ms_median"] for x in r], [x["max_rss_bytes"] for x in r]
-print("%s: remat step ms %s (median %.0f), peak RSS MiB %s (median %.1f), %d threads" % (
-    shape, " ".join("%.0f" % v for v in rs), med(rs), " ".join("%.1f" % (v / 2**20) for v in rr), med(rr) / 2**20,
-    r[0]["threads"]))
-print("remat: params %.1f MiB, activations %.1f MiB planned, optimizer %.1f MiB, recompute overhead %.1f%%, "
-      "strategy %s" % (r[0]["param_bytes"] / 2**20, r[0]["activation_bytes_planned"] / 2**20,
-                        r[0]["optimizer_bytes"] / 2**20, 100 * r[0]["measured_overhead"], r[0]["checkpoint"]))
+units = {"GiB": 2**30, "MiB": 2**20}
+lim = float(limit[:-3]) * units[limit[-3:]]
+remat = {}
+for tag in tags:
+    r = [json.load(open("%s/remat_%s.%d.json" % (d, tag, i))) for i in range(reps)]
+    rs, rr = [x["step_ms_median"] for x in r], [x["max_rss_bytes"] for x in r]
+    remat[tag] = (med(rs), med(rr))
+    what = "store-all" if tag == "all" else "--memory-limit " + limit
+    print("%s: remat %s: step ms %s (median %.0f), peak RSS MiB %s (median %.1f), %d threads" % (
+        shape, what, " ".join("%.0f" % v for v in rs), med(rs), " ".join("%.1f" % (v / 2**20) for v in rr),
+        med(rr) / 2**20, r[0]["threads"]))
+    print("  params %.1f MiB, activations %.1f MiB planned, grads %.1f MiB, optimizer %.1f MiB, strategy %s, "
+          "recompute %.1f GFLOP, overhead measured %.1f%%; %s" % (
+              r[0]["param_bytes"] / 2**20, r[0]["activation_bytes_planned"] / 2**20, r[0]["grad_bytes"] / 2**20,
+              r[0]["optimizer_bytes"] / 2**20, r[0]["checkpoint"], r[0]["recompute_flops"] / 1e9,
+              100 * r[0]["measured_overhead"], r[0].get("frozen", "")))
+    if tag == "limit":
+        print("  peak RSS %.1f MiB (largest %.1f) against --memory-limit %s (%.1f MiB): %s" % (
+            med(rr) / 2**20, max(rr) / 2**20, limit, lim / 2**20, "under" if max(rr) <= lim else "OVER"))
 if shape == "tinyllama":
-    units = {"GiB": 2**30, "MiB": 2**20}
-    lim = float(limit[:-3]) * units[limit[-3:]]
-    print("tinyllama: peak RSS %.1f MiB against --memory-limit %s (%.1f MiB): %s" % (
-        med(rr) / 2**20, limit, lim / 2**20, "under" if max(rr) <= lim else "OVER"))
     sys.exit(0)
 t = {ck: [json.load(open("%s/torch_%s.%d.json" % (d, ck, i))) for i in range(reps)] for ck in ("layers", "none")}
 for ck, runs in t.items():
@@ -112,6 +133,8 @@ for ck, runs in t.items():
         med([x["peak_rss_bytes"] for x in runs]) / 2**20, med([x["base_rss_bytes"] for x in runs]) / 2**20))
 best_rss = min(med([x["peak_rss_bytes"] for x in runs]) for runs in t.values())
 best_ms = min(med([x["step_ms_median"] for x in runs]) for runs in t.values())
-print("ratios: peak RSS remat/torch(best) %.3f (target <= 0.45), step time remat/torch(fastest) %.3f (target <= 0.6)"
-      % (med(rr) / best_rss, med(rs) / best_ms))
+for tag, (ms, rss) in remat.items():
+    print("ratios (remat %s): peak RSS remat/torch(best) %.3f (target <= 0.45), step time remat/torch(fastest) "
+          "%.3f (target <= 0.6)" % ("store-all" if tag == "all" else "--memory-limit " + limit, rss / best_rss,
+                                    ms / best_ms))
 PY

@@ -126,6 +126,32 @@ def write_folder(path, cfg, P, dtype="BF16", shards=1, config=None):
         json.dump({"metadata": {"total_size": 0}, "weight_map": weight_map}, f, indent=2)
 
 
+def write_random_folder(path, cfg, seed, dtype="BF16", std=0.02):
+    """A one-file folder of random weights (as random_params draws them),
+    generated and written a tensor at a time, so a 1B-parameter model never
+    sits in memory whole (bench/hf_finetune.sh's TinyLlama shape)."""
+    os.makedirs(path, exist_ok=True)
+    with open(os.path.join(path, "config.json"), "w") as f:
+        json.dump(hf_config(cfg), f, indent=2)
+    size = 4 if dtype == "F32" else 2
+    header, off = {}, 0
+    for name, shape in shapes(cfg):
+        n = size * math.prod(shape)
+        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [off, off + n]}
+        off += n
+    header["__metadata__"] = {"format": "pt"}
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    g = torch.Generator().manual_seed(seed)
+    with open(os.path.join(path, "model.safetensors"), "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h)
+        for name, shape in shapes(cfg):
+            t = 1.0 + 0.1 * torch.randn(shape, generator=g) if len(shape) == 1 else std * torch.randn(shape, generator=g)
+            t = t.to(DTYPES[dtype]).contiguous()
+            f.write((t.view(torch.int16) if dtype in ("F16", "BF16") else t).numpy().tobytes())
+            del t
+
+
 def rms_norm(x, w, eps):
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
 
