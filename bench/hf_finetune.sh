@@ -24,13 +24,12 @@
 #   sh bench/hf_finetune.sh tiny
 #       a 2-layer model in seconds: checks that the script runs (no target).
 #
-# Environment: REPS (3), WARMUP (1), STEPS (3) timed steps per run, THREADS
-# (2), REMAT_FLAGS (extra flags for remat), LIMIT (smollm2: 1GiB,
-# tinyllama: 3GiB), KEEP=DIR (keep the folder and token file there).
-# OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE are unset for both sides. remat's
-# step_ms_median is over all WARMUP+STEPS steps (its report; the first
-# step, which touches the arena's pages, included), PyTorch's over the
-# STEPS timed ones. Peak RSS: getrusage maxrss of each process (PyTorch's
+# Environment: REPS (3), STEPS (3) timed steps per run, THREADS (2),
+# REMAT_FLAGS (extra flags for remat), LIMIT (smollm2: 1GiB, tinyllama:
+# 3GiB), KEEP=DIR (keep the folder and token file there). OPENBLAS_CORETYPE
+# and OPENBLAS_L2_SIZE are unset for both sides. Step time: the median over
+# the STEPS steps after the first, on both sides (remat's report:
+# step_ms_steady). Peak RSS: getrusage maxrss of each process (PyTorch's
 # includes ~230 MB of Python and torch libraries, base_rss_bytes). Timings
 # on a shared machine are noisy: the load average is printed.
 set -eu
@@ -39,7 +38,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 cd "$here/.."
 . bench/lib.sh
 shape=${1:-smollm2}
-R=${REPS:-3} W=${WARMUP:-1} S=${STEPS:-3}
+R=${REPS:-3} W=1 S=${STEPS:-3}
 case "$shape" in
 smollm2) L=30 C=576 H=9 K=3 F=1536 V=49152 TIE=1 T=512 B=4 ;;
 tinyllama) L=22 C=2048 H=32 K=4 F=5632 V=32000 TIE=0 T=512 B=1 ;;
@@ -109,12 +108,12 @@ lim = float(limit[:-3]) * units[limit[-3:]]
 remat = {}
 for tag in tags:
     r = [json.load(open("%s/remat_%s.%d.json" % (d, tag, i))) for i in range(reps)]
-    rs, rr = [x["step_ms_median"] for x in r], [x["max_rss_bytes"] for x in r]
+    rs, rr = [x["step_ms_steady"] for x in r], [x["max_rss_bytes"] for x in r]
     remat[tag] = (med(rs), med(rr))
     what = "store-all" if tag == "all" else "--memory-limit " + limit
-    print("%s: remat %s: step ms %s (median %.0f), peak RSS MiB %s (median %.1f), %d threads" % (
-        shape, what, " ".join("%.0f" % v for v in rs), med(rs), " ".join("%.1f" % (v / 2**20) for v in rr),
-        med(rr) / 2**20, r[0]["threads"]))
+    print("%s: remat %s: step ms %s (median %.0f; first steps %s), peak RSS MiB %s (median %.1f), %d threads" % (
+        shape, what, " ".join("%.0f" % v for v in rs), med(rs), " ".join("%.0f" % x["step_ms_first"] for x in r),
+        " ".join("%.1f" % (v / 2**20) for v in rr), med(rr) / 2**20, r[0]["threads"]))
     print("  params %.1f MiB, activations %.1f MiB planned, grads %.1f MiB, optimizer %.1f MiB, strategy %s, "
           "recompute %.1f GFLOP, overhead measured %.1f%%; %s" % (
               r[0]["param_bytes"] / 2**20, r[0]["activation_bytes_planned"] / 2**20, r[0]["grad_bytes"] / 2**20,

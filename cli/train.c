@@ -55,6 +55,8 @@ typedef struct trainer {
     double *times, *overheads; /* per step run (the last STEP_SAMPLES): ms and measured recompute overhead */
     double overhead_median; /* measured recompute overhead, median over steps */
     double step_ms_min, step_ms_max; /* the spread of the step times the median is taken over */
+    double step_ms_first, step_ms_steady; /* the run's first step (it faults the arena's pages in), the median
+                                           * of the others (all of them when the first is not kept) */
     int tty;                /* progress on one rewritten line */
     cli_divergence div;     /* the recent losses (guard.h) */
     int threads;            /* per rank */
@@ -128,7 +130,8 @@ static int write_report(const trainer *t, float final_loss, float val_loss, int 
             "  \"memory_budget_bytes\": %zu,\n  \"store_all_bytes\": %zu,\n  \"min_budget_bytes\": %zu,\n"
             "  \"step_ms_min\": %.3f,\n  \"step_ms_max\": %.3f,\n  \"ranks\": %d,\n  \"shard_optimizer\": %s,\n"
             "  \"comm_wait_ms\": %.3f,\n  \"fuse_optimizer\": %s,\n  \"grad_arena_bytes\": %zu,\n"
-            "  \"params\": %lld,\n  \"trainable_params\": %lld,\n  \"frozen\": \"%s\"\n}\n",
+            "  \"params\": %lld,\n  \"trainable_params\": %lld,\n  \"frozen\": \"%s\",\n"
+            "  \"step_ms_first\": %.3f,\n  \"step_ms_steady\": %.3f\n}\n",
             a->model, p.strategy, a->steps, fin, val, median_ms, tok_s, m.activation_bytes_planned, m.activation_bytes_measured,
             m.activation_arena_bytes, m.param_bytes, m.grad_bytes,
             rm_optim_bytes(t->opt), ru.ru_maxrss * 1024L, t->threads, rm_gemm_has_blas() ? "true" : "false",
@@ -137,7 +140,7 @@ static int write_report(const trainer *t, float final_loss, float val_loss, int 
             t->step_ms_min, t->step_ms_max, cli_dist_size(), a->shard_optimizer && cli_dist_size() > 1 ? "true" : "false",
             a->steps > (int)t->start ? t->comm_ms / (a->steps - (int)t->start) : 0.0,
             a->fuse_optimizer ? "true" : "false", m.grad_arena_bytes, count_params(t->g, 0), count_params(t->g, 1),
-            frozen);
+            frozen, t->step_ms_first, t->step_ms_steady);
     if (fclose(f) != 0) return cli_fail(1, "cannot write report '%s'", a->report);
     return 0;
 }
@@ -500,6 +503,10 @@ static int finish(trainer *t, int step, float loss, float val_loss, int have_val
     double median = 0;
     const int n_timed = n_done < STEP_SAMPLES ? n_done : STEP_SAMPLES; /* the last STEP_SAMPLES steps */
     if (n_timed > 0) {
+        const int first_kept = n_done <= STEP_SAMPLES && n_timed > 1; /* times[0] is this run's first step */
+        t->step_ms_first = n_done <= STEP_SAMPLES ? t->times[0] : 0.0;
+        qsort(t->times + first_kept, (size_t)(n_timed - first_kept), sizeof *t->times, cmp_double);
+        t->step_ms_steady = t->times[first_kept + (n_timed - first_kept) / 2];
         qsort(t->times, (size_t)n_timed, sizeof *t->times, cmp_double);
         qsort(t->overheads, (size_t)n_timed, sizeof *t->overheads, cmp_double);
         median = t->times[n_timed / 2];
