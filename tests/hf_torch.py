@@ -14,7 +14,9 @@ computation), run by tests/test_hf_torch.sh.
     train --init DIR --lora 4` against the same steps in PyTorch (float64,
     from remat's initial adapters, on the same sequential batches): every
     adapter weight within 5e-5; the frozen weights bit-unchanged in the
-    saved file; the PEFT folder holds the same adapters; `remat export
+    saved file; with LoRA dropout, 2 steps then --resume equal the 5 steps
+    at once (adapters, moments, the bf16 base); the PEFT folder holds the
+    same adapters; `remat export
     --merge-lora` loads in PyTorch and its logits match remat's logits of
     the LoRA model within 1e-4;
   * refusals through the CLI (exit 1, a message naming the field)."""
@@ -145,9 +147,12 @@ def lora_case(remat, hf_check, tmp):
     ids = torch.randint(0, cfg["vocab"], (steps * B * T + 1,), generator=g).tolist()
     data = os.path.join(tmp, "lora.bin")
     write_gpt2_tokens(data, ids)
-    common = ["--init", d, "--data", data, "--batch", str(B), "--context", str(T), "--lora", str(r), "--lora-alpha",
-              repr(alpha), "--lora-dropout", "0", "--sampler", "sequential", "--val-fraction", "0", "--grad-clip",
-              "0", "--lr", repr(lr), "--dropout", "0", "--threads", "2", "--quiet"]
+    def flags(lora_dropout):
+        return ["--init", d, "--data", data, "--batch", str(B), "--context", str(T), "--lora", str(r),
+                "--lora-alpha", repr(alpha), "--lora-dropout", lora_dropout, "--sampler", "sequential",
+                "--val-fraction", "0", "--grad-clip", "0", "--lr", repr(lr), "--dropout", "0", "--threads", "2",
+                "--quiet"]
+    common = flags("0")
     init, out = os.path.join(tmp, "lora_init.st"), os.path.join(tmp, "lora_out.st")
     adir = os.path.join(tmp, "adapters")
     rc0, _, e0 = run([remat, "train"] + common + ["--steps", "0", "--save", init])
@@ -186,6 +191,7 @@ def lora_case(remat, hf_check, tmp):
     moved = max(float((got[n] - start[n]).abs().max()) for n in names)
     print("lora: 5 AdamW steps, every adapter within %.2e of PyTorch's (largest move %.2e)" % (worst, moved))
     check(worst <= 5e-5 and moved > 1e-3, "lora: adapters off by %.3e (moved %.3e)" % (worst, moved))
+    resume_case(remat, tmp, flags("0.1"), data, steps)
     # the frozen base: the same bits as the folder's bf16 weights
     base = [n for n, _ in H.shapes(cfg)]
     same = all(torch.equal(got[n], P0[n]) for n in base)
@@ -212,6 +218,28 @@ def lora_case(remat, hf_check, tmp):
     e = rel_err(remat_lg, ref)
     print("lora: merged model in PyTorch within %.2e of remat's logits of the LoRA model" % e)
     check(e <= 1e-4, "lora: merged logits differ by %.3e relative" % e)
+
+
+def resume_case(remat, tmp, common, data, steps):
+    """--init DIR with LoRA dropout, 2 steps saved, then --resume to `steps`:
+    the same file, adapters, moments and the bf16 base, as `steps` at once;
+    the resumed run keeps the base in bf16 (the file's dtype)."""
+    whole, part, res = (os.path.join(tmp, n + ".st") for n in ("whole", "part", "resumed"))
+    rc0, _, e0 = run([remat, "train"] + common + ["--steps", str(steps), "--save", whole])
+    rc1, _, e1 = run([remat, "train"] + common + ["--steps", "2", "--save", part])
+    rc2, _, e2 = run([remat, "train", "--resume", part, "--data", data, "--steps", str(steps),
+                      "--threads", "2", "--quiet", "--save", res, "--report", res + ".json"])
+    check(rc0 == 0 and rc1 == 0 and rc2 == 0, "resume: exit %d/%d/%d: %s %s %s" % (rc0, rc1, rc2, e0, e1, e2))
+    if rc0 or rc1 or rc2:
+        return
+    a, b = H.read_st(whole), H.read_st(res)
+    differ = [n for n in a if n not in b or not torch.equal(a[n], b[n])]
+    check(set(a) == set(b) and not differ and any(n.startswith("optimizer.") for n in a),
+          "resume: 2 + %d steps differ from %d at once: %s" % (steps - 2, steps, differ[:3]))
+    frozen = json.load(open(res + ".json")).get("frozen", "")
+    check("kept in bf16" in frozen and not frozen.startswith("frozen: 0 "), "resume: base not kept in bf16: %r" % frozen)
+    print("lora: --resume with dropout 0.1: 2 + %d steps equal %d at once (%d tensors, moments included)" % (
+        steps - 2, steps, len(a)))
 
 
 def refusal_cases(remat, tmp):
