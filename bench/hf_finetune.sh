@@ -31,14 +31,17 @@
 # the STEPS steps after the first, on both sides (remat's report:
 # step_ms_steady). Peak RSS: getrusage maxrss of each process (PyTorch's
 # includes ~230 MB of Python and torch libraries, base_rss_bytes). Timings
-# on a shared machine are noisy: the load average is printed.
+# on a shared machine are noisy: each run waits up to QUIET_WAIT (120) s for
+# no other process to run (bench/measure.py) and its "others" (the cores
+# other processes kept busy meanwhile) is printed; with THREADS = the
+# cores, a run with others above ~0.1 was slowed by them.
 set -eu
 unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE
 here=$(cd "$(dirname "$0")" && pwd)
 cd "$here/.."
 . bench/lib.sh
 shape=${1:-smollm2}
-R=${REPS:-3} W=1 S=${STEPS:-3}
+R=${REPS:-3} W=1 S=${STEPS:-3} QUIET_WAIT=${QUIET_WAIT:-120}
 case "$shape" in
 smollm2) L=30 C=576 H=9 K=3 F=1536 V=49152 TIE=1 T=512 B=4 ;;
 tinyllama) L=22 C=2048 H=32 K=4 F=5632 V=32000 TIE=0 T=512 B=1 ;;
@@ -66,35 +69,42 @@ with open('$dir/tokens.bin', 'wb') as f:
     f.write(struct.pack('<3i', 20240801 if wide else 20240520, 7 if wide else 1, n) + bytes(1024 - 12))
     f.write(struct.pack('<%d%s' % (n, 'I' if wide else 'H'), *[random.randrange($V) for _ in range(n)]))
 "
+measure() { # OUT_JSON LABEL CMD...: bench/measure.py waits for an idle machine, runs CMD, records "others"
+    m_out=$1 m_label=$2
+    shift 2
+    "$PYTHON" bench/measure.py "$m_out" "$QUIET_WAIT" "$m_label" -- "$@" || {
+        "$PYTHON" -c 'import json,sys; print(json.load(open(sys.argv[1]))["output_tail"])' "$m_out" >&2 || true
+        echo "hf_finetune: $m_label failed" >&2
+        exit 1
+    }
+}
 remat_run() { # i tag [flags]
-    out="$dir/remat_$2.$1.json"
+    out="$dir/remat_$2.$1.json" run="$dir/run_remat_$2.$1.json" label="remat $2 $1"
     shift 2
     # shellcheck disable=SC2086
-    "$REMAT" train --init "$dir/$shape" --data "$dir/tokens.bin" --context "$T" --batch "$B" --lora 16 \
+    measure "$run" "$label" "$REMAT" train --init "$dir/$shape" --data "$dir/tokens.bin" --context "$T" --batch "$B" --lora 16 \
         --lora-alpha 32 --frozen-dtype bf16 --threads "$THREADS" --steps $((W + S)) --val-fraction 0 \
         --dropout 0 --grad-clip 0 --lr 1e-4 --quiet --report "$out" "$@" ${REMAT_FLAGS:-}
 }
 torch_run() { # i checkpoint
-    "$PYTHON" "$here/lora_torch.py" --layers "$L" --dim "$C" --heads "$H" --kv-heads "$K" --ffn-dim "$F" \
+    measure "$dir/run_torch_$2.$1.json" "torch $2 $1" "$PYTHON" "$here/lora_torch.py" --layers "$L" --dim "$C" --heads "$H" --kv-heads "$K" --ffn-dim "$F" \
         --vocab "$V" $([ "$TIE" = 1 ] && echo --tie) --context "$T" --batch "$B" --threads "$THREADS" \
-        --warmup "$W" --steps "$S" --checkpoint "$2" --out "$dir/torch_$2.$1.json" >/dev/null
+        --warmup "$W" --steps "$S" --checkpoint "$2" --out "$dir/torch_$2.$1.json"
 }
 case "$shape" in
 smollm2) LIMIT=${LIMIT:-1GiB} TAGS="all limit" ;;
 tiny) LIMIT=${LIMIT:-64MiB} TAGS="all limit" ;;
 tinyllama) LIMIT=${LIMIT:-3GiB} TAGS="limit" ;;
 esac
-rm -f "$dir"/remat_*.json "$dir"/torch_*.json
+rm -f "$dir"/remat_*.json "$dir"/torch_*.json "$dir"/run_*.json
 i=0
 while [ "$i" -lt "$R" ]; do
     for tag in $TAGS; do
         if [ "$tag" = all ]; then remat_run "$i" all; else remat_run "$i" limit --memory-limit "$LIMIT"; fi
-        echo "$shape: remat ($tag) run $i done, load $(cut -d' ' -f1 /proc/loadavg)" >&2
     done
     if [ "$shape" != tinyllama ]; then
         for ck in layers none; do
             torch_run "$i" "$ck"
-            echo "$shape: torch --checkpoint $ck run $i done, load $(cut -d' ' -f1 /proc/loadavg)" >&2
         done
     fi
     i=$((i + 1))
@@ -105,6 +115,10 @@ d, reps, shape, limit, tags = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.ar
 med = statistics.median
 units = {"GiB": 2**30, "MiB": 2**20}
 lim = float(limit[:-3]) * units[limit[-3:]]
+def others(name):
+    return json.load(open("%s/run_%s.json" % (d, name)))["others_cores"] or 0.0
+def oth(names):
+    return " ".join("%.2f" % others(n) for n in names)
 remat = {}
 for tag in tags:
     r = [json.load(open("%s/remat_%s.%d.json" % (d, tag, i))) for i in range(reps)]
@@ -114,6 +128,8 @@ for tag in tags:
     print("%s: remat %s: step ms %s (median %.0f; first steps %s), peak RSS MiB %s (median %.1f), %d threads" % (
         shape, what, " ".join("%.0f" % v for v in rs), med(rs), " ".join("%.0f" % x["step_ms_first"] for x in r),
         " ".join("%.1f" % (v / 2**20) for v in rr), med(rr) / 2**20, r[0]["threads"]))
+    print("  others (cores busy with other processes during each run): %s" % oth(
+        ["remat_%s.%d" % (tag, i) for i in range(reps)]))
     print("  params %.1f MiB, activations %.1f MiB planned, grads %.1f MiB, optimizer %.1f MiB, strategy %s, "
           "recompute %.1f GFLOP, overhead measured %.1f%%; %s" % (
               r[0]["param_bytes"] / 2**20, r[0]["activation_bytes_planned"] / 2**20, r[0]["grad_bytes"] / 2**20,
@@ -130,6 +146,7 @@ for ck, runs in t.items():
         ck, " ".join("%.0f" % x["step_ms_median"] for x in runs), med([x["step_ms_median"] for x in runs]),
         " ".join("%.1f" % (x["peak_rss_bytes"] / 2**20) for x in runs),
         med([x["peak_rss_bytes"] for x in runs]) / 2**20, med([x["base_rss_bytes"] for x in runs]) / 2**20))
+    print("  others: %s" % oth(["torch_%s.%d" % (ck, i) for i in range(reps)]))
 best_rss = min(med([x["peak_rss_bytes"] for x in runs]) for runs in t.values())
 best_ms = min(med([x["step_ms_median"] for x in runs]) for runs in t.values())
 for tag, (ms, rss) in remat.items():
