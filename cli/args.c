@@ -3,6 +3,7 @@
  * error (exit 2) with one line saying what to do. */
 #include "args.h"
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,58 +97,60 @@ static int parse_float(const char *flag, const char *s, float lo, float hi, floa
     return 1;
 }
 
+int cli_parse_list(const char *flag, const char *s, int max, const char *example, cli_list *l) {
+    l->n = 0;
+    if (max > CLI_LIST_MAX) max = CLI_LIST_MAX;
+    const char *p = s;
+    for (;;) {
+        size_t len = strcspn(p, ",");
+        const char *why = len == 0 ? "an empty item" : len >= CLI_ITEM_MAX ? "an item too long" : NULL;
+        if (!why && l->n >= max) why = "too many items";
+        if (why) {
+            char most[48] = "";
+            if (max > 1) snprintf(most, sizeof most, ", at most %d", max);
+            cli_fail(2, "%s expects a comma-separated list like %s (no empty items%s); '%.200s' has %s", flag, example,
+                     most, s, why);
+            return 0;
+        }
+        memcpy(l->item[l->n], p, len);
+        l->item[l->n++][len] = 0;
+        if (!p[len]) return 1;
+        p += len + 1;
+    }
+}
+
 /* "0.9,0.999": AdamW's beta1 and beta2, each in [0, 1) */
 static int parse_betas(const char *s, float *b1, float *b2) {
-    char *end, *end2;
-    errno = 0;
-    float x = strtof(s, &end), y = 0;
-    int ok = !errno && end != s && *end == ',';
-    if (ok) y = strtof(end + 1, &end2), ok = !errno && end2 != end + 1 && !*end2;
-    if (!ok || !(x >= 0.0f && x < 1.0f) || !(y >= 0.0f && y < 1.0f)) {
-        cli_fail(2, "--adam-betas expects two numbers in [0, 1) like 0.9,0.95; got '%s'", s);
-        return 0;
+    cli_list l;
+    const char *what = "--adam-betas expects two numbers in [0, 1) like 0.9,0.95; got '%s'";
+    if (!cli_parse_list("--adam-betas", s, 2, "0.9,0.95", &l)) return 0;
+    float v[2];
+    for (int i = 0; i < 2; i++) {
+        char *end;
+        errno = 0;
+        v[i] = i < l.n ? strtof(l.item[i], &end) : NAN;
+        if (i >= l.n || errno || *end || end == l.item[i] || !(v[i] >= 0.0f && v[i] < 1.0f))
+            return cli_fail(2, what, s), 0;
     }
-    *b1 = x, *b2 = y;
+    *b1 = v[0], *b2 = v[1];
     return 1;
 }
 
 /* "256,1024,256": the hidden widths of the mlp */
 static int parse_widths(cli_args *a, const char *s) {
-    const char *p = s;
-    a->n_widths = 0;
-    while (*p) {
+    cli_list l;
+    if (!cli_parse_list("--widths", s, RM_MLP_MAX_LAYERS - 1, "256,1024,256", &l)) return 0;
+    for (int i = 0; i < l.n; i++) {
         char *end;
-        long w = strtol(p, &end, 10);
-        /* "32," and ",32" leave an empty width: refused like "" below */
-        if (end == p || w < 1 || w > (1 << 20) || (*end && *end != ',') || (*end == ',' && !end[1]) ||
-            a->n_widths >= RM_MLP_MAX_LAYERS - 1) {
-            cli_fail(2, "--widths expects comma-separated positive widths like 256,1024,256; got '%s'", s);
-            return 0;
-        }
-        a->widths[a->n_widths++] = (int)w;
-        p = *end ? end + 1 : end;
+        errno = 0;
+        long w = strtol(l.item[i], &end, 10);
+        if (errno || *end || end == l.item[i] || w < 1 || w > (1 << 20))
+            return cli_fail(2, "--widths expects comma-separated widths from 1 to 1048576 like 256,1024,256; "
+                            "'%s' in '%.200s' is not one", l.item[i], s), 0;
+        a->widths[i] = (int)w;
     }
-    if (a->n_widths == 0) {
-        cli_fail(2, "--widths expects comma-separated positive widths like 256,1024,256; got '%s'", s);
-        return 0;
-    }
+    a->n_widths = l.n;
     return 1;
-}
-
-/* The flags that take a value. */
-static int known_flag(const char *flag) {
-    static const char *const flags[] = {
-        "--model", "--layers", "--dim", "--heads", "--context", "--vocab", "--batch", "--widths",
-        "--dropout", "--data", "--val-fraction", "--sampler", "--steps", "--threads", "--eval-every",
-        "--warmup", "--seed", "--optimizer", "--lr", "--weight-decay", "--adam-betas", "--adam-eps", "--grad-clip", "--lr-schedule",
-        "--checkpoint", "--memory-budget", "--memory-limit", "--init", "--save", "--resume", "--save-every", "--keep",
-        "--report", "--micro-batches", "--trace", "--trace-step", "--load", "--prompt", "--tokens", "--top-k", "--temperature", "--ffn-dim",
-        "--kv-heads", "--rope-theta", "--norm-eps", "--token-bytes", "--max-batches", "--frozen-dtype",
-        "--enc-layers", "--dec-layers", "--source", "--freeze", "--train-only", "--lora", "--lora-alpha",
-        "--lora-dropout", "--lora-targets", "--save-adapters", "--out", "--adapters", "--base-model", NULL};
-    for (int i = 0; flags[i]; i++)
-        if (strcmp(flag, flags[i]) == 0) return 1;
-    return 0;
 }
 
 /* Sets the flag that takes a value; 0 (message printed) if v is bad. */
@@ -261,45 +264,120 @@ static int *boolean_flag(cli_args *a, const char *f) {
                                               : NULL;
 }
 
-/* Fine-tuning's flags: not for sample (the model comes from --load); the
- * LoRA flags need --lora; export's belong to export. */
+/* Which subcommands use each flag (bench passes its flags to its children,
+ * `remat train`, less those it sets itself: cli/bench.c). A flag that a
+ * command does not use is never silently ignored: it is refused (exit 2)
+ * when it asks for something the command would not do (a file, a model
+ * other than the one it reads, generation, training), and plan warns about
+ * the training settings that have no bearing on a plan (a model's plan is
+ * the same whatever --lr or --steps), so that a training command line can
+ * be planned as it is. */
+enum { U_TRAIN = 1, U_PLAN = 2, U_SAMPLE = 4, U_BENCH = 8, U_EXPORT = 16, U_EVAL = 32, U_ALL = 63 };
+enum { N_COMMANDS = 6 };
+enum { MODEL = 1, SETTING = 2 }; /* MODEL: sample takes it from its file; SETTING: plan warns */
+static const struct flag_use {
+    const char *name;
+    int users, kind;
+} flag_uses[] = {
+    /* eval: --context and --batch are its batches; with --init DIR the shape flags must agree with
+     * config.json, with --load FILE they are refused (cli/eval.c) */
+    {"--model", U_TRAIN | U_PLAN | U_BENCH | U_EVAL, MODEL}, {"--layers", U_TRAIN | U_PLAN | U_BENCH | U_EVAL, MODEL},
+    {"--dim", U_TRAIN | U_PLAN | U_BENCH | U_EVAL, MODEL}, {"--heads", U_TRAIN | U_PLAN | U_BENCH | U_EVAL, MODEL},
+    {"--context", U_TRAIN | U_PLAN | U_BENCH | U_EVAL, MODEL}, {"--vocab", U_TRAIN | U_PLAN | U_BENCH | U_EVAL, MODEL},
+    {"--batch", U_TRAIN | U_PLAN | U_BENCH | U_EVAL, MODEL}, {"--widths", U_TRAIN | U_PLAN | U_BENCH, MODEL},
+    {"--dropout", U_TRAIN | U_PLAN | U_BENCH, MODEL}, {"--ffn-dim", U_TRAIN | U_PLAN | U_BENCH | U_EVAL, MODEL},
+    {"--kv-heads", U_TRAIN | U_PLAN | U_BENCH | U_EVAL, MODEL}, {"--rope-theta", U_TRAIN | U_PLAN | U_BENCH | U_EVAL, MODEL},
+    {"--norm-eps", U_TRAIN | U_PLAN | U_BENCH | U_EVAL, MODEL}, {"--tie-embeddings", U_TRAIN | U_PLAN | U_BENCH | U_EVAL, MODEL},
+    {"--enc-layers", U_TRAIN | U_PLAN | U_BENCH, MODEL}, {"--dec-layers", U_TRAIN | U_PLAN | U_BENCH, MODEL},
+    {"--batchnorm", U_TRAIN | U_PLAN | U_BENCH, MODEL},
+    {"--data", U_TRAIN | U_BENCH | U_EVAL, SETTING}, {"--token-bytes", U_TRAIN | U_BENCH | U_EVAL, SETTING},
+    {"--max-batches", U_EVAL, 0}, {"--val-fraction", U_TRAIN | U_BENCH, SETTING},
+    {"--sampler", U_TRAIN | U_BENCH, SETTING}, {"--steps", U_TRAIN | U_BENCH, SETTING},
+    {"--threads", U_ALL, 0}, {"--eval-every", U_TRAIN, SETTING}, {"--warmup", U_TRAIN | U_BENCH, SETTING},
+    {"--seed", U_TRAIN | U_SAMPLE | U_BENCH, SETTING}, {"--optimizer", U_TRAIN | U_BENCH, SETTING},
+    {"--lr", U_TRAIN | U_BENCH, SETTING}, {"--weight-decay", U_TRAIN | U_BENCH, SETTING},
+    {"--adam-betas", U_TRAIN | U_BENCH, SETTING}, {"--adam-eps", U_TRAIN | U_BENCH, SETTING},
+    {"--grad-clip", U_TRAIN | U_BENCH, SETTING}, {"--lr-schedule", U_TRAIN | U_BENCH, SETTING},
+    {"--checkpoint", U_TRAIN | U_PLAN, 0}, {"--memory-budget", U_TRAIN | U_PLAN, 0},
+    {"--memory-limit", U_TRAIN | U_BENCH, 0}, {"--init", U_TRAIN | U_BENCH | U_EVAL, 0}, {"--save", U_TRAIN, 0},
+    {"--resume", U_TRAIN, 0}, {"--save-every", U_TRAIN, 0}, {"--keep", U_TRAIN, 0}, {"--report", U_TRAIN | U_EVAL, 0},
+    {"--micro-batches", U_TRAIN | U_BENCH, 0}, {"--trace", U_TRAIN, 0}, {"--trace-step", U_TRAIN, 0},
+    {"--load", U_SAMPLE | U_EXPORT | U_EVAL, 0}, {"--prompt", U_SAMPLE, 0}, {"--tokens", U_SAMPLE, 0}, {"--top-k", U_SAMPLE, 0},
+    {"--temperature", U_SAMPLE, 0}, {"--source", U_SAMPLE, 0},
+    {"--quiet", U_TRAIN | U_BENCH | U_EVAL, SETTING}, {"--verify-recompute", U_TRAIN | U_BENCH, SETTING},
+    {"--shard-optimizer", U_TRAIN | U_BENCH, SETTING}, {"--no-overlap", U_TRAIN | U_BENCH, SETTING},
+    {"--fuse-optimizer", U_TRAIN | U_BENCH, 0}, {"--print-plan", U_TRAIN | U_PLAN, SETTING},
+    /* fine-tuning: which parameters train is the model's (plan counts it; sample reads it from its file) */
+    {"--freeze", U_TRAIN | U_PLAN | U_BENCH, MODEL}, {"--train-only", U_TRAIN | U_PLAN | U_BENCH, MODEL},
+    {"--lora", U_TRAIN | U_PLAN | U_BENCH, MODEL}, {"--lora-alpha", U_TRAIN | U_PLAN | U_BENCH, MODEL},
+    {"--lora-dropout", U_TRAIN | U_PLAN | U_BENCH, MODEL}, {"--lora-targets", U_TRAIN | U_PLAN | U_BENCH, MODEL},
+    {"--save-adapters", U_TRAIN, 0},
+    /* how frozen weights are kept (plan: the planned memory of a bf16 base) */
+    {"--frozen-dtype", U_TRAIN | U_PLAN | U_BENCH | U_EVAL, MODEL},
+    {"--out", U_EXPORT, 0}, {"--adapters", U_EXPORT, 0}, {"--base-model", U_EXPORT, 0}, {"--merge-lora", U_EXPORT, 0},
+};
+
+/* The command's bit in flag_uses. */
+static int command_bit(const char *command) {
+    return !strcmp(command, "plan") ? U_PLAN : !strcmp(command, "sample") ? U_SAMPLE : !strcmp(command, "bench") ? U_BENCH
+           : !strcmp(command, "export") ? U_EXPORT : !strcmp(command, "eval") ? U_EVAL : U_TRAIN;
+}
+
+static const struct flag_use *flag_use(const char *flag) {
+    for (size_t i = 0; i < sizeof flag_uses / sizeof *flag_uses; i++)
+        if (!strcmp(flag_uses[i].name, flag)) return &flag_uses[i];
+    return NULL;
+}
+
+int cli_flag_applies(const char *flag, const char *command) {
+    const struct flag_use *u = flag_use(flag);
+    return u && (u->users & command_bit(command));
+}
+
+/* The flags that take a value: the table's, less the boolean ones. */
+static int known_flag(const char *flag) {
+    cli_args scratch;
+    return flag_use(flag) && !boolean_flag(&scratch, flag);
+}
+
+/* The LoRA flags need --lora (which command uses each: flag_uses). */
 static int check_finetune_flags(const cli_args *a) {
-    if (strcmp(a->command, "sample") == 0 && (a->freeze || a->train_only || a->lora_rank)) {
-        cli_fail(2, "%s applies to remat train, plan and bench; sample takes the model from --load",
-                 a->freeze ? "--freeze" : a->train_only ? "--train-only" : "--lora");
-        return 0;
-    }
     static const char *const lora[] = {"--lora-alpha", "--lora-dropout", "--lora-targets", "--save-adapters"};
     for (size_t i = 0; i < sizeof lora / sizeof *lora; i++)
         if (cli_given(a, lora[i]) && !a->lora_rank && !cli_given(a, "--resume")) {
             cli_fail(2, "%s needs --lora R (the adapters' rank)", lora[i]);
             return 0;
         }
-    static const char *const exp[] = {"--out", "--adapters", "--base-model", "--merge-lora"};
-    for (size_t i = 0; strcmp(a->command, "export") != 0 && i < sizeof exp / sizeof *exp; i++)
-        if (cli_given(a, exp[i])) {
-            cli_fail(2, "%s applies to remat export", exp[i]);
-            return 0;
-        }
-    if (a->save_adapters && strcmp(a->command, "train") != 0) {
-        cli_fail(2, "--save-adapters applies to remat train (remat export writes them with --adapters DIR)");
-        return 0;
-    }
     return 1;
 }
 
-/* Flags of a training run that plan and sample would otherwise ignore. */
+/* Every given flag against the command's use of it (flag_uses). */
 static int check_command_flags(const cli_args *a) {
-    if (strcmp(a->command, "plan") != 0 && strcmp(a->command, "sample") != 0 && strcmp(a->command, "eval") != 0)
-        return 1;
-    static const char *const train_only[] = {"--memory-limit", "--fuse-optimizer", "--resume", "--save-every",
-                                             "--keep", "--trace", "--trace-step", "--micro-batches"};
-    for (size_t i = 0; i < sizeof train_only / sizeof *train_only; i++)
-        if (cli_given(a, train_only[i])) {
-            cli_fail(2, "%s applies to remat train (and bench), not remat %s%s", train_only[i], a->command,
-                     strcmp(a->command, "plan") == 0 ? ": plan a budget with --memory-budget BYTES" : "");
-            return 0;
+    const int me = command_bit(a->command);
+    static const char *const names[N_COMMANDS] = {"train", "plan", "sample", "bench", "export", "eval"};
+    for (int i = 0; i < a->n_given; i++) {
+        const struct flag_use *u = flag_use(a->given[i]);
+        if (!u || (u->users & me)) continue;
+        const char *f = u->name;
+        if ((me == U_PLAN && u->kind == SETTING) || (me == U_SAMPLE && !strcmp(f, "--quiet")) ||
+            (me == U_BENCH && !strcmp(f, "--print-plan"))) {
+            fprintf(stderr, "remat: warning: %s does not apply to remat %s; ignored\n", f, a->command);
+            continue;
         }
+        char users[80] = "";
+        int n = 0, k = 0, total = 0;
+        for (int c = 0; c < N_COMMANDS; c++) total += (u->users >> c) & 1;
+        for (int c = 0; c < N_COMMANDS; c++)
+            if ((u->users >> c) & 1) {
+                const char *sep = n == 0 ? "" : n == total - 1 ? " and " : ", ";
+                k += snprintf(users + k, sizeof users - (size_t)k, "%s%s", sep, names[c]);
+                n++;
+            }
+        const char *why = me == U_SAMPLE && u->kind == MODEL ? ": the model comes from the --load file"
+                          : me == U_PLAN && !strcmp(f, "--memory-limit") ? ": plan a budget with --memory-budget" : "";
+        return cli_fail(2, "%s applies to remat %s, not remat %s%s (drop it; see remat %s --help)", f, users,
+                        a->command, why, a->command), 0;
+    }
     return 1;
 }
 
@@ -323,6 +401,31 @@ static int check_model_flags(cli_args *a) {
             return cli_fail(2, "%s is for --model llama", llama_only[i]), 0;
     if (encdec && !cli_given(a, "--vocab")) a->vocab = RM_ENCDEC_VOCAB;
     return check_command_flags(a) && check_finetune_flags(a);
+}
+
+int cli_own_flag(int argc, char **argv, int *i, const char *const *with_value, const char *const *alone,
+                 const char *command, const char **name, const char **value) {
+    const char *f = argv[*i];
+    size_t len = strcspn(f, "=");
+    for (int k = 0; alone[k]; k++)
+        if (strlen(alone[k]) == len && !strncmp(f, alone[k], len)) {
+            if (f[len]) return cli_fail(2, "%s takes no value: write %s alone, not '%s'", alone[k], alone[k], f), -1;
+            *name = alone[k], *value = NULL;
+            return 1;
+        }
+    for (int k = 0; with_value[k]; k++)
+        if (strlen(with_value[k]) == len && !strncmp(f, with_value[k], len)) {
+            *name = with_value[k];
+            if (f[len]) {
+                *value = f + len + 1;
+                return 1;
+            }
+            if (*i + 1 >= argc)
+                return cli_fail(2, "%s needs a value (see remat %s --help)", *name, command), -1;
+            *value = argv[++*i];
+            return 1;
+        }
+    return 0;
 }
 
 int cli_args_parse(cli_args *a, int argc, char **argv, int first) {
@@ -350,6 +453,10 @@ int cli_args_parse(cli_args *a, int argc, char **argv, int first) {
         } else {
             snprintf(flag, sizeof flag, "%s", f);
         }
+        if (eq && boolean_flag(a, flag)) {
+            cli_fail(2, "%s takes no value: write %s alone, not '%s'", flag, flag, f);
+            return 0;
+        }
         if (!known_flag(flag)) {
             cli_fail(2, "unknown flag '%s' (see remat %s --help)", flag, a->command);
             return 0;
@@ -360,6 +467,14 @@ int cli_args_parse(cli_args *a, int argc, char **argv, int first) {
                 return 0;
             }
             v = argv[++i];
+            /* "--save --report r.json": the value is missing, not named --report */
+            char next[64];
+            snprintf(next, sizeof next, "%.*s", (int)strcspn(v, "="), v);
+            if (!strncmp(v, "--", 2) && (flag_use(next) || !strcmp(next, "--help"))) {
+                cli_fail(2, "%s needs a value, but the next argument is the flag %s (write %s=%s if that is "
+                         "really the value)", flag, v, flag, v);
+                return 0;
+            }
         }
         if (!set_value(a, flag, v)) return 0;
         mark_given(a, flag);

@@ -2,6 +2,8 @@
 #ifndef REMAT_CLI_ARGS_H
 #define REMAT_CLI_ARGS_H
 #include "remat.h"
+#include <limits.h>
+#include <stdio.h>
 
 typedef struct cli_args {
     /* model */
@@ -65,14 +67,36 @@ typedef struct cli_args {
 } cli_args;
 
 void cli_args_default(cli_args *a);
+/* Every comma-separated list of the command line (--widths, --adam-betas,
+ * bench's --strategies) is split here, once, with bounds: 1 to `max`
+ * items, none empty, each shorter than CLI_ITEM_MAX. Else a usage error
+ * (exit 2) naming flag, with `example`, and 0. */
+enum { CLI_LIST_MAX = RM_MLP_MAX_LAYERS, CLI_ITEM_MAX = 48 };
+typedef struct cli_list {
+    int n;
+    char item[CLI_LIST_MAX][CLI_ITEM_MAX];
+} cli_list;
+int cli_parse_list(const char *flag, const char *s, int max, const char *example, cli_list *l);
 /* Whether `flag` ("--lr") was given. */
 int cli_given(const cli_args *a, const char *flag);
 /* Parses argv[first..argc) and checks that the model flags fit --model; on
  * a bad flag prints one line and returns 0.
  * --help (or -h) stops the parse with a->help set. */
 int cli_args_parse(cli_args *a, int argc, char **argv, int first);
-/* `remat COMMAND --help` (main.c): prints its flags; 0, or 2 if unknown. */
+/* Whether `command` ("plan") uses `flag` ("--layers") at all (args.c's table). */
+int cli_flag_applies(const char *flag, const char *command);
+/* A subcommand's own flags (plan's, bench's), taken out of argv before the
+ * common parse. If argv[*i] is one of the NULL-terminated with_value
+ * ("--csv FILE" or "--csv=FILE") or alone ("--json"): returns 1 with *name
+ * and *value (NULL for one alone), *i past a separate value; 0 if it is
+ * none of them; -1 after a usage error (a missing value, a value given to
+ * a flag that takes none). */
+int cli_own_flag(int argc, char **argv, int *i, const char *const *with_value, const char *const *alone,
+                 const char *command, const char **name, const char **value);
+/* help.c: `remat COMMAND --help` prints its flags on stdout; 0, or 2 if
+ * unknown. cli_usage: `remat --help`, the commands and the common flags. */
 int cli_help(const char *command);
+void cli_usage(FILE *f);
 /* "error: ..." on stderr; returns the exit status (1 runtime, 2 usage).
  * Under mpirun with several ranks the message names the rank (cli_fail_rank >= 0). */
 int cli_fail(int status, const char *fmt, ...);
@@ -89,6 +113,28 @@ int cli_dist_size(void);
 int cli_dist_threads(void);
 rm_status cli_dist_attach(rm_session *s, int flags);
 int cli_dist_finish(int rc);
+/* Collective: the largest `value` over the ranks (a stop signal any rank
+ * received), and rank 0's `value` (the outcome of its save) on every rank.
+ * One process: value itself. */
+int cli_dist_any(int value);
+int cli_dist_from_rank0(int value);
+/* The ranks agreed on the exit status: cli_dist_finish ends with
+ * MPI_Finalize on every rank, not MPI_Abort. */
+void cli_dist_agreed(void);
+/* A flag of the configuration and its effective value, as text. */
+typedef struct cli_config_item {
+    const char *name;
+    char value[PATH_MAX + 32]; /* the digest covers it whole; messages show its start */
+} cli_config_item;
+/* Collective, at start-up: the ranks compare a digest of each item; on a
+ * mismatch rank 0 names the first flag that differs and each value's ranks,
+ * and every rank returns 2 (agreed). 0 when all match (or one process). */
+int cli_dist_check_config(const cli_config_item *items, int n);
+/* digest.c: the items of a training run's configuration that every rank
+ * must share (everything but --threads, --quiet and --print-plan), with
+ * data_tokens the size of the data this rank loaded; returns their count
+ * (at most cap). */
+int cli_config_items(const cli_args *a, size_t data_tokens, cli_config_item *items, int cap);
 
 /* The run the flags describe, standing at `step` with `batch` the next
  * training batch's index, on data_tokens tokens of data_name. */

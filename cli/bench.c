@@ -17,13 +17,26 @@
  *
  * Output: a table on stdout, --csv FILE (columns in CSV_HEADER, documented in
  * docs/PERFORMANCE.md), --svg FILE (cli/chart.c), --compare FILE.csv (other
- * programs' points on the chart). */
-#define _DEFAULT_SOURCE /* wait4: the rusage of one child */
+ * programs' points on the chart). Every file is checked before the first
+ * point (paths.h), --compare read then too.
+ *
+ * Children never write a user's file: each runs in a private temporary
+ * folder (its working directory, its report and its stderr; removed at the
+ * end) and in its own process group, so a terminal's Ctrl-C reaches the
+ * parent alone. SIGINT or SIGTERM to the parent kills the running child,
+ * removes the folder, writes the points measured so far and exits 130/143;
+ * a child outlives no parent (PR_SET_PDEATHSIG). */
+#define _DEFAULT_SOURCE /* wait4: the rusage of one child; mkdtemp */
 #include "bench.h"
+#include "paths.h"
+#include "stop.h"
 #include <cjson/cJSON.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,14 +44,22 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 
-static const char *const default_strategies[] = {"none", "selective", "blocks", "sqrt", "segments:2", "revolve:2"};
+static const char DEFAULT_STRATEGIES[] = "none,selective,blocks,sqrt,segments:2,revolve:2";
 
 /* Flags of bench's own; the rest go to every child `remat train`. */
 typedef struct bench_flags {
-    const char *csv, *svg, *compare, *strategies;
+    const char *csv, *svg, *compare, *x;
+    cli_list strategies; /* --strategies, parsed and checked once (cli_parse_list) */
     int budgets, rounds, help;
+    int x_rss;           /* --x rss: the chart places every point by peak RSS (default with --compare) */
 } bench_flags;
+
+/* The stop request (cli/stop.c), read between and during the children. */
+#define stop_signal cli_stop_signal
 
 static double now_s(void) {
     struct timespec t;
@@ -56,34 +77,60 @@ static int parse_count(const char *flag, const char *v, int lo, int hi, int *out
     return 1;
 }
 
-/* Splits argv into bench's flags and the child's; refuses the flags bench sets itself. */
+/* --strategies: each a strategy rm_parse_strategy reads, none twice. */
+static int parse_strategies(const char *s, cli_list *l) {
+    char err[256];
+    if (!cli_parse_list("--strategies", s, 64, "none,blocks,sqrt", l)) return 0;
+    for (int i = 0; i < l->n; i++) {
+        rm_strategy st;
+        int param;
+        if (rm_parse_strategy(l->item[i], &st, &param, err, sizeof err) != RM_OK)
+            return cli_fail(2, "--strategies: %s", err), 0;
+        for (int j = 0; j < i; j++)
+            if (!strcmp(l->item[j], l->item[i]))
+                return cli_fail(2, "--strategies lists '%s' twice (--rounds R runs every point R times)",
+                                l->item[i]), 0;
+    }
+    return 1;
+}
+
+/* Splits argv into bench's flags and the child's; refuses the flags bench
+ * sets itself (the rest of train's that bench does not pass on are refused
+ * by cli_args_parse, command "bench"). */
 static int split_flags(int argc, char **argv, bench_flags *bf, char **rest, int *n_rest) {
-    static const char *const own[] = {"--checkpoint", "--memory-budget", "--report", "--save", "--trace",
-                                      "--resume", "--save-every", "--eval-every"};
+    static const char *const sets[] = {"--checkpoint", "--memory-budget", "--report", NULL};
+    static const char *const with_value[] = {"--csv", "--svg", "--compare", "--strategies", "--x", "--budgets",
+                                             "--rounds", NULL};
+    static const char *const alone[] = {"--help", "-h", NULL};
     memset(bf, 0, sizeof *bf);
     bf->budgets = 10, bf->rounds = 2;
     *n_rest = 0;
+    const char *strategies = DEFAULT_STRATEGIES;
     for (int i = 0; i < argc; i++) {
-        const char *f = argv[i];
-        if (!strcmp(f, "--help") || !strcmp(f, "-h")) return bf->help = 1;
-        for (size_t k = 0; k < sizeof own / sizeof *own; k++)
-            if (!strncmp(f, own[k], strlen(own[k])) && (f[strlen(own[k])] == 0 || f[strlen(own[k])] == '='))
-                return cli_fail(2, "remat bench sets %s itself for each point; leave it out", own[k]), 0;
-        const char **str = !strcmp(f, "--csv")          ? &bf->csv
-                           : !strcmp(f, "--svg")        ? &bf->svg
-                           : !strcmp(f, "--compare")    ? &bf->compare
-                           : !strcmp(f, "--strategies") ? &bf->strategies
-                                                        : NULL;
-        int is_count = !strcmp(f, "--budgets") || !strcmp(f, "--rounds");
-        if ((str || is_count) && i + 1 >= argc) return cli_fail(2, "%s needs a value (see remat --help)", f), 0;
-        if (str) *str = argv[++i];
-        else if (!strcmp(f, "--budgets")) {
-            if (!parse_count(f, argv[++i], 0, 100, &bf->budgets)) return 0;
-        } else if (!strcmp(f, "--rounds")) {
-            if (!parse_count(f, argv[++i], 1, 100, &bf->rounds)) return 0;
-        } else rest[(*n_rest)++] = argv[i];
+        const char *f = argv[i], *name, *v;
+        for (int k = 0; sets[k]; k++)
+            if (!strncmp(f, sets[k], strlen(sets[k])) && (f[strlen(sets[k])] == 0 || f[strlen(sets[k])] == '='))
+                return cli_fail(2, "remat bench sets %s itself for each point (--strategies, --budgets); leave it out",
+                                sets[k]), 0;
+        int own = cli_own_flag(argc, argv, &i, with_value, alone, "bench", &name, &v);
+        if (own < 0) return 0;
+        if (!own) rest[(*n_rest)++] = argv[i];
+        else if (!strcmp(name, "--help") || !strcmp(name, "-h")) bf->help = 1;
+        else if (!strcmp(name, "--budgets")) {
+            if (!parse_count(name, v, 0, 100, &bf->budgets)) return 0;
+        } else if (!strcmp(name, "--rounds")) {
+            if (!parse_count(name, v, 1, 100, &bf->rounds)) return 0;
+        } else *(!strcmp(name, "--csv") ? &bf->csv : !strcmp(name, "--svg") ? &bf->svg
+                 : !strcmp(name, "--compare") ? &bf->compare : !strcmp(name, "--x") ? &bf->x : &strategies) = v;
     }
-    return 1;
+    if (bf->help) return 1;
+    if (bf->x && strcmp(bf->x, "rss") && strcmp(bf->x, "act"))
+        return cli_fail(2, "--x is rss (every point by its process's peak RSS) or act (remat's points by their "
+                        "activation bytes), got '%s'", bf->x), 0;
+    if ((bf->x || bf->compare) && !bf->svg)
+        return cli_fail(2, "%s places points on the chart of --svg: add --svg FILE", bf->x ? "--x" : "--compare"), 0;
+    bf->x_rss = bf->x ? !strcmp(bf->x, "rss") : bf->compare != NULL;
+    return parse_strategies(strategies, &bf->strategies);
 }
 
 /* The least feasible budget and store-all's arena, from a dry compile. */
@@ -112,29 +159,21 @@ static int budget_range(const cli_args *a, size_t *lo, size_t *hi) {
 
 /* Builds the list of points: strategies, then budgets. */
 static int make_points(const bench_flags *bf, const cli_args *a, bench_point **out, int *n) {
-    char *list = bf->strategies ? strdup(bf->strategies) : NULL;
-    int n_strat = 0;
-    const char *names[64];
-    if (bf->strategies) {
-        for (char *tok = list ? strtok(list, ",") : NULL; tok && n_strat < 64; tok = strtok(NULL, ","))
-            names[n_strat++] = tok;
-    } else {
-        for (size_t k = 0; k < sizeof default_strategies / sizeof *default_strategies; k++)
-            names[n_strat++] = default_strategies[k];
-    }
+    const int n_strat = bf->strategies.n;
     size_t lo = 0, hi = 0;
     int rc = bf->budgets ? budget_range(a, &lo, &hi) : 0;
     bench_point *p = rc ? NULL : calloc((size_t)(n_strat + bf->budgets), sizeof *p);
     if (!rc && !p) rc = cli_fail(1, "out of memory");
-    for (int k = 0; !rc && k < n_strat; k++) snprintf(p[k].strategy, sizeof p[k].strategy, "%s", names[k]);
+    for (int k = 0; !rc && k < n_strat; k++) {
+        snprintf(p[k].strategy, sizeof p[k].strategy, "%s", bf->strategies.item[k]);
+        snprintf(p[k].label, sizeof p[k].label, "%s", bf->strategies.item[k]);
+    }
     for (int k = 0; !rc && k < bf->budgets; k++) {
         bench_point *b = &p[n_strat + k];
         b->budget = bf->budgets > 1 ? lo + (size_t)((double)(hi - lo) * k / (bf->budgets - 1)) : hi;
         snprintf(b->strategy, sizeof b->strategy, "auto");
         snprintf(b->label, sizeof b->label, "budget %.0f%%", 100.0 * (double)b->budget / (double)(hi ? hi : 1));
     }
-    for (int k = 0; !rc && k < n_strat; k++) snprintf(p[k].label, sizeof p[k].label, "%s", names[k]);
-    free(list);
     *out = p;
     *n = rc ? 0 : n_strat + bf->budgets;
     return rc;
@@ -145,70 +184,6 @@ static void self_path(const char *argv0, char *buf, size_t n) {
     ssize_t k = readlink("/proc/self/exe", buf, n - 1);
     if (k > 0) buf[k] = 0;
     else snprintf(buf, n, "%s", argv0);
-}
-
-/* Runs one child `remat train` for point p; fills its figures from the
- * report and the child's rusage. Returns 0, or 1 with p->error set. */
-static int run_child(const char *self, char **rest, int n_rest, const bench_point *p, int steps, const char *report,
-                     const char *errpath, bench_run *r) {
-    char steps_s[32], budget_s[32];
-    snprintf(steps_s, sizeof steps_s, "%d", steps);
-    snprintf(budget_s, sizeof budget_s, "%zu", p->budget);
-    const char *argv[256];
-    int k = 0;
-    argv[k++] = self, argv[k++] = "train";
-    for (int i = 0; i < n_rest && k < 240; i++) argv[k++] = rest[i];
-    argv[k++] = "--quiet", argv[k++] = "--steps", argv[k++] = steps_s, argv[k++] = "--report", argv[k++] = report;
-    if (p->budget) argv[k++] = "--memory-budget", argv[k++] = budget_s;
-    else argv[k++] = "--checkpoint", argv[k++] = p->strategy;
-    argv[k] = NULL;
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) return snprintf(r->error, sizeof r->error, "fork failed"), 1;
-    if (pid == 0) {
-        int devnull = open("/dev/null", O_WRONLY), err = open(errpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        if (devnull >= 0) dup2(devnull, 1);
-        if (err >= 0) dup2(err, 2);
-        execv(self, (char *const *)argv);
-        _exit(127);
-    }
-    int status = 0;
-    struct rusage ru;
-    memset(&ru, 0, sizeof ru);
-    while (wait4(pid, &status, 0, &ru) < 0 && errno == EINTR) {}
-    r->peak_rss = (size_t)ru.ru_maxrss * 1024; /* Linux: KiB */
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        FILE *f = fopen(errpath, "r");
-        r->error[0] = 0;
-        if (!f || !fgets(r->error, sizeof r->error, f)) snprintf(r->error, sizeof r->error, "exit status %d", status);
-        if (f) fclose(f);
-        r->error[strcspn(r->error, "\n")] = 0;
-        return 1;
-    }
-    return bench_read_report(report, r);
-}
-
-static double json_num(const cJSON *r, const char *key) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(r, key);
-    return cJSON_IsNumber(v) ? v->valuedouble : NAN;
-}
-
-int bench_read_report(const char *path, bench_run *r) {
-    FILE *f = fopen(path, "rb");
-    char buf[8192];
-    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-    if (f) fclose(f);
-    buf[n] = 0;
-    cJSON *j = cJSON_Parse(buf);
-    if (!j) return snprintf(r->error, sizeof r->error, "no report from the child (%s)", path), 1;
-    r->planned = (size_t)json_num(j, "activation_bytes_planned");
-    r->measured = (size_t)json_num(j, "activation_bytes_measured");
-    r->median = json_num(j, "step_ms_median");
-    r->min = json_num(j, "step_ms_min");
-    r->max = json_num(j, "step_ms_max");
-    r->predicted = json_num(j, "predicted_overhead");
-    cJSON_Delete(j);
-    return 0;
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -257,37 +232,62 @@ static void progress(int tty, int done, int total, double t0, const char *label)
     if (done == total) fputc('\n', stderr);
 }
 
-/* Runs every point `rounds` times in alternating order. */
-static void run_points(const char *self, char **rest, int n_rest, bench_point *p, int n, int n_strat, int rounds,
-                       int steps) {
-    char report[] = "/tmp/remat_bench_XXXXXX", errpath[] = "/tmp/remat_bench_err_XXXXXX";
-    int fd1 = mkstemp(report), fd2 = mkstemp(errpath);
-    if (fd1 >= 0) close(fd1);
-    if (fd2 >= 0) close(fd2);
-    int *order = malloc(sizeof *order * (size_t)(n ? n : 1)), k = 0;
-    if (!order) return;
-    /* strategy, budget, strategy, budget, ... then the rest of the longer list */
+/* The order of the runs: strategy, budget, strategy, budget, ... then the
+ * rest of the longer list (every other round reversed, in run_points). */
+static void run_order(int n, int n_strat, int *order) {
+    int k = 0;
     for (int i = 0; i < n_strat || i < n - n_strat; i++) {
         if (i < n_strat) order[k++] = i;
         if (i < n - n_strat) order[k++] = n_strat + i;
     }
-    int tty = isatty(2), done = 0, total = n * rounds;
+}
+
+/* One child's argument vector for point p: this program, train, the
+ * user's flags, then the point's. */
+static void child_argv(const char *self, char **rest, int n_rest, const bench_point *p, const char *steps,
+                       const char *budget, const char *report, const char **argv) {
+    int k = 0;
+    argv[k++] = self, argv[k++] = "train";
+    for (int i = 0; i < n_rest; i++) argv[k++] = rest[i];
+    argv[k++] = "--quiet", argv[k++] = "--steps", argv[k++] = steps, argv[k++] = "--report", argv[k++] = report;
+    if (p->budget) argv[k++] = "--memory-budget", argv[k++] = budget;
+    else argv[k++] = "--checkpoint", argv[k++] = p->strategy;
+    argv[k] = NULL;
+}
+
+/* Runs every point `rounds` times in alternating order, until done or a
+ * signal; returns the runs done. */
+static int run_points(const char *self, char **rest, int n_rest, bench_point *p, int n, int n_strat, int rounds,
+                      int steps, const bench_tmp *tmp) {
+    int *order = malloc(sizeof *order * (size_t)(n ? n : 1)), done = 0;
+    const char **argv = malloc(sizeof *argv * (size_t)(n_rest + 16));
+    if (!order || !argv) {
+        free(order), free(argv);
+        return cli_fail(1, "out of memory"), 0;
+    }
+    run_order(n, n_strat, order);
+    int tty = isatty(2), total = n * rounds;
     double t0 = now_s();
     progress(tty, 0, total, t0, "starting");
-    for (int r = 0; r < rounds; r++)
-        for (int j = 0; j < n; j++) {
+    for (int r = 0; r < rounds && !stop_signal; r++)
+        for (int j = 0; j < n && !stop_signal; j++) {
             bench_point *pt = &p[order[r % 2 ? n - 1 - j : j]];
             bench_run run;
             memset(&run, 0, sizeof run);
             if (!pt->error[0]) {
-                run_child(self, rest, n_rest, pt, steps, report, errpath, &run);
+                char steps_s[32], budget_s[32];
+                snprintf(steps_s, sizeof steps_s, "%d", steps);
+                snprintf(budget_s, sizeof budget_s, "%zu", pt->budget);
+                child_argv(self, rest, n_rest, pt, steps_s, budget_s, tmp->report, argv);
+                if (bench_run_child((char *const *)argv, tmp, &stop_signal, &run) < 0) break;
                 merge_run(pt, &run);
             }
             progress(tty, ++done, total, t0, pt->label);
         }
-    remove(report);
-    remove(errpath);
+    if (tty && stop_signal) fputc('\n', stderr);
     free(order);
+    free(argv);
+    return done;
 }
 
 static void print_table(const bench_point *p, int n, const char *config) {
@@ -305,8 +305,10 @@ static void print_table(const bench_point *p, int n, const char *config) {
 }
 
 static int write_csv(const char *path, const bench_point *p, int n, const char *config) {
-    FILE *f = fopen(path, "w");
-    if (!f) return cli_fail(1, "cannot write '%s'", path);
+    char err[600];
+    rm_out *o;
+    if (rm_out_open(path, &o, err, sizeof err) != RM_OK) return cli_fail(1, "--csv: %s", err);
+    FILE *f = rm_out_file(o);
     fprintf(f, "%s\n", BENCH_CSV_HEADER);
     for (int i = 0; i < n; i++) {
         if (!p[i].ok) continue;
@@ -314,49 +316,131 @@ static int write_csv(const char *path, const bench_point *p, int n, const char *
                 p[i].planned, p[i].measured, p[i].peak_rss, p[i].median, p[i].min, p[i].max, p[i].overhead,
                 p[i].predicted, p[i].label);
     }
-    int bad = ferror(f);
-    if ((fclose(f) != 0) | bad) return cli_fail(1, "cannot write '%s'", path);
+    if (rm_out_close(o, 1, err, sizeof err) != RM_OK) return cli_fail(1, "--csv: %s", err);
     return 0;
+}
+
+/* The child works in the temporary folder: --data and --init become
+ * absolute paths (kept in held, freed by the caller). */
+static int absolute_inputs(char **rest, int n_rest, char **held) {
+    static const char *const flags[] = {"--data", "--init"};
+    for (int i = 0; i < n_rest; i++)
+        for (int f = 0; f < 2; f++) {
+            size_t l = strlen(flags[f]);
+            int sep = !strcmp(rest[i], flags[f]) && i + 1 < n_rest;
+            int eq = !strncmp(rest[i], flags[f], l) && rest[i][l] == '=';
+            if (!sep && !eq) continue;
+            int k = sep ? i + 1 : i;
+            const char *path = sep ? rest[k] : rest[k] + l + 1;
+            char canon[PATH_MAX];
+            if (*path && cli_canonical(path, canon, sizeof canon)) { /* else the child says what is wrong */
+                size_t cap = strlen(canon) + l + 2;
+                if (!(held[k] = malloc(cap))) return cli_fail(1, "out of memory");
+                snprintf(held[k], cap, "%s%s%s", eq ? flags[f] : "", eq ? "=" : "", canon);
+                rest[k] = held[k];
+            }
+            i = k;
+            break;
+        }
+    return 0;
+}
+
+/* Checks bench's files and reads --compare, before the first point. */
+static int check_files(const bench_flags *bf, const cli_args *a, bench_point **cmp, int *n_cmp) {
+    const cli_file files[] = {{"--data", a->data, CLI_IN, NULL, 0}, {"--init", a->init, CLI_IN_ANY, NULL, 0},
+                              {"--compare", bf->compare, CLI_IN, NULL, 0}, {"--csv", bf->csv, CLI_OUT, NULL, 0},
+                              {"--svg", bf->svg, CLI_OUT, NULL, 0}};
+    int rc = cli_check_files(files, (int)(sizeof files / sizeof *files));
+    if (!rc && bf->compare) rc = bench_load_compare(bf->compare, cmp, n_cmp);
+    return rc;
+}
+
+/* The table, the files and the exit status once the runs are over. */
+static int report(const bench_flags *bf, bench_point *p, int n, const bench_point *cmp, int n_cmp, const char *config,
+                  const char *machine, int steps, int done) {
+    finish_points(p, n);
+    print_table(p, n, config);
+    fflush(stdout);
+    int measured = 0, rc = 0;
+    const char *first_error = NULL;
+    for (int i = 0; i < n; i++) {
+        measured += p[i].ok;
+        if (!first_error && p[i].error[0]) first_error = p[i].error;
+    }
+    if (measured && bf->csv) rc = write_csv(bf->csv, p, n, config);
+    if (measured && bf->svg) {
+        int rc2 = bench_svg(bf->svg, p, n, cmp, n_cmp, bf->x_rss, config, machine, steps, bf->rounds);
+        rc = rc ? rc : rc2;
+    }
+    if (rc) fprintf(stderr, "remat: bench: the points measured are in the table above (stdout)\n");
+    if (stop_signal) {
+        fprintf(stderr, "remat: bench: %s: stopped after %d of %d runs; %s\n", cli_stop_name(stop_signal),
+                done, n * bf->rounds, measured ? "the points measured so far are in the table above and the files"
+                                               : "no point was measured, no file written");
+        return 128 + stop_signal;
+    }
+    if (!measured)
+        return cli_fail(1, "no point was measured: %s; nothing written", first_error ? first_error : "every point failed");
+    return rc;
+}
+
+/* Runs the points and reports; the temporary folder is removed before the
+ * exit, also after a signal. */
+static int run_bench(const bench_flags *bf, const cli_args *a, char **rest, int n_rest, const char *argv0,
+                     const bench_point *cmp, int n_cmp, int steps) {
+    bench_point *p = NULL;
+    int n = 0, rc = make_points(bf, a, &p, &n);
+    if (!rc && stop_signal) {
+        fprintf(stderr, "remat: bench: %s: stopped before the first point; nothing measured, nothing written\n",
+                cli_stop_name(stop_signal));
+        rc = 128 + stop_signal;
+    }
+    if (rc) {
+        free(p);
+        return rc;
+    }
+    char self[PATH_MAX], config[256], machine[256];
+    bench_tmp tmp;
+    self_path(argv0, self, sizeof self);
+    cli_model_desc(a, config, sizeof config);
+    cli_machine_desc(a->threads, machine, sizeof machine);
+    if ((rc = bench_tmp_make(&tmp)) == 0) {
+        int done = run_points(self, rest, n_rest, p, n, bf->strategies.n, bf->rounds, steps, &tmp);
+        bench_tmp_remove(&tmp);
+        rc = report(bf, p, n, cmp, n_cmp, config, machine, steps, done);
+    }
+    free(p);
+    return rc;
 }
 
 int cli_bench(int argc, char **argv, const char *argv0) {
     bench_flags bf;
-    char **rest = malloc(sizeof *rest * (size_t)(argc + 1));
-    int n_rest = 0, n = 0, rc;
-    if (!rest) return cli_fail(1, "out of memory");
+    char **rest = malloc(sizeof *rest * (size_t)(argc + 1)), **held = calloc((size_t)argc + 1, sizeof *held);
+    int n_rest = 0, rc = 0, n_cmp = 0;
+    bench_point *cmp = NULL;
+    if (!rest || !held) {
+        free(rest), free(held);
+        return cli_fail(1, "out of memory");
+    }
     cli_args a;
     cli_args_default(&a);
     a.command = "bench";
-    if (!split_flags(argc, argv, &bf, rest, &n_rest) || (!bf.help && !cli_args_parse(&a, n_rest, rest, 0))) {
-        free(rest);
-        return 2;
+    if (!split_flags(argc, argv, &bf, rest, &n_rest) || (!bf.help && !cli_args_parse(&a, n_rest, rest, 0))) rc = 2;
+    else if (bf.help) rc = cli_help("bench");
+    else if (cli_given(&a, "--steps") && a.steps < 1)
+        rc = cli_fail(2, "remat bench needs --steps of at least 1 (timed steps per point)");
+    if (!rc && !bf.help) rc = check_files(&bf, &a, &cmp, &n_cmp);
+    if (!rc && !bf.help) rc = absolute_inputs(rest, n_rest, held);
+    if (!rc && !bf.help) {
+        /* from here a signal stops the children and reports what was measured
+         * (no SA_RESTART: wait4 returns EINTR at once) */
+        cli_stop_catch(0);
+        rc = run_bench(&bf, &a, rest, n_rest, argv0, cmp, n_cmp, cli_given(&a, "--steps") ? a.steps : 5);
+        cli_stop_release();
     }
-    if (bf.help) {
-        free(rest);
-        return cli_help("bench");
-    }
-    int steps = cli_given(&a, "--steps") ? a.steps : 5;
-    if (steps < 1) {
-        free(rest);
-        return cli_fail(2, "remat bench needs --steps of at least 1 (timed steps per point)");
-    }
-    bench_point *p = NULL;
-    int n_strat = bf.strategies ? 1 : (int)(sizeof default_strategies / sizeof *default_strategies);
-    for (const char *c = bf.strategies; c && *c; c++) n_strat += *c == ',';
-    if ((rc = make_points(&bf, &a, &p, &n)) != 0) {
-        free(rest);
-        return rc;
-    }
-    char self[4096], config[256], machine[256];
-    self_path(argv0, self, sizeof self);
-    cli_model_desc(&a, config, sizeof config);
-    cli_machine_desc(a.threads, machine, sizeof machine);
-    run_points(self, rest, n_rest, p, n, n_strat, bf.rounds, steps);
-    finish_points(p, n);
-    print_table(p, n, config);
-    rc = bf.csv ? write_csv(bf.csv, p, n, config) : 0;
-    if (!rc && bf.svg) rc = bench_svg(bf.svg, p, n, bf.compare, config, machine, steps, bf.rounds);
-    free(p);
+    for (int i = 0; i < argc; i++) free(held[i]);
+    free(held);
+    free(cmp);
     free(rest);
     return rc;
 }

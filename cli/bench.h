@@ -3,6 +3,8 @@
 #ifndef REMAT_CLI_BENCH_H
 #define REMAT_CLI_BENCH_H
 #include "args.h"
+#include <limits.h>
+#include <signal.h>
 #include <stddef.h>
 
 /* "gpt L4 C128 H4 T64 V256 B8" or "mlp 256-1024-256 T32 V256 B8". */
@@ -44,10 +46,31 @@ typedef struct bench_point {
 
 /* Reads a child's --report JSON into r; 0, or 1 with r->error set. */
 int bench_read_report(const char *path, bench_run *r);
-/* The chart of --svg: step time against activation MiB, the budget sweep as
- * a line, --compare's points (by peak RSS when they have no activation bytes). */
-int bench_svg(const char *path, const bench_point *p, int n, const char *compare, const char *config,
-              const char *machine, int steps, int rounds);
+
+/* The children's private temporary folder (cli/benchrun.c): their working
+ * directory, their report and their stderr. */
+typedef struct bench_tmp {
+    char dir[PATH_MAX], report[PATH_MAX + 32], err[PATH_MAX + 32];
+} bench_tmp;
+/* Creates it under $TMPDIR or /tmp: 0, or an exit status with a message. */
+int bench_tmp_make(bench_tmp *t);
+/* Removes everything in it, then it. */
+void bench_tmp_remove(const bench_tmp *t);
+/* Runs argv (argv[0]: this program; a `remat train`) in t's folder and its
+ * own process group, killed at once (SIGKILL) when *stop is set. 0 with r
+ * filled from the report and the rusage, 1 with r->error set, -1 stopped. */
+int bench_run_child(char *const argv[], const bench_tmp *t, volatile sig_atomic_t *stop, bench_run *r);
+
+/* The rows of a --compare file (rm_read_file; remat bench's columns):
+ * 0, or an exit status with a message when the file cannot be read, lacks
+ * the columns or has no row with a step time and a memory figure. */
+int bench_load_compare(const char *path, bench_point **out, int *n);
+/* The chart of --svg: step time against memory, the budget sweep as a
+ * line, the --compare rows cmp. x_rss: every point at its peak RSS; else
+ * remat's at their activation bytes, a compare row at its activation
+ * bytes when it has them, else its peak RSS (marked [RSS]). */
+int bench_svg(const char *path, const bench_point *p, int n, const bench_point *cmp, int n_cmp, int x_rss,
+              const char *config, const char *machine, int steps, int rounds);
 /* remat plan --sweep --svg: predicted overhead against planned activation MiB. */
 int cli_plan_svg(const char *path, const char *config, const double *mib, const double *overhead, int n);
 

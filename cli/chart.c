@@ -28,53 +28,73 @@ static void field_at(const char *line, int k, char *out, size_t n) {
     snprintf(out, n, "%.*s", (int)len, line);
 }
 
-/* A byte count of a --compare file: 0 (none) unless a number in [0, 2^60]
- * (a cast of 1e30 or -1 to size_t would be undefined). */
-static size_t bytes_of(const char *v) {
-    double d = strtod(v, NULL);
-    return d >= 0 && d <= (double)((int64_t)1 << 60) ? (size_t)d : 0;
+/* A byte count of a --compare row: finite, >= 0, below 2^60; else -1. */
+static double row_bytes(const char *v) {
+    char *end;
+    double x = *v ? strtod(v, &end) : 0;
+    return *v && (*end || !(x >= 0 && x < 1152921504606846976.0)) ? -1 : x;
 }
 
-/* The rows of a --compare file: points with source, strategy, activation
- * bytes (0: none reported), peak RSS and median step time. */
-static int load_compare(const char *path, bench_point **out, int *n) {
-    FILE *f = fopen(path, "r");
-    if (!f) return cli_fail(1, "cannot read --compare file '%s'", path);
-    char header[1024], line[1024], v[256];
+/* One data row of a --compare file into p; 1 if it holds a point. */
+static int compare_row(const char *line, const int *cols, bench_point *p) {
+    char v[256];
+    memset(p, 0, sizeof *p);
+    field_at(line, cols[0], p->strategy, sizeof p->strategy);
+    field_at(line, cols[5], p->label, sizeof p->label);
+    if (!p->label[0]) snprintf(p->label, sizeof p->label, "%s", p->strategy);
+    field_at(line, cols[4], p->source, sizeof p->source);
+    if (!p->source[0]) snprintf(p->source, sizeof p->source, "compare");
+    field_at(line, cols[1], v, sizeof v);
+    double act = row_bytes(v);
+    field_at(line, cols[2], v, sizeof v);
+    double rss = row_bytes(v);
+    field_at(line, cols[3], v, sizeof v);
+    char *end;
+    p->median = *v ? strtod(v, &end) : NAN;
+    if (!*v || *end || !(p->median >= 0 && p->median < 1e12) || act < 0 || rss < 0) return 0;
+    p->measured = (size_t)act, p->peak_rss = (size_t)rss;
+    return p->ok = p->measured || p->peak_rss;
+}
+
+int bench_load_compare(const char *path, bench_point **out, int *n) {
+    char *text = NULL, err[600];
     *out = NULL, *n = 0;
-    int cols[6] = {-1};
-    if (fgets(header, sizeof header, f)) {
-        const char *names[6] = {"strategy", "activation_bytes_measured", "peak_rss_bytes", "step_ms_median", "source",
-                                "label"};
-        for (int c = 0; c < 6; c++) cols[c] = column(header, names[c]);
-    }
-    if (cols[0] < 0 || cols[3] < 0 || (cols[1] < 0 && cols[2] < 0)) {
-        fclose(f);
-        return cli_fail(1, "'%s' is not a remat bench CSV: it needs the columns strategy, step_ms_median and "
-                        "activation_bytes_measured or peak_rss_bytes", path);
-    }
-    int cap = 0;
-    while (fgets(line, sizeof line, f)) {
+    if (rm_read_file(path, 64u << 20, &text, NULL, err, sizeof err) != RM_OK) return cli_fail(1, "--compare: %s", err);
+    int cols[6] = {-1, -1, -1, -1, -1, -1}, rows = 0, bad = 0, cap = 0;
+    size_t hl = strcspn(text, "\n");
+    char header[1024];
+    snprintf(header, sizeof header, "%.*s", (int)(hl < sizeof header ? hl : sizeof header - 1), text);
+    const char *names[6] = {"strategy", "activation_bytes_measured", "peak_rss_bytes", "step_ms_median", "source",
+                            "label"};
+    for (int c = 0; c < 6; c++) cols[c] = column(header, names[c]);
+    int rc = 0;
+    if (cols[0] < 0 || cols[3] < 0 || (cols[1] < 0 && cols[2] < 0))
+        rc = cli_fail(1, "--compare '%s' is not a remat bench CSV: its first line needs the columns strategy, "
+                      "step_ms_median and activation_bytes_measured or peak_rss_bytes (bench/torch_tradeoff.py "
+                      "writes them)", path);
+    for (const char *line = text + hl; !rc && *line; line += strcspn(line, "\n")) {
+        line += *line == '\n';
+        if (!*line || *line == '\n' || *line == '\r') continue;
+        rows++;
         if (*n == cap) {
             bench_point *np = realloc(*out, sizeof **out * (size_t)(cap = cap ? 2 * cap : 16));
-            if (!np) break;
+            if (!np) {
+                rc = cli_fail(1, "out of memory");
+                break;
+            }
             *out = np;
         }
-        bench_point *p = &(*out)[*n];
-        memset(p, 0, sizeof *p);
-        field_at(line, cols[0], p->strategy, sizeof p->strategy);
-        field_at(line, cols[5], p->label, sizeof p->label);
-        if (!p->label[0]) snprintf(p->label, sizeof p->label, "%s", p->strategy);
-        field_at(line, cols[4], p->source, sizeof p->source);
-        if (!p->source[0]) snprintf(p->source, sizeof p->source, "compare");
-        field_at(line, cols[1], v, sizeof v), p->measured = bytes_of(v);
-        field_at(line, cols[2], v, sizeof v), p->peak_rss = bytes_of(v);
-        field_at(line, cols[3], v, sizeof v), p->median = *v ? strtod(v, NULL) : NAN;
-        p->ok = isfinite(p->median) && (p->measured || p->peak_rss);
-        *n += p->ok;
+        if (compare_row(line, cols, &(*out)[*n])) ++*n;
+        else bad++;
     }
-    fclose(f);
-    return 0;
+    free(text);
+    if (!rc && !*n)
+        rc = cli_fail(1, "--compare '%s' has no row with a step time and a memory figure (%d rows, %d malformed)",
+                      path, rows, bad);
+    if (!rc && bad)
+        fprintf(stderr, "remat: warning: --compare '%s': %d of %d rows malformed (left out)\n", path, bad, rows);
+    if (rc) free(*out), *out = NULL, *n = 0;
+    return rc;
 }
 
 /* The series of a compare source placed by activation bytes (by_rss 0) or
@@ -91,56 +111,62 @@ static int compare_series(rm_chart_series *s, char names[][96], int *n_series, c
     return i;
 }
 
-int bench_svg(const char *path, const bench_point *p, int n, const char *compare, const char *config,
-              const char *machine, int steps, int rounds) {
-    bench_point *cmp = NULL;
-    int n_cmp = 0, rc = compare ? load_compare(compare, &cmp, &n_cmp) : 0;
-    rm_chart_point *pts = rc ? NULL : malloc(sizeof *pts * (size_t)(n + n_cmp + 1));
-    char (*labels)[96] = rc ? NULL : malloc(96 * (size_t)(n + n_cmp + 1));
-    if (!rc && (!pts || !labels)) rc = cli_fail(1, "out of memory");
+/* Where point p goes on the x axis, in MiB; 0: left out. */
+static double x_of(const bench_point *p, int x_rss, int *by_rss) {
+    *by_rss = x_rss || !p->measured;
+    return (double)(*by_rss ? p->peak_rss : p->measured) / 1048576.0;
+}
+
+int bench_svg(const char *path, const bench_point *p, int n, const bench_point *cmp, int n_cmp, int x_rss,
+              const char *config, const char *machine, int steps, int rounds) {
+    rm_chart_point *pts = malloc(sizeof *pts * (size_t)(n + n_cmp + 1));
+    char (*labels)[96] = malloc(96 * (size_t)(n + n_cmp + 1));
+    int rc = !pts || !labels ? cli_fail(1, "out of memory") : 0;
     rm_chart_series series[16] = {{"remat --checkpoint STRATEGY", 0, RM_MARK_CIRCLE},
                                   {"remat --memory-budget sweep (Pareto front)", 1, RM_MARK_DIAMOND}};
     char names[16][96];
-    int n_series = 2, k = 0;
+    int n_series = 2, k = 0, by_rss;
     for (int i = 0; !rc && i < n; i++) {
         if (!p[i].ok) continue;
-        pts[k] = (rm_chart_point){p[i].measured / 1048576.0, p[i].median, p[i].label, p[i].budget ? 1 : 0};
+        pts[k] = (rm_chart_point){x_rss ? p[i].peak_rss / 1048576.0 : p[i].measured / 1048576.0, p[i].median,
+                                  p[i].label, p[i].budget ? 1 : 0};
         k++;
     }
     for (int i = 0; !rc && i < n_cmp; i++) {
-        int by_rss = cmp[i].measured == 0, s = compare_series(series, names, &n_series, cmp[i].source, by_rss);
+        double x = x_of(&cmp[i], x_rss, &by_rss);
+        int s = x > 0 ? compare_series(series, names, &n_series, cmp[i].source, by_rss) : -1;
         if (s < 0) continue;
-        snprintf(labels[k], 96, "%s%s", cmp[i].label, by_rss ? " [RSS]" : "");
-        pts[k] = (rm_chart_point){(by_rss ? cmp[i].peak_rss : cmp[i].measured) / 1048576.0, cmp[i].median, labels[k], s};
+        snprintf(labels[k], 96, "%s%s", cmp[i].label, by_rss && !x_rss ? " [RSS]" : "");
+        pts[k] = (rm_chart_point){x, cmp[i].median, labels[k], s};
         k++;
     }
     if (!rc) {
-        char title[400], sub[400], err[512];
-        snprintf(title, sizeof title, "Step time against activation memory: %s", config);
+        char title[400], sub[400], err[600];
+        snprintf(title, sizeof title, "Step time against %s: %s", x_rss ? "peak RSS" : "activation memory", config);
         snprintf(sub, sizeof sub, "%s; median of %d round(s) of %d steps per point (remat bench)", machine, rounds,
                  steps);
         double lo = INFINITY, hi = 0;
         for (int i = 0; i < k; i++)
             if (pts[i].x > 0) lo = pts[i].x < lo ? pts[i].x : lo, hi = pts[i].x > hi ? pts[i].x : hi;
         int log_x = hi > 50 * lo; /* peak RSS and activation MiB apart: decades */
-        rm_chart c = {title, sub,
-                      log_x ? "activation memory (MiB, log scale): remat's measured high-water mark; [RSS]: peak RSS"
-                            : "activation memory (MiB): remat's measured high-water mark; [RSS] points: peak RSS",
-                      "step time (ms, median)",
-                      "x: activation bytes where a program reports them, else the process's peak RSS (marked [RSS], "
-                      "includes parameters and libraries)",
-                      series, n_series, pts, k, log_x};
-        if (rm_chart_svg(&c, path, err, sizeof err) != RM_OK) rc = cli_fail(1, "%s", err);
+        const char *xlabel = x_rss ? (log_x ? "peak RSS of the process (MiB, log scale)" : "peak RSS of the process (MiB)")
+                             : log_x ? "activation memory (MiB, log scale): remat's measured high-water mark; [RSS]: peak RSS"
+                                     : "activation memory (MiB): remat's measured high-water mark; [RSS] points: peak RSS";
+        const char *note = x_rss ? "x: each run's peak RSS as the OS measures it (wait4), parameters, optimizer "
+                                   "state and libraries included: like is compared with like"
+                                 : "x: activation bytes where a program reports them, else the process's peak RSS "
+                                   "(marked [RSS], includes parameters and libraries)";
+        rm_chart c = {title, sub, xlabel, "step time (ms, median)", note, series, n_series, pts, k, log_x};
+        if (rm_chart_svg(&c, path, err, sizeof err) != RM_OK) rc = cli_fail(1, "--svg: %s", err);
     }
     free(labels);
     free(pts);
-    free(cmp);
     return rc;
 }
 
 int cli_plan_svg(const char *path, const char *config, const double *mib, const double *overhead, int n) {
     rm_chart_point *pts = malloc(sizeof *pts * (size_t)(n ? n : 1));
-    char (*labels)[32] = malloc(32 * (size_t)(n ? n : 1)), title[400], err[512];
+    char (*labels)[32] = malloc(32 * (size_t)(n ? n : 1)), title[400], err[600];
     int rc = 0;
     if (!pts || !labels) rc = cli_fail(1, "out of memory");
     for (int i = 0; !rc && i < n; i++) {
@@ -151,7 +177,7 @@ int cli_plan_svg(const char *path, const char *config, const double *mib, const 
     snprintf(title, sizeof title, "Predicted recompute overhead against activation memory: %s", config);
     rm_chart c = {title, "planned, not measured: remat plan --sweep (measure with remat bench)",
                   "planned activation memory (MiB)", "predicted overhead (% of a step)", "", &s, 1, pts, n, 0};
-    if (!rc && rm_chart_svg(&c, path, err, sizeof err) != RM_OK) rc = cli_fail(1, "%s", err);
+    if (!rc && rm_chart_svg(&c, path, err, sizeof err) != RM_OK) rc = cli_fail(1, "--svg: %s", err);
     free(pts);
     free(labels);
     return rc;

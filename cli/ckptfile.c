@@ -132,11 +132,24 @@ static void model_flags(ctx *c, const rm_run_info *r) {
         }
         a->batchnorm = r->batchnorm;
     } else if (strcmp(a->model, "encdec") == 0) {
+        if (cli_given(a, "--layers")) { /* an encdec's depth is two flags: --layers would be ignored */
+            c->rc = cli_fail(2, "'%s' holds an encdec (--enc-layers %d, --dec-layers %d): --layers does not apply; a "
+                             "resumed run takes the model from the file (drop --layers)", c->path, r->enc_layers,
+                             r->dec_layers);
+            return;
+        }
         model_int(c, "--enc-layers", &a->enc_layers, r->enc_layers);
         model_int(c, "--dec-layers", &a->dec_layers, r->dec_layers);
         model_int(c, "--dim", &a->dim, r->dim);
         model_int(c, "--heads", &a->heads, r->heads);
     } else {
+        const char *other = cli_given(a, "--enc-layers") ? "--enc-layers" : cli_given(a, "--dec-layers") ? "--dec-layers"
+                            : cli_given(a, "--ffn-dim") && strcmp(a->model, "llama") ? "--ffn-dim" : NULL;
+        if (other) {
+            c->rc = cli_fail(2, "'%s' holds a %s: %s does not apply; a resumed run takes the model from the file (drop "
+                             "%s)", c->path, a->model, other, other);
+            return;
+        }
         model_int(c, "--layers", &a->layers, r->layers);
         model_int(c, "--dim", &a->dim, r->dim);
         model_int(c, "--heads", &a->heads, r->heads);
@@ -208,6 +221,21 @@ int cli_step_path(const char *path, uint64_t step, char *out, size_t cap) {
     return n > 0 && (size_t)n < cap;
 }
 
+int cli_step_of(const char *base, const char *name, uint64_t *step) {
+    /* <stem>.step<digits><ext>, exactly */
+    size_t e = ext_at(base);
+    const char *p = name + e + 5;
+    if (strncmp(name, base, e) != 0 || strncmp(name + e, ".step", 5) != 0) return 0;
+    size_t nd = strspn(p, "0123456789");
+    char num[32], again[4096];
+    if (nd < 6 || nd > 20 || strcmp(p + nd, base + e) != 0) return 0;
+    snprintf(num, sizeof num, "%.*s", (int)nd, p);
+    /* only names this program writes: no extra leading zeros */
+    errno = 0;
+    *step = strtoull(num, NULL, 10); /* num is all digits */
+    return !errno && cli_step_path(base, *step, again, sizeof again) && strcmp(again, name) == 0;
+}
+
 static int cmp_u64_desc(const void *a, const void *b) {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
     return (x < y) - (x > y);
@@ -219,28 +247,14 @@ void cli_prune_step_files(const char *path, int keep) {
     char dir[4096];
     snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + 1 : 0, path);
     const char *base = slash ? slash + 1 : path;
-    size_t e = ext_at(path) - (size_t)(base - path);
-    const char *ext = base + e;
     DIR *d = opendir(*dir ? dir : ".");
     if (!d) return;
     uint64_t *steps = NULL;
     size_t n = 0, cap = 0;
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
-        /* <stem>.step<digits><ext>, exactly */
-        const char *nm = de->d_name, *p = nm + e + 5;
-        if (strncmp(nm, base, e) != 0 || strncmp(nm + e, ".step", 5) != 0) continue;
-        size_t nd = strspn(p, "0123456789");
         uint64_t s;
-        char num[32], again[4096];
-        if (nd < 6 || nd > 20 || strcmp(p + nd, ext) != 0) continue;
-        snprintf(num, sizeof num, "%.*s", (int)nd, p);
-        /* only names this program writes: no extra leading zeros */
-        errno = 0;
-        s = strtoull(num, NULL, 10); /* num is all digits */
-        if (errno || !cli_step_path(base, s, again, sizeof again) ||
-            strcmp(again, nm) != 0)
-            continue;
+        if (!cli_step_of(base, de->d_name, &s)) continue;
         if (n == cap) {
             uint64_t *q = realloc(steps, (cap = cap ? 2 * cap : 16) * sizeof *q);
             if (!q) break;

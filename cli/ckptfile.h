@@ -19,6 +19,9 @@ int cli_resume_args(cli_args *a, const rm_run_info *r, const char *path);
 /* "dir/m.safetensors", 100 -> "dir/m.step000100.safetensors" (the step is
  * inserted before the extension; at least 6 digits). 0 if it does not fit. */
 int cli_step_path(const char *path, uint64_t step, char *out, size_t cap);
+/* Whether the file name `name` is a step file of the series of the file
+ * name `base` (both without folders), and its step. */
+int cli_step_of(const char *base, const char *name, uint64_t *step);
 /* Removes the oldest step files of path's series so that `keep` remain
  * (keep 0: none removed). Prints a warning for a file it cannot remove. */
 void cli_prune_step_files(const char *path, int keep);

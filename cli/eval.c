@@ -6,6 +6,7 @@
  * (rm_evaluate_part). Forward only: no gradients, no optimizer state. */
 #include "args.h"
 #include "hf.h"
+#include "paths.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,13 +65,10 @@ static int check_eval_flags(const cli_args *a) {
     if (a->init && !cli_is_dir(a->init))
         return cli_fail(2, "--init '%s' is not a folder: eval reads a Hugging Face folder with --init, a file of "
                         "remat train with --load", a->init);
-    static const char *const train_only[] = {"--steps", "--lr", "--save", "--resume", "--checkpoint", "--lora",
-                                             "--freeze", "--train-only",
-                                             "--memory-budget", "--memory-limit", "--dropout", "--fuse-optimizer",
-                                             "--micro-batches", "--val-fraction", "--eval-every", "--trace"};
-    for (size_t i = 0; i < sizeof train_only / sizeof *train_only; i++)
-        if (cli_given(a, train_only[i])) return cli_fail(2, "%s applies to remat train, not remat eval", train_only[i]);
-    return 0;
+    /* the flags of training are refused at parsing (cli/args.c, flag_uses) */
+    const cli_file files[] = {{"--data", a->data, CLI_IN, NULL, 0}, {"--init", a->init, CLI_IN_ANY, NULL, 0},
+                              {"--load", a->load, CLI_IN, NULL, 0}, {"--report", a->report, CLI_OUT, NULL, 0}};
+    return cli_check_files(files, (int)(sizeof files / sizeof *files));
 }
 
 /* The data, whole: every token is held out. */
@@ -120,12 +118,15 @@ static int report(const evaluator *e, const rm_eval_result *res) {
            e->data.n - 1 - (size_t)(res->tokens < e->data.n ? res->tokens : e->data.n - 1), res->mean_loss,
            res->perplexity);
     if (!a->report) return 0;
-    FILE *f = fopen(a->report, "w");
-    if (!f) return cli_fail(1, "cannot write report '%s'", a->report);
+    char err[600];
+    rm_out *o;
+    if (rm_out_open(a->report, &o, err, sizeof err) != RM_OK) return cli_fail(1, "--report: %s", err);
+    FILE *f = rm_out_file(o);
     fprintf(f, "{\n  \"model\": \"%s\",\n  \"mean_loss\": %.9g,\n  \"perplexity\": %.9g,\n  \"batches\": %llu,\n"
             "  \"tokens\": %llu,\n  \"batch\": %d,\n  \"context\": %d\n}\n", a->model, res->mean_loss, res->perplexity,
             (unsigned long long)res->batches, (unsigned long long)res->tokens, a->batch, a->context);
-    return fclose(f) == 0 ? 0 : cli_fail(1, "cannot write report '%s'", a->report);
+    if (rm_out_close(o, 1, err, sizeof err) != RM_OK) return cli_fail(1, "--report: %s", err);
+    return 0;
 }
 
 int cli_eval(const cli_args *a0) {

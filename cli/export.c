@@ -6,6 +6,7 @@
  * a PEFT folder (rm_save_adapters), base_model_name_or_path from
  * --base-model. */
 #include "args.h"
+#include "paths.h"
 #include <stdio.h>
 #include <string.h>
 
@@ -47,6 +48,12 @@ int cli_export(const cli_args *a) {
         return cli_fail(2, "export needs --merge-lora --out FILE and/or --adapters DIR (see remat export --help)");
     if (a->merge_lora != (a->out != NULL))
         return cli_fail(2, "--merge-lora and --out FILE go together: the merged model is written to --out");
+    /* before loading anything: the outputs writable, none the input or each other */
+    char adapter_paths[2][PATH_MAX + 64];
+    cli_file files[5] = {{"--load", a->load, CLI_IN, NULL, 0}, {"--out", a->out, CLI_OUT, NULL, 0}};
+    cli_adapter_files("--adapters", a->adapters, adapter_paths, files + 2);
+    int checked = cli_check_files(files, 5);
+    if (checked) return checked;
     char err[512];
     rm_file *f = NULL;
     rm_graph *g = NULL;

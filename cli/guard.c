@@ -39,75 +39,10 @@ int cli_check_flag_use(const cli_args *a) {
     if (!mlp && cli_given(a, "--widths"))
         return cli_fail(2, "--widths applies to --model mlp; a gpt's size is --layers, --dim and --heads");
     if (!mlp && a->batchnorm) return cli_fail(2, "--batchnorm applies to --model mlp only");
+    if (!strcmp(a->model, "encdec") && a->micro_batches > 1)
+        return cli_fail(2, "--micro-batches is not available for --model encdec (its batches are (source, target) "
+                        "pairs drawn whole each step): drop it, or use a smaller --batch");
     return check_fuse(a);
-}
-
-/* The folder of path ("." when it has none) into dir. */
-static void folder_of(const char *path, char *dir, size_t cap) {
-    const char *slash = strrchr(path, '/');
-    if (!slash) snprintf(dir, cap, ".");
-    else if (slash == path) snprintf(dir, cap, "/");
-    else snprintf(dir, cap, "%.*s", (int)(slash - path), path);
-}
-
-/* Whether a and b name the same existing file. */
-static int same_file(const char *a, const char *b) {
-    struct stat sa, sb;
-    return a && b && stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-}
-
-/* One output path: 0 if a file can be written there (atomically replacing a
- * regular file), else prints why and returns the exit status. */
-static int check_output(const char *flag, const char *path) {
-    if (!*path) return cli_fail(2, "%s needs a file name, got ''", flag);
-    if (strlen(path) > PATH_MAX - 32) return cli_fail(2, "%s: the path is too long", flag);
-    struct stat st;
-    if (stat(path, &st) == 0) {
-        if (S_ISDIR(st.st_mode))
-            return cli_fail(1, "%s '%s' is a directory: give a file name inside it", flag, path);
-        if (!S_ISREG(st.st_mode))
-            return cli_fail(1, "%s '%s' exists and is not a regular file (a FIFO, a socket or a device): remat "
-                            "never replaces it; give another path", flag, path);
-    } else if (errno != ENOENT) {
-        return cli_fail(1, "%s '%s': %s", flag, path, strerror(errno));
-    }
-    char dir[PATH_MAX];
-    folder_of(path, dir, sizeof dir);
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-        return cli_fail(1, "%s '%s': the folder '%s' does not exist (create it first)", flag, path, dir);
-    if (access(dir, W_OK | X_OK) != 0)
-        return cli_fail(1, "%s '%s': the folder '%s' is not writable: %s", flag, path, dir, strerror(errno));
-    return 0;
-}
-
-int cli_check_outputs(const cli_args *a) {
-    int rc;
-    if (a->save) {
-        if ((rc = check_output("--save", a->save)) != 0) return rc;
-        /* --resume FILE --save FILE is the documented way to continue in
-         * place (the write is atomic); the other inputs are never replaced */
-        if (same_file(a->save, a->data))
-            return cli_fail(2, "--save '%s' is the run's --data file: saving would replace it; give another path",
-                            a->save);
-        if (same_file(a->save, a->init))
-            return cli_fail(2, "--save '%s' is the run's --init file: saving would replace it; give another path",
-                            a->save);
-    }
-    if (a->report) {
-        if ((rc = check_output("--report", a->report)) != 0) return rc;
-        const char *inputs[] = {a->data, a->init, a->resume, a->save};
-        for (size_t i = 0; i < sizeof inputs / sizeof *inputs; i++)
-            if (same_file(a->report, inputs[i]))
-                return cli_fail(2, "--report '%s' is also one of the run's files: give another path", a->report);
-    }
-    if (a->trace) {
-        if ((rc = check_output("--trace", a->trace)) != 0) return rc;
-        const char *inputs[] = {a->data, a->init, a->resume, a->save, a->report};
-        for (size_t i = 0; i < sizeof inputs / sizeof *inputs; i++)
-            if (same_file(a->trace, inputs[i]))
-                return cli_fail(2, "--trace '%s' is also one of the run's files: give another path", a->trace);
-    }
-    return 0;
 }
 
 /* Parameters of the model r describes (nanoGPT's GPT-2 with a tied head, the

@@ -9,10 +9,6 @@
  * --checkpoint with --memory-budget, --widths on a GPT, --heads on an MLP.
  * Prints the error and returns the exit status, or 0. */
 int cli_check_flag_use(const cli_args *a);
-/* Every output path of a run, before step 0: its folder exists and is
- * writable, it is not a folder, a FIFO or a device, and --save is none of
- * the run's inputs (--data, --init, --resume). Prints, returns 1 or 0. */
-int cli_check_outputs(const cli_args *a);
 /* The bytes the run described by r needs at least (parameters, `state`
  * more parameter-sized arrays when training: gradients and optimizer state;
  * activations stored whole), against this machine's memory. `file`: where r

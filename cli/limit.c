@@ -37,13 +37,14 @@ int64_t cli_rss_bytes(const char *field) {
 int cli_limit_options(const cli_args *a, rm_options *o, cli_limit *l) {
     memset(l, 0, sizeof *l);
     if (!a->memory_limit) return 0;
-    char err[256];
-    double frac;
-    if (rm_parse_size(a->memory_limit, &l->limit, &frac, err, sizeof err) != RM_OK)
-        return cli_fail(2, "--memory-limit: %s", err);
-    if (frac > 0 || l->limit <= 0)
-        return cli_fail(2, "--memory-limit '%s': give a size in bytes (e.g. 2GiB, 500MB), not a percentage",
-                        a->memory_limit);
+    char err[256] = "";
+    double frac = 0;
+    /* the size parser's own message may suggest a percentage, which a limit is not */
+    rm_status st = rm_parse_size(a->memory_limit, &l->limit, &frac, err, sizeof err);
+    if (st != RM_OK && strstr(err, "too large")) return cli_fail(2, "--memory-limit: %s", err);
+    if (st != RM_OK || frac > 0 || l->limit <= 0)
+        return cli_fail(2, "--memory-limit: '%s' is not a size in bytes: give the process's peak RSS like 2GiB or "
+                        "500MB (a limit is not a percentage)", a->memory_limit);
     l->startup = cli_rss_bytes("VmRSS");
     if (l->startup < 0)
         return cli_fail(1, "--memory-limit needs /proc/self/status (Linux) to measure the process's memory");

@@ -1,11 +1,14 @@
 /* plan.c: `remat plan`: show the recompute plan for a memory budget without
  * training: for a model given by the usual flags, or for a chain or any
  * graph profiled elsewhere (--chain FILE.json, --graph FILE.json). --sweep prints the whole trade-off table. */
+#define _DEFAULT_SOURCE /* open_memstream */
 #include "args.h"
 #include "hf.h"
 #include "guard.h"
 #include "bench.h"
+#include "paths.h"
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,21 +20,45 @@ typedef struct plan_flags {
 
 /* Takes plan's own flags out of argv; the rest are the usual ones. */
 static int split_flags(int argc, char **argv, plan_flags *pf, char **rest, int *n_rest) {
+    static const char *const with_value[] = {"--chain", "--graph", "--csv", "--svg", NULL};
+    static const char *const alone[] = {"--json", "--sweep", "--help", "-h", NULL};
     memset(pf, 0, sizeof *pf);
     *n_rest = 0;
     for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) pf->help = 1;
-        else if (!strcmp(argv[i], "--json")) pf->json = 1;
-        else if (!strcmp(argv[i], "--sweep")) pf->sweep = 1;
-        else if (!strcmp(argv[i], "--chain") || !strcmp(argv[i], "--graph") || !strcmp(argv[i], "--csv") || !strcmp(argv[i], "--svg")) {
-            if (i + 1 >= argc) return cli_fail(2, "%s needs a value", argv[i]), 0;
-            if (!strcmp(argv[i], "--chain")) pf->chain = argv[++i];
-            else if (!strcmp(argv[i], "--graph")) pf->graph = argv[++i];
-            else if (!strcmp(argv[i], "--svg")) pf->svg = argv[++i];
-            else pf->csv = argv[++i];
-        } else rest[(*n_rest)++] = argv[i];
+        const char *name, *v;
+        int own = cli_own_flag(argc, argv, &i, with_value, alone, "plan", &name, &v);
+        if (own < 0) return 0;
+        if (!own) rest[(*n_rest)++] = argv[i];
+        else if (!strcmp(name, "--help") || !strcmp(name, "-h")) pf->help = 1;
+        else if (!strcmp(name, "--json")) pf->json = 1;
+        else if (!strcmp(name, "--sweep")) pf->sweep = 1;
+        else *(!strcmp(name, "--chain") ? &pf->chain : !strcmp(name, "--graph") ? &pf->graph
+               : !strcmp(name, "--svg") ? &pf->svg : &pf->csv) = v;
     }
     return 1;
+}
+
+/* What plan's own flags cannot be combined with (exit 2): a file plans
+ * the model in it, so the flags of another model do not apply. */
+static int check_modes(const plan_flags *pf, const cli_args *a) {
+    const char *file = pf->chain ? "--chain" : pf->graph ? "--graph" : NULL;
+    if (pf->chain && pf->graph) return cli_fail(2, "--chain and --graph cannot be combined: plan one file at a time");
+    for (int i = 0; file && i < a->n_given; i++) /* the flags of a model's plan (the others were refused or warned about) */
+        if (cli_flag_applies(a->given[i], "plan") && strcmp(a->given[i], "--memory-budget") &&
+            strcmp(a->given[i], "--threads"))
+            return cli_fail(2, "%s plans the %s in the file: %s does not apply (plan %s takes --memory-budget%s)", file,
+                            pf->chain ? "chain" : "graph", a->given[i], file,
+                            pf->chain ? ", --sweep, --csv and --json" : " and --json");
+    if (pf->graph && (pf->sweep || pf->csv || pf->svg))
+        return cli_fail(2, "plan --graph has no %s: it plans one budget (drop it, or use --chain for a sweep)",
+                        pf->sweep ? "--sweep" : pf->csv ? "--csv" : "--svg");
+    if (pf->json && !file) return cli_fail(2, "--json prints the plan of --chain or --graph; a model's plan is text");
+    if ((pf->csv || pf->svg) && !pf->sweep)
+        return cli_fail(2, "%s writes the --sweep table: add --sweep", pf->csv ? "--csv" : "--svg");
+    if (pf->svg && file) return cli_fail(2, "--svg draws the sweep of a model, not of %s: use --csv", file);
+    if (pf->sweep && a->memory_budget)
+        return cli_fail(2, "--sweep plans every budget from the least feasible to store-all: drop --memory-budget");
+    return 0;
 }
 
 /* The exit status of plan --chain and --graph once the answer is printed:
@@ -44,15 +71,36 @@ static int plan_status(rm_status st, int json, const char *err) {
     return st == RM_OK ? 0 : cli_fail(1, "%s", err);
 }
 
+/* The sweep's CSV text to --csv (rm_out) or stdout. If --csv cannot be
+ * written after all (a disk that filled), the table goes to stdout and the
+ * message says so: the plan is not lost. */
+static int emit_table(const char *csv, const char *table, size_t n) {
+    char err[600];
+    rm_out *o = NULL;
+    int rc = 0;
+    if (csv) {
+        if (rm_out_open(csv, &o, err, sizeof err) == RM_OK) fwrite(table, 1, n, rm_out_file(o));
+        if (!o || rm_out_close(o, 1, err, sizeof err) != RM_OK)
+            rc = cli_fail(1, "--csv: %s; the table follows on stdout instead", err);
+    }
+    if (!csv || rc) fwrite(table, 1, n, stdout);
+    if ((fflush(stdout) != 0 || ferror(stdout)) && !rc) rc = cli_fail(1, "cannot write the table to stdout: %s", strerror(errno));
+    return rc;
+}
+
 static int plan_chain(const plan_flags *pf, const cli_args *a) {
     char *text, err[512];
     if (rm_read_file(pf->chain, 64u << 20, &text, NULL, err, sizeof err) != RM_OK) return cli_fail(1, "%s", err);
     int rc = 0;
     if (pf->sweep) {
-        FILE *out = pf->csv ? fopen(pf->csv, "w") : stdout;
-        if (!out) rc = cli_fail(1, "cannot write '%s'", pf->csv);
-        else if (rm_plan_chain_sweep(text, 20, out, err, sizeof err) != RM_OK) rc = cli_fail(1, "'%s': %s", pf->chain, err);
-        if (out && out != stdout) fclose(out);
+        char *table = NULL;
+        size_t n = 0;
+        FILE *mem = open_memstream(&table, &n);
+        if (!mem) rc = cli_fail(1, "out of memory");
+        else if (rm_plan_chain_sweep(text, 20, mem, err, sizeof err) != RM_OK) rc = cli_fail(1, "'%s': %s", pf->chain, err);
+        if (mem) fclose(mem);
+        if (!rc) rc = emit_table(pf->csv, table, n);
+        free(table);
         free(text);
         return rc;
     }
@@ -60,7 +108,9 @@ static int plan_chain(const plan_flags *pf, const cli_args *a) {
     char *end;
     if (!a->memory_budget || (bytes = strtod(a->memory_budget, &end), *end || !(bytes >= 0))) {
         free(text);
-        return cli_fail(2, "plan --chain needs --memory-budget BYTES (a number of bytes, in the chain's units)");
+        return cli_fail(2, "plan --chain needs --memory-budget BYTES, a number in the chain's units%s%s%s (plan --chain "
+                        "FILE --sweep shows the range)", a->memory_budget ? ", not '" : "",
+                        a->memory_budget ? a->memory_budget : "", a->memory_budget ? "'" : "");
     }
     char *result = NULL;
     rm_status st = rm_plan_chain(text, bytes < 9e18 ? (int64_t)bytes : INT64_MAX, &result, err, sizeof err);
@@ -92,7 +142,8 @@ static int plan_graph(const plan_flags *pf, const cli_args *a) {
     double bytes = -1;
     if (a->memory_budget && (bytes = strtod(a->memory_budget, &end), *end || !(bytes >= 0))) {
         free(text);
-        return cli_fail(2, "plan --graph takes --memory-budget BYTES (a number of bytes, in the graph's units)");
+        return cli_fail(2, "plan --graph takes --memory-budget BYTES, a number in the graph's units, not '%s' (without "
+                        "it: store-all and the least feasible budget)", a->memory_budget);
     }
     char *result = NULL;
     rm_status st = rm_plan_graph(text, bytes < 9e18 ? (int64_t)bytes : INT64_MAX, &result, err, sizeof err);
@@ -138,6 +189,43 @@ static int compile_dry(const cli_args *a, const char *budget, rm_graph **g, rm_s
     return 0;
 }
 
+/* The budget sweep of a model: 11 budgets from the least feasible (lo) to
+ * store-all (hi), a CSV on stdout or --csv, and the chart of --svg. */
+static int sweep_model(const plan_flags *pf, const cli_args *a, size_t lo, size_t hi) {
+    double mib[11], ovh[11];
+    int n_pts = 0, rc = 0;
+    char *table = NULL;
+    size_t n = 0;
+    FILE *out = open_memstream(&table, &n);
+    if (!out) return cli_fail(1, "out of memory");
+    fprintf(out, "budget_bytes,budget_percent,activation_bytes_planned,predicted_overhead\n");
+    for (int k = 0; k <= 10; k++) {
+        char b[64];
+        snprintf(b, sizeof b, "%zu", lo + (hi - lo) * (size_t)k / 10);
+        rm_graph *g2;
+        rm_session *s2;
+        if (compile_dry(a, b, &g2, &s2) == 0) {
+            rm_plan_info p2;
+            rm_memory_info m2;
+            rm_plan(s2, &p2);
+            rm_memory(s2, &m2);
+            fprintf(out, "%s,%.1f,%zu,%.4f\n", b, 100.0 * (double)strtoull(b, NULL, 10) / (double)hi,
+                    m2.activation_arena_bytes, p2.predicted_overhead);
+            mib[n_pts] = m2.activation_arena_bytes / 1048576.0, ovh[n_pts++] = p2.predicted_overhead;
+        }
+        rm_session_free(s2);
+        rm_graph_free(g2);
+    }
+    fclose(out);
+    if (!n_pts) rc = cli_fail(1, "the sweep found no feasible budget up to store-all");
+    if (!rc) rc = emit_table(pf->csv, table, n);
+    free(table);
+    char config[256];
+    cli_model_desc(a, config, sizeof config);
+    if (!rc && pf->svg) rc = cli_plan_svg(pf->svg, config, mib, ovh, n_pts);
+    return rc;
+}
+
 static int plan_model(const plan_flags *pf, const cli_args *a) {
     rm_graph *g;
     rm_session *s;
@@ -163,36 +251,7 @@ static int plan_model(const plan_flags *pf, const cli_args *a) {
                (p.flops_forward + p.flops_backward + p.flops_recompute) / 1e9, m.param_bytes / 1048576.0,
                m.trainable_bytes / 1048576.0);
     } else {
-        size_t lo = p.min_budget_bytes, hi = p.store_all_bytes;
-        double mib[11], ovh[11];
-        int n_pts = 0;
-        FILE *out = pf->csv ? fopen(pf->csv, "w") : stdout;
-        if (!out) rc = cli_fail(1, "cannot write '%s'", pf->csv);
-        if (out) fprintf(out, "budget_bytes,budget_percent,activation_bytes_planned,predicted_overhead\n");
-        int rows = 0;
-        for (int k = 0; out && k <= 10; k++) {
-            char b[64];
-            snprintf(b, sizeof b, "%zu", lo + (hi - lo) * (size_t)k / 10);
-            rm_graph *g2;
-            rm_session *s2;
-            if (compile_dry(a, b, &g2, &s2) == 0) {
-                rm_plan_info p2;
-                rm_memory_info m2;
-                rm_plan(s2, &p2);
-                rm_memory(s2, &m2);
-                fprintf(out, "%s,%.1f,%zu,%.4f\n", b, 100.0 * (double)strtoull(b, NULL, 10) / (double)hi,
-                        m2.activation_arena_bytes, p2.predicted_overhead);
-                rows++;
-                mib[n_pts] = m2.activation_arena_bytes / 1048576.0, ovh[n_pts++] = p2.predicted_overhead;
-            }
-            rm_session_free(s2);
-            rm_graph_free(g2);
-        }
-        if (out && out != stdout) fclose(out);
-        if (out && !rows) rc = cli_fail(1, "the sweep found no feasible budget up to store-all");
-        char config[256];
-        cli_model_desc(a, config, sizeof config);
-        if (!rc && pf->svg) rc = cli_plan_svg(pf->svg, config, mib, ovh, n_pts);
+        rc = sweep_model(pf, a, p.min_budget_bytes, p.store_all_bytes);
     }
     rm_session_free(s);
     rm_graph_free(g);
@@ -219,7 +278,10 @@ int cli_plan(int argc, char **argv) {
     free(rest);
     if (!ok) return 2;
     if (!pf.chain && !pf.graph && (ok = cli_check_flag_use(&a)) != 0) return ok;
-    if (pf.svg && (pf.chain || pf.graph || !pf.sweep))
-        return cli_fail(2, "--svg draws the sweep of a model: give --sweep and model flags (not --chain)");
+    if ((ok = check_modes(&pf, &a)) != 0) return ok;
+    /* before any planning: no output replaces an input or another output */
+    const cli_file files[] = {{"--chain", pf.chain, CLI_IN, NULL, 0}, {"--graph", pf.graph, CLI_IN, NULL, 0},
+                              {"--csv", pf.csv, CLI_OUT, NULL, 0}, {"--svg", pf.svg, CLI_OUT, NULL, 0}};
+    if ((ok = cli_check_files(files, (int)(sizeof files / sizeof *files))) != 0) return ok;
     return pf.chain ? plan_chain(&pf, &a) : pf.graph ? plan_graph(&pf, &a) : plan_model(&pf, &a);
 }

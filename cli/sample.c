@@ -137,6 +137,9 @@ int cli_sample(const cli_args *a0) {
                         "enc_layers and dec_layers, dim 1-65536, heads 1-4096, context 1-65536, vocab 2-2^24; llama: "
                         "ffn_dim, and kv_heads, rope_theta, norm_eps, tie_embeddings when present; LoRA: lora_rank, "
                         "lora_alpha, lora_dropout, lora_targets)", a.load);
+    if (encdec && cli_given(&a, "--prompt"))
+        return cli_fail(2, "'%s' holds an encdec: it decodes --source TEXT; --prompt is for language models (drop it)",
+                        a.load);
     if (encdec != (a.source != NULL))
         return cli_fail(2, encdec ? "'%s' holds an encdec: give --source TEXT to decode a target for"
                                   : "--source is for encdec models; '%s' holds a language model (use --prompt)",
@@ -193,7 +196,8 @@ int cli_sample(const cli_args *a0) {
     for (size_t i = 0; i < plen; i++) {
         int id = (unsigned char)a.prompt[i];
         if (id >= V) {
-            rc = cli_fail(2, "the prompt has byte %d but the model's vocab is %d", id, V);
+            rc = cli_fail(2, "the prompt has byte %d but the model's vocab is %d: use bytes below %d (e.g. ASCII text)",
+                          id, V, V);
             goto done;
         }
         seq[n++] = id;

@@ -8,6 +8,8 @@
 #include "guard.h"
 #include "hf.h"
 #include "limit.h"
+#include "paths.h"
+#include "stop.h"
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -110,8 +112,10 @@ static int write_report(const trainer *t, float final_loss, float val_loss, int 
     rm_plan(t->s, &p);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    FILE *f = fopen(a->report, "w");
-    if (!f) return cli_fail(1, "cannot write report '%s'", a->report);
+    char err[600];
+    rm_out *o;
+    if (rm_out_open(a->report, &o, err, sizeof err) != RM_OK) return cli_fail(1, "--report: %s", err);
+    FILE *f = rm_out_file(o);
     char val[32], fin[32], frozen[256]; /* JSON has no NaN: no value is null (e.g. --steps 0) */
     cli_frozen_summary(t->g, frozen, sizeof frozen);
     if (have_val) snprintf(val, sizeof val, "%.6f", (double)val_loss);
@@ -141,19 +145,18 @@ static int write_report(const trainer *t, float final_loss, float val_loss, int 
             a->steps > (int)t->start ? t->comm_ms / (a->steps - (int)t->start) : 0.0,
             a->fuse_optimizer ? "true" : "false", m.grad_arena_bytes, count_params(t->g, 0), count_params(t->g, 1),
             frozen, t->step_ms_first, t->step_ms_steady);
-    if (fclose(f) != 0) return cli_fail(1, "cannot write report '%s'", a->report);
+    if (rm_out_close(o, 1, err, sizeof err) != RM_OK) /* at the end: say what was kept */
+        return cli_fail(1, "--report: %s%s%s%s", err, a->save ? "; the state is saved in '" : "", a->save ? a->save : "",
+                        a->save ? "'" : a->quiet ? "" : "; the figures are in the summary above");
     return 0;
 }
 
-/* Set by the handler, read by the loop: the only thing the handler does. */
-static volatile sig_atomic_t stop_signal;
-static void on_stop(int sig) { stop_signal = sig; }
+/* The stop request (cli/stop.c), read by the loop: the only thing the handler sets. */
+#define stop_signal cli_stop_signal
+#define stop_by_parent cli_stop_by_parent
 
-/* Writes the training state after `step` steps to path; never parameters
- * that are not finite (the file keeps its last good state). */
-static int save_state(const trainer *t, const char *path, uint64_t step) {
-    rm_run_info r;
-    char err[512];
+/* The first parameter that is not finite, as a message; 0 if none. */
+static int nonfinite_param(const trainer *t, const char *path, uint64_t step) {
     for (int i = 0; i < rm_param_count(t->g); i++) {
         rm_val v = rm_param_at(t->g, i);
         if (rm_param_frozen(t->g, v)) continue; /* never written (and maybe kept in 2 bytes) */
@@ -163,18 +166,30 @@ static int save_state(const trainer *t, const char *path, uint64_t step) {
                 return cli_fail(1, "training diverged: parameter '%s' is %g after step %llu; '%s' was not written",
                                 rm_name(t->g, v), (double)w[e], (unsigned long long)step, path);
     }
+    return 0;
+}
+
+/* Writes the training state after `step` steps to path; never parameters
+ * that are not finite (the file keeps its last good state). Under mpirun it
+ * is collective: every rank gathers the sharded moments, rank 0 checks and
+ * writes, and every rank returns rank 0's outcome (agreed: no rank ends the
+ * job while rank 0 writes, and none says "saved" for a file not written). */
+static int save_state(const trainer *t, const char *path, uint64_t step) {
+    rm_run_info r;
+    char err[512];
     const char *data = t->a->data ? t->a->data : t->encdec ? "<reverse>" : "<corpus>";
-    cli_run_info(t->a, data, t->data.n, step,
-                 (uint64_t)((int64_t)step + t->batch_offset), &r);
-    /* under mpirun: every rank gathers the sharded moments, rank 0 writes */
+    cli_run_info(t->a, data, t->data.n, step, (uint64_t)((int64_t)step + t->batch_offset), &r);
+    int rc = cli_dist_rank() == 0 ? nonfinite_param(t, path, step) : 0;
     if (rm_optim_unshard(t->opt) != RM_OK) return cli_fail(1, "%s", rm_session_errmsg(t->s));
     const char *keys[3], *values[3]; /* the divergence rule's state: a resumed run is judged as one */
     char window[DIV_WINDOW * 16], run[16], reference[32];
     cli_divergence_meta(&t->div, keys, window, run, reference, values);
-    rm_status st = cli_dist_rank() == 0 ? rm_save_run(t->s, t->opt, path, &r, 3, keys, values, err, sizeof err) : RM_OK;
+    if (!rc && cli_dist_rank() == 0 && rm_save_run(t->s, t->opt, path, &r, 3, keys, values, err, sizeof err) != RM_OK)
+        rc = cli_fail(1, "%s", err);
     rm_optim_reshard(t->opt);
-    if (st != RM_OK) return cli_fail(1, "%s", err);
-    return 0;
+    rc = cli_dist_from_rank0(rc);
+    if (rc) cli_dist_agreed();
+    return rc;
 }
 
 /* Usage errors found from the flags alone. */
@@ -185,12 +200,29 @@ static int check_flags(const cli_args *a) {
         return cli_fail(2, "--keep counts the step files of --save-every; give --save-every N too");
     if (a->resume && a->init)
         return cli_fail(2, "--resume and --init cannot be combined (--resume loads the weights too)");
-    if (a->batch % a->micro_batches != 0)
-        return cli_fail(2, "--batch %d must be a multiple of --micro-batches %d", a->batch, a->micro_batches);
-    if (a->batch % cli_dist_size() != 0)
-        return cli_fail(2, "--batch %d is the global batch: it must be a multiple of the %d ranks (each takes "
-                        "batch/ranks rows); give e.g. --batch %d", a->batch, cli_dist_size(),
-                        (a->batch / cli_dist_size() + 1) * cli_dist_size());
+    if (cli_given(a, "--trace-step") && !a->trace)
+        return cli_fail(2, "--trace-step chooses the step of --trace FILE.json: add --trace");
+    if (cli_dist_size() == 1)
+        for (int i = 0; i < 2; i++)
+            if (cli_given(a, i ? "--no-overlap" : "--shard-optimizer"))
+                fprintf(stderr, "remat: warning: %s is for several ranks (mpirun -np P remat train ...); one process "
+                        "has nothing to %s\n", i ? "--no-overlap" : "--shard-optimizer", i ? "overlap" : "shard");
+    /* every row trains: the global batch splits into ranks x micro-batches equal parts */
+    const int ranks = cli_dist_size(), k = a->micro_batches, parts = ranks * k;
+    if (a->batch % parts != 0) {
+        char e[64];
+        int lo = a->batch / parts * parts, hi = lo + parts;
+        if (lo) snprintf(e, sizeof e, "--batch %d or %d", lo, hi);
+        else snprintf(e, sizeof e, "--batch %d", hi);
+        if (ranks > 1 && k > 1)
+            return cli_fail(2, "--batch %d is the global batch: it does not split evenly over %d ranks x %d "
+                            "micro-batches (%d rows would be left out); give a multiple of %d, e.g. %s", a->batch,
+                            ranks, k, a->batch % parts, parts, e);
+        if (ranks > 1)
+            return cli_fail(2, "--batch %d is the global batch: it must be a multiple of the %d ranks (each takes "
+                            "batch/ranks rows); give e.g. %s", a->batch, ranks, e);
+        return cli_fail(2, "--batch %d must be a multiple of --micro-batches %d; give e.g. %s", a->batch, k, e);
+    }
     return 0;
 }
 
@@ -225,6 +257,11 @@ static int load_data(trainer *t) {
     char err[512];
     t->encdec = strcmp(a->model, "encdec") == 0; /* after --resume took the model from its file */
     if (t->encdec) {
+        for (int i = 0; i < 2; i++)
+            if (cli_given(a, i ? "--val-fraction" : "--sampler"))
+                fprintf(stderr, "remat: warning: %s does not apply to --model encdec (it draws (source, target) pairs "
+                        "at random; evaluation uses pairs drawn with another seed); ignored\n",
+                        i ? "--val-fraction" : "--sampler");
         if (a->context < 2) return cli_fail(2, "--model encdec needs --context >= 2 (a byte and EOS)");
         if (a->data && rm_pairs_load(&t->pairs, a->data, err, sizeof err) != RM_OK) return cli_fail(1, "%s", err);
         t->data.n = t->pairs.n; /* for the run's metadata: the number of pairs */
@@ -357,8 +394,8 @@ static int save_step_file(const trainer *t, uint64_t done) {
     const cli_args *a = t->a;
     char path[4096];
     int rc;
-    if (!cli_step_path(a->save, done, path, sizeof path))
-        return cli_fail(1, "cannot save: the path '%s' is too long", a->save);
+    if (!cli_step_path(a->save, done, path, sizeof path)) /* checked before step 0: not expected */
+        return cli_fail(1, "cannot save step %llu: the path '%s' is too long", (unsigned long long)done, a->save);
     if ((rc = save_state(t, path, done)) != 0) return rc;
     if (cli_dist_rank() == 0) cli_prune_step_files(a->save, a->keep);
     if (!a->quiet) printf("%ssaved %s\n", t->tty ? "\n" : "", path);
@@ -414,7 +451,13 @@ static int run_steps(trainer *t, int *step, float *loss, float *val_loss, int *h
     int rc;
     double tokens_per_step = (double)a->batch * (strcmp(a->model, "mlp") == 0 ? 1 : a->context);
     double t_start = now_ms();
-    for (*step = (int)t->start; *step < a->steps && !stop_signal; ++*step) {
+    for (*step = (int)t->start; *step < a->steps; ++*step) {
+        /* a signal to any rank stops every rank after the same step */
+        int sig = cli_dist_any(stop_signal);
+        if (sig) {
+            stop_signal = sig;
+            break;
+        }
         int s = *step, i = s - (int)t->start;
         double t0 = now_ms();
         uint64_t batch = (uint64_t)((int64_t)s + t->batch_offset);
@@ -485,20 +528,42 @@ static void print_summary(const trainer *t, int n_done, float loss, float val_lo
                100.0 * t->overhead_median);
 }
 
+/* The run stopped by a signal after `step` (every rank agrees: run_steps):
+ * the state saved, or said not to be; exit 128+signal (1 if the save failed). */
+static int stopped(trainer *t, int step) {
+    const cli_args *a = t->a;
+    const int sig = stop_signal, rank0 = cli_dist_rank() == 0;
+    const char *path = a->save ? a->save : CLI_INTERRUPT_PATH, *name = cli_stop_name(sig);
+    cli_dist_agreed();
+    if (step == (int)t->start) { /* nothing new: an older file there stays as it was */
+        if (rank0)
+            fprintf(stderr, "remat: %s: stopped before step %d of %d; nothing was saved%s%s%s\n", name, step + 1, a->steps,
+                    a->save ? " ('" : "", a->save ? a->save : "", a->save ? "' is as it was)" : "");
+        return 128 + sig;
+    }
+    if (rank0 && cli_dist_size() > 1) /* mpirun may kill the ranks before the write ends: say so first */
+        fprintf(stderr, "remat: %s: stopped after step %d of %d; saving %s ...%s\n", name, step, a->steps, path,
+                stop_by_parent && sig == SIGTERM
+                    ? " (from mpirun, itself stopped: it kills the ranks about 1 s later (--mca "
+                      "odls_base_sigkill_timeout) and exits 1 whatever they return; to stop a job cleanly send SIGUSR1 "
+                      "to mpirun: it forwards it, the ranks save and the job exits 138)" : "");
+    int rc = save_state(t, path, (uint64_t)step);
+    if (rc) {
+        if (rank0) fprintf(stderr, "remat: %s: the state after step %d was NOT saved\n", name, step);
+        return rc;
+    }
+    if (rank0)
+        fprintf(stderr, "remat: %s: stopped after step %d of %d; saved %s (continue with: remat train --resume %s "
+                "--save %s)\n", name, step, a->steps, path, path, path);
+    return 128 + sig;
+}
+
 /* After the loop: on a signal, save where the run stands; else evaluate,
  * summarise, report and save. Returns the exit status. */
 static int finish(trainer *t, int step, float loss, float val_loss, int have_val) {
     const cli_args *a = t->a;
     int rc, n_done = step - (int)t->start;
-    const char *path = a->save ? a->save : CLI_INTERRUPT_PATH;
-    if (stop_signal && step < a->steps) {
-        int sig = stop_signal;
-        if ((rc = save_state(t, path, (uint64_t)step)) != 0) return rc;
-        fprintf(stderr, "remat: %s: stopped after step %d of %d; saved %s (continue with: remat train "
-                "--resume %s --save %s)\n", sig == SIGINT ? "SIGINT" : "SIGTERM", step, a->steps, path, path,
-                path);
-        return 128 + sig;
-    }
+    if (stop_signal && step < a->steps) return stopped(t, step);
     if (evaluate(t, &val_loss)) have_val = 1;
     double median = 0;
     const int n_timed = n_done < STEP_SAMPLES ? n_done : STEP_SAMPLES; /* the last STEP_SAMPLES steps */
@@ -516,21 +581,47 @@ static int finish(trainer *t, int step, float loss, float val_loss, int have_val
     double tokens_per_step = (double)a->batch * (strcmp(a->model, "mlp") == 0 ? 1 : a->context);
     double tok_s = median > 0 ? tokens_per_step * 1000.0 / median : 0;
     if (!a->quiet) print_summary(t, n_done, loss, val_loss, have_val, median, tok_s);
+    /* a signal after the last step: every rank saves (and exits 128+signal) alike */
+    const int late = cli_dist_any(stop_signal);
+    const char *path = a->save ? a->save : CLI_INTERRUPT_PATH;
     /* the state first: a report that cannot be written loses no training */
-    if (a->save || stop_signal) {
+    if (a->save || late) {
         if ((rc = save_state(t, path, (uint64_t)step)) != 0) return rc;
         if (!a->quiet) printf("saved %s\n", path);
     }
-    if (a->save_adapters && cli_dist_rank() == 0) {
+    if (a->save_adapters) { /* rank 0 writes; every rank returns its outcome (agreed) */
         char err[512];
-        if (rm_save_adapters(t->s, a->save_adapters, a->init, strcmp(a->model, "gpt") == 0, err, sizeof err) != RM_OK)
-            return cli_fail(1, "%s", err);
+        int arc = 0;
+        if (cli_dist_rank() == 0 &&
+            rm_save_adapters(t->s, a->save_adapters, a->init, strcmp(a->model, "gpt") == 0, err, sizeof err) != RM_OK)
+            arc = cli_fail(1, "--save-adapters: %s", err);
+        if ((arc = cli_dist_from_rank0(arc)) != 0) return cli_dist_agreed(), arc;
         if (!a->quiet) printf("saved the adapters in %s (PEFT's layout)\n", a->save_adapters);
     }
-    if (cli_dist_rank() != 0) return 0; /* rank 0 writes the report and the trace */
+    if (late) cli_dist_agreed();
+    if (cli_dist_rank() != 0) return late ? 128 + late : 0; /* rank 0 writes the report and the trace */
     if (a->report && (rc = write_report(t, loss, val_loss, have_val, median, tok_s)) != 0) return rc;
     if ((rc = cli_trace_write(a, t->s)) != 0) return rc;
-    return stop_signal ? 128 + stop_signal : 0;
+    return late ? 128 + late : 0;
+}
+
+/* Before the first collective: every rank's configuration against the
+ * others' (cli_dist_check_config), then whether a signal reached any rank
+ * during the start-up (agreed: then nothing is saved, nothing changed). */
+static int check_ranks(const trainer *t) {
+    enum { MAX_ITEMS = 96 };
+    cli_config_item *items = malloc(MAX_ITEMS * sizeof *items);
+    if (!items) return cli_fail(1, "out of memory");
+    int rc = cli_dist_check_config(items, cli_config_items(t->a, t->data.n, items, MAX_ITEMS));
+    free(items);
+    int sig = rc ? 0 : cli_dist_any(stop_signal);
+    if (!sig) return rc;
+    stop_signal = sig;
+    cli_dist_agreed();
+    if (cli_dist_rank() == 0)
+        fprintf(stderr, "remat: %s: stopped before step %llu; nothing was saved\n", cli_stop_name(sig),
+                (unsigned long long)t->start + 1);
+    return 128 + sig;
 }
 
 int cli_train(const cli_args *a0) {
@@ -538,9 +629,13 @@ int cli_train(const cli_args *a0) {
     trainer t;
     memset(&t, 0, sizeof t);
     t.a = &args;
+    /* From the start an interrupt stops the run at the next point the ranks
+     * agree on (after the start-up, after a step) and saves the state if a
+     * step ran. Asked again a second later, it dies at once: the last file
+     * written stays whole (rm_save_run writes a temporary file, renamed). */
+    cli_stop_catch(1);
     if (cli_dist_rank() != 0) args.quiet = 1; /* rank 0 logs */
-    struct sigaction old_int, old_term;
-    int handlers = 0, rc = check_flags(&args);
+    int rc = check_flags(&args);
     if (!rc && args.resume) rc = open_resume(&t);
     if (!rc && args.init && cli_is_dir(args.init)) rc = cli_hf_open(&args, &t.hf);
     if (!rc && args.save_adapters && !args.lora_rank) /* after --resume took the model from its file */
@@ -553,35 +648,25 @@ int cli_train(const cli_args *a0) {
         rc = cli_check_fits(&r, 1, cli_train_state_copies(&args, cli_dist_size()), args.resume);
     }
     if (!rc) rc = load_data(&t);
+    /* the ranks' start-up so far, agreed: a rank that failed ends the job, none waits */
+    int worst = cli_dist_any(rc);
+    if (worst) cli_dist_agreed(), rc = rc ? rc : worst;
+    if (!rc) rc = check_ranks(&t);
     if (!rc) rc = build_session(&t);
-    if (rc) goto done;
-    int64_t lsh[RM_MAX_DIMS];
-    int lnd = rm_shape(t.g, t.io.logits, lsh);
-    if (!args.resume && !args.init && lnd > 0 && lsh[lnd - 1] > 1) /* a fresh model's loss is ln(vocab) */
-        t.div.reference = logf((float)lsh[lnd - 1]), t.div.fresh = 1;
-    t.sampler = strcmp(args.sampler, "sequential") == 0 ? RM_SAMPLE_SEQUENTIAL : RM_SAMPLE_RANDOM;
-    t.tty = isatty(2) && !args.quiet;
-    if (!args.quiet) print_header(&t);
-    /* From here an interrupt saves the state instead of killing the run. A
-     * second one kills it (SA_RESETHAND): the last file written stays whole. */
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop;
-    sa.sa_flags = SA_RESTART | SA_RESETHAND;
-    sigemptyset(&sa.sa_mask);
-    stop_signal = 0;
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
-    handlers = 1;
-    float loss = NAN, val_loss = NAN;
-    int step = (int)t.start, have_val = 0;
-    rc = run_steps(&t, &step, &loss, &val_loss, &have_val);
-    if (!rc) rc = finish(&t, step, loss, val_loss, have_val);
-done:
-    if (handlers) {
-        sigaction(SIGINT, &old_int, NULL);
-        sigaction(SIGTERM, &old_term, NULL);
+    if (!rc) {
+        int64_t lsh[RM_MAX_DIMS];
+        int lnd = rm_shape(t.g, t.io.logits, lsh);
+        if (!args.resume && !args.init && lnd > 0 && lsh[lnd - 1] > 1) /* a fresh model's loss is ln(vocab) */
+            t.div.reference = logf((float)lsh[lnd - 1]), t.div.fresh = 1;
+        t.sampler = strcmp(args.sampler, "sequential") == 0 ? RM_SAMPLE_SEQUENTIAL : RM_SAMPLE_RANDOM;
+        t.tty = isatty(2) && !args.quiet;
+        if (!args.quiet) print_header(&t);
+        float loss = NAN, val_loss = NAN;
+        int step = (int)t.start, have_val = 0;
+        rc = run_steps(&t, &step, &loss, &val_loss, &have_val);
+        if (!rc) rc = finish(&t, step, loss, val_loss, have_val);
     }
+    cli_stop_release();
     rm_file_close(t.resume);
     rm_hf_close(t.hf);
     free(t.gx);

@@ -334,6 +334,11 @@ typedef rm_status (*rm_fill_fn)(void *user, rm_session *s, int j, int64_t row_of
  * ends this rank's micro-batches; every rank then returns the error, with
  * "rank R of P: ...". The same step as P k ranks of one micro-batch each,
  * or as one process with k P micro-batches, up to the order of summation.
+ * The global batch is P k b rows by construction: every rank must pass the
+ * same k (the ranks agree on it first; another k on any rank is RM_ERR_ARG
+ * on every rank, since rows would overlap or be left out), and a caller
+ * whose batch of B rows does not split into P k equal parts must refuse it
+ * (remat train does) rather than drop rows.
  * Compile with rm_options.accumulate for k > 1. fill may be NULL for k = 1
  * (the inputs as they are). */
 rm_status rm_step_accumulate(rm_session *s, uint64_t step, int k, rm_fill_fn fill, void *user, float *loss);
@@ -1087,6 +1092,32 @@ rm_status rm_store_frozen(rm_graph *g, rm_dtype dtype, int *n);
 /* The same, each parameter in its tensor's dtype in the folder when that
  * is BF16 or F16 (F32 tensors stay 4 bytes): storage without rounding. */
 rm_status rm_hf_store_frozen(const rm_hf *m, rm_graph *g, int *n);
+
+/* ---- writing files (issue 22) ------------------------------------------------ */
+
+/* Every file remat writes other than a checkpoint file (rm_chart_svg,
+ * rm_trace_write, the command line's reports and CSV tables) goes through
+ * rm_out, as every reader goes through rm_read_file. The target must be a
+ * regular file or not exist: a FIFO, a device (/dev/full) or a directory is
+ * refused at once (RM_ERR_IO), never opened, so nothing blocks. The bytes go
+ * to a temporary file ".<name>.tmp.<pid>" in the target's folder (the name a
+ * checkpoint file's save uses), renamed over the target by rm_out_close once
+ * every byte is written and synced: the target holds its old contents or the
+ * new ones, never a part. */
+typedef struct rm_out rm_out;
+/* Opens the temporary file for path (RM_ERR_IO with the reason when path
+ * cannot be written; nothing is created then). */
+rm_status rm_out_open(const char *path, rm_out **out, char *err, size_t errlen);
+/* The stream to write to (NULL for a NULL o). */
+FILE *rm_out_file(rm_out *o);
+/* commit 1: flush, sync and rename over the target (RM_ERR_IO, the target
+ * as it was, if any write failed); 0: remove the temporary file. Frees o
+ * (RM_ERR_ARG for a NULL o). */
+rm_status rm_out_close(rm_out *o, int commit, char *err, size_t errlen);
+/* The checks of rm_out_open, and its temporary file created and removed,
+ * without writing: for a program to refuse an output before its work (a
+ * missing or read-only folder, a name too long, a FIFO, a device). */
+rm_status rm_out_check(const char *path, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

@@ -300,6 +300,17 @@ def refusal_cases(remat, tmp):
     H.write_folder(good, cfg, P, "BF16")
     rc, _, err = run([remat, "train", "--init", good, "--layers", "3", "--data", data, "--steps", "1"])
     check(rc == 2 and "num_hidden_layers" in err, "--layers against config.json: exit %d %r" % (rc, err.strip()))
+    # no output may replace the folder's files; eval refuses the flags of training
+    before = open(os.path.join(good, "model.safetensors"), "rb").read()
+    for cmd, out in (("train", ["--save", os.path.join(good, "model.safetensors")]),
+                     ("train", ["--report", os.path.join(good, "..", "good", "config.json")]),
+                     ("eval", ["--report", os.path.join(good, "model-00001-of-00002.safetensors")])):
+        rc, _, err = run([remat, cmd, "--init", good, "--data", data, "--batch", "1", "--context", "8", "--steps", "1"]
+                         [:-2 if cmd == "eval" else None] + out)
+        check(rc == 2 and "model folder" in err, "%s %s: exit %d %r" % (cmd, out, rc, err.strip()))
+    check(open(os.path.join(good, "model.safetensors"), "rb").read() == before, "the folder's weights unchanged")
+    rc, _, err = run([remat, "eval", "--init", good, "--data", data, "--lr", "0.1"])
+    check(rc == 2 and "not remat eval" in err, "eval --lr: exit %d %r" % (rc, err.strip()))
 
 
 def main():

@@ -5,7 +5,10 @@
  *  - a fused session (fuse_optimizer) through rm_step_accumulate (k = 1)
  *    and rm_step: the weights of the unfused session, bit for bit;
  *  - a fill that fails, or a bad token id, on rank 1 only: every rank
- *    returns the error naming rank 1, and none waits forever.
+ *    returns the error naming rank 1, and none waits forever;
+ *  - ranks that pass different k to rm_step_accumulate: refused on both;
+ *  - rank 1 alone diverging (a weight made NaN there): rm_step and
+ *    rm_step_accumulate fail on both ranks, naming rank 1, not rank 0.
  * Each rank prints its own "mpi_api rank R: N passed, N failed". */
 #include "remat_mpi.h"
 #include "check.h"
@@ -103,6 +106,11 @@ static void test_accumulate(int rank) {
     CHECK(st == RM_ERR_IO && strstr(rm_session_errmsg(d.s), "rank 1 of 2") &&
               strstr(rm_session_errmsg(d.s), "micro-batch 0"), "rank %d: rank 1's fill failing: %d %s", rank, st,
           rm_session_errmsg(d.s));
+    /* another k on rank 1: its rows would overlap rank 0's or leave some out; refused on both */
+    fd.fail_rank = -1;
+    st = rm_step_accumulate(d.s, 3, rank ? 1 : K, fill, &fd, &ld);
+    CHECK(st == RM_ERR_ARG && strstr(rm_session_errmsg(d.s), "different k"), "rank %d: k %d and %d on the ranks: %d %s",
+          rank, K, 1, st, rm_session_errmsg(d.s));
     close_net(&d);
     close_net(&one);
 }
@@ -142,6 +150,23 @@ static void test_fused(int rank) {
     close_net(&u);
 }
 
+static void test_diverging_rank(int rank) {
+    net d;
+    CHECK(open_net(&d, 1, 0, 1) == RM_OK, "rank %d: a session on the ranks: %s", rank, rm_session_errmsg(d.s));
+    if (rank == 1) ((float *)rm_value_data(d.s, rm_param_at(d.g, 0)))[0] = NAN; /* after set_comm's broadcast */
+    feed fd = {&d, -1, rank};
+    float l;
+    for (int k = 1; k <= K; k++) { /* k 1: rm_step; k 2: rm_step_accumulate */
+        rm_status st;
+        if (k == 1) fill(&fd, d.s, 0, rank * B), st = rm_step(d.s, 5, &l);
+        else st = rm_step_accumulate(d.s, 5, k, fill, &fd, &l);
+        const char *m = rm_session_errmsg(d.s);
+        CHECK(st != RM_OK && strstr(m, "rank 1 of 2") && strstr(m, "not finite") && !strstr(m, "rank 0 of"),
+              "rank %d: rank 1 diverging alone (k %d): %d %s", rank, k, st, m);
+    }
+    close_net(&d);
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     int rank, size;
@@ -154,6 +179,7 @@ int main(int argc, char **argv) {
     }
     test_accumulate(rank);
     test_fused(rank);
+    test_diverging_rank(rank);
     char name[32];
     snprintf(name, sizeof name, "mpi_api rank %d", rank);
     int rc = check_done(name);

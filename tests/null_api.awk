@@ -119,6 +119,8 @@ function value(f, t, name, ptr,    base) {
     if (t == "rm_session**") return "&F.s_out"
     if (t == "rm_optim**") return "&F.opt_out"
     if (t == "rm_file**") return "&F.file_out"
+    if (t == "rm_out**") return "&F.out_out"
+    if (t == "rm_out*") return "F.out_w"
     if (t ~ /^(const )?rm_dataset\*$/) return "&F.d"
     if (t == "const rm_model_io*") return "&F.io"
     if (t == "const rm_pairs*") return "&F.pairs"

@@ -62,6 +62,7 @@ static struct null_fixture {
     rm_session *s_out;
     rm_optim *opt_out;
     rm_file *file_out;
+    rm_out *out_w, *out_out; /* a file being written (rm_out_open of F.out), an out-handle */
     rm_strategy strat;
     /* zeroed memory for the out-structs (rm_memory_info, rm_tensor_info, ...) */
     _Alignas(16) unsigned char scratch[1 << 16];
@@ -145,7 +146,8 @@ static void null_setup(void) {
         rm_save_run(F.s, F.opt, F.ckpt, &F.ri, 0, NULL, NULL, err, sizeof err) != RM_OK ||
         rm_file_open(F.ckpt, &F.file, err, sizeof err) != RM_OK ||
         rm_data_load_corpus(&F.d, err, sizeof err) != RM_OK || rm_data_split(&F.d, 0.1, 2, 8, err, sizeof err) ||
-        rm_pairs_load(&F.pairs, F.pairs_path, err, sizeof err) != RM_OK) {
+        rm_pairs_load(&F.pairs, F.pairs_path, err, sizeof err) != RM_OK ||
+        rm_out_open(F.out, &F.out_w, err, sizeof err) != RM_OK) {
         fprintf(stderr, "null_api: fixture: %s\n", err);
         exit(1);
     }

@@ -32,6 +32,9 @@ printf '%s,source,label\n' "$cols" > "$T/peer.csv"
 printf 'x,peer:a,0,,200000,90000000,5.0,4.0,6.0,,,peer,peer-a\n' >> "$T/peer.csv"
 printf 'x,peer:b,0,,,90000000,7.0,6.0,8.0,,,peer,peer-b\n' >> "$T/peer.csv"
 "$R" bench $TINY --steps 1 --budgets 2 --rounds 1 --strategies none --svg "$T/c.svg" --compare "$T/peer.csv" \
+    --x act > /dev/null 2>&1 || bad "bench --compare --x act exited $?"
+# with --compare the default x axis is peak RSS for every point (--x rss)
+"$R" bench $TINY --steps 1 --budgets 0 --rounds 1 --strategies none --svg "$T/r.svg" --compare "$T/peer.csv" \
     > /dev/null 2>&1 || bad "bench --compare exited $?"
 if command -v python3 >/dev/null; then
     marks() {
@@ -55,6 +58,9 @@ PY
     check '[ "${out%% *}" = 5 ] && echo "$out" | grep -q "peer-b \[RSS\]" && ! echo "$out" | grep -q "peer-a \[RSS\]"' \
         "c.svg: 3 remat + 2 peer marks, peer-b by RSS: $out"
     check 'grep -q "peak RSS" "$T/c.svg" && grep -q "gpt L2 C16" "$T/c.svg"' "the chart names the axes and the model"
+    out=$(marks "$T/r.svg")
+    check '[ "${out%% *}" = 3 ] && ! echo "$out" | grep -q "RSS\]" && grep -q "Step time against peak RSS" "$T/r.svg"' \
+        "r.svg (--compare, default --x rss): 1 remat + 2 peer marks, all by peak RSS: $out"
     "$R" plan $TINY --sweep --csv "$T/sweep.csv" --svg "$T/sweep.svg"
     out=$(marks "$T/sweep.svg")
     check '[ "${out%% *}" = $(($(wc -l < "$T/sweep.csv") - 1)) ]' "plan --sweep --svg: $out vs $(cat "$T/sweep.csv")"

@@ -76,12 +76,12 @@ fuzz fuzz_load "$LOAD_SECONDS" fuzz/corpus 8192 \
     "src/train/safetensors.c src/train/st_write.c src/train/checksum.c src/train/params.c src/train/optim.c src/dist/comm.c src/util/util.c src/exec/errors.c src/exec/ref.c" \
     fuzz/safetensors.dict
 fuzz fuzz_data "$EACH_SECONDS" fuzz/corpus_data 4096 "src/train/data.c src/util/philox.c src/util/util.c"
-fuzz fuzz_chain "$EACH_SECONDS" fuzz/corpus_chain 600 "src/plan/chainfile.c src/plan/rotor.c src/plan/rotor_dp.c src/plan/rotor_least.c src/util/util.c" \
+fuzz fuzz_chain "$EACH_SECONDS" fuzz/corpus_chain 600 "src/plan/chainfile.c src/plan/rotor.c src/plan/rotor_dp.c src/plan/rotor_least.c src/util/util.c src/util/jsonerr.c" \
     fuzz/chain.dict
 fuzz fuzz_size "$EACH_SECONDS" fuzz/corpus_size 64 "src/util/util.c"
 fuzz fuzz_args "$EACH_SECONDS" fuzz/corpus_args 1024 "cli/args.c cli/guard.c" fuzz/args.dict
 fuzz fuzz_hfconfig "$EACH_SECONDS" fuzz/corpus_hfconfig 2048 "src/train/hfconfig.c src/train/safetensors.c src/util/util.c"
 fuzz fuzz_graph "$EACH_SECONDS" fuzz/corpus_graph 2048 \
-    "src/plan/graphfile.c src/plan/graphplan.c src/plan/graphsched.c src/plan/graphfast.c src/plan/blocks.c src/plan/schedule.c"
+    "src/plan/graphfile.c src/plan/graphplan.c src/plan/graphsched.c src/plan/graphfast.c src/plan/blocks.c src/plan/schedule.c src/util/jsonerr.c"
 echo "test_fuzz: $pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -296,6 +296,14 @@ rm_status rm_step_accumulate(rm_session *s, uint64_t step, int k, rm_fill_fn fil
     rm_status rc = accumulate_args(s, k, fill);
     if (rc != RM_OK) return rc;
     rm_dist *d = s->dist;
+    /* rank r's rows start at r k b: with another k on some rank, rows would
+     * overlap or be left out of the global batch (P k b rows). Agreed first. */
+    int ks[2] = {k, -k};
+    MPI_Allreduce(MPI_IN_PLACE, ks, 2, MPI_INT, MPI_MAX, d->comm);
+    if (ks[0] != -ks[1])
+        return rm_session_fail(s, RM_ERR_ARG, "rm_step_accumulate: the ranks pass different k (%d to %d micro-batches; "
+                               "this rank %d): rows would overlap or be left out of the global batch of P k b rows; "
+                               "every rank must pass the same k", -ks[1], ks[0], k);
     const int64_t row0 = (int64_t)d->rank * k * batch_rows(s);
     const float scale = 1.0f / ((float)d->size * (float)k);
     float mean = NAN;

@@ -3,6 +3,7 @@
  * rm_options; then the session writes the canonical strings the planner
  * reads into its own buffers, so it never keeps a pointer of the caller. */
 #include "exec/exec.h"
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -65,13 +66,33 @@ rm_status rm_parse_size(const char *s, int64_t *bytes, double *fraction, char *e
     double v;
     int percent;
     if (!s || !bytes || !fraction || rm_parse_bytes(s, &v, &percent) != RM_OK) {
+        char *pe;
+        double pv = s ? strtod(s, &pe) : 0;
+        if (s && pe != s && pv > 100 && !strcmp(pe, "%")) {
+            if (err && errlen) snprintf(err, errlen, "'%.40s' is more than all of store-all: a share is at most 100%%", s);
+            return RM_ERR_ARG;
+        }
         if (err && errlen)
             snprintf(err, errlen, "'%.40s' is not a size: use e.g. 64MiB, 1.5GiB, 500MB, 123456 (bytes) or 50%% "
                      "(of store-all)", s ? s : "(null)");
         return RM_ERR_ARG;
     }
-    if (!percent && !(v < 9.2e18)) {
-        if (err && errlen) snprintf(err, errlen, "size '%.40s' is too large (at most 2^63 bytes)", s);
+    if (!percent && !(v <= (double)RM_MAX_BUDGET_BYTES)) {
+        if (err && errlen) snprintf(err, errlen, "size '%.40s' is too large: at most 2^60 bytes (1 EiB, 1073741824GiB)", s);
+        return RM_ERR_ARG;
+    }
+    /* "0.5" is ambiguous (half of store-all, or half a byte?), and anything
+     * under one byte would be no size at all: refused, with what works */
+    char *end;
+    double bare = strtod(s, &end);
+    while (isspace((unsigned char)*end)) end++;
+    if (!percent && v < 1.0) {
+        if (err && errlen) {
+            if (!*end && bare < 1.0)
+                snprintf(err, errlen, "'%.40s' is less than one byte: for a share of store-all write %g%%, for bytes a "
+                         "whole number or a unit (e.g. 64MiB)", s, 100.0 * bare);
+            else snprintf(err, errlen, "'%.40s' is less than one byte: give at least 1 (e.g. 64MiB, 500MB)", s);
+        }
         return RM_ERR_ARG;
     }
     *bytes = percent ? 0 : (int64_t)v;
@@ -93,8 +114,8 @@ rm_status rm_session_options(rm_session *s, const rm_options *o) {
         return rm_graph_fail(g, RM_ERR_ARG, "rm_compile: rm_options.memory_budget: %s", err);
     double frac = 0;
     if (p->memory_limit && (rm_parse_size(p->memory_limit, &p->limit_bytes, &frac, err, sizeof err) != RM_OK || frac > 0))
-        return rm_graph_fail(g, RM_ERR_ARG, "rm_compile: rm_options.memory_limit: %s", frac > 0 ? "a limit is a size "
-                             "in bytes (e.g. 2GiB), not a percentage" : err);
+        return rm_graph_fail(g, RM_ERR_ARG, "rm_compile: rm_options.memory_limit '%.40s' is not a size in bytes: give "
+                             "one like 2GiB or 500MB (a limit is not a percentage)", p->memory_limit);
     if (p->limit_bytes < 0)
         return rm_graph_fail(g, RM_ERR_ARG, "rm_compile: rm_options.limit_bytes %lld is negative (0: no limit)",
                              (long long)p->limit_bytes);

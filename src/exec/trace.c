@@ -127,8 +127,10 @@ rm_status rm_trace_write(const rm_session *s, const char *path, int n_meta, cons
         snprintf(err, errlen, "no traced step to write: rm_trace_enable(s, N) and then rm_step(s, N, ...) first");
         return RM_ERR_STATE;
     }
-    FILE *f = fopen(path, "w");
-    if (!f) return snprintf(err, errlen, "cannot write trace '%s'", path), RM_ERR_IO;
+    rm_out *out;
+    rm_status st = rm_out_open(path, &out, err, errlen);
+    if (st != RM_OK) return st;
+    FILE *f = rm_out_file(out);
     const rm_graph *g = s->g;
     double origin = t->n ? t->ev[0].t0 : 0;
     fputs("{", f);
@@ -151,7 +153,5 @@ rm_status rm_trace_write(const rm_session *s, const char *path, int n_meta, cons
         fprintf(f, ",\n{\"ph\":\"X\",\"pid\":1,\"tid\":1,\"name\":\"optimizer update\",\"cat\":\"optimizer\","
                 "\"ts\":%.3f,\"dur\":%.3f,\"args\":{}}", (t->opt_t0 - origin) * 1e3, (t->opt_t1 - t->opt_t0) * 1e3);
     fputs("\n]}\n", f);
-    int bad = ferror(f);
-    if ((fclose(f) != 0) | bad) return snprintf(err, errlen, "cannot write trace '%s'", path), RM_ERR_IO;
-    return RM_OK;
+    return rm_out_close(out, 1, err, errlen);
 }

@@ -89,8 +89,8 @@ rm_val rm_model_gpt_embed(rm_graph *g, const rm_gpt_config *c, const char *model
         return -1;
     }
     if (C % H != 0) {
-        rm_graph_fail(g, RM_ERR_ARG, "%s: dim %lld is not divisible by heads %lld", model, (long long)C,
-                      (long long)H);
+        rm_graph_fail(g, RM_ERR_ARG, "%s: dim %lld is not divisible by heads %lld: make dim a multiple of heads "
+                      "(e.g. %lld)", model, (long long)C, (long long)H, (long long)(C / H + 1) * H);
         return -1;
     }
     if (!(c->dropout >= 0.0f && c->dropout < 1.0f)) {

@@ -47,11 +47,14 @@ static rm_status parse_selective(const cJSON *st, int i, rm_chain_model *m, char
 }
 
 static rm_status parse_chain(const char *text, rm_chain_model *m, char *err, size_t errlen) {
-    cJSON *root = cJSON_Parse(text);
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithOpts(text, &end, 1); /* 1: nothing but white space after the object */
     const cJSON *stages = root ? cJSON_GetObjectItemCaseSensitive(root, "stages") : NULL;
     int n = cJSON_IsArray(stages) ? cJSON_GetArraySize(stages) : 0;
     if (!root || n < 1 || n > 100000) {
-        snprintf(err, errlen, "%s", !root ? "invalid JSON" : "expected {\"stages\": [ {...}, ... ]} with at least one stage");
+        if (!root) rm_json_error(text, end, err, errlen);
+        else if (n > 100000) snprintf(err, errlen, "the chain has %d stages; a chain file holds at most 100000", n);
+        else snprintf(err, errlen, "expected {\"stages\": [ {...}, ... ]} with 1 to 100000 stages");
         cJSON_Delete(root);
         return RM_ERR_FORMAT;
     }

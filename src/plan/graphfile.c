@@ -118,14 +118,17 @@ static rm_status check_totals(const rm_gmodel *m, char *err, size_t errlen) {
 }
 
 static rm_status parse_graph(const char *text, rm_gmodel *m, char *err, size_t errlen) {
-    cJSON *root = cJSON_Parse(text);
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithOpts(text, &end, 1); /* 1: nothing but white space after the object */
     const cJSON *nodes = root ? cJSON_GetObjectItemCaseSensitive(root, "nodes") : NULL;
     const cJSON *edges = root ? cJSON_GetObjectItemCaseSensitive(root, "edges") : NULL;
     int n = cJSON_IsArray(nodes) ? cJSON_GetArraySize(nodes) : 0;
     if (!root || n < 1 || n > MAX_NODES || (edges && !cJSON_IsArray(edges)) ||
         (edges && cJSON_GetArraySize(edges) > MAX_EDGES)) {
-        snprintf(err, errlen, "%s", !root ? "invalid JSON" : "expected {\"nodes\": [{...}, ...], \"edges\": "
-                 "[{\"producer\": i, \"consumer\": j}, ...]} with 1 to 100000 nodes and at most 1000000 edges");
+        if (!root) rm_json_error(text, end, err, errlen);
+        else snprintf(err, errlen, "expected {\"nodes\": [{...}, ...], \"edges\": [{\"producer\": i, \"consumer\": j}, "
+                      "...]} with 1 to 100000 nodes and at most 1000000 edges (this one: %d nodes%s)", n,
+                      edges && cJSON_IsArray(edges) && cJSON_GetArraySize(edges) > MAX_EDGES ? ", too many edges" : "");
         cJSON_Delete(root);
         return RM_ERR_FORMAT;
     }

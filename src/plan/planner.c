@@ -282,7 +282,7 @@ static int64_t revolve_least(const rm_graph *g, int stages, int threads) {
 static void budget_message(int64_t budget, const rm_auto_info *info, char *err, size_t errlen) {
     if (info->min_budget > 0)
         snprintf(err, errlen, "memory budget %.2f MiB is below the minimum feasible %.2f MiB for this model "
-                 "(store-all needs %.2f MiB); raise the budget (rm_options.budget_bytes) to at least %.2fMiB "
+                 "(store-all needs %.2f MiB); raise the budget to at least %.2fMiB "
                  "(%lld bytes)",
                  budget / 1048576.0, info->min_budget / 1048576.0, info->store_all / 1048576.0,
                  info->min_budget / 1048576.0 + 0.01, (long long)info->min_budget);

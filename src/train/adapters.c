@@ -108,24 +108,16 @@ static char *config_json(const rm_graph *g, int rank, float alpha, float dropout
     return text;
 }
 
-/* text to path through a temp file in the same folder (atomic, as the
- * safetensors writer); 0 or an errno. */
-static int write_text(const char *path, const char *text) {
-    char tmp[4200];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp) return ENAMETOOLONG;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666), e = 0;
-    if (fd < 0) return errno;
-    size_t n = strlen(text), done = 0;
-    while (done < n && !e) {
-        ssize_t w = write(fd, text + done, n - done);
-        if (w < 0 && errno != EINTR) e = errno;
-        else if (w > 0) done += (size_t)w;
-    }
-    if (!e && (write(fd, "\n", 1) != 1 || fsync(fd) != 0)) e = errno ? errno : EIO;
-    if (close(fd) != 0 && !e) e = errno;
-    if (!e && rename(tmp, path) != 0) e = errno;
-    if (e) unlink(tmp);
-    return e;
+/* text and a newline to path through rm_out (a regular file or none, a
+ * temporary file renamed over it when complete); RM_OK or RM_ERR_IO with
+ * the reason in why. */
+static rm_status write_text(const char *path, const char *text, char *why, size_t cap) {
+    rm_out *o;
+    rm_status rc = rm_out_open(path, &o, why, cap);
+    if (rc != RM_OK) return rc;
+    fputs(text, rm_out_file(o));
+    fputc('\n', rm_out_file(o));
+    return rm_out_close(o, 1, why, cap);
 }
 
 rm_status rm_save_adapters(rm_session *s, const char *dir, const char *base_model, int fan_in_fan_out, char *err,
@@ -161,8 +153,7 @@ rm_status rm_save_adapters(rm_session *s, const char *dir, const char *base_mode
     if (rc == RM_OK) rc = rm_st_write(path, n, t, 1, k, v, why, sizeof why);
     if (rc == RM_OK) {
         snprintf(path, sizeof path, "%s/adapter_config.json", dir);
-        int e = write_text(path, json);
-        if (e) snprintf(why, sizeof why, "cannot write '%.200s': %s", path, strerror(e)), rc = RM_ERR_IO;
+        rc = write_text(path, json, why, sizeof why);
     }
     if (rc == RM_ERR_NOMEM) snprintf(why, sizeof why, "out of memory");
     free(t);

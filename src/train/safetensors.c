@@ -299,7 +299,7 @@ static rm_status parse_header(rm_st_file *f, const unsigned char *buf, size_t le
         return RM_ERR_FORMAT;
     }
     if (hlen > RM_ST_MAX_HEADER) {
-        rm_st_seterr(err, errlen, "'%s': header length %llu exceeds the limit of %u bytes", fname,
+        rm_st_seterr(err, errlen, "'%s': header length %llu exceeds the limit of %u bytes: not a safetensors file, or a damaged one", fname,
                (unsigned long long)hlen, RM_ST_MAX_HEADER);
         return RM_ERR_FORMAT;
     }

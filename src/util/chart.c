@@ -227,8 +227,10 @@ rm_status rm_chart_svg(const rm_chart *c, const char *path, char *err, size_t er
             snprintf(err, errlen, "rm_chart_svg: point %d names series %d of %d", i, c->points[i].series, c->n_series);
             return RM_ERR_ARG;
         }
-    FILE *f = fopen(path, "w");
-    if (!f) return snprintf(err, errlen, "cannot write chart '%s'", path), RM_ERR_IO;
+    rm_out *out;
+    rm_status st = rm_out_open(path, &out, err, errlen);
+    if (st != RM_OK) return st;
+    FILE *f = rm_out_file(out);
     axis ax = make_axis(c, 0), ay = make_axis(c, 1);
     fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
                "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
@@ -247,7 +249,9 @@ rm_status rm_chart_svg(const rm_chart *c, const char *path, char *err, size_t er
     fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"11\" fill=\"#555\">", LEFT, H - 22);
     put_text(f, c->note);
     fputs("</text>\n</svg>\n", f);
-    int bad = !ok || ferror(f);
-    if ((fclose(f) != 0) | bad) return snprintf(err, errlen, "cannot write chart '%s'", path), RM_ERR_IO;
-    return RM_OK;
+    if (!ok) {
+        rm_out_close(out, 0, NULL, 0);
+        return snprintf(err, errlen, "cannot write chart '%s': out of memory", path), RM_ERR_NOMEM;
+    }
+    return rm_out_close(out, 1, err, errlen);
 }

@@ -45,5 +45,8 @@ rm_status rm_parse_bytes(const char *s, double *bytes, int *percent);
  * safetensors reader use it. */
 int rm_open_regular(const char *path, size_t max_bytes, size_t *size, rm_status *st, char *err, size_t errlen);
 void rm_strlcpy(char *dst, const char *src, size_t n);
+/* The message for JSON text that cJSON_ParseWithOpts(text, &end, 1)
+ * refused: a syntax error near `end`, or bytes after the object (jsonerr.c). */
+void rm_json_error(const char *text, const char *end, char *err, size_t errlen);
 
 #endif

@@ -1,0 +1,220 @@
+/* paths.c: path identity and the output checks every subcommand makes
+ * before its work (paths.h; docs/RELIABILITY.md, "Files"). */
+#define _DEFAULT_SOURCE /* realpath */
+#include "paths.h"
+#include "ckptfile.h"
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* "/a/./b//c/../d" -> "/a/b/d" in place (an absolute path). */
+static void normalize(char *p) {
+    char *out = p, *in = p;
+    while (*in) {
+        while (*in == '/') in++;
+        const char *seg = in;
+        size_t len = strcspn(in, "/");
+        in += len;
+        if (len == 0 || (len == 1 && seg[0] == '.')) continue;
+        if (len == 2 && seg[0] == '.' && seg[1] == '.') {
+            while (out > p && *--out != '/') {}
+            continue;
+        }
+        *out++ = '/';
+        memmove(out, seg, len);
+        out += len;
+    }
+    if (out == p) *out++ = '/';
+    *out = 0;
+}
+
+int cli_canonical(const char *path, char *out, size_t cap) {
+    if (!path || !*path) return 0;
+    char *real = realpath(path, NULL);
+    if (real) {
+        int ok = snprintf(out, cap, "%s", real) < (int)cap;
+        free(real);
+        return ok;
+    }
+    /* not there (or a dangling link): the real folder and the last name */
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/') n--;
+    const char *slash = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (path[i] == '/') slash = path + i;
+    const char *base = slash ? slash + 1 : path;
+    size_t blen = n - (size_t)(base - path);
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%.*s", slash ? (slash == path ? 1 : (int)(slash - path)) : 1, slash ? path : ".");
+    int special = (blen == 1 && base[0] == '.') || (blen == 2 && base[0] == '.' && base[1] == '.');
+    if (!special && (real = realpath(dir, NULL)) != NULL) {
+        int ok = snprintf(out, cap, "%s%s%.*s", real, strcmp(real, "/") ? "/" : "", (int)blen, base) < (int)cap;
+        free(real);
+        return ok;
+    }
+    /* no folder either: lexically, from the working directory */
+    char cwd[PATH_MAX];
+    if (path[0] != '/' && !getcwd(cwd, sizeof cwd)) return 0;
+    if (snprintf(out, cap, "%s/%.*s", path[0] == '/' ? "" : cwd, (int)n, path) >= (int)cap) return 0;
+    normalize(out);
+    return 1;
+}
+
+int cli_same_file(const char *a, const char *b) {
+    if (!a || !b) return 0;
+    struct stat sa, sb;
+    if (stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino) return 1;
+    char ca[PATH_MAX], cb[PATH_MAX];
+    return cli_canonical(a, ca, sizeof ca) && cli_canonical(b, cb, sizeof cb) && strcmp(ca, cb) == 0;
+}
+
+/* Whether `path` is one of the step files of output `save` (same folder,
+ * "<stem>.stepNNNNNN<ext>"). */
+static int is_step_file(const char *save, const char *path) {
+    char cs[PATH_MAX], cp[PATH_MAX];
+    uint64_t step;
+    if (!cli_canonical(save, cs, sizeof cs) || !cli_canonical(path, cp, sizeof cp)) return 0;
+    const char *bs = strrchr(cs, '/') + 1, *bp = strrchr(cp, '/') + 1;
+    return bs - cs == bp - cp && strncmp(cs, cp, (size_t)(bs - cs)) == 0 && cli_step_of(bs, bp, &step);
+}
+
+/* Output f can be written, with its longest step file. */
+static int check_writable(const cli_file *f) {
+    char err[600];
+    if (!*f->path) return cli_fail(2, "%s needs a file name, got ''", f->flag);
+    if (strlen(f->path) > PATH_MAX - 64)
+        return cli_fail(2, "%s: the path is %zu bytes long; the limit is %d", f->flag, strlen(f->path), PATH_MAX - 64);
+    if (rm_out_check(f->path, err, sizeof err) != RM_OK) return cli_fail(1, "%s: %s", f->flag, err);
+    char step[PATH_MAX + 32];
+    if (f->steps > 0 && (!cli_step_path(f->path, (uint64_t)f->steps, step, sizeof step) ||
+                         rm_out_check(step, err, sizeof err) != RM_OK))
+        return cli_fail(1, "%s: its step files (--save-every) cannot be written: %s", f->flag, err);
+    return 0;
+}
+
+/* Whether path is one of the files a Hugging Face folder dir reads
+ * (config.json, model.safetensors, its index and shards model-*.safetensors). */
+static int in_model_folder(const char *path, const char *dir) {
+    struct stat st;
+    char cp[PATH_MAX], cd[PATH_MAX];
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) return 0;
+    if (!cli_canonical(path, cp, sizeof cp) || !cli_canonical(dir, cd, sizeof cd)) return 0;
+    const char *base = strrchr(cp, '/') + 1;
+    const size_t dlen = strlen(cd), n = strlen(base);
+    if ((size_t)(base - cp) != (dlen == 1 ? 1 : dlen + 1) || strncmp(cp, cd, dlen) != 0) return 0;
+    return !strcmp(base, "config.json") || !strcmp(base, "model.safetensors.index.json") ||
+           (!strncmp(base, "model", 5) && n > 12 && !strcmp(base + n - 12, ".safetensors"));
+}
+
+/* How output o and file x collide: 1 the same file, 2 x is one of o's
+ * step files, 3 o is a file of the model folder x, 0 not at all (or o may
+ * replace x). */
+static int collision(const cli_file *o, const cli_file *x) {
+    if (o->may_be && !strcmp(o->may_be, x->flag)) return 0;
+    if (cli_same_file(o->path, x->path)) return 1;
+    if (x->kind == CLI_IN_ANY && in_model_folder(o->path, x->path)) return 3;
+    return o->steps > 0 && is_step_file(o->path, x->path) ? 2 : 0;
+}
+
+/* Folder f can be made or written into. */
+static int check_folder(const cli_file *f) {
+    struct stat st;
+    char err[600];
+    if (!*f->path) return cli_fail(2, "%s needs a folder name, got ''", f->flag);
+    if (stat(f->path, &st) == 0) {
+        if (!S_ISDIR(st.st_mode)) return cli_fail(1, "%s '%s' exists and is not a folder: give a folder", f->flag, f->path);
+        if (access(f->path, W_OK | X_OK) != 0)
+            return cli_fail(1, "%s: the folder '%s' is not writable: %s", f->flag, f->path, strerror(errno));
+        return 0;
+    }
+    char probe[PATH_MAX + 8];
+    snprintf(probe, sizeof probe, "%s", f->path);
+    for (size_t n = strlen(probe); n > 1 && probe[n - 1] == '/'; n--) probe[n - 1] = 0;
+    if (rm_out_check(probe, err, sizeof err) != RM_OK) return cli_fail(1, "%s: %s", f->flag, err); /* its parent */
+    return 0;
+}
+
+void cli_adapter_files(const char *flag, const char *dir, char buf[2][PATH_MAX + 64], cli_file out[3]) {
+    struct stat st;
+    const int there = dir && stat(dir, &st) == 0 && S_ISDIR(st.st_mode);
+    static const char *const names[2] = {"adapter_model.safetensors", "adapter_config.json"};
+    out[0] = (cli_file){flag, dir, CLI_OUT_DIR, NULL, 0};
+    for (int i = 0; i < 2; i++) {
+        if (dir) snprintf(buf[i], PATH_MAX + 64, "%s/%s", dir, names[i]);
+        out[1 + i] = (cli_file){flag, dir ? buf[i] : NULL, there ? CLI_OUT : CLI_OUT_LATER, NULL, 0};
+    }
+}
+
+/* Input f is there and a regular file (read later by rm_read_file, which
+ * never blocks either): before the work, so that bench does not run every
+ * point into the same refusal. */
+static int check_readable(const cli_file *f) {
+    struct stat st;
+    if (!*f->path) return cli_fail(2, "%s needs a file name, got ''", f->flag);
+    if (stat(f->path, &st) != 0) return cli_fail(1, "%s: cannot open '%s': %s", f->flag, f->path, strerror(errno));
+    if (S_ISDIR(st.st_mode) && f->kind == CLI_IN_ANY) return 0; /* a model folder: rm_hf_open checks its files */
+    if (S_ISDIR(st.st_mode)) return cli_fail(1, "%s: cannot read '%s': it is a directory", f->flag, f->path);
+    if (S_ISFIFO(st.st_mode))
+        return cli_fail(1, "%s: cannot read '%s': it is a FIFO (a pipe), not a regular file", f->flag, f->path);
+    if (!S_ISREG(st.st_mode))
+        return cli_fail(1, "%s: cannot read '%s': it is a device or socket, not a regular file", f->flag, f->path);
+    return 0;
+}
+
+/* Two files that are one (exit 2), first: what the user must change. */
+static int check_identity(const cli_file *files, int n) {
+    for (int i = 0; i < n; i++) {
+        const cli_file *o = &files[i];
+        if (!o->path || o->kind == CLI_IN || o->kind == CLI_IN_ANY) continue;
+        for (int j = 0; j < n; j++) {
+            const cli_file *x = &files[j];
+            const int how = j == i || !x->path || !strcmp(x->flag, o->flag) ? 0 : collision(o, x);
+            if (how == 2)
+                return cli_fail(2, "%s '%s' is named like a step file of %s '%s' (--save-every): one would "
+                                "overwrite the other; give another path", x->flag, x->path, o->flag, o->path);
+            if (how == 3)
+                return cli_fail(2, "%s '%s' is a file of the model folder %s '%s': writing it would replace the "
+                                "model; give another path", o->flag, o->path, x->flag, x->path);
+            if (how == 1 && (x->kind == CLI_IN || x->kind == CLI_IN_ANY))
+                return cli_fail(2, "%s '%s' is the same file as %s '%s': writing it would replace that input; give "
+                                "another path", o->flag, o->path, x->flag, x->path);
+            if (how == 1)
+                return cli_fail(2, "%s '%s' and %s '%s' are the same file: one would overwrite the other; give "
+                                "another path", o->flag, o->path, x->flag, x->path);
+        }
+    }
+    return 0;
+}
+
+int cli_check_files(const cli_file *files, int n) {
+    int rc = check_identity(files, n);
+    for (int i = 0; !rc && i < n; i++)
+        if (files[i].path && (files[i].kind == CLI_IN || files[i].kind == CLI_IN_ANY)) rc = check_readable(&files[i]);
+    for (int i = 0; !rc && i < n; i++)
+        if (files[i].path && files[i].kind == CLI_OUT_DIR) rc = check_folder(&files[i]);
+    for (int i = 0; !rc && i < n; i++)
+        if (files[i].path && files[i].kind == CLI_OUT) rc = check_writable(&files[i]);
+    return rc;
+}
+
+int cli_check_outputs(const cli_args *a) {
+    const int every = a->save && a->save_every ? a->steps : 0;
+    char adapter_paths[2][PATH_MAX + 64];
+    cli_file files[10] = {
+        {"--data", a->data, CLI_IN, NULL, 0},
+        {"--init", a->init, CLI_IN_ANY, NULL, 0}, /* a file, or a Hugging Face folder */
+        {"--resume", a->resume, CLI_IN, NULL, 0},
+        /* --resume FILE --save FILE continues in place (the write is atomic) */
+        {"--save", a->save, CLI_OUT, "--resume", every},
+        {"--report", a->report, CLI_OUT, NULL, 0},
+        {"--trace", a->trace, CLI_OUT, NULL, 0},
+        /* written on SIGINT/SIGTERM only; not checked writable (a run in a read-only folder still trains) */
+        {"the interrupt file", a->save ? NULL : CLI_INTERRUPT_PATH, CLI_OUT_LATER, "--resume", 0},
+    };
+    cli_adapter_files("--save-adapters", a->save_adapters, adapter_paths, files + 7);
+    return cli_check_files(files, 10);
+}
