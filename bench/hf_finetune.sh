@@ -20,7 +20,8 @@
 #       the TinyLlama-1.1B shape: 22 layers, dim 2048, 32 heads, 4 kv heads,
 #       ffn 5632, vocab 32000; context 512, batch 1; remat under
 #       --memory-limit 3GiB (LIMIT): its peak RSS must stay under it.
-#       PyTorch is not run (its fp32 base alone is 4.4 GB).
+#       PyTorch is not run (its fp32 base alone is 4.4 GB) unless
+#       TORCH="layers" (or "layers none") names its settings.
 #   sh bench/hf_finetune.sh tiny
 #       a 2-layer model in seconds: checks that the script runs (no target).
 #
@@ -92,9 +93,9 @@ torch_run() { # i checkpoint
         --warmup "$W" --steps "$S" --checkpoint "$2" --out "$dir/torch_$2.$1.json"
 }
 case "$shape" in
-smollm2) LIMIT=${LIMIT:-1GiB} TAGS="all limit" ;;
-tiny) LIMIT=${LIMIT:-64MiB} TAGS="all limit" ;;
-tinyllama) LIMIT=${LIMIT:-3GiB} TAGS="limit" ;;
+smollm2) LIMIT=${LIMIT:-1GiB} TAGS="all limit" CKS=${TORCH:-layers none} ;;
+tiny) LIMIT=${LIMIT:-64MiB} TAGS="all limit" CKS=${TORCH:-layers none} ;;
+tinyllama) LIMIT=${LIMIT:-3GiB} TAGS="limit" CKS=${TORCH:-} ;;
 esac
 rm -f "$dir"/remat_*.json "$dir"/torch_*.json "$dir"/run_*.json
 i=0
@@ -102,16 +103,14 @@ while [ "$i" -lt "$R" ]; do
     for tag in $TAGS; do
         if [ "$tag" = all ]; then remat_run "$i" all; else remat_run "$i" limit --memory-limit "$LIMIT"; fi
     done
-    if [ "$shape" != tinyllama ]; then
-        for ck in layers none; do
-            torch_run "$i" "$ck"
-        done
-    fi
+    for ck in $CKS; do
+        torch_run "$i" "$ck"
+    done
     i=$((i + 1))
 done
-"$PYTHON" - "$dir" "$R" "$shape" "$LIMIT" "$TAGS" <<'PY'
+"$PYTHON" - "$dir" "$R" "$shape" "$LIMIT" "$TAGS" "$CKS" <<'PY'
 import json, statistics, sys
-d, reps, shape, limit, tags = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5].split()
+d, reps, shape, limit, tags, cks = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5].split(), sys.argv[6].split()
 med = statistics.median
 units = {"GiB": 2**30, "MiB": 2**20}
 lim = float(limit[:-3]) * units[limit[-3:]]
@@ -138,9 +137,9 @@ for tag in tags:
     if tag == "limit":
         print("  peak RSS %.1f MiB (largest %.1f) against --memory-limit %s (%.1f MiB): %s" % (
             med(rr) / 2**20, max(rr) / 2**20, limit, lim / 2**20, "under" if max(rr) <= lim else "OVER"))
-if shape == "tinyllama":
+if not cks:
     sys.exit(0)
-t = {ck: [json.load(open("%s/torch_%s.%d.json" % (d, ck, i))) for i in range(reps)] for ck in ("layers", "none")}
+t = {ck: [json.load(open("%s/torch_%s.%d.json" % (d, ck, i))) for i in range(reps)] for ck in cks}
 for ck, runs in t.items():
     print("torch --checkpoint %-6s step ms %s (median %.0f), peak RSS MiB %s (median %.1f; base %.1f)" % (
         ck, " ".join("%.0f" % x["step_ms_median"] for x in runs), med([x["step_ms_median"] for x in runs]),
