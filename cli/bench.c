@@ -28,6 +28,7 @@
  * a child outlives no parent (PR_SET_PDEATHSIG). */
 #define _DEFAULT_SOURCE /* wait4: the rusage of one child; mkdtemp */
 #include "bench.h"
+#include "hf.h"
 #include "paths.h"
 #include "stop.h"
 #include <cjson/cJSON.h>
@@ -134,11 +135,30 @@ static int split_flags(int argc, char **argv, bench_flags *bf, char **rest, int 
 }
 
 /* The least feasible budget and store-all's arena, from a dry compile. */
+/* Frozen weights kept in g as the child will keep them (--frozen-dtype;
+ * auto: as in the --init folder or file), since the products that widen
+ * them need workspace, which is activation memory. */
+static int frozen_as_child(const cli_args *a, rm_graph *g) {
+    rm_hf *hf = NULL;
+    rm_file *f = NULL;
+    char err[512];
+    if (cli_is_dir(a->init) && rm_hf_open(a->init, &hf, err, sizeof err) != RM_OK) hf = NULL;
+    else if (a->init && !hf && !cli_is_dir(a->init) && rm_file_open(a->init, &f, err, sizeof err) != RM_OK) f = NULL;
+    int rc = cli_frozen_store(a, g, hf, f); /* a file it cannot open: the child says what is wrong */
+    rm_hf_close(hf);
+    rm_file_close(f);
+    return rc;
+}
+
 static int budget_range(const cli_args *a, size_t *lo, size_t *hi) {
     rm_graph *g = rm_graph_new();
     rm_model_io io;
     rm_session *s = NULL;
     rm_status st = g ? cli_build_model(a, g, &io, 0) : RM_ERR_NOMEM;
+    if (st == RM_OK && frozen_as_child(a, g) != 0) {
+        rm_graph_free(g);
+        return 1;
+    }
     rm_options o;
     rm_options_default(&o);
     o.threads = a->threads;
@@ -430,6 +450,11 @@ int cli_bench(int argc, char **argv, const char *argv0) {
     else if (cli_given(&a, "--steps") && a.steps < 1)
         rc = cli_fail(2, "remat bench needs --steps of at least 1 (timed steps per point)");
     if (!rc && !bf.help) rc = check_files(&bf, &a, &cmp, &n_cmp);
+    if (!rc && !bf.help && cli_is_dir(a.init)) { /* the model is config.json's: for the budgets and the title */
+        rm_hf *m = NULL;
+        rc = cli_hf_open(&a, &m);
+        rm_hf_close(m);
+    }
     if (!rc && !bf.help) rc = absolute_inputs(rest, n_rest, held);
     if (!rc && !bf.help) {
         /* from here a signal stops the children and reports what was measured

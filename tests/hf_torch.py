@@ -309,6 +309,13 @@ def refusal_cases(remat, tmp):
                          [:-2 if cmd == "eval" else None] + out)
         check(rc == 2 and "model folder" in err, "%s %s: exit %d %r" % (cmd, out, rc, err.strip()))
     check(open(os.path.join(good, "model.safetensors"), "rb").read() == before, "the folder's weights unchanged")
+    # remat bench plans its budgets for config.json's model, its bf16 base kept as the children keep it
+    csv = os.path.join(tmp, "bench.csv")
+    rc, out, err = run([remat, "bench", "--init", good, "--data", data, "--batch", "1", "--context", "8", "--lora", "2",
+                        "--steps", "1", "--rounds", "1", "--strategies", "none", "--budgets", "2", "--csv", csv])
+    rows = open(csv).read() if os.path.exists(csv) else ""
+    check(rc == 0 and "skipped" not in out + err and rows.count("llama L1 C16 H2 K1 T8 V50 B1,") == 3,
+          "bench --init DIR: exit %d, rows %r %s" % (rc, rows, (out + err).strip()[-300:]))
     rc, _, err = run([remat, "eval", "--init", good, "--data", data, "--lr", "0.1"])
     check(rc == 2 and "not remat eval" in err, "eval --lr: exit %d %r" % (rc, err.strip()))
 
