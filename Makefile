@@ -78,6 +78,8 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 TEST_BIN += $(BUILD)/tests/test_null_api
 # tests/mpi_api.c runs under mpirun (tests/test_mpi.sh), not on its own
 MPI_TEST_BIN := $(if $(filter 1,$(MPI)),$(BUILD)/tests/mpi_api)
+# tests/hf_check.c is the C side of tests/hf_torch.py (run by test_hf_torch.sh)
+HELPER_BIN := $(BUILD)/tests/hf_check
 EX_SRC := $(sort $(wildcard examples/*.c))
 EX_BIN := $(EX_SRC:examples/%.c=$(BUILD)/examples/%)
 HDRS := $(wildcard include/*.h src/*.h src/*/*.h tests/*.h cli/*.h)
@@ -159,7 +161,7 @@ $(BUILD)/tests/test_null_api: $(BUILD)/tests/test_null_api.c tests/null_api.h te
 # (libglpk-dev), for the tests only: libremat does not link it.
 $(BUILD)/tests/test_oracle: LDLIBS += -lglpk
 
-test: $(BUILD)/remat $(TEST_BIN) $(MPI_TEST_BIN) $(EX_BIN) $(BUILD)/libremat.so
+test: $(BUILD)/remat $(TEST_BIN) $(MPI_TEST_BIN) $(HELPER_BIN) $(EX_BIN) $(BUILD)/libremat.so
 	@BUILD=$(BUILD) REMAT_MPI_BUILD=$(MPI) sh tests/run_all.sh $(TEST_BIN)
 
 run: $(BUILD)/remat

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 void cli_args_default(cli_args *a) {
     memset(a, 0, sizeof *a);
@@ -48,6 +49,7 @@ void cli_args_default(cli_args *a) {
     a->top_k = 0;
     a->temperature = 1.0f;
     a->command = "";
+    a->frozen_dtype = "auto";
 }
 
 int cli_fail_rank = -1;
@@ -227,6 +229,9 @@ static int set_value(cli_args *a, const char *flag, const char *v) {
         a->model = v;
     } else if (IS("--layers")) ok = cli_parse_int(flag, v, 1, 4096, &a->layers);
     else if (IS("--ffn-dim")) ok = cli_parse_int(flag, v, 1, 1 << 20, &a->ffn_dim);
+    else if (IS("--kv-heads")) ok = cli_parse_int(flag, v, 1, 1 << 12, &a->kv_heads);
+    else if (IS("--rope-theta")) ok = parse_float(flag, v, 1e-3f, 1e30f, &a->rope_theta);
+    else if (IS("--norm-eps")) ok = parse_float(flag, v, 1e-30f, 1.0f, &a->norm_eps);
     else if (IS("--enc-layers")) ok = cli_parse_int(flag, v, 1, 4096, &a->enc_layers);
     else if (IS("--dec-layers")) ok = cli_parse_int(flag, v, 1, 4096, &a->dec_layers);
     else if (IS("--source")) a->source = v;
@@ -258,6 +263,14 @@ static int set_value(cli_args *a, const char *flag, const char *v) {
     else if (IS("--widths")) ok = parse_widths(a, v);
     else if (IS("--dropout")) ok = parse_float(flag, v, 0.0f, 0.95f, &a->dropout);
     else if (IS("--data")) a->data = v;
+    else if (IS("--frozen-dtype")) {
+        if (strcmp(v, "auto") && strcmp(v, "f32") && strcmp(v, "bf16") && strcmp(v, "f16"))
+            ok = (cli_fail(2, "--frozen-dtype is auto, f32, bf16 or f16, got '%s'", v), 0);
+        a->frozen_dtype = v;
+    } else if (IS("--token-bytes")) {
+        ok = cli_parse_int(flag, v, 2, 4, &a->token_bytes);
+        if (ok && a->token_bytes == 3) ok = (cli_fail(2, "--token-bytes is 2 or 4, got '%s'", v), 0);
+    } else if (IS("--max-batches")) ok = cli_parse_int(flag, v, 0, 1 << 30, &a->max_batches);
     else if (IS("--val-fraction")) ok = parse_float(flag, v, 0.0f, 0.9f, &a->val_fraction);
     else if (IS("--sampler")) {
         if (strcmp(v, "random") && strcmp(v, "sequential"))
@@ -328,6 +341,7 @@ static int *boolean_flag(cli_args *a, const char *f) {
            : !strcmp(f, "--fuse-optimizer")   ? &a->fuse_optimizer
            : !strcmp(f, "--print-plan")       ? &a->print_plan
            : !strcmp(f, "--batchnorm")        ? &a->batchnorm
+           : !strcmp(f, "--tie-embeddings")   ? &a->tie_embeddings
            : !strcmp(f, "--merge-lora")       ? &a->merge_lora
                                               : NULL;
 }
@@ -340,20 +354,26 @@ static int *boolean_flag(cli_args *a, const char *f) {
  * the training settings that have no bearing on a plan (a model's plan is
  * the same whatever --lr or --steps), so that a training command line can
  * be planned as it is. */
-enum { U_TRAIN = 1, U_PLAN = 2, U_SAMPLE = 4, U_BENCH = 8, U_EXPORT = 16, U_ALL = 31 };
+enum { U_TRAIN = 1, U_PLAN = 2, U_SAMPLE = 4, U_BENCH = 8, U_EXPORT = 16, U_EVAL = 32, U_ALL = 63 };
+enum { N_COMMANDS = 6 };
 enum { MODEL = 1, SETTING = 2 }; /* MODEL: sample takes it from its file; SETTING: plan warns */
 static const struct flag_use {
     const char *name;
     int users, kind;
 } flag_uses[] = {
-    {"--model", U_TRAIN | U_PLAN | U_BENCH, MODEL}, {"--layers", U_TRAIN | U_PLAN | U_BENCH, MODEL},
-    {"--dim", U_TRAIN | U_PLAN | U_BENCH, MODEL}, {"--heads", U_TRAIN | U_PLAN | U_BENCH, MODEL},
-    {"--context", U_TRAIN | U_PLAN | U_BENCH, MODEL}, {"--vocab", U_TRAIN | U_PLAN | U_BENCH, MODEL},
-    {"--batch", U_TRAIN | U_PLAN | U_BENCH, MODEL}, {"--widths", U_TRAIN | U_PLAN | U_BENCH, MODEL},
-    {"--dropout", U_TRAIN | U_PLAN | U_BENCH, MODEL}, {"--ffn-dim", U_TRAIN | U_PLAN | U_BENCH, MODEL},
+    /* eval: --context and --batch are its batches; with --init DIR the shape flags must agree with
+     * config.json, with --load FILE they are refused (cli/eval.c) */
+    {"--model", U_TRAIN | U_PLAN | U_BENCH | U_EVAL, MODEL}, {"--layers", U_TRAIN | U_PLAN | U_BENCH | U_EVAL, MODEL},
+    {"--dim", U_TRAIN | U_PLAN | U_BENCH | U_EVAL, MODEL}, {"--heads", U_TRAIN | U_PLAN | U_BENCH | U_EVAL, MODEL},
+    {"--context", U_TRAIN | U_PLAN | U_BENCH | U_EVAL, MODEL}, {"--vocab", U_TRAIN | U_PLAN | U_BENCH | U_EVAL, MODEL},
+    {"--batch", U_TRAIN | U_PLAN | U_BENCH | U_EVAL, MODEL}, {"--widths", U_TRAIN | U_PLAN | U_BENCH, MODEL},
+    {"--dropout", U_TRAIN | U_PLAN | U_BENCH, MODEL}, {"--ffn-dim", U_TRAIN | U_PLAN | U_BENCH | U_EVAL, MODEL},
+    {"--kv-heads", U_TRAIN | U_PLAN | U_BENCH | U_EVAL, MODEL}, {"--rope-theta", U_TRAIN | U_PLAN | U_BENCH | U_EVAL, MODEL},
+    {"--norm-eps", U_TRAIN | U_PLAN | U_BENCH | U_EVAL, MODEL}, {"--tie-embeddings", U_TRAIN | U_PLAN | U_BENCH | U_EVAL, MODEL},
     {"--enc-layers", U_TRAIN | U_PLAN | U_BENCH, MODEL}, {"--dec-layers", U_TRAIN | U_PLAN | U_BENCH, MODEL},
     {"--batchnorm", U_TRAIN | U_PLAN | U_BENCH, MODEL},
-    {"--data", U_TRAIN | U_BENCH, SETTING}, {"--val-fraction", U_TRAIN | U_BENCH, SETTING},
+    {"--data", U_TRAIN | U_BENCH | U_EVAL, SETTING}, {"--token-bytes", U_TRAIN | U_BENCH | U_EVAL, SETTING},
+    {"--max-batches", U_EVAL, 0}, {"--val-fraction", U_TRAIN | U_BENCH, SETTING},
     {"--sampler", U_TRAIN | U_BENCH, SETTING}, {"--steps", U_TRAIN | U_BENCH, SETTING},
     {"--threads", U_ALL, 0}, {"--eval-every", U_TRAIN, SETTING}, {"--warmup", U_TRAIN | U_BENCH, SETTING},
     {"--seed", U_TRAIN | U_SAMPLE | U_BENCH, SETTING}, {"--optimizer", U_TRAIN | U_BENCH, SETTING},
@@ -361,12 +381,12 @@ static const struct flag_use {
     {"--adam-betas", U_TRAIN | U_BENCH, SETTING}, {"--adam-eps", U_TRAIN | U_BENCH, SETTING},
     {"--grad-clip", U_TRAIN | U_BENCH, SETTING}, {"--lr-schedule", U_TRAIN | U_BENCH, SETTING},
     {"--checkpoint", U_TRAIN | U_PLAN, 0}, {"--memory-budget", U_TRAIN | U_PLAN, 0},
-    {"--memory-limit", U_TRAIN | U_BENCH, 0}, {"--init", U_TRAIN | U_BENCH, 0}, {"--save", U_TRAIN, 0},
-    {"--resume", U_TRAIN, 0}, {"--save-every", U_TRAIN, 0}, {"--keep", U_TRAIN, 0}, {"--report", U_TRAIN, 0},
+    {"--memory-limit", U_TRAIN | U_BENCH, 0}, {"--init", U_TRAIN | U_BENCH | U_EVAL, 0}, {"--save", U_TRAIN, 0},
+    {"--resume", U_TRAIN, 0}, {"--save-every", U_TRAIN, 0}, {"--keep", U_TRAIN, 0}, {"--report", U_TRAIN | U_EVAL, 0},
     {"--micro-batches", U_TRAIN | U_BENCH, 0}, {"--trace", U_TRAIN, 0}, {"--trace-step", U_TRAIN, 0},
-    {"--load", U_SAMPLE | U_EXPORT, 0}, {"--prompt", U_SAMPLE, 0}, {"--tokens", U_SAMPLE, 0}, {"--top-k", U_SAMPLE, 0},
+    {"--load", U_SAMPLE | U_EXPORT | U_EVAL, 0}, {"--prompt", U_SAMPLE, 0}, {"--tokens", U_SAMPLE, 0}, {"--top-k", U_SAMPLE, 0},
     {"--temperature", U_SAMPLE, 0}, {"--source", U_SAMPLE, 0},
-    {"--quiet", U_TRAIN | U_BENCH, SETTING}, {"--verify-recompute", U_TRAIN | U_BENCH, SETTING},
+    {"--quiet", U_TRAIN | U_BENCH | U_EVAL, SETTING}, {"--verify-recompute", U_TRAIN | U_BENCH, SETTING},
     {"--shard-optimizer", U_TRAIN | U_BENCH, SETTING}, {"--no-overlap", U_TRAIN | U_BENCH, SETTING},
     {"--fuse-optimizer", U_TRAIN | U_BENCH, 0}, {"--print-plan", U_TRAIN | U_PLAN, SETTING},
     /* fine-tuning: which parameters train is the model's (plan counts it; sample reads it from its file) */
@@ -374,6 +394,8 @@ static const struct flag_use {
     {"--lora", U_TRAIN | U_PLAN | U_BENCH, MODEL}, {"--lora-alpha", U_TRAIN | U_PLAN | U_BENCH, MODEL},
     {"--lora-dropout", U_TRAIN | U_PLAN | U_BENCH, MODEL}, {"--lora-targets", U_TRAIN | U_PLAN | U_BENCH, MODEL},
     {"--save-adapters", U_TRAIN, 0},
+    /* how frozen weights are kept (plan: the planned memory of a bf16 base) */
+    {"--frozen-dtype", U_TRAIN | U_PLAN | U_BENCH | U_EVAL, MODEL},
     {"--out", U_EXPORT, 0}, {"--adapters", U_EXPORT, 0}, {"--base-model", U_EXPORT, 0}, {"--merge-lora", U_EXPORT, 0},
     /* paging (issue 20): bench takes --scratch DIR as its own flag (the paged sweep) */
     {"--scratch", U_TRAIN | U_PLAN, 0}, {"--scratch-bandwidth", U_TRAIN | U_PLAN, 0}, {"--page", U_TRAIN | U_PLAN, 0},
@@ -382,7 +404,7 @@ static const struct flag_use {
 /* The command's bit in flag_uses. */
 static int command_bit(const char *command) {
     return !strcmp(command, "plan") ? U_PLAN : !strcmp(command, "sample") ? U_SAMPLE : !strcmp(command, "bench") ? U_BENCH
-           : !strcmp(command, "export") ? U_EXPORT : U_TRAIN;
+           : !strcmp(command, "export") ? U_EXPORT : !strcmp(command, "eval") ? U_EVAL : U_TRAIN;
 }
 
 static const struct flag_use *flag_use(const char *flag) {
@@ -416,7 +438,7 @@ static int check_finetune_flags(const cli_args *a) {
 /* Every given flag against the command's use of it (flag_uses). */
 static int check_command_flags(const cli_args *a) {
     const int me = command_bit(a->command);
-    static const char *const names[] = {"train", "plan", "sample", "bench", "export"};
+    static const char *const names[N_COMMANDS] = {"train", "plan", "sample", "bench", "export", "eval"};
     for (int i = 0; i < a->n_given; i++) {
         const struct flag_use *u = flag_use(a->given[i]);
         if (!u || (u->users & me)) continue;
@@ -426,10 +448,10 @@ static int check_command_flags(const cli_args *a) {
             fprintf(stderr, "remat: warning: %s does not apply to remat %s; ignored\n", f, a->command);
             continue;
         }
-        char users[64] = "";
+        char users[80] = "";
         int n = 0, k = 0, total = 0;
-        for (int c = 0; c < 5; c++) total += (u->users >> c) & 1;
-        for (int c = 0; c < 5; c++)
+        for (int c = 0; c < N_COMMANDS; c++) total += (u->users >> c) & 1;
+        for (int c = 0; c < N_COMMANDS; c++)
             if ((u->users >> c) & 1) {
                 const char *sep = n == 0 ? "" : n == total - 1 ? " and " : ", ";
                 k += snprintf(users + k, sizeof users - (size_t)k, "%s%s", sep, names[c]);
@@ -450,8 +472,17 @@ static int check_model_flags(cli_args *a) {
         return cli_fail(2, "--model encdec takes --enc-layers N and --dec-layers N, not --layers"), 0;
     if (!encdec && (cli_given(a, "--enc-layers") || cli_given(a, "--dec-layers")))
         return cli_fail(2, "--enc-layers and --dec-layers are for --model encdec (use --layers)"), 0;
-    if (cli_given(a, "--ffn-dim") && strcmp(a->model, "llama") != 0)
+    /* with --resume the model is the file's, with --init DIR config.json's
+     * (cli_resume_args, cli_hf_open check these against it) */
+    struct stat sb;
+    const int hf_dir = a->init && stat(a->init, &sb) == 0 && S_ISDIR(sb.st_mode);
+    const int other = strcmp(a->model, "llama") != 0 && !a->resume && !hf_dir;
+    if (cli_given(a, "--ffn-dim") && other)
         return cli_fail(2, "--ffn-dim is for --model llama (gpt and uvit use 4 x --dim)"), 0;
+    static const char *const llama_only[] = {"--kv-heads", "--rope-theta", "--norm-eps", "--tie-embeddings"};
+    for (size_t i = 0; i < sizeof llama_only / sizeof *llama_only; i++)
+        if (cli_given(a, llama_only[i]) && other)
+            return cli_fail(2, "%s is for --model llama", llama_only[i]), 0;
     for (int i = 0; encdec && i < 2; i++) /* the builders' bounds, said with the flag */
         if ((i ? a->dec_layers : a->enc_layers) > RM_ENCDEC_MAX_LAYERS)
             return cli_fail(2, "%s is at most %d for --model encdec (its plan is a graph's, whose planning time grows "

@@ -10,6 +10,9 @@ typedef struct cli_args {
     const char *model;          /* gpt | mlp | llama | uvit | encdec */
     int layers, dim, heads, context, vocab, batch;
     int ffn_dim;                /* llama (0: 8/3 dim rounded up to 64) */
+    int kv_heads;               /* llama: key/value heads (0: --heads) */
+    float rope_theta, norm_eps; /* llama (0: 10000, 1e-6) */
+    int tie_embeddings;         /* llama: the head is embed_tokens */
     int enc_layers, dec_layers; /* encdec */
     int vocab_set;
     int n_widths, widths[RM_MLP_MAX_LAYERS];
@@ -25,6 +28,9 @@ typedef struct cli_args {
     int merge_lora;
     /* data */
     const char *data;
+    int token_bytes;            /* --token-bytes 2|4 (0: llm.c header or bytes) */
+    const char *frozen_dtype;   /* --frozen-dtype auto|f32|bf16|f16: how frozen weights are kept (cli/hf.c) */
+    int max_batches;            /* eval: at most this many batches (0: all) */
     float val_fraction;
     const char *sampler;        /* random | sequential */
     /* training */

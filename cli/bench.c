@@ -29,6 +29,7 @@
 #define _DEFAULT_SOURCE /* wait4: the rusage of one child; mkdtemp */
 #include "bench.h"
 #include "guard.h"
+#include "hf.h"
 #include "paths.h"
 #include "stop.h"
 #include <cjson/cJSON.h>
@@ -134,6 +135,21 @@ static int split_flags(int argc, char **argv, bench_flags *bf, char **rest, int 
     return parse_strategies(strategies, &bf->strategies);
 }
 
+/* Frozen weights kept in g as the child will keep them (--frozen-dtype;
+ * auto: as in the --init folder or file), since the products that widen
+ * them need workspace, which is activation memory. */
+static int frozen_as_child(const cli_args *a, rm_graph *g) {
+    rm_hf *hf = NULL;
+    rm_file *f = NULL;
+    char err[512];
+    if (cli_is_dir(a->init) && rm_hf_open(a->init, &hf, err, sizeof err) != RM_OK) hf = NULL;
+    else if (a->init && !hf && !cli_is_dir(a->init) && rm_file_open(a->init, &f, err, sizeof err) != RM_OK) f = NULL;
+    int rc = cli_frozen_store(a, g, hf, f); /* a file it cannot open: the child says what is wrong */
+    rm_hf_close(hf);
+    rm_file_close(f);
+    return rc;
+}
+
 /* The least feasible budget and store-all's arena, from a dry compile; with
  * --init, its file checked against the model (as each child would). */
 static int budget_range(const cli_args *a, size_t *lo, size_t *hi) {
@@ -141,6 +157,10 @@ static int budget_range(const cli_args *a, size_t *lo, size_t *hi) {
     rm_model_io io;
     rm_session *s = NULL;
     rm_status st = g ? cli_build_model(a, g, &io, 0) : RM_ERR_NOMEM;
+    if (st == RM_OK && frozen_as_child(a, g) != 0) {
+        rm_graph_free(g);
+        return 1;
+    }
     rm_options o;
     rm_options_default(&o);
     o.threads = a->threads;
@@ -156,7 +176,8 @@ static int budget_range(const cli_args *a, size_t *lo, size_t *hi) {
     }
     rm_file *f = NULL;
     char err[512];
-    if (!rc && a->init && (rm_file_open(a->init, &f, err, sizeof err) != RM_OK || rm_file_check(f, g, err, sizeof err)))
+    if (!rc && a->init && !cli_is_dir(a->init) /* a folder: cli_hf_open checked it */
+        && (rm_file_open(a->init, &f, err, sizeof err) != RM_OK || rm_file_check(f, g, err, sizeof err)))
         rc = cli_fail(1, "%s", err);
     rm_file_close(f);
     rm_session_free(s);
@@ -386,7 +407,7 @@ static int absolute_inputs(char **rest, int n_rest, char **held) {
 
 /* Checks bench's files and reads --compare, before the first point. */
 static int check_files(const bench_flags *bf, const cli_args *a, bench_point **cmp, int *n_cmp) {
-    const cli_file files[] = {{"--data", a->data, CLI_IN, NULL, 0}, {"--init", a->init, CLI_IN, NULL, 0},
+    const cli_file files[] = {{"--data", a->data, CLI_IN, NULL, 0}, {"--init", a->init, CLI_IN_ANY, NULL, 0},
                               {"--compare", bf->compare, CLI_IN, NULL, 0}, {"--csv", bf->csv, CLI_OUT, NULL, 0},
                               {"--svg", bf->svg, CLI_OUT, NULL, 0}};
     int rc = cli_check_files(files, (int)(sizeof files / sizeof *files));
@@ -469,6 +490,11 @@ int cli_bench(int argc, char **argv, const char *argv0) {
     else if (cli_given(&a, "--steps") && a.steps < 1)
         rc = cli_fail(2, "remat bench needs --steps of at least 1 (timed steps per point)");
     if (!rc && !bf.help) rc = check_files(&bf, &a, &cmp, &n_cmp);
+    if (!rc && !bf.help && cli_is_dir(a.init)) { /* the model is config.json's: for the budgets and the title */
+        rm_hf *m = NULL;
+        rc = cli_hf_open(&a, &m);
+        rm_hf_close(m);
+    }
     if (!rc && !bf.help) rc = check_run(&a);
     if (!rc && !bf.help) rc = absolute_inputs(rest, n_rest, held);
     if (!rc && !bf.help) {

@@ -7,7 +7,8 @@
 #include <signal.h>
 #include <stddef.h>
 
-/* "gpt L4 C128 H4 T64 V256 B8" or "mlp 256-1024-256 T32 V256 B8". */
+/* "gpt L4 C128 H4 T64 V256 B8", "llama L30 C576 H9 K3 T512 V49152 B4" or
+ * "mlp 256-1024-256 T32 V256 B8". */
 void cli_model_desc(const cli_args *a, char *buf, size_t n);
 /* "<CPU model name>, N threads, OpenBLAS|portable GEMM" (from /proc/cpuinfo). */
 void cli_machine_desc(int threads, char *buf, size_t n);

@@ -94,6 +94,19 @@ static void choice(ctx *c, const char *flag, const char **field, const char *fil
     }
 }
 
+/* llama's shape beyond layers, dim and heads (the file spells out defaults) */
+static void llama_flags(ctx *c, const rm_run_info *r) {
+    cli_args *a = c->a;
+    model_int(c, "--ffn-dim", &a->ffn_dim, r->ffn_dim);
+    model_int(c, "--kv-heads", &a->kv_heads, r->kv_heads ? r->kv_heads : r->heads);
+    model_float(c, "--rope-theta", &a->rope_theta, r->rope_theta != 0.0f ? r->rope_theta : 10000.0f);
+    model_float(c, "--norm-eps", &a->norm_eps, r->norm_eps != 0.0f ? r->norm_eps : 1e-6f);
+    if (!c->rc && cli_given(a, "--tie-embeddings") && !r->tie_embeddings)
+        c->rc = cli_fail(2, "'%s' holds a llama with an untied head; a resumed run takes the model from the "
+                         "file (drop --tie-embeddings)", c->path);
+    a->tie_embeddings = r->tie_embeddings;
+}
+
 static void model_flags(ctx *c, const rm_run_info *r) {
     cli_args *a = c->a;
     static const char *const models[] = {"gpt", "mlp", "llama", "uvit", "encdec"};
@@ -140,8 +153,13 @@ static void model_flags(ctx *c, const rm_run_info *r) {
         model_int(c, "--layers", &a->layers, r->layers);
         model_int(c, "--dim", &a->dim, r->dim);
         model_int(c, "--heads", &a->heads, r->heads);
-        if (strcmp(a->model, "llama") == 0) model_int(c, "--ffn-dim", &a->ffn_dim, r->ffn_dim);
+        if (strcmp(a->model, "llama") == 0) llama_flags(c, r);
     }
+    static const char *const llama_only[] = {"--ffn-dim", "--kv-heads", "--rope-theta", "--norm-eps",
+                                             "--tie-embeddings"};
+    for (size_t i = 0; !c->rc && strcmp(a->model, "llama") != 0 && i < sizeof llama_only / sizeof *llama_only; i++)
+        if (cli_given(a, llama_only[i]))
+            c->rc = cli_fail(2, "'%s' holds a %s model: %s is for llama (drop it)", c->path, a->model, llama_only[i]);
     model_int(c, "--context", &a->context, r->context);
     model_int(c, "--vocab", &a->vocab, r->vocab);
     model_str(c, "--freeze", &a->freeze, r->freeze);
@@ -187,6 +205,7 @@ int cli_resume_args(cli_args *a, const rm_run_info *r, const char *path) {
         snprintf(b, sizeof b, "%llu", (unsigned long long)r->seed), note_override(&c, "--seed", b);
     if (!cli_given(a, "--data"))
         a->data = strcmp(r->data, "<corpus>") && strcmp(r->data, "<reverse>") ? r->data : NULL;
+    if (!cli_given(a, "--token-bytes") && !cli_given(a, "--data")) a->token_bytes = r->token_bytes;
     return 0;
 }
 

@@ -43,8 +43,10 @@ int cli_load_data(const cli_args *a, rm_dataset *d, rm_pairs *p) {
         if (a->data && rm_pairs_load(p, a->data, err, sizeof err) != RM_OK) return cli_fail(1, "%s", err);
         return 0;
     }
+    if (!a->data && a->token_bytes) return cli_fail(2, "--token-bytes is for --data FILE (token ids)");
     if (a->data && check_data_fits(a->data, 0)) return 1;
-    rm_status st = a->data ? rm_data_load_file(d, a->data, err, sizeof err) : rm_data_load_corpus(d, err, sizeof err);
+    rm_status st = a->data ? rm_data_load_tokens(d, a->data, a->token_bytes, err, sizeof err)
+                           : rm_data_load_corpus(d, err, sizeof err);
     if (st != RM_OK) return cli_fail(1, "%s", err);
     /* a text file is bytes whatever --vocab says: that first, not which token a small vocab lacks */
     if (d->format == RM_DATA_BYTES && cli_given(a, "--vocab") && !a->resume && a->vocab != 256)

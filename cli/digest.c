@@ -62,6 +62,8 @@ static void put_model(items *l, const cli_args *a) {
     put_i(l, "--context", a->context), put_i(l, "--vocab", a->vocab), put_i(l, "--batch", a->batch);
     put_i(l, "--ffn-dim", a->ffn_dim), put_i(l, "--enc-layers", a->enc_layers), put_i(l, "--dec-layers", a->dec_layers);
     put_s(l, "--widths", w), put_i(l, "--batchnorm", a->batchnorm), put_f(l, "--dropout", a->dropout);
+    put_i(l, "--kv-heads", a->kv_heads), put_f(l, "--rope-theta", a->rope_theta), put_f(l, "--norm-eps", a->norm_eps);
+    put_i(l, "--tie-embeddings", a->tie_embeddings), put_s(l, "--frozen-dtype", a->frozen_dtype);
 }
 
 /* FNV-1a over 64-bit words in four lanes (memory speed), then the tail
@@ -125,6 +127,7 @@ int cli_config_items(const cli_args *a, const cli_run_identity *id, cli_config_i
     put_model(&l, a);
     put_path(&l, "--data", a->data ? a->data : "(the built-in data)");
     put_s(&l, "the data (its contents)", id->data);
+    put_i(&l, "--token-bytes", a->token_bytes);
     put_f(&l, "--val-fraction", a->val_fraction), put_s(&l, "--sampler", a->sampler);
     put_i(&l, "--steps", a->steps), put_i(&l, "--eval-every", a->eval_every), put_i(&l, "--warmup", a->warmup);
     put_i(&l, "--seed", (long long)a->seed), put_s(&l, "--optimizer", a->optimizer), put_f(&l, "--lr", a->lr);

@@ -89,7 +89,8 @@ static double param_count(const rm_run_info *r) {
     double C = r->dim, V = r->vocab, T = r->context;
     if (strcmp(r->model, "llama") == 0) {
         double F = r->ffn_dim > 0 ? r->ffn_dim : 8.0 * C / 3; /* <= rm_llama_ffn_dim: a lower bound */
-        return 2 * V * C + r->layers * (4 * C * C + 3 * C * F + 2 * C) + C;
+        double Ckv = r->kv_heads > 0 && r->heads > 0 ? C / r->heads * r->kv_heads : C; /* k and v, GQA */
+        return (r->tie_embeddings ? 1 : 2) * V * C + r->layers * (2 * C * C + 2 * C * Ckv + 3 * C * F + 2 * C) + C;
     }
     if (strcmp(r->model, "encdec") == 0)
         return 3 * V * C + 2 * T * C + r->enc_layers * (12 * C * C + 13 * C) + r->dec_layers * (16 * C * C + 19 * C);
@@ -105,7 +106,7 @@ static double param_count(const rm_run_info *r) {
 }
 
 /* A lower bound on activation bytes: logits (and their gradient when
- * training) plus a few (B,T,C) tensors per layer. */
+ * training; none for a training llama) plus a few (B,T,C) tensors per layer. */
 static double activation_bytes(const rm_run_info *r, int training) {
     double BT = (double)r->batch * r->context;
     if (strcmp(r->model, "mlp") == 0) {
@@ -114,7 +115,9 @@ static double activation_bytes(const rm_run_info *r, int training) {
         return 4.0 * r->batch * w * (training ? 2 : 1);
     }
     double layers = strcmp(r->model, "encdec") == 0 ? (double)r->enc_layers + r->dec_layers : r->layers;
-    return 4.0 * BT * ((double)r->vocab + (training ? 8.0 * layers * r->dim : 2.0 * r->dim)) * (training ? 2 : 1);
+    /* llama trains with its head fused into the loss (rm_linear_ce): no (B,T,V) logits */
+    double V = strcmp(r->model, "llama") == 0 && training ? 0.0 : (double)r->vocab;
+    return 4.0 * BT * (V + (training ? 8.0 * layers * r->dim : 2.0 * r->dim)) * (training ? 2 : 1);
 }
 
 /* This machine's memory, or the address-space limit when that is lower. */

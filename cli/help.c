@@ -9,7 +9,9 @@ static const char MODEL_FLAGS[] =
     "model flags:\n"
     "  --model gpt|mlp|llama|uvit|encdec  --layers L --dim C --heads H --context T --vocab V --batch B\n"
     "  --widths 256,1024,256 (mlp hidden widths)  --batchnorm (mlp)  --dropout P\n"
-    "  --ffn-dim F (llama; default 8/3 x dim rounded up to 64)\n"
+    "  --ffn-dim F (llama; default 8/3 x dim rounded up to 64)  --kv-heads K (llama: grouped-query\n"
+    "    attention, K dividing --heads; default --heads)  --rope-theta X (10000)  --norm-eps X (1e-6)\n"
+    "  --tie-embeddings (llama: the head reuses model.embed_tokens.weight)\n"
     "  --enc-layers N --dec-layers N (encdec, instead of --layers; --context is both lengths)\n"
     "  (docs/MODELS.md: the models, their tensor names and flags)\n";
 static const char FINETUNE_FLAGS[] =
@@ -20,7 +22,10 @@ static const char FINETUNE_FLAGS[] =
     "  --lora R (LoRA adapters of rank R on --lora-targets; every other parameter frozen)\n"
     "  --lora-alpha A (scale A/R; default 8, PEFT's)  --lora-dropout P (on the adapters' input)\n"
     "  --lora-targets q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj (llama; default all seven;\n"
-    "    gpt: c_attn,c_proj,c_fc)  --save-adapters DIR (train: the adapters alone, a PEFT folder)\n";
+    "    gpt: c_attn,c_proj,c_fc)  --save-adapters DIR (train: the adapters alone, a PEFT folder)\n"
+    "  --frozen-dtype auto|f32|bf16|f16 (how frozen weights are kept: auto, the dtype of the folder or file\n"
+    "    they are loaded from when BF16/F16 (a bf16 base: 2 bytes a parameter, widened inside the products);\n"
+    "    bf16|f16 rounds fp32 weights to it; f32: 4 bytes)\n";
 static const char RECOMPUTE_FLAGS[] =
     "recompute flags:\n"
     "  --checkpoint none|blocks|segments:K|sqrt|selective|revolve:S (default none)\n"
@@ -32,6 +37,7 @@ static const char RECOMPUTE_FLAGS[] =
 static const char TRAIN_FLAGS[] =
     "data flags:\n"
     "  --data FILE (text as bytes, or llm.c token file; default: built-in corpus;\n"
+    "    --token-bytes 2|4: token ids of that width, after an llm.c header or without one;\n"
     "    encdec: source<TAB>target lines; default: reverse random lowercase strings)\n"
     "  --val-fraction F (0.1)  --sampler random|sequential\n"
     "training flags:\n"
@@ -42,6 +48,8 @@ static const char TRAIN_FLAGS[] =
     "    no gradient buffer for the whole model; needs --grad-clip 0, no --micro-batches or --shard-optimizer;\n"
     "    under mpirun each gradient is summed over the ranks right before its update)\n"
     "  --eval-every N  --init FILE (.safetensors)  --report FILE (.json)  --quiet\n"
+    "  --init DIR (a Hugging Face LlamaForCausalLM folder: config.json and model.safetensors or its\n"
+    "    shards; the model flags come from config.json; F32/F16/BF16 weights; docs/MODELS.md)\n"
     "  --trace FILE.json (one step for Perfetto / chrome://tracing)  --trace-step N (default 2)\n"
     "  --memory-limit SIZE (peak RSS of the whole process, e.g. 2GiB: plans recomputation to fit;\n"
     "    with --memory-budget the smaller applies; a --checkpoint strategy that does not fit is refused)\n"
@@ -61,6 +69,13 @@ static const char SAMPLE_FLAGS[] =
     "sample flags:\n"
     "  --load FILE --prompt TEXT --tokens N --temperature X --top-k K --seed S --threads N\n"
     "  --source TEXT (encdec: decode a target for TEXT, greedy unless --temperature > 0)\n";
+static const char EVAL_FLAGS[] =
+    "eval flags:\n"
+    "  --init DIR (a Hugging Face LlamaForCausalLM folder) or --load FILE (saved by remat train)\n"
+    "  --data FILE (held-out tokens, read whole: llm.c token file, or raw ids with --token-bytes 2|4, or text)\n"
+    "  --context T --batch B (sequential batches, every target once; --load: the file's by default)\n"
+    "  --max-batches N (0: all)  --threads N  --report FILE (.json)  --quiet\n"
+    "  --frozen-dtype auto|f32|bf16|f16 (how the weights are kept; auto: a BF16/F16 folder's dtype)\n";
 static const char PLAN_FLAGS[] =
     "plan flags:\n"
     "  model and recompute flags as for train (default --memory-budget 50%; --checkpoint S: that strategy), or\n"
@@ -106,6 +121,7 @@ void cli_usage(FILE *f) {
           "commands:\n"
           "  train    train a model (GPT by default) and optionally save it\n"
           "  sample   generate text from a saved model (--load FILE)\n"
+          "  eval     mean loss and perplexity on held-out tokens (--init DIR or --load FILE, --data FILE)\n"
           "  inspect  list a .safetensors file's tensors and metadata; check its checksum\n"
           "  plan     show the recompute plan for --memory-budget (model flags, --chain or --graph FILE.json);\n"
           "           --sweep prints budget -> overhead (--csv FILE, --svg FILE), --json for --chain\n"
@@ -134,6 +150,9 @@ int cli_help(const char *command) {
     } else if (!strcmp(command, "sample")) {
         fputs("usage: remat sample --load FILE [flags]: generate text from a model saved by train\n\n", f);
         fputs(SAMPLE_FLAGS, f);
+    } else if (!strcmp(command, "eval")) {
+        fputs("usage: remat eval (--init DIR | --load FILE) --data FILE [flags]: mean loss and perplexity\n\n", f);
+        fputs(EVAL_FLAGS, f);
     } else if (!strcmp(command, "plan")) {
         fputs("usage: remat plan [flags]: show the recompute plan for a memory budget, without training\n\n", f);
         fputs(PLAN_FLAGS, f);

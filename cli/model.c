@@ -10,12 +10,15 @@ void cli_run_info(const cli_args *a, const char *data_name, size_t data_tokens, 
     snprintf(r->model, sizeof r->model, "%s", a->model);
     r->layers = a->layers, r->dim = a->dim, r->heads = a->heads;
     r->ffn_dim = a->ffn_dim, r->enc_layers = a->enc_layers, r->dec_layers = a->dec_layers;
+    r->kv_heads = a->kv_heads, r->rope_theta = a->rope_theta, r->norm_eps = a->norm_eps;
+    r->tie_embeddings = a->tie_embeddings;
     r->n_widths = a->n_widths;
     memcpy(r->widths, a->widths, sizeof r->widths);
     r->batchnorm = a->batchnorm;
     r->context = a->context, r->vocab = a->vocab, r->batch = a->batch;
     r->dropout = a->dropout;
     snprintf(r->data, sizeof r->data, "%s", data_name);
+    r->token_bytes = a->token_bytes;
     r->data_tokens = data_tokens;
     r->val_fraction = a->val_fraction;
     r->sampler = strcmp(a->sampler, "sequential") == 0 ? RM_SAMPLE_SEQUENTIAL : RM_SAMPLE_RANDOM;

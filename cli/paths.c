@@ -97,11 +97,27 @@ static int check_writable(const cli_file *f) {
     return 0;
 }
 
+/* Whether path is one of the files a Hugging Face folder dir reads
+ * (config.json, model.safetensors, its index and shards model-*.safetensors). */
+static int in_model_folder(const char *path, const char *dir) {
+    struct stat st;
+    char cp[PATH_MAX], cd[PATH_MAX];
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) return 0;
+    if (!cli_canonical(path, cp, sizeof cp) || !cli_canonical(dir, cd, sizeof cd)) return 0;
+    const char *base = strrchr(cp, '/') + 1;
+    const size_t dlen = strlen(cd), n = strlen(base);
+    if ((size_t)(base - cp) != (dlen == 1 ? 1 : dlen + 1) || strncmp(cp, cd, dlen) != 0) return 0;
+    return !strcmp(base, "config.json") || !strcmp(base, "model.safetensors.index.json") ||
+           (!strncmp(base, "model", 5) && n > 12 && !strcmp(base + n - 12, ".safetensors"));
+}
+
 /* How output o and file x collide: 1 the same file, 2 x is one of o's
- * step files, 0 not at all (or o may replace x). */
+ * step files, 3 o is a file of the model folder x, 0 not at all (or o may
+ * replace x). */
 static int collision(const cli_file *o, const cli_file *x) {
     if (o->may_be && !strcmp(o->may_be, x->flag)) return 0;
     if (cli_same_file(o->path, x->path)) return 1;
+    if (x->kind == CLI_IN_ANY && in_model_folder(o->path, x->path)) return 3;
     return o->steps > 0 && is_step_file(o->path, x->path) ? 2 : 0;
 }
 
@@ -141,6 +157,7 @@ static int check_readable(const cli_file *f) {
     struct stat st;
     if (!*f->path) return cli_fail(2, "%s needs a file name, got ''", f->flag);
     if (stat(f->path, &st) != 0) return cli_fail(1, "%s: cannot open '%s': %s", f->flag, f->path, strerror(errno));
+    if (S_ISDIR(st.st_mode) && f->kind == CLI_IN_ANY) return 0; /* a model folder: rm_hf_open checks its files */
     if (S_ISDIR(st.st_mode)) return cli_fail(1, "%s: cannot read '%s': it is a directory", f->flag, f->path);
     if (S_ISFIFO(st.st_mode))
         return cli_fail(1, "%s: cannot read '%s': it is a FIFO (a pipe), not a regular file", f->flag, f->path);
@@ -156,14 +173,17 @@ static int check_readable(const cli_file *f) {
 static int check_identity(const cli_file *files, int n) {
     for (int i = 0; i < n; i++) {
         const cli_file *o = &files[i];
-        if (!o->path || o->kind == CLI_IN) continue;
+        if (!o->path || o->kind == CLI_IN || o->kind == CLI_IN_ANY) continue;
         for (int j = 0; j < n; j++) {
             const cli_file *x = &files[j];
             const int how = j == i || !x->path || !strcmp(x->flag, o->flag) ? 0 : collision(o, x);
             if (how == 2)
                 return cli_fail(2, "%s '%s' is named like a step file of %s '%s' (--save-every): one would "
                                 "overwrite the other; give another path", x->flag, x->path, o->flag, o->path);
-            if (how == 1 && x->kind == CLI_IN)
+            if (how == 3)
+                return cli_fail(2, "%s '%s' is a file of the model folder %s '%s': writing it would replace the "
+                                "model; give another path", o->flag, o->path, x->flag, x->path);
+            if (how == 1 && (x->kind == CLI_IN || x->kind == CLI_IN_ANY))
                 return cli_fail(2, "%s '%s' is the same file as %s '%s': writing it would replace that input; give "
                                 "another path", o->flag, o->path, x->flag, x->path);
             if (how == 1)
@@ -177,7 +197,7 @@ static int check_identity(const cli_file *files, int n) {
 int cli_check_files(const cli_file *files, int n) {
     int rc = check_identity(files, n);
     for (int i = 0; !rc && i < n; i++)
-        if (files[i].path && files[i].kind == CLI_IN) rc = check_readable(&files[i]);
+        if (files[i].path && (files[i].kind == CLI_IN || files[i].kind == CLI_IN_ANY)) rc = check_readable(&files[i]);
     for (int i = 0; !rc && i < n; i++)
         if (files[i].path && files[i].kind == CLI_OUT_DIR) rc = check_folder(&files[i]);
     for (int i = 0; !rc && i < n; i++)
@@ -190,7 +210,7 @@ int cli_check_outputs(const cli_args *a) {
     char adapter_paths[2][PATH_MAX + 64];
     cli_file files[10] = {
         {"--data", a->data, CLI_IN, NULL, 0},
-        {"--init", a->init, CLI_IN, NULL, 0},
+        {"--init", a->init, CLI_IN_ANY, NULL, 0}, /* a file, or a Hugging Face folder */
         {"--resume", a->resume, CLI_IN, NULL, 0},
         /* --resume FILE --save FILE continues in place (the write is atomic) */
         {"--save", a->save, CLI_OUT, "--resume", every},

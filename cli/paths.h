@@ -7,13 +7,15 @@
 #define REMAT_CLI_PATHS_H
 #include "args.h"
 
-typedef enum { CLI_IN, CLI_OUT, CLI_OUT_LATER, CLI_OUT_DIR } cli_file_kind;
+typedef enum { CLI_IN, CLI_OUT, CLI_OUT_LATER, CLI_OUT_DIR, CLI_IN_ANY } cli_file_kind;
 typedef struct cli_file {
     const char *flag;     /* "--save", or a phrase ("the interrupt file") */
     const char *path;     /* NULL: not given (skipped) */
     cli_file_kind kind;   /* CLI_OUT: written, checked writable now; CLI_OUT_LATER: written
                            * only on some paths (an interrupt), checked for identity only;
-                           * CLI_OUT_DIR: a folder made and written into (list its files too) */
+                           * CLI_OUT_DIR: a folder made and written into (list its files too);
+                           * CLI_IN_ANY: an input file or folder (--init: a Hugging Face folder),
+                           * and no output may be its config.json or weights */
     const char *may_be;   /* the flag of the one input this output may replace (--save's --resume) */
     int steps;            /* --save-every: this output also has step files up to this step (0: none) */
 } cli_file;

@@ -3,6 +3,7 @@
  * graph profiled elsewhere (--chain FILE.json, --graph FILE.json). --sweep prints the whole trade-off table. */
 #define _DEFAULT_SOURCE /* open_memstream */
 #include "args.h"
+#include "hf.h"
 #include "guard.h"
 #include "bench.h"
 #include "paths.h"
@@ -197,8 +198,10 @@ static int compile_dry(const cli_args *a, const char *budget, rm_graph **g, rm_s
     *s = NULL;
     rm_status st = cli_build_model(a, *g, &io, 0);
     if (st != RM_OK) return cli_fail(st == RM_ERR_ARG ? 2 : 1, "%s", rm_graph_errmsg(*g));
+    int rc = cli_frozen_store(a, *g, NULL, NULL); /* --frozen-dtype bf16: the planned memory of a bf16 base */
+    if (rc) return rc;
     rm_options o;
-    int rc = cli_options(a, budget, &o);
+    rc = cli_options(a, budget, &o);
     if (rc) return rc;
     o.dry_run = 1;
     st = rm_compile(*g, &o, s);

@@ -19,6 +19,26 @@ static int meta_int(const rm_file *f, const char *key, long hi, int *out) {
     return 1;
 }
 
+/* llama's optional keys (files before issue 21 had the defaults): 0 if one is garbled */
+static int meta_llama(const rm_file *f, cli_args *a) {
+    const char *v;
+    char *end;
+    if (rm_file_meta(f, "kv_heads") && !meta_int(f, "kv_heads", 1 << 12, &a->kv_heads)) return 0;
+    const char *keys[2] = {"rope_theta", "norm_eps"};
+    float *fields[2] = {&a->rope_theta, &a->norm_eps};
+    for (int i = 0; i < 2; i++)
+        if ((v = rm_file_meta(f, keys[i])) != NULL) {
+            float x = strtof(v, &end);
+            if (end == v || *end || !(x > 0.0f && x <= 1e30f)) return 0;
+            *fields[i] = x;
+        }
+    if ((v = rm_file_meta(f, "tie_embeddings")) != NULL) {
+        if (strcmp(v, "0") && strcmp(v, "1")) return 0;
+        a->tie_embeddings = v[0] == '1';
+    }
+    return 1;
+}
+
 /* A file of a LoRA run (train --lora): the adapters' rank, alpha, dropout
  * and targets (a->lora_targets points into targets). */
 static int meta_lora(const rm_file *f, cli_args *a, char *targets, size_t cap) {
@@ -106,7 +126,7 @@ int cli_sample(const cli_args *a0) {
     int ok = a.model && (encdec ? meta_int(f, "enc_layers", 4096, &a.enc_layers) &&
                                       meta_int(f, "dec_layers", 4096, &a.dec_layers)
                                 : meta_int(f, "layers", 4096, &a.layers)) &&
-             (strcmp(a.model, "llama") != 0 || meta_int(f, "ffn_dim", 1 << 20, &a.ffn_dim)) &&
+             (strcmp(a.model, "llama") != 0 || (meta_int(f, "ffn_dim", 1 << 20, &a.ffn_dim) && meta_llama(f, &a))) &&
              meta_int(f, "dim", 1 << 16, &a.dim) && meta_int(f, "heads", 1 << 12, &a.heads) &&
              meta_int(f, "context", 1 << 16, &a.context) && meta_int(f, "vocab", 1 << 24, &a.vocab);
     char targets[160];
@@ -115,7 +135,8 @@ int cli_sample(const cli_args *a0) {
     if (!ok)
         return cli_fail(1, "'%s': metadata lacks a gpt, llama, uvit or encdec model config (model, layers 1-4096 or "
                         "enc_layers and dec_layers, dim 1-65536, heads 1-4096, context 1-65536, vocab 2-2^24; llama: "
-                        "ffn_dim; LoRA: lora_rank, lora_alpha, lora_dropout, lora_targets)", a.load);
+                        "ffn_dim, and kv_heads, rope_theta, norm_eps, tie_embeddings when present; LoRA: lora_rank, "
+                        "lora_alpha, lora_dropout, lora_targets)", a.load);
     if (encdec && cli_given(&a, "--prompt"))
         return cli_fail(2, "'%s' holds an encdec: it decodes --source TEXT; --prompt is for language models (drop it)",
                         a.load);

@@ -14,7 +14,10 @@ void cli_model_desc(const cli_args *a, char *buf, size_t n) {
         if (k < n) snprintf(buf + k, n - k, " T%d V%d B%d%s", a->context, a->vocab, a->batch, a->batchnorm ? " bn" : "");
         return;
     }
-    snprintf(buf, n, "gpt L%d C%d H%d T%d V%d B%d", a->layers, a->dim, a->heads, a->context, a->vocab, a->batch);
+    char kv[24] = ""; /* llama's grouped-query attention: its key/value heads */
+    if (!strcmp(a->model, "llama") && a->kv_heads > 0 && a->kv_heads != a->heads) snprintf(kv, sizeof kv, " K%d", a->kv_heads);
+    snprintf(buf, n, "%s L%d C%d H%d%s T%d V%d B%d", a->model, a->layers, a->dim, a->heads, kv, a->context, a->vocab,
+             a->batch);
 }
 
 void cli_machine_desc(int threads, char *buf, size_t n) {

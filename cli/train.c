@@ -6,6 +6,7 @@
 #include "bench.h"
 #include "ckptfile.h"
 #include "guard.h"
+#include "hf.h"
 #include "limit.h"
 #include "paths.h"
 #include "stop.h"
@@ -49,12 +50,15 @@ typedef struct trainer {
     rm_optim *opt;
     rm_lr_schedule lr;
     rm_file *resume;        /* the file of --resume, open until its state is loaded */
+    rm_hf *hf;              /* --init DIR (a Hugging Face folder), open until its weights are loaded */
     rm_run_info resumed;    /* and the run it describes */
     uint64_t start;         /* the first step this process runs */
     int64_t batch_offset;   /* next batch index - next step (0 unless a file says otherwise) */
     double *times, *overheads; /* per step run (the last STEP_SAMPLES): ms and measured recompute overhead */
     double overhead_median; /* measured recompute overhead, median over steps */
     double step_ms_min, step_ms_max; /* the spread of the step times the median is taken over */
+    double step_ms_first, step_ms_steady; /* the run's first step (it faults the arena's pages in), the median
+                                           * of the others (all of them when the first is not kept) */
     int tty;                /* progress on one rewritten line */
     cli_divergence div;     /* the recent losses (guard.h) */
     int threads;            /* per rank */
@@ -114,7 +118,8 @@ static int write_report(const trainer *t, float final_loss, float val_loss, int 
     rm_out *o;
     if (rm_out_open(a->report, &o, err, sizeof err) != RM_OK) return cli_fail(1, "--report: %s", err);
     FILE *f = rm_out_file(o);
-    char val[32], fin[32]; /* JSON has no NaN: no value is null (e.g. --steps 0) */
+    char val[32], fin[32], frozen[256]; /* JSON has no NaN: no value is null (e.g. --steps 0) */
+    cli_frozen_summary(t->g, frozen, sizeof frozen);
     if (have_val) snprintf(val, sizeof val, "%.6f", (double)val_loss);
     else snprintf(val, sizeof val, "null");
     if (isfinite(final_loss)) snprintf(fin, sizeof fin, "%.6f", (double)final_loss);
@@ -131,7 +136,8 @@ static int write_report(const trainer *t, float final_loss, float val_loss, int 
             "  \"memory_budget_bytes\": %zu,\n  \"store_all_bytes\": %zu,\n  \"min_budget_bytes\": %zu,\n"
             "  \"step_ms_min\": %.3f,\n  \"step_ms_max\": %.3f,\n  \"ranks\": %d,\n  \"shard_optimizer\": %s,\n"
             "  \"comm_wait_ms\": %.3f,\n  \"fuse_optimizer\": %s,\n  \"grad_arena_bytes\": %zu,\n"
-            "  \"params\": %lld,\n  \"trainable_params\": %lld",
+            "  \"params\": %lld,\n  \"trainable_params\": %lld,\n  \"frozen\": \"%s\",\n"
+            "  \"step_ms_first\": %.3f,\n  \"step_ms_steady\": %.3f",
             a->model, p.strategy, a->steps, fin, val, median_ms, tok_s, m.activation_bytes_planned, m.activation_bytes_measured,
             m.activation_arena_bytes, m.param_bytes, m.grad_bytes,
             rm_optim_bytes(t->opt), ru.ru_maxrss * 1024L, t->threads, rm_gemm_has_blas() ? "true" : "false",
@@ -139,7 +145,8 @@ static int write_report(const trainer *t, float final_loss, float val_loss, int 
             p.ms_forward, p.ms_recompute, p.ms_backward, p.budget_bytes, p.store_all_bytes, p.min_budget_bytes,
             t->step_ms_min, t->step_ms_max, cli_dist_size(), a->shard_optimizer && cli_dist_size() > 1 ? "true" : "false",
             a->steps > (int)t->start ? t->comm_ms / (a->steps - (int)t->start) : 0.0,
-            a->fuse_optimizer ? "true" : "false", m.grad_arena_bytes, count_params(t->g, 0), count_params(t->g, 1));
+            a->fuse_optimizer ? "true" : "false", m.grad_arena_bytes, count_params(t->g, 0), count_params(t->g, 1),
+            frozen, t->step_ms_first, t->step_ms_steady);
     cli_paging_report(t->s, &t->paging_ms, median_ms, a->micro_batches > 1 ? a->micro_batches : 1, f);
     fputs("\n}\n", f);
     if (rm_out_close(o, 1, err, sizeof err) != RM_OK) /* at the end: say what was kept */
@@ -156,6 +163,7 @@ static int write_report(const trainer *t, float final_loss, float val_loss, int 
 static int nonfinite_param(const trainer *t, const char *path, uint64_t step) {
     for (int i = 0; i < rm_param_count(t->g); i++) {
         rm_val v = rm_param_at(t->g, i);
+        if (rm_param_frozen(t->g, v)) continue; /* never written (and maybe kept in 2 bytes) */
         const float *w = rm_value_data(t->s, v);
         for (int64_t e = 0, n = rm_numel(t->g, v); w && e < n; e++)
             if (!isfinite(w[e]))
@@ -272,7 +280,10 @@ static int build_session(trainer *t) {
                                             : cli_fail(st == RM_ERR_ARG ? 2 : 1, "%s", rm_graph_errmsg(t->g));
     if (count_params(t->g, 1) == 0)
         return cli_fail(2, "%s leaves no parameter to train: freeze fewer", a->train_only ? "--train-only" : "--freeze");
-    int rc = a->resume || a->init ? check_file(t->resume, a->resume ? a->resume : a->init, t->g) : 0;
+    int rc = cli_frozen_store(a, t->g, t->hf, t->resume);
+    if (rc) return rc;
+    /* a remat file (--resume, --init FILE) against the model; a Hugging Face folder was checked at open */
+    if (a->resume || (a->init && !t->hf)) rc = check_file(t->resume, a->resume ? a->resume : a->init, t->g);
     if (rc) return rc;
     rm_options o;
     if ((rc = cli_options(a, a->memory_budget, &o)) != 0) return rc;
@@ -291,7 +302,11 @@ static int build_session(trainer *t) {
     if (a->print_plan && cli_dist_rank() == 0) rm_print_plan(t->s, stdout);
     int flags = (a->shard_optimizer ? RM_DIST_SHARD : 0) | (a->no_overlap ? RM_DIST_BLOCKING : 0);
     if (cli_dist_attach(t->s, flags) != RM_OK) return cli_fail(1, "%s", rm_session_errmsg(t->s));
-    if (a->init && rm_load_params(t->s, a->init, err, sizeof err) != RM_OK) return cli_fail(1, "%s", err);
+    if (t->hf) {
+        if ((rc = cli_hf_load(t->hf, t->s, a)) != 0) return rc;
+        rm_hf_close(t->hf); /* unmaps its files */
+        t->hf = NULL;
+    } else if (a->init && rm_load_params(t->s, a->init, err, sizeof err) != RM_OK) return cli_fail(1, "%s", err);
     if (rm_optim_new(t->s, NULL, &t->opt) != RM_OK) return cli_fail(1, "%s", rm_session_errmsg(t->s));
     t->lr = r.lr;
     if (t->resume) {
@@ -474,6 +489,9 @@ static void print_summary(const trainer *t, int n_done, float loss, float val_lo
            m.activation_bytes_planned / 1048576.0, m.activation_bytes_measured / 1048576.0,
            m.activation_arena_bytes / 1048576.0, m.param_bytes / 1048576.0, grads,
            rm_optim_bytes(t->opt) / 1048576.0);
+    char frozen[256];
+    cli_frozen_summary(t->g, frozen, sizeof frozen);
+    if (count_params(t->g, 0) > count_params(t->g, 1)) printf("%s\n", frozen);
     printf("recompute: strategy %s, %.2f GFLOP recomputed per step, overhead predicted %.1f%%, measured %.1f%%\n",
            strategy, p.flops_recompute / 1e9, 100.0 * p.predicted_overhead, 100.0 * t->overhead_median);
     if (p.budget_bytes)
@@ -526,6 +544,10 @@ static int finish(trainer *t, int step, float loss, float val_loss, int have_val
     double median = 0;
     const int n_timed = n_done < STEP_SAMPLES ? n_done : STEP_SAMPLES; /* the last STEP_SAMPLES steps */
     if (n_timed > 0) {
+        const int first_kept = n_done <= STEP_SAMPLES && n_timed > 1; /* times[0] is this run's first step */
+        t->step_ms_first = n_done <= STEP_SAMPLES ? t->times[0] : 0.0;
+        qsort(t->times + first_kept, (size_t)(n_timed - first_kept), sizeof *t->times, cmp_double);
+        t->step_ms_steady = t->times[first_kept + (n_timed - first_kept) / 2];
         qsort(t->times, (size_t)n_timed, sizeof *t->times, cmp_double);
         qsort(t->overheads, (size_t)n_timed, sizeof *t->overheads, cmp_double);
         median = t->times[n_timed / 2];
@@ -602,6 +624,7 @@ int cli_train(const cli_args *a0) {
     if (cli_dist_rank() != 0) args.quiet = 1; /* rank 0 logs */
     int rc = check_flags(&args);
     if (!rc && args.resume) rc = open_resume(&t);
+    if (!rc && args.init && cli_is_dir(args.init)) rc = cli_hf_open(&args, &t.hf);
     if (!rc && args.save_adapters && !args.lora_rank) /* after --resume took the model from its file */
         rc = cli_fail(2, "--save-adapters needs a LoRA run (--lora R, or --resume a file of one)");
     if (!rc) rc = cli_check_flag_use(&args);
@@ -632,6 +655,7 @@ int cli_train(const cli_args *a0) {
     }
     cli_stop_release();
     rm_file_close(t.resume);
+    rm_hf_close(t.hf);
     free(t.gx);
     free(t.gy);
     free(t.times);

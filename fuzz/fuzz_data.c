@@ -1,6 +1,8 @@
 /* fuzz_data.c: a libFuzzer target for the data-file reader: llm.c token
  * files (a 256-int32 header: magic 20240520, version 1, token count, then
- * uint16 ids) and plain text read as bytes (rm_data_parse), then what
+ * uint16 ids; or magic 20240801, version 7, uint32 ids), headerless arrays
+ * of 2- or 4-byte ids, and plain text read as bytes (rm_data_parse_width:
+ * the input's size modulo 3 picks the width 0, 2 or 4), then what
  * `remat train --data` does with the result: the vocabulary check, the
  * train/validation split and batches from both samplers. The first byte of
  * the input picks the batch shape, so the fuzzer explores small and large
@@ -21,7 +23,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int B = 1 + (data[0] & 7), T = 1 + (data[0] >> 3); /* 1..8 rows of 1..32 tokens */
     char err[512];
     rm_dataset d;
-    rm_status st = rm_data_parse(&d, "fuzz", data + 1, size - 1, err, sizeof err);
+    const int widths[3] = {0, 2, 4};
+    rm_status st = rm_data_parse_width(&d, "fuzz", data + 1, size - 1, widths[size % 3], err, sizeof err);
     if (st != RM_OK) {
         if (d.tokens || !memchr(err, 0, sizeof err) || !err[0]) abort(); /* an error leaves nothing, says why */
         rm_data_free(&d);

@@ -64,7 +64,9 @@ typedef enum rm_status {
 /* "RM_OK", "RM_ERR_ARG", ...: the name of a status, for messages. */
 const char *rm_status_name(rm_status s);
 
-typedef enum rm_dtype { RM_DTYPE_F32 = 0, RM_DTYPE_I32 = 1 } rm_dtype;
+/* BF16 and F16 (bfloat16, IEEE half) are only ever the storage of a frozen
+ * parameter (rm_param_store): values, inputs and gradients are F32 or I32. */
+typedef enum rm_dtype { RM_DTYPE_F32 = 0, RM_DTYPE_I32 = 1, RM_DTYPE_BF16 = 2, RM_DTYPE_F16 = 3 } rm_dtype;
 
 typedef struct rm_graph rm_graph;     /* a static graph being built */
 typedef struct rm_session rm_session; /* a compiled graph: plan + arena + params */
@@ -141,10 +143,22 @@ rm_val rm_rope(rm_graph *g, rm_val x, int heads, float theta);
  * a padding key no query sees, or -1 for none. A query with no visible key
  * gets zeros. */
 rm_val rm_attention_general(rm_graph *g, rm_val q, rm_val k, rm_val v, rm_val key_mask, int heads, int causal);
+/* The same with grouped-query attention: q (B,Tq,heads*hd), k and v
+ * (B,Tk,kv_heads*hd), kv_heads dividing heads; query head h reads key/value
+ * head h / (heads/kv_heads), as Hugging Face's repeat_kv. kv_heads = heads
+ * is rm_attention_general. */
+rm_val rm_attention_gqa(rm_graph *g, rm_val q, rm_val k, rm_val v, rm_val key_mask, int heads, int kv_heads,
+                        int causal);
 rm_val rm_concat(rm_graph *g, rm_val a, rm_val b);               /* (..,Ca), (..,Cb) -> (..,Ca+Cb) */
 /* rm_softmax_ce where rows whose target is ignore_id (e.g. PAD) count for
  * nothing: the mean is over the other rows (0 if none), as PyTorch's ignore_index. */
 rm_val rm_softmax_ce_ignore(rm_graph *g, rm_val logits, rm_val targets, int32_t ignore_id);
+/* A language model's head and loss in one op: the mean cross-entropy of
+ * the logits x W^T (x (..,C), W (V,C), targets (..) i32) computed in chunks
+ * of rows, so the (N,V) logits, probabilities and their gradient are never
+ * stored (N floats are kept; the backward computes x W^T again). rm_softmax_ce
+ * of rm_linear(x, W, -1) up to rounding. llama uses it unless keep_logits. */
+rm_val rm_linear_ce(rm_graph *g, rm_val x, rm_val w, rm_val targets);
 
 /* Stages: every node recorded after rm_stage_begin belongs to that stage.
  * A model is a chain of stages; the recompute planner works per stage. */
@@ -714,15 +728,23 @@ typedef struct rm_mlp_config {
 rm_status rm_mlp_build(rm_graph *g, const rm_mlp_config *c, rm_model_io *io);
 
 /* LLaMA-style decoder (Hugging Face LlamaForCausalLM names): RMSNorm, RoPE,
- * SwiGLU MLP, no biases, untied head, as many key/value heads as heads.
- * Zero fields take the defaults: ffn_dim rm_llama_ffn_dim(dim), rope_theta
- * 10000, norm_eps 1e-6 (HF LlamaConfig's rms_norm_eps). docs/MODELS.md. */
+ * SwiGLU MLP, no biases. Zero fields take the defaults: ffn_dim
+ * rm_llama_ffn_dim(dim), rope_theta 10000, norm_eps 1e-6 (HF LlamaConfig's
+ * rms_norm_eps), kv_heads = heads (no grouping), an untied head.
+ * docs/MODELS.md. */
 typedef struct rm_llama_config {
     int layers, dim, heads, context, vocab, batch;
     int ffn_dim;        /* SwiGLU hidden size; 0: 8/3 x dim rounded up to a multiple of 64 */
     float dropout;      /* where GPT has it: on embeddings and both residual branches */
     float rope_theta, norm_eps;
     int keep_logits;
+    /* Grouped-query attention (HF num_key_value_heads): k_proj and v_proj
+     * are (kv_heads * dim/heads, dim) and each group of heads/kv_heads query
+     * heads shares one key/value head (rm_attention_gqa). 0: heads. */
+    int kv_heads;
+    /* 1: the head multiplies by model.embed_tokens.weight (HF
+     * tie_word_embeddings); there is no lm_head.weight. */
+    int tie_embeddings;
     rm_lora_config lora; /* adapters on the seven projections (rank 0: none) */
 } rm_llama_config;
 /* The default SwiGLU hidden size: 8/3 x dim rounded up to a multiple of 64
@@ -861,7 +883,9 @@ rm_status rm_load_state(rm_session *s, rm_optim *o, const char *path, char *err,
 
 /* A token sequence, its train/validation split and batch samplers. Sources:
  * a file in llm.c's token format (a header of 256 int32: magic 20240520,
- * version 1, token count; then uint16 tokens), any other file read as bytes
+ * version 1, token count; then uint16 tokens; or llm.c's llama-3 files:
+ * magic 20240801, version 7, uint32 tokens), a headerless array of uint16
+ * or uint32 ids (rm_data_load_tokens), any other file read as bytes
  * (one token per byte, vocab 256), the corpus embedded in the library (a
  * fixed text, data/corpus.txt.gz: the project's docs and sources as of one
  * commit, as bytes), or tokens in the caller's memory (copied).
@@ -887,6 +911,14 @@ typedef struct rm_dataset {
  * is left empty (safe to rm_data_free). Errors: RM_ERR_IO (cannot read),
  * RM_ERR_FORMAT (bad llm.c header, fewer than 2 tokens), RM_ERR_NOMEM. */
 rm_status rm_data_load_file(rm_dataset *d, const char *path, char *err, size_t errlen);
+/* rm_data_load_file with the width of a token id: 0 reads as
+ * rm_data_load_file does; 2 or 4: little-endian unsigned ids of that many
+ * bytes, after an llm.c header when the file has one (its width must
+ * agree, else RM_ERR_FORMAT), else from the first byte (a raw array, as
+ * numpy's tofile writes; its size must be a multiple of the width). Ids
+ * above 2^31 - 1 are RM_ERR_FORMAT. Vocabularies above 65,535 (Llama 3's
+ * 128,256) need 4-byte ids. */
+rm_status rm_data_load_tokens(rm_dataset *d, const char *path, int token_bytes, char *err, size_t errlen);
 rm_status rm_data_load_corpus(rm_dataset *d, char *err, size_t errlen);
 /* Bytes in memory, one token each (vocab 256); copied. */
 rm_status rm_data_from_bytes(rm_dataset *d, const char *name, const unsigned char *bytes,
@@ -938,6 +970,19 @@ rm_status rm_data_fill_rows(rm_session *s, const rm_model_io *io, const rm_datas
  * as rm_data_fill does. RM_ERR_ARG if that part holds no batch. */
 rm_status rm_evaluate(rm_session *s, const rm_model_io *io, const rm_dataset *d,
                       uint64_t max_batches, float *mean_loss);
+/* The same over either part, with the perplexity: held-out text loaded as
+ * a dataset of its own (no rm_data_split) is all RM_DATA_TRAIN. Batches are
+ * the sequential sampler's (B*T+1 tokens each, advancing by B*T: every
+ * target once); the tokens after the last whole batch are not scored. */
+typedef struct rm_eval_result {
+    double mean_loss;   /* the mean cross-entropy over the scored targets (nats) */
+    double perplexity;  /* exp(mean_loss) */
+    uint64_t batches;   /* batches run */
+    uint64_t tokens;    /* targets scored: batches * B * T */
+} rm_eval_result;
+/* RM_ERR_ARG when the part holds no batch (or part is neither of the two). */
+rm_status rm_evaluate_part(rm_session *s, const rm_model_io *io, const rm_dataset *d, rm_data_part part,
+                           uint64_t max_batches, rm_eval_result *out);
 
 /* ---- learning-rate schedules ------------------------------------------------ */
 
@@ -977,6 +1022,11 @@ typedef struct rm_run_info {
     uint64_t data_position; /* the next training batch's index */
     rm_optim_config optim;
     rm_lr_schedule lr;     /* lr.steps: the step count the run goes to */
+    /* model "llama" (rm_llama_config; 0: its defaults) */
+    int kv_heads;
+    float rope_theta, norm_eps;
+    int tie_embeddings;
+    int token_bytes;       /* how `data` is read: rm_data_load_tokens's token_bytes (0, 2, 4) */
     /* fine-tuning: rm_run_build freezes these by name (rm_freeze_params); "" for none */
     char freeze[256], train_only[256];
     rm_lora_config lora;   /* models "llama", "gpt", "uvit" (rank 0: none) */
@@ -1055,6 +1105,76 @@ float rm_philox_uniform(uint64_t seed, uint32_t a, uint32_t b, uint64_t i);
  * Anything else (a FIFO, a device, a directory) is refused at once, without
  * blocking. The library's readers (data, checkpoint and chain files) share it. */
 rm_status rm_read_file(const char *path, size_t max_bytes, char **out, size_t *len, char *err, size_t errlen);
+
+/* ---- pretrained models: Hugging Face folders (issue 21) ------------------------ */
+
+/* A Hugging Face model folder opened for reading: config.json and the
+ * weights, model.safetensors or the shards model.safetensors.index.json
+ * names. Only LlamaForCausalLM (model_type "llama") is read. Every config
+ * field that changes what the model computes is honoured (the shape,
+ * num_key_value_heads, rms_norm_eps, rope_theta, tie_word_embeddings) or
+ * refused with RM_ERR_FORMAT naming it (rope_scaling, attention_bias,
+ * mlp_bias, hidden_act other than silu, attention_dropout, head_dim other
+ * than hidden_size/heads, quantization_config, ...; docs/MODELS.md). The
+ * tensors must be exactly the model's (names, shapes; F32, F16 or BF16):
+ * a bias or any tensor the model has no place for is refused too. The
+ * weight files are mapped (mmap), not read: a tensor's pages come in when
+ * rm_hf_load converts it and are dropped when it is done, so loading never
+ * holds a second copy of the file. The folder's files are validated at
+ * open, never trusted (sizes, offsets, names). */
+typedef struct rm_hf rm_hf;
+/* Opens dir (RM_ERR_IO: not a folder, no weights; RM_ERR_FORMAT naming
+ * the field, file or tensor; RM_ERR_NOMEM); rm_hf_close unmaps and frees
+ * it (NULL: nothing). */
+rm_status rm_hf_open(const char *dir, rm_hf **out, char *err, size_t errlen);
+void rm_hf_close(rm_hf *m);
+/* The model config.json describes: model "llama" and its shape (layers,
+ * dim, heads, kv_heads, ffn_dim, vocab, rope_theta, norm_eps,
+ * tie_embeddings) into r or c; their other fields (context, batch,
+ * dropout, training) are left as they were. */
+void rm_hf_run_info(const rm_hf *m, rm_run_info *r);
+void rm_hf_llama_config(const rm_hf *m, rm_llama_config *c);
+/* config.json's max_position_embeddings (0 when absent). */
+int rm_hf_max_positions(const rm_hf *m);
+/* The config's keys this reader does not know (it reads those that change
+ * the model, and skips those that do not, such as token ids), as one line,
+ * "" if none: for the caller to show. */
+const char *rm_hf_notes(const rm_hf *m);
+/* The folder's tensors (all shards), in name order; views valid until rm_hf_close. */
+int rm_hf_tensor_count(const rm_hf *m);
+rm_status rm_hf_tensor(const rm_hf *m, int i, rm_tensor_info *out);
+/* Loads the folder's weights into s, each tensor into the parameter of the
+ * same name and shape, converted from its dtype (BF16, F16: exactly).
+ * Every tensor must find its parameter (a tied lm_head.weight must equal
+ * model.embed_tokens.weight; a rotary_emb.inv_freq buffer, which rope_theta
+ * determines, is skipped); parameters the folder lacks (LoRA adapters)
+ * keep their values, and *n_loaded (NULL-able) counts the loaded ones. A
+ * tensor that is not finite is refused naming it; names and shapes are
+ * checked before anything is written, a non-finite value after some
+ * parameters were (the caller's session is then not to be used). */
+rm_status rm_hf_load(rm_hf *m, rm_session *s, int *n_loaded, char *err, size_t errlen);
+
+/* ---- frozen parameters kept in 2 bytes (issue 21) ------------------------------ */
+
+/* Keeps frozen parameter v (rm_param_freeze, rm_lora_linear's base) in a
+ * 2-byte format in memory: RM_DTYPE_BF16 or RM_DTYPE_F16 (RM_DTYPE_F32,
+ * the default: 4 bytes). Its values are rounded to it once, when
+ * initialised or loaded (a BF16 file into BF16: exactly), and the ops that
+ * read it (rm_linear, rm_lora_linear, rm_linear_ce, rm_embedding) widen it
+ * to fp32 a panel at a time inside their products: every sum stays fp32,
+ * and a frozen bf16 base costs 2 bytes a parameter. Before the first
+ * rm_compile (RM_ERR_STATE after); RM_ERR_ARG for a parameter that is not
+ * frozen, and at rm_compile for one another op reads (a norm's weight).
+ * rm_value_data then gives its 2-byte values; files save it in its dtype. */
+rm_status rm_param_store(rm_graph *g, rm_val v, rm_dtype dtype);
+/* How parameter v is kept (RM_DTYPE_F32 for anything else). */
+rm_dtype rm_param_store_dtype(const rm_graph *g, rm_val v);
+/* rm_param_store(dtype) for every frozen parameter that only those ops
+ * read; *n (NULL-able) counts them (0 for RM_DTYPE_F32). */
+rm_status rm_store_frozen(rm_graph *g, rm_dtype dtype, int *n);
+/* The same, each parameter in its tensor's dtype in the folder when that
+ * is BF16 or F16 (F32 tensors stay 4 bytes): storage without rounding. */
+rm_status rm_hf_store_frozen(const rm_hf *m, rm_graph *g, int *n);
 
 /* ---- writing files (issue 22) ------------------------------------------------ */
 

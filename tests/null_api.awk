@@ -24,7 +24,8 @@ BEGIN {
           "rm_file_verify.present rm_read_file.len rm_seq2seq_batch.p rm_seq2seq_fill.p " \
           "rm_parse_strategy.param rm_parse_size.fraction rm_constant_i32.name rm_custom.name " \
           "rm_data_from_bytes.name rm_data_from_tokens.name rm_step_accumulate.fill " \
-          "rm_optim_state.m rm_optim_state.v rm_optim_state.t", opt, " ")
+          "rm_optim_state.m rm_optim_state.v rm_optim_state.t rm_store_frozen.n rm_hf_store_frozen.n " \
+          "rm_hf_load.n_loaded", opt, " ")
     for (i in opt) nullable[opt[i]] = 1
     # Sizes of the caller's buffers (extreme_calls leaves them valid): rows
     # and columns of the batches written into the caller's arrays, the count
@@ -78,6 +79,7 @@ function value(f, t, name, ptr,    base) {
         if (f == "rm_pairs_load") return "F.pairs_path"
         return "F.out"
     }
+    if (f == "rm_hf_open" && name == "dir") return "F.hf_dir"
     if (f == "rm_parse_strategy" && name == "s") return "\"sqrt\""
     if (f == "rm_parse_size" && name == "s") return "\"1GiB\""
     if (f == "rm_read_file" && name == "max_bytes") return "(size_t)1 << 24"
@@ -121,6 +123,8 @@ function value(f, t, name, ptr,    base) {
     if (t == "rm_file**") return "&F.file_out"
     if (t == "rm_out**") return "&F.out_out"
     if (t == "rm_out*") return "F.out_w"
+    if (t ~ /^(const )?rm_hf\*$/) return "F.hf"
+    if (t == "rm_hf**") return "&F.hf_out"
     if (t ~ /^(const )?rm_dataset\*$/) return "&F.d"
     if (t == "const rm_model_io*") return "&F.io"
     if (t == "const rm_pairs*") return "&F.pairs"

@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -30,7 +31,7 @@ static struct null_fixture {
     rm_file *file;      /* a training-state file of it, opened */
     rm_dataset d;       /* the built-in corpus, split for (2, 8) batches */
     rm_pairs pairs;     /* one source<TAB>target pair */
-    char dir[64], ckpt[128], out[128], pairs_path[128];
+    char dir[64], ckpt[128], out[128], pairs_path[128], hf_dir[128];
     const char *chain, *graph_json;
     rm_options opts;
     rm_optim_config oc;
@@ -63,6 +64,7 @@ static struct null_fixture {
     rm_optim *opt_out;
     rm_file *file_out;
     rm_out *out_w, *out_out; /* a file being written (rm_out_open of F.out), an out-handle */
+    rm_hf *hf, *hf_out;      /* a Hugging Face folder (hf_dir: the fixture's llama), opened; an out-handle */
     rm_strategy strat;
     /* zeroed memory for the out-structs (rm_memory_info, rm_tensor_info, ...) */
     _Alignas(16) unsigned char scratch[1 << 16];
@@ -94,6 +96,29 @@ static rm_graph *null_built_graph(void) {
     rm_model_io io;
     rm_gpt_build(g, &F.gc, &io);
     return g;
+}
+
+/* hf_dir: a Hugging Face folder of F.lc's llama (its weights saved by
+ * rm_save_params under the names LlamaForCausalLM uses), opened as F.hf. */
+static int null_hf_folder(char *err, size_t errlen) {
+    rm_graph *g = rm_graph_new();
+    rm_model_io io;
+    rm_session *s = NULL;
+    char path[192];
+    snprintf(F.hf_dir, sizeof F.hf_dir, "%s/hf", F.dir);
+    snprintf(path, sizeof path, "%s/model.safetensors", F.hf_dir);
+    int ok = g && rm_llama_build(g, &F.lc, &io) == RM_OK && rm_compile(g, &F.opts, &s) == RM_OK &&
+             mkdir(F.hf_dir, 0755) == 0 && rm_save_params(s, path, 0, NULL, NULL, err, errlen) == RM_OK;
+    rm_session_free(s);
+    rm_graph_free(g);
+    snprintf(path, sizeof path, "%s/config.json", F.hf_dir);
+    FILE *c = ok ? fopen(path, "w") : NULL;
+    ok = c && fprintf(c, "{\"model_type\": \"llama\", \"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 16, "
+                      "\"num_hidden_layers\": 1, \"num_attention_heads\": 2, \"num_key_value_heads\": 2, "
+                      "\"intermediate_size\": 64, \"vocab_size\": 32, \"rms_norm_eps\": 1e-6, \"rope_theta\": 10000.0, "
+                      "\"tie_word_embeddings\": false}\n") > 0;
+    if (c && fclose(c) != 0) ok = 0;
+    return ok && rm_hf_open(F.hf_dir, &F.hf, err, errlen) == RM_OK;
 }
 
 static void null_setup(void) {
@@ -147,7 +172,7 @@ static void null_setup(void) {
         rm_file_open(F.ckpt, &F.file, err, sizeof err) != RM_OK ||
         rm_data_load_corpus(&F.d, err, sizeof err) != RM_OK || rm_data_split(&F.d, 0.1, 2, 8, err, sizeof err) ||
         rm_pairs_load(&F.pairs, F.pairs_path, err, sizeof err) != RM_OK ||
-        rm_out_open(F.out, &F.out_w, err, sizeof err) != RM_OK) {
+        rm_out_open(F.out, &F.out_w, err, sizeof err) != RM_OK || !null_hf_folder(err, sizeof err)) {
         fprintf(stderr, "null_api: fixture: %s\n", err);
         exit(1);
     }
@@ -171,6 +196,7 @@ static void null_survives(const char *what, int (*call)(void)) {
 
 static void null_teardown(void) {
     rm_file_close(F.file);
+    rm_hf_close(F.hf);
     rm_optim_free(F.opt);
     rm_session_free(F.s);
     rm_session_free(F.dry);

@@ -97,6 +97,59 @@ static void test_llmc(void) {
     rm_data_free(&d);
 }
 
+/* 4-byte ids: llm.c's llama-3 header (magic 20240801, version 7) and
+ * headerless arrays (--token-bytes 2 or 4); widths that disagree, sizes
+ * that do not divide, ids past INT32_MAX. */
+static void test_uint32(void) {
+    char path[512], err[512];
+    path_in(path, sizeof path, "tok32.bin");
+    enum { N = 2000 };
+    unsigned char b[1024 + 4 * N];
+    memset(b, 0, sizeof b);
+    const int32_t h[3] = {RM_LLMC_MAGIC_U32, RM_LLMC_VERSION_U32, N};
+    memcpy(b, h, sizeof h); /* little-endian host (safetensors.c says so too) */
+    uint32_t tok[N];
+    for (int i = 0; i < N; i++) tok[i] = (uint32_t)i * 104729u % 128256u;
+    tok[3] = 128255;
+    memcpy(b + 1024, tok, sizeof tok);
+    CHECK(write_bytes(path, b, sizeof b) == 0, "write");
+    rm_dataset d;
+    rm_status st = rm_data_load_file(&d, path, err, sizeof err);
+    CHECK(st == RM_OK && d.format == RM_DATA_LLMC && d.n == N && d.max_id == 128255, "llama-3 file: %s", err);
+    int same = st == RM_OK;
+    for (int i = 0; same && i < N; i++) same = d.tokens[i] == (int32_t)tok[i];
+    CHECK(same, "llama-3 file: tokens differ");
+    st = rm_data_check_vocab(&d, 128000, err, sizeof err);
+    CHECK(st == RM_ERR_ARG && strstr(err, "token 128255 at position 3"), "vocab 128000: '%s'", err);
+    rm_data_free(&d);
+    CHECK(rm_data_load_tokens(&d, path, 4, err, sizeof err) == RM_OK && d.n == N, "--token-bytes 4: %s", err);
+    rm_data_free(&d);
+    st = rm_data_load_tokens(&d, path, 2, err, sizeof err);
+    CHECK(st == RM_ERR_FORMAT && strstr(err, "4-byte tokens"), "header 4, --token-bytes 2: '%s'", err);
+    /* the same ids, no header */
+    CHECK(write_bytes(path, tok, sizeof tok) == 0, "write");
+    st = rm_data_load_tokens(&d, path, 4, err, sizeof err);
+    CHECK(st == RM_OK && d.format == RM_DATA_TOKENS && d.n == N && d.tokens[3] == 128255, "raw uint32: %s", err);
+    rm_data_free(&d);
+    st = rm_data_load_tokens(&d, path, 2, err, sizeof err); /* read as uint16: twice as many ids */
+    CHECK(st == RM_OK && d.n == 2 * N && d.tokens[6] == (int32_t)(128255 & 0xffff), "raw uint16: %s", err);
+    rm_data_free(&d);
+    CHECK(write_bytes(path, tok, sizeof tok - 1) == 0, "write");
+    st = rm_data_load_tokens(&d, path, 4, err, sizeof err);
+    CHECK(st == RM_ERR_FORMAT && strstr(err, "4-byte tokens"), "7999 bytes: '%s'", err);
+    tok[7] = 0x80000000u;
+    CHECK(write_bytes(path, tok, sizeof tok) == 0, "write");
+    st = rm_data_load_tokens(&d, path, 4, err, sizeof err);
+    CHECK(st == RM_ERR_FORMAT && strstr(err, "position 7") && d.tokens == NULL, "id 2^31: '%s'", err);
+    CHECK(rm_data_load_tokens(&d, path, 3, err, sizeof err) == RM_ERR_ARG, "--token-bytes 3");
+    int32_t v6[3] = {RM_LLMC_MAGIC_U32, 6, 0};
+    memset(b, 0, 1024);
+    memcpy(b, v6, sizeof v6);
+    CHECK(write_bytes(path, b, 1024) == 0, "write");
+    st = rm_data_load_file(&d, path, err, sizeof err);
+    CHECK(st == RM_ERR_FORMAT && strstr(err, "version 6"), "llama-3 version 6: '%s'", err);
+}
+
 static void test_bytes(void) {
     char path[512], err[512];
     path_in(path, sizeof path, "text.txt");
@@ -289,6 +342,7 @@ static void test_mlp(void) {
 int main(void) {
     if (check_tmpdir(tmpdir, sizeof tmpdir, "test_data")) return 1;
     test_llmc();
+    test_uint32();
     test_bytes();
     test_split();
     test_sequential();

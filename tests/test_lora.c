@@ -336,8 +336,8 @@ static void test_files(void) {
     close_run(&full);
 }
 
-/* rm_plan's FLOPs of one step of the SmolLM2-135M shape (as many kv heads
- * as heads until GQA), context 512, batch 4: full fine-tuning against LoRA
+/* rm_plan's FLOPs of one step of the SmolLM2-135M shape (3 kv heads, tied
+ * head), context 512, batch 4: full fine-tuning against LoRA
  * r 16 on all seven projections with the base frozen. Dry runs: planned, not run. */
 static void test_flop_target(void) {
     double total[2];
@@ -345,8 +345,8 @@ static void test_flop_target(void) {
         rm_run_info ri;
         rm_run_info_default(&ri);
         snprintf(ri.model, sizeof ri.model, "llama");
-        ri.layers = 30, ri.dim = 576, ri.heads = 9, ri.ffn_dim = 1536, ri.vocab = 49152, ri.context = 512,
-        ri.batch = 4;
+        ri.layers = 30, ri.dim = 576, ri.heads = 9, ri.kv_heads = 3, ri.ffn_dim = 1536, ri.vocab = 49152,
+        ri.tie_embeddings = 1, ri.context = 512, ri.batch = 4;
         ri.lora.rank = lora ? 16 : 0, ri.lora.alpha = 32.0f;
         rm_graph *g = rm_graph_new();
         rm_model_io io;

@@ -444,7 +444,7 @@ static void test_registry(void) {
                                       "relu",      "dropout",   "attention", "softmax_ce",
                                       "batchnorm", "custom",    "rmsnorm",   "mul",
                                       "silu",      "rope",      "attention_general", "concat",
-                                      "swiglu",    "lora_linear"};
+                                      "swiglu",    "linear_ce", "lora_linear"};
     for (int k = 0; k < RM_OP_COUNT; k++) {
         const rm_op_def *d = rm_op_get((rm_op_kind)k);
         CHECK(d && d->forward && d->backward && d->flops && strcmp(d->name, names[k]) == 0,

@@ -162,30 +162,35 @@ static void test_rope(void) {
 
 /* Attention against a double reference that builds the whole score matrix
  * and masks it; keys padded by `mask`, the last batch row fully padded when
- * `all_padded` (its output must be zero, not NaN). */
-static void attention_case(int Tq, int Tk, int causal, int masked, const char *what) {
-    enum { B = 2, H = 2, HD = 3, C = H * HD };
+ * `all_padded` (its output must be zero, not NaN). H query heads and K
+ * key/value heads: query head h reads key/value head h / (H/K) (HF's
+ * repeat_kv). */
+static void attention_gqa_case(int Tq, int Tk, int causal, int masked, int H, int K, const char *what) {
+    enum { B = 2, HD = 3 };
+    const int C = H * HD, CK = K * HD, G = H / K;
     fx f;
     fx_begin(&f);
     rm_val q = fx_input(&f, RM_DTYPE_F32, 3, (int64_t[]){B, Tq, C});
-    rm_val k = fx_input(&f, RM_DTYPE_F32, 3, (int64_t[]){B, Tk, C});
-    rm_val v = fx_input(&f, RM_DTYPE_F32, 3, (int64_t[]){B, Tk, C});
+    rm_val k = fx_input(&f, RM_DTYPE_F32, 3, (int64_t[]){B, Tk, CK});
+    rm_val v = fx_input(&f, RM_DTYPE_F32, 3, (int64_t[]){B, Tk, CK});
     rm_val m = masked ? fx_input(&f, RM_DTYPE_I32, 2, (int64_t[]){B, Tk}) : -1;
-    rm_val out = rm_attention_general(f.g, q, k, v, m, H, causal);
+    rm_val out = K == H ? rm_attention_general(f.g, q, k, v, m, H, causal) : rm_attention_gqa(f.g, q, k, v, m, H, K, causal);
     if (!fx_finish(&f, out, what)) { fx_end(&f); return; }
     for (int64_t i = 0; i < fx_numel(&f, q); i++) fx_f(&f, q)[i] = rndu(-1.5f, 1.5f);
     int32_t *mk = masked ? fx_i(&f, m) : NULL;
     for (int i = 0; masked && i < B * Tk; i++) mk[i] = (i % 3) != 1; /* every third key is padding */
     fx_forward(&f);
-    const float *Q = fx_f(&f, q), *K = fx_f(&f, k), *V = fx_f(&f, v), *o = fx_f(&f, out);
+    const float *Q = fx_f(&f, q), *Kx = fx_f(&f, k), *V = fx_f(&f, v), *o = fx_f(&f, out);
     double worst = 0;
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++)
             for (int i = 0; i < Tq; i++) {
+                const int kh = h / G; /* the key/value head of query head h */
                 double s[160], mx = -INFINITY, sum = 0;
                 for (int j = 0; j < Tk; j++) {
                     s[j] = 0;
-                    for (int d = 0; d < HD; d++) s[j] += (double)Q[(b * Tq + i) * C + h * HD + d] * K[(b * Tk + j) * C + h * HD + d];
+                    for (int d = 0; d < HD; d++)
+                        s[j] += (double)Q[(b * Tq + i) * C + h * HD + d] * Kx[(b * Tk + j) * CK + kh * HD + d];
                     int vis = (!causal || j <= i) && (!mk || mk[b * Tk + j]);
                     s[j] = vis ? s[j] / sqrt(HD) : -INFINITY;
                     mx = s[j] > mx ? s[j] : mx;
@@ -193,7 +198,7 @@ static void attention_case(int Tq, int Tk, int causal, int masked, const char *w
                 for (int j = 0; j < Tk; j++) s[j] = mx == -INFINITY ? 0 : exp(s[j] - mx), sum += s[j];
                 for (int d = 0; d < HD; d++) {
                     double ref = 0;
-                    for (int j = 0; j < Tk && sum > 0; j++) ref += s[j] / sum * V[(b * Tk + j) * C + h * HD + d];
+                    for (int j = 0; j < Tk && sum > 0; j++) ref += s[j] / sum * V[(b * Tk + j) * CK + kh * HD + d];
                     double err = fabs(ref - o[(b * Tq + i) * C + h * HD + d]);
                     if (!(err <= worst)) worst = err; /* NaN sticks */
                 }
@@ -209,6 +214,43 @@ static void attention_case(int Tq, int Tk, int causal, int masked, const char *w
         gradcheck(&f, what, 0);
     }
     fx_end(&f);
+}
+
+static void attention_case(int Tq, int Tk, int causal, int masked, const char *what) {
+    attention_gqa_case(Tq, Tk, causal, masked, 2, 2, what);
+}
+
+/* GQA's dK and dV sum over a group of query heads, each group on one
+ * thread: the gradients are bitwise the same for 1 and several threads. */
+static void test_gqa_threads(void) {
+    enum { B = 3, T = 70, H = 4, K = 2, HD = 4, C = H * HD, CK = K * HD };
+    const int nt = max_threads() < 3 ? 3 : max_threads();
+    set_threads(nt); /* before fx_begin: the backward's scratch is one slice per thread */
+    fx f;
+    fx_begin(&f);
+    rm_val q = fx_input(&f, RM_DTYPE_F32, 3, (int64_t[]){B, T, C});
+    rm_val k = fx_input(&f, RM_DTYPE_F32, 3, (int64_t[]){B, T, CK});
+    rm_val v = fx_input(&f, RM_DTYPE_F32, 3, (int64_t[]){B, T, CK});
+    if (fx_finish(&f, rm_attention_gqa(f.g, q, k, v, -1, H, K, 1), "gqa threads")) {
+        const int64_t nq = B * T * C, nk = B * T * CK;
+        float *dout = malloc(nq * sizeof *dout), *r[2][RM_MAX_IN] = {{0}};
+        for (int64_t i = 0; i < nq; i++) dout[i] = rndu(-1, 1);
+        for (int t = 0; t < 2; t++) {
+            set_threads(t ? nt : 1);
+            for (int j = 0; j < 3; j++) r[t][j] = calloc(j ? nk : nq, sizeof(float));
+            int acc[RM_MAX_IN] = {0};
+            fx_forward(&f);
+            fx_backward(&f, dout, r[t], acc);
+        }
+        CHECK(memcmp(r[0][0], r[1][0], nq * 4) == 0 && memcmp(r[0][1], r[1][1], nk * 4) == 0 &&
+                  memcmp(r[0][2], r[1][2], nk * 4) == 0,
+              "gqa: gradients differ between 1 and %d threads", nt);
+        for (int t = 0; t < 2; t++)
+            for (int j = 0; j < 3; j++) free(r[t][j]);
+        free(dout);
+    }
+    fx_end(&f);
+    set_threads(max_threads());
 }
 
 /* Causal, Tq = Tk, one set of weights: the general op and the fused
@@ -283,8 +325,93 @@ static void test_softmax_ce_ignore(void) {
     fx_end(&f);
 }
 
+/* linear_ce against softmax_ce of linear (the unfused head), in more rows
+ * than one chunk, and finite differences in x and W. */
+static void test_linear_ce(void) {
+    enum { N = 6, C = 5, V = 7 };
+    fx f;
+    fx_begin(&f);
+    rm_val x = fx_input(&f, RM_DTYPE_F32, 3, (int64_t[]){2, 3, C});
+    rm_val w = fx_param(&f, "w", 2, (int64_t[]){V, C});
+    rm_val tg = fx_input(&f, RM_DTYPE_I32, 2, (int64_t[]){2, 3});
+    rm_val loss = rm_linear_ce(f.g, x, w, tg);
+    if (fx_finish(&f, loss, "linear_ce")) {
+        const int32_t t[N] = {1, 6, 3, 0, 0, 5};
+        memcpy(fx_i(&f, tg), t, sizeof t);
+        for (int i = 0; i < V * C; i++) fx_f(&f, w)[i] = rndu(-2, 2);
+        fx_forward(&f);
+        const float *xv = fx_f(&f, x), *wv = fx_f(&f, w);
+        double ref = 0;
+        for (int n = 0; n < N; n++) {
+            double z[V], mx = -INFINITY, s = 0;
+            for (int v = 0; v < V; v++) {
+                z[v] = 0;
+                for (int k = 0; k < C; k++) z[v] += (double)xv[n * C + k] * wv[v * C + k];
+                mx = z[v] > mx ? z[v] : mx;
+            }
+            for (int v = 0; v < V; v++) s += exp(z[v] - mx);
+            ref += mx + log(s) - z[t[n]];
+        }
+        ref /= N;
+        CHECK(fabs(fx_f(&f, loss)[0] - ref) < 1e-5, "linear_ce: loss %.8g, double reference %.8g", fx_f(&f, loss)[0],
+              ref);
+        gradcheck(&f, "linear_ce", 0);
+        fx_i(&f, tg)[2] = V; /* out of range: the check refuses it */
+        rm_kernel_ctx c = fx_ctx(&f);
+        char err[256] = "";
+        CHECK(rm_op_get(RM_OP_LINEAR_CE)->check(&c, err, sizeof err) == RM_ERR_ARG && strstr(err, "position 2"),
+              "linear_ce: target %d refused: '%s'", V, err);
+    }
+    fx_end(&f);
+}
+
+/* Many rows (several chunks of a large vocabulary): the same loss and
+ * gradients as rm_softmax_ce(rm_linear(x, W)), two sessions with the same
+ * initial x and W. */
+static void test_linear_ce_chunks(void) {
+    enum { N = 300, C = 8, V = 20000 };
+    rm_graph *g[2];
+    rm_session *s[2] = {NULL, NULL};
+    rm_val x = -1, w = -1, t = -1;
+    float loss[2] = {0, 0};
+    for (int k = 0; k < 2; k++) {
+        g[k] = rm_graph_new();
+        x = rm_param(g[k], "x", 2, (int64_t[]){N, C}, RM_INIT_NORMAL, 1.0f, 0);
+        w = rm_param(g[k], "w", 2, (int64_t[]){V, C}, RM_INIT_NORMAL, 0.5f, 0);
+        t = rm_input(g[k], "t", RM_DTYPE_I32, 1, (int64_t[]){N});
+        rm_set_loss(g[k], k ? rm_softmax_ce(g[k], rm_linear(g[k], x, w, -1), t) : rm_linear_ce(g[k], x, w, t));
+        rm_options o;
+        rm_options_default(&o);
+        CHECK(rm_compile(g[k], &o, &s[k]) == RM_OK, "linear_ce chunks: %s", rm_graph_errmsg(g[k]));
+        if (!s[k]) continue;
+        int32_t *tv = rm_value_data(s[k], t);
+        for (int n = 0; n < N; n++) tv[n] = (n * 7919) % V;
+        CHECK(rm_step(s[k], 0, &loss[k]) == RM_OK, "linear_ce chunks step: %s", rm_session_errmsg(s[k]));
+    }
+    if (s[0] && s[1]) {
+        CHECK(fabsf(loss[0] - loss[1]) <= 1e-5f * fabsf(loss[1]), "linear_ce over chunks: loss %.8g, unfused %.8g",
+              loss[0], loss[1]);
+        double worst[2] = {0, 0}, big[2] = {0, 0};
+        for (int p = 0; p < 2; p++) {
+            const rm_val v = p ? w : x;
+            const float *a = rm_grad(s[0], v), *b = rm_grad(s[1], v);
+            for (int64_t i = 0; i < rm_numel(g[0], v); i++) {
+                worst[p] = fmax(worst[p], fabs(a[i] - b[i]));
+                big[p] = fmax(big[p], fabs(b[i]));
+            }
+        }
+        CHECK(worst[0] <= 1e-5 * big[0] && worst[1] <= 1e-5 * big[1],
+              "linear_ce over chunks: dx off by %.3g (of %.3g), dW by %.3g (of %.3g)", worst[0], big[0], worst[1],
+              big[1]);
+    }
+    for (int k = 0; k < 2; k++) {
+        rm_session_free(s[k]);
+        rm_graph_free(g[k]);
+    }
+}
+
 static void test_builders2(void) {
-    for (int which = 0; which < 10; which++) {
+    for (int which = 0; which < 14; which++) {
         rm_graph *g = rm_graph_new();
         rm_val x = rm_input(g, "x", RM_DTYPE_F32, 3, (int64_t[]){2, 4, 6});
         rm_val y = rm_input(g, "y", RM_DTYPE_F32, 3, (int64_t[]){2, 5, 6});
@@ -304,6 +431,19 @@ static void test_builders2(void) {
             break;                                                     /* mask (2,4), Tk 5 */
         case 8: got = rm_concat(g, x, y); break;                      /* leading dims differ */
         case 9: got = rm_swiglu(g, x, z); break;                      /* shapes */
+        case 10: got = rm_attention_gqa(g, x, y, rm_input(g, "v", RM_DTYPE_F32, 3, (int64_t[]){2, 5, 6}), -1, 2, 2, 0);
+            break; /* heads 2, kv_heads 2: k must have 6 columns, has 6: fine; see 11 */
+        case 11: got = rm_attention_gqa(g, x, y, rm_input(g, "v", RM_DTYPE_F32, 3, (int64_t[]){2, 5, 6}), -1, 2, 1, 0);
+            break; /* kv_heads 1 needs k and v of 3 columns */
+        case 12: got = rm_attention_gqa(g, x, y, rm_input(g, "v", RM_DTYPE_F32, 3, (int64_t[]){2, 5, 6}), -1, 3, 2, 0);
+            break; /* kv_heads 2 does not divide heads 3 */
+        case 13: got = rm_attention_gqa(g, x, y, rm_input(g, "v", RM_DTYPE_F32, 3, (int64_t[]){2, 5, 6}), -1, 2, 0, 0);
+            break; /* kv_heads 0 */
+        }
+        if (which == 10) {
+            CHECK(got >= 0, "rm_attention_gqa with kv_heads = heads: %s", rm_graph_errmsg(g));
+            rm_graph_free(g);
+            continue;
         }
         CHECK(got == -1 && rm_graph_status(g) == RM_ERR_ARG && strlen(rm_graph_errmsg(g)) > 0,
               "builder case %d: expected RM_ERR_ARG with a message, got %d (%s)", which, got, rm_graph_errmsg(g));
@@ -327,8 +467,15 @@ int main(void) {
     attention_case(70, 90, 1, 0, "attention_general causal Tq=70 Tk=90");
     attention_case(90, 70, 1, 1, "attention_general causal masked Tq=90 Tk=70");
     attention_case(70, 90, 0, 1, "attention_general cross masked Tq=70 Tk=90");
+    /* grouped-query attention: 4 query heads over 2 and 1 key/value heads */
+    attention_gqa_case(5, 5, 1, 0, 4, 2, "attention_gqa causal H=4 K=2");
+    attention_gqa_case(70, 70, 1, 1, 4, 2, "attention_gqa causal masked T=70 H=4 K=2");
+    attention_gqa_case(4, 6, 0, 1, 4, 1, "attention_gqa cross masked H=4 K=1");
+    test_gqa_threads();
     test_attention_matches_fused();
     test_softmax_ce_ignore();
+    test_linear_ce();
+    test_linear_ce_chunks();
     test_rmsnorm_threads();
     printf("  worst err/tol over all ops: %.3f\n", worst_ratio_all);
     return check_done("test_ops2");

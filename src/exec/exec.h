@@ -100,6 +100,13 @@ struct rm_session {
 };
 
 rm_status rm_session_fail(rm_session *s, rm_status st, const char *fmt, ...);
+/* exec/store.c: every parameter kept in 2 bytes is read only by ops that
+ * take it (rm_op_def.half_ins), else RM_ERR_ARG naming both; and n fp32
+ * values w rounded into dst in dtype (BF16 or F16). */
+rm_status rm_store_check(rm_graph *g);
+/* Whether v is a frozen parameter that only ops taking 2-byte weights read. */
+int rm_store_eligible(const rm_graph *g, rm_val v);
+void rm_store_round(float *w, void *dst, int64_t n, rm_dtype dtype);
 /* exec/errors.c: RM_OK when s can run steps; RM_ERR_STATE, with a message
  * naming fn, for a session compiled with dry_run (a plan only: no
  * parameters, inputs or arena). Every call that needs them asks first. */
@@ -149,6 +156,7 @@ void rm_session_scratch_close(rm_session *s);
  * error, the message on the session), staged in the arena; and the whole
  * of it written from src (NULL: zeros). */
 int rm_session_state_paged(const rm_session *s, int pi, int what);
+int rm_param_pageable(const rm_value *v); /* page.c: trainable, or frozen in floats */
 /* What a paging unit holds, for messages ("the activation 'x'"). */
 void rm_session_unit_name(const rm_session *s, const rm_page_unit *u, char *out, size_t cap);
 /* The bytes of parameters and of parameters whose moments the marks page. */

@@ -142,6 +142,12 @@ rm_status rm_session_scratch_open(rm_session *s) {
     return RM_OK;
 }
 
+/* Whether parameter v may live in the scratch file: trainable ones, and
+ * frozen ones kept in floats. A frozen parameter kept in 2 bytes
+ * (rm_param_store) stays in memory: the transfers, staging buffers and
+ * checksums of paged state are floats. */
+int rm_param_pageable(const rm_value *v) { return v->trainable || (v->frozen && v->store == RM_DTYPE_F32); }
+
 /* The state to page: fixed at the first plan of the session (the file's
  * layout of it must not change once it holds the state). */
 static rm_status state_marks(rm_session *s) {
@@ -154,7 +160,7 @@ static rm_status state_marks(rm_session *s) {
     for (int pi = 0; pi < g->n_params; pi++) {
         const rm_value *v = &g->vals[g->params[pi]];
         if (v->trainable) s->page.moments[pi] = 1;
-        if (v->trainable || v->frozen) s->page.params[pi] = (s->opt.page & RM_PAGE_PARAMS) != 0;
+        if (rm_param_pageable(v)) s->page.params[pi] = (s->opt.page & RM_PAGE_PARAMS) != 0;
     }
     return RM_OK;
 }

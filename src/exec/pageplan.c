@@ -103,7 +103,7 @@ static int state_order(rm_session *s, levels *L) {
         const rm_value *v = &g->vals[g->params[pi]];
         if (last[pi] < 0) continue;
         if (v->trainable) L->order[L->n++] = pi;
-        else if (v->frozen) L->frozen[L->f++] = pi;
+        else if (v->frozen && rm_param_pageable(v)) L->frozen[L->f++] = pi;
     }
     for (int w = 0; w < 2; w++) { /* insertion sort by last reader */
         int *o = w ? L->frozen : L->order, n = w ? L->f : L->n;

@@ -6,26 +6,32 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Parameter i's first values into w: N(0, std) or U(-std, std) drawn from
- * Philox keyed by (seed, param index), a pure function of the seed,
- * independent of thread count (or zeros, ones). */
-static void init_param(const rm_session *s, int i, float *w) {
+/* Parameters start from N(0, std) or U(-std, std) drawn from Philox keyed
+ * by (seed, param index): a pure function of the seed, independent of
+ * thread count. */
+static float init_value(const rm_session *s, const rm_value *v, int i, int64_t e) {
+    switch (v->init) {
+    case RM_INIT_ZEROS: return 0.0f;
+    case RM_INIT_ONES: return 1.0f;
+    case RM_INIT_NORMAL: return v->init_std * rm_philox_normal(s->opt.seed, 0x70617261u, (uint32_t)i, (uint64_t)e);
+    case RM_INIT_UNIFORM: {
+        const float u = rm_philox_uniform(s->opt.seed, 0x70617261u, (uint32_t)i, (uint64_t)e);
+        return v->init_std * (2.0f * u - 1.0f);
+    }
+    }
+    return 0.0f;
+}
+
+/* Parameter i's first values into w, kept as the parameter is (floats,
+ * or 2 bytes rounded: exec/store.c). */
+static void init_param(const rm_session *s, int i, void *w) {
     const rm_value *v = &s->g->vals[s->g->params[i]];
     /* each element depends only on (seed, i, e): parallel, same values */
     #pragma omp parallel for schedule(static)
     for (int64_t e = 0; e < v->numel; e++) {
-        switch (v->init) {
-        case RM_INIT_ZEROS: w[e] = 0.0f; break;
-        case RM_INIT_ONES: w[e] = 1.0f; break;
-        case RM_INIT_NORMAL:
-            w[e] = v->init_std * rm_philox_normal(s->opt.seed, 0x70617261u, (uint32_t)i, (uint64_t)e);
-            break;
-        case RM_INIT_UNIFORM: {
-            const float u = rm_philox_uniform(s->opt.seed, 0x70617261u, (uint32_t)i, (uint64_t)e);
-            w[e] = v->init_std * (2.0f * u - 1.0f);
-            break;
-        }
-        }
+        float x = init_value(s, v, i, e);
+        if (v->store == RM_DTYPE_F32) ((float *)w)[e] = x;
+        else rm_store_round(&x, (uint16_t *)w + e, 1, v->store);
     }
 }
 
@@ -103,6 +109,10 @@ static rm_status compile(rm_graph *g, const rm_options *o, rm_session **out) {
     }
     s->threads = s->opt.threads > 0 ? s->opt.threads : rm_default_threads();
     s->loss_seed = 1.0f;
+    if ((rc = rm_store_check(g)) != RM_OK) { /* 2-byte parameters are read only by ops that take them */
+        free(s);
+        return rc;
+    }
     rm_graph_layout(g); /* trainable | state | frozen: the gradients cover the first part only */
     g->fuse_grads = s->opt.fuse_optimizer; /* the programs planned from here on (rm_compile resets it) */
     if ((rc = rm_session_scratch_open(s)) != RM_OK) {

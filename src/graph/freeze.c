@@ -26,7 +26,9 @@ void rm_graph_layout(rm_graph *g) {
             int cls = p->trainable ? 0 : p->frozen ? 2 : 1;
             if (cls != pass) continue;
             p->param_off = off;
-            off += ((size_t)p->numel + 15) / 16 * 16; /* 64-byte aligned */
+            /* a parameter kept in 2 bytes (exec/store.c) takes half the floats */
+            const size_t floats = p->store == RM_DTYPE_F32 ? (size_t)p->numel : ((size_t)p->numel + 1) / 2;
+            off += (floats + 15) / 16 * 16; /* 64-byte aligned */
         }
         if (pass == 0) g->train_floats = off;
         if (pass == 1) g->state_end = off;

@@ -42,6 +42,7 @@ typedef struct rm_value {
     int trainable;     /* PARAM: 0 for state such as running statistics, and for frozen parameters */
     int frozen;        /* PARAM: frozen (rm_param_freeze): no gradient, no optimizer state, never written */
     int adapter;       /* PARAM: a LoRA adapter (rm_lora_linear): a weights file may lack it */
+    rm_dtype store;    /* PARAM: how its values are kept: F32, or BF16/F16 for a frozen one (rm_param_store) */
     size_t param_off;
     size_t input_off; /* INPUT: byte offset into the input buffer */
     int32_t *const_data; /* INPUT made by rm_constant_i32: its contents */
@@ -72,6 +73,7 @@ typedef enum rm_op_kind {
     RM_OP_XATTENTION,
     RM_OP_CONCAT,
     RM_OP_SWIGLU,
+    RM_OP_LINEAR_CE,
     RM_OP_LORA,
     RM_OP_COUNT
 } rm_op_kind;
@@ -83,7 +85,7 @@ typedef struct rm_node {
     int in[RM_MAX_IN];    /* value ids; -1 for an absent optional input */
     int out[RM_MAX_OUT];
     int stage;
-    int iarg[2];          /* op-specific integer arguments (e.g. heads) */
+    int iarg[3];          /* op-specific integer arguments (e.g. heads) */
     float farg[2];        /* op-specific float arguments (e.g. dropout p) */
     rm_custom_forward custom_forward; /* RM_OP_CUSTOM callbacks */
     rm_custom_backward custom_backward;

@@ -7,8 +7,10 @@
  *       x = x + dropout(causal_attention(q, k, v) Wo^T)
  *       h = RMSNorm(x)
  *       x = x + dropout((silu(h Wgate^T) * (h Wup^T)) Wdown^T)   (SwiGLU MLP)
- *   "head"         final RMSNorm, untied lm_head, cross-entropy
- * As many key/value heads as query heads. Dropout sits where GPT has it.
+ *   "head"         final RMSNorm, lm_head (or embed_tokens, tied), cross-entropy
+ * q has H heads of hd = C/H dims; k and v have K <= H (grouped-query
+ * attention: each group of H/K query heads shares one key/value head, as
+ * HF's repeat_kv). Dropout sits where GPT has it.
  * Parameter names are Hugging Face LlamaForCausalLM's, so a file moves
  * between remat and a PyTorch LLaMA with these names (tests/torch_models.py).
  * Init as HF's initializer_range: every weight N(0, 0.02), norms ones.
@@ -30,17 +32,18 @@ static rm_val rmsnorm(rm_graph *g, rm_val x, const char *name, int64_t C, float 
     return rm_rmsnorm(g, x, w, eps);
 }
 
-/* Self-attention of block l on h (B,T,C): q/k/v projections, RoPE, causal. */
+/* Self-attention of block l on h (B,T,C): q/k/v projections (k and v of
+ * kv_heads heads), RoPE, causal grouped-query attention. */
 static rm_val llama_attention(rm_graph *g, rm_val h, const char *prefix, const rm_llama_config *c, float std) {
-    const int64_t C = c->dim;
+    const int64_t C = c->dim, Ckv = (int64_t)c->dim / c->heads * c->kv_heads;
     char p[160];
 #define P(suffix) (snprintf(p, sizeof p, "%s." suffix, prefix), p)
-    rm_val q = rm_model_proj(g, h, P("self_attn.q_proj"), C, C, std, 0, &c->lora);
-    rm_val k = rm_model_proj(g, h, P("self_attn.k_proj"), C, C, std, 0, &c->lora);
-    rm_val v = rm_model_proj(g, h, P("self_attn.v_proj"), C, C, std, 0, &c->lora);
+    rm_val q = rm_model_proj(g, h, P("self_attn.q_proj"), C, C, std, 0, &c->lora);   // (B,T,C)
+    rm_val k = rm_model_proj(g, h, P("self_attn.k_proj"), Ckv, C, std, 0, &c->lora); // (B,T,Ckv)
+    rm_val v = rm_model_proj(g, h, P("self_attn.v_proj"), Ckv, C, std, 0, &c->lora); // (B,T,Ckv)
     q = rm_rope(g, q, c->heads, c->rope_theta);
-    k = rm_rope(g, k, c->heads, c->rope_theta);
-    rm_val a = rm_attention_general(g, q, k, v, -1, c->heads, 1); // (B,T,C)
+    k = rm_rope(g, k, c->kv_heads, c->rope_theta);
+    rm_val a = rm_attention_gqa(g, q, k, v, -1, c->heads, c->kv_heads, 1); // (B,T,C)
     return rm_model_proj(g, a, P("self_attn.o_proj"), C, C, std, 0, &c->lora);
 #undef P
 }
@@ -57,6 +60,22 @@ static rm_val llama_mlp(rm_graph *g, rm_val h, const char *prefix, int64_t C, in
 #undef P
 }
 
+/* The head on x (B,T,C): lm_head, or embed_tokens when tied. With
+ * keep_logits the logits (B,T,V) are a value (sampling reads them) and
+ * softmax_ce the loss; without, head and loss are one rm_linear_ce, which
+ * never stores the (B,T,V) logits, and io->logits is -1. */
+static void llama_head(rm_graph *g, rm_val x, rm_val wte, const rm_llama_config *c, rm_model_io *io, float std) {
+    rm_val w = c->tie_embeddings ? wte : rm_model_param2(g, "lm_head.weight", c->vocab, c->dim, RM_INIT_NORMAL, std);
+    if (!c->keep_logits) {
+        io->logits = -1;
+        io->loss = rm_linear_ce(g, x, w, io->targets);
+        return;
+    }
+    io->logits = rm_linear(g, x, w, -1); // (B,T,V)
+    io->loss = rm_softmax_ce(g, io->logits, io->targets);
+    rm_mark_output(g, io->logits);
+}
+
 rm_status rm_llama_build(rm_graph *g, const rm_llama_config *cfg, rm_model_io *io) {
     if (!g) return RM_ERR_ARG;
     if (!cfg || !io) return rm_graph_fail(g, RM_ERR_ARG, "rm_llama_build: the %s is NULL", !cfg ? "config" : "io");
@@ -64,6 +83,7 @@ rm_status rm_llama_build(rm_graph *g, const rm_llama_config *cfg, rm_model_io *i
     if (c.ffn_dim == 0) c.ffn_dim = rm_llama_ffn_dim(c.dim);
     if (c.rope_theta == 0.0f) c.rope_theta = 10000.0f;
     if (c.norm_eps == 0.0f) c.norm_eps = 1e-6f;
+    if (c.kv_heads == 0) c.kv_heads = c.heads;
     const int64_t L = c.layers, C = c.dim, H = c.heads, T = c.context, V = c.vocab, B = c.batch, F = c.ffn_dim;
     if (L < 1 || C < 1 || H < 1 || T < 1 || V < 2 || B < 1 || F < 1)
         return rm_graph_fail(g, RM_ERR_ARG,
@@ -71,6 +91,12 @@ rm_status rm_llama_build(rm_graph *g, const rm_llama_config *cfg, rm_model_io *i
     if (C % H != 0 || (C / H) % 2 != 0)
         return rm_graph_fail(g, RM_ERR_ARG, "llama: --dim %lld must be --heads %lld times an even head size (RoPE)",
                              (long long)C, (long long)H);
+    if (c.kv_heads < 1 || H % c.kv_heads != 0)
+        return rm_graph_fail(g, RM_ERR_ARG, "llama: --kv-heads %d must divide --heads %lld (each key/value head "
+                             "serves heads/kv-heads query heads)", c.kv_heads, (long long)H);
+    if (!(c.rope_theta > 0.0f) || !(c.norm_eps > 0.0f) || c.rope_theta > 1e30f || c.norm_eps > 1.0f)
+        return rm_graph_fail(g, RM_ERR_ARG, "llama: rope_theta %g must be positive and norm_eps %g in (0, 1]",
+                             (double)c.rope_theta, (double)c.norm_eps);
     if (!(c.dropout >= 0.0f && c.dropout < 1.0f))
         return rm_graph_fail(g, RM_ERR_ARG, "llama: --dropout must be in [0, 1), got %g", (double)c.dropout);
     io->features = -1;
@@ -99,9 +125,7 @@ rm_status rm_llama_build(rm_graph *g, const rm_llama_config *cfg, rm_model_io *i
 
     rm_stage_begin(g, "head");
     x = rmsnorm(g, x, "model.norm.weight", C, c.norm_eps);
-    io->logits = rm_model_linear(g, x, "lm_head", V, C, std, 0); // (B,T,V), untied
-    io->loss = rm_softmax_ce(g, io->logits, io->targets);
-    if (c.keep_logits) rm_mark_output(g, io->logits);
+    llama_head(g, x, wte, &c, io, std);
     rm_set_loss(g, io->loss);
     static const char *const modules[] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
     return rm_model_lora_finish(g, &c.lora, "llama", modules, 7);

@@ -62,8 +62,8 @@ static void attention_backward(const rm_kernel_ctx *c) {
         const rm_attn_head a = head_of(c, NULL, c->out[1], bh);
         const int b = bh / H, h = bh % H;
         float *dq = dqkv + (size_t)b * T * C3 + h * hd, *ds = (float *)c->work + (size_t)rm_thread_id() * T * T;
-        rm_attn_head_backward(&a, c->dout[0] + (size_t)b * T * C + h * hd, C, ds, dq, dq + C, dq + 2 * C, C3, beta,
-                              beta, beta);
+        rm_attn_head_backward(&a, c->dout[0] + (size_t)b * T * C + h * hd, C, ds, dq, dq + C, dq + 2 * C, C3, C3,
+                              beta, beta, beta);
     }
 }
 

@@ -84,7 +84,8 @@ static void gemm_tn_rows(int m, int hd, int k, float alpha, const float *A, int 
  * and dV (products with P^T, dS^T) start their sums at query c0. A NULL
  * dq, dk or dv is not computed; beta 1 adds into it. */
 RM_WIDE_VECTORS void rm_attn_head_backward(const rm_attn_head *a, const float *dO, int lddo, float *ds, float *dq,
-                                           float *dk, float *dv, int ldd, float bq, float bk, float bv) {
+                                           float *dk, float *dv, int lddq, int lddkv, float bq, float bk,
+                                           float bv) {
     const int Tq = a->Tq, Tk = a->Tk, hd = a->hd;
     const int rstep = a->causal ? RM_ATT_BLOCK : Tq, cstep = a->causal ? RM_ATT_BLOCK : Tk;
     for (int r0 = 0; (dq || dk) && r0 < Tq; r0 += rstep) {
@@ -102,7 +103,8 @@ RM_WIDE_VECTORS void rm_attn_head_backward(const rm_attn_head *a, const float *d
             for (int j = end; j < zc; j++) dr[j] = 0.0f;
         }
         /* dQ[r0:r1] = dS[r0:r1, 0:cols] K[0:cols] * scale */
-        if (dq) rm_sgemm(0, 0, r1 - r0, hd, cols, a->scale, d, Tk, a->k, a->ldk, bq, dq + (size_t)r0 * ldd, ldd);
+        if (dq)
+            rm_sgemm(0, 0, r1 - r0, hd, cols, a->scale, d, Tk, a->k, a->ldk, bq, dq + (size_t)r0 * lddq, lddq);
     }
     for (int c0 = 0; c0 < Tk; c0 += cstep) {
         const int c1 = min_int(c0 + cstep, Tk), rs = a->causal ? min_int(c0, Tq) : 0;
@@ -110,9 +112,9 @@ RM_WIDE_VECTORS void rm_attn_head_backward(const rm_attn_head *a, const float *d
         /* dV[c0:c1] = P[rs:Tq, c0:c1]^T dO[rs:Tq];  dK[c0:c1] = dS[rs:Tq, c0:c1]^T Q[rs:Tq] * scale */
         if (dv)
             gemm_tn_rows(c1 - c0, hd, Tq - rs, 1.0f, a->p + at, Tk, dO + (size_t)rs * lddo, lddo, bv,
-                         dv + (size_t)c0 * ldd, ldd);
+                         dv + (size_t)c0 * lddkv, lddkv);
         if (dk)
             gemm_tn_rows(c1 - c0, hd, Tq - rs, a->scale, ds + at, Tk, a->q + (size_t)rs * a->ldq, a->ldq, bk,
-                         dk + (size_t)c0 * ldd, ldd);
+                         dk + (size_t)c0 * lddkv, lddkv);
     }
 }

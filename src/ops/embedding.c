@@ -3,9 +3,12 @@
  * Every id must lie in [0, V). embedding_check runs on the caller's ids
  * before each step (rm_step, rm_forward fail with RM_ERR_ARG naming the
  * position and the value), so the kernels below never index out of the
- * table. A clamp would silently train on the wrong row.
+ * table. A clamp would silently train on the wrong row. A frozen table may
+ * be kept in BF16/F16 (rm_param_store): its rows are widened as they are
+ * read.
  */
 #include "ops/ops.h"
+#include "util/half.h"
 #include <stdio.h>
 #include <string.h>
 
@@ -36,14 +39,21 @@ rm_val rm_embedding(rm_graph *g, rm_val ids, rm_val table) {
 }
 
 static void embedding_forward(const rm_kernel_ctx *c) {
-    // ids is (N) i32, table is (V,C), out is (N,C)
+    // ids is (N) i32, table is (V,C) (fp32, or 2-byte: rm_param_store), out is (N,C)
     const int32_t *ids = c->in[0];
-    const float *table = c->in[1];
+    const rm_dtype store = c->vin[1]->store;
     float *out = c->out[0];
     const int64_t N = c->vin[0]->numel, C = c->vin[1]->shape[1];
 #pragma omp parallel for schedule(static)
-    for (int64_t n = 0; n < N; n++)
-        memcpy(out + n * C, table + (int64_t)ids[n] * C, (size_t)C * sizeof *out);
+    for (int64_t n = 0; n < N; n++) {
+        if (store == RM_DTYPE_F32) {
+            memcpy(out + n * C, (const float *)c->in[1] + (int64_t)ids[n] * C, (size_t)C * sizeof *out);
+            continue;
+        }
+        const uint16_t *row = (const uint16_t *)c->in[1] + (int64_t)ids[n] * C;
+        for (int64_t j = 0; j < C; j++)
+            out[n * C + j] = store == RM_DTYPE_BF16 ? rm_bf16_to_f32(row[j]) : rm_f16_to_f32(row[j]);
+    }
 }
 
 /* dtable[v,:] = sum over the rows n with ids[n] == v of dout[n,:].
@@ -110,4 +120,5 @@ const rm_op_def rm_op_embedding = {
     .flops = embedding_flops,
     .workspace = NULL,
     .check = embedding_check,
+    .half_ins = RM_READS_IN(1), /* dtable exists only for a trainable (fp32) table */
 };

@@ -1,5 +1,7 @@
 /* linear.c: y = x W^T + b, the fully connected layer (PyTorch's nn.Linear
- * layout: W is (OUT, IN), so a file's weights load unchanged). */
+ * layout: W is (OUT, IN), so a file's weights load unchanged). A frozen W
+ * may be kept in BF16/F16 (rm_param_store): its products widen it panel by
+ * panel into the workspace (rm_gemm_w). */
 #include "ops/ops.h"
 
 rm_val rm_linear(rm_graph *g, rm_val x, rm_val w, rm_val b) {
@@ -27,7 +29,8 @@ rm_val rm_linear(rm_graph *g, rm_val x, rm_val w, rm_val b) {
 
 /* x is (N,IN), w is (OUT,IN), b is (OUT), y is (N,OUT) */
 static void linear_forward(const rm_kernel_ctx *c) {
-    const float *x = c->in[0], *w = c->in[1], *b = c->in[2];
+    const float *x = c->in[0], *b = c->in[2];
+    const void *w = c->in[1];
     float *y = c->out[0];
     int N = (int)rm_rows(c->vin[0]), IN = (int)rm_cols(c->vin[0]), OUT = (int)c->vin[1]->shape[0];
     if (b) {
@@ -36,7 +39,7 @@ static void linear_forward(const rm_kernel_ctx *c) {
         for (int i = 0; i < N; i++)
             for (int o = 0; o < OUT; o++) y[(size_t)i * OUT + o] = b[o];
     }
-    rm_sgemm(0, 1, N, OUT, IN, 1.0f, x, IN, w, IN, b ? 1.0f : 0.0f, y, OUT);
+    rm_gemm_w(1, N, OUT, IN, 1.0f, x, IN, w, c->vin[1]->store, IN, b ? 1.0f : 0.0f, y, OUT, c->work);
 }
 
 /* Given dy (N,OUT):
@@ -44,9 +47,12 @@ static void linear_forward(const rm_kernel_ctx *c) {
  *   dW += dy^T x     (OUT,N)x(N,IN)
  *   db += sum_i dy[i] */
 static void linear_backward(const rm_kernel_ctx *c) {
-    const float *x = c->in[0], *w = c->in[1], *dy = c->dout[0];
+    const float *x = c->in[0], *dy = c->dout[0];
+    const void *w = c->in[1]; /* dW exists only for a trainable (fp32) W */
     int N = (int)rm_rows(c->vin[0]), IN = (int)rm_cols(c->vin[0]), OUT = (int)c->vin[1]->shape[0];
-    if (c->din[0]) rm_sgemm(0, 0, N, IN, OUT, 1.0f, dy, OUT, w, IN, c->acc[0] ? 1.0f : 0.0f, c->din[0], IN);
+    if (c->din[0])
+        rm_gemm_w(0, N, IN, OUT, 1.0f, dy, OUT, w, c->vin[1]->store, IN, c->acc[0] ? 1.0f : 0.0f, c->din[0], IN,
+                  c->work);
     if (c->din[1]) rm_sgemm(1, 0, OUT, IN, N, 1.0f, dy, OUT, x, IN, c->acc[1] ? 1.0f : 0.0f, c->din[1], IN);
     if (c->din[2]) {
         float *db = c->din[2];
@@ -80,6 +86,15 @@ static unsigned linear_bwd_reads(const rm_node *n, const rm_value *vals) {
     return RM_READS_IN(1) | (rm_din_needed(n, vals, 1) ? RM_READS_IN(0) : 0u);
 }
 
+/* The panel W is widened into, for a W kept in 2 bytes; nothing for fp32. */
+static size_t linear_workspace(const rm_node *n, const rm_value *vals, int backward, int threads) {
+    (void)threads;
+    const rm_value *w = &vals[n->in[1]];
+    if (w->store == RM_DTYPE_F32) return 0;
+    const int OUT = (int)w->shape[0], IN = (int)w->shape[1];
+    return (backward ? rm_gemm_w_scratch(0, IN, OUT) : rm_gemm_w_scratch(1, OUT, IN)) * sizeof(float);
+}
+
 const rm_op_def rm_op_linear = {
     .kind = RM_OP_LINEAR,
     .name = "linear",
@@ -88,5 +103,6 @@ const rm_op_def rm_op_linear = {
     .forward = linear_forward,
     .backward = linear_backward,
     .flops = linear_flops,
-    .workspace = NULL,
+    .workspace = linear_workspace,
+    .half_ins = RM_READS_IN(1),
 };

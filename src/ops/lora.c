@@ -17,7 +17,9 @@
  *   dh = s dy B            (N,r)
  *   dA = dh^T xd           (r,IN)
  *   dx = dy W + dropout'(dh A)      (dropout' applies the same mask)
- *   dW = dy^T x,  db = sum_n dy     (only when the base trains) */
+ *   dW = dy^T x,  db = sum_n dy     (only when the base trains)
+ * A frozen W may be kept in BF16/F16 (rm_param_store): its two products
+ * widen it panel by panel into the workspace's last part (rm_gemm_w). */
 #include "ops/ops.h"
 #include <math.h>
 #include <stdio.h>
@@ -96,6 +98,11 @@ static dims dims_of(const rm_kernel_ctx *c) {
                   rm_lora_scale(c->node), c->node->farg[1]};
 }
 
+/* Floats of the (N,IN) dropout(x) in the workspace: none without dropout. */
+static size_t wide_floats(const rm_node *n, const rm_value *x) {
+    return n->farg[1] > 0.0f ? ((size_t)x->numel + 15) / 16 * 16 : 0;
+}
+
 /* dropout(x) into the workspace, or x itself when nothing is dropped. */
 static const float *dropped_input(const rm_kernel_ctx *c, float *work) {
     const float p = c->node->farg[1];
@@ -107,14 +114,15 @@ static const float *dropped_input(const rm_kernel_ctx *c, float *work) {
 static void lora_forward(const rm_kernel_ctx *c) {
     // x (N,IN), W (OUT,IN), b (OUT), A (r,IN), B (OUT,r); y (N,OUT), h (N,r); work: xd (N,IN) with dropout
     const dims d = dims_of(c);
-    const float *w = c->in[W], *bias = c->in[BIAS], *a = c->in[A], *bm = c->in[B];
+    const float *bias = c->in[BIAS], *a = c->in[A], *bm = c->in[B];
     float *y = c->out[0], *h = c->out[1];
     if (bias) {
         #pragma omp parallel for schedule(static)
         for (int i = 0; i < d.N; i++)
             for (int o = 0; o < d.OUT; o++) y[(size_t)i * d.OUT + o] = bias[o];
     }
-    rm_sgemm(0, 1, d.N, d.OUT, d.IN, 1.0f, c->in[X], d.IN, w, d.IN, bias ? 1.0f : 0.0f, y, d.OUT); // x W^T
+    rm_gemm_w(1, d.N, d.OUT, d.IN, 1.0f, c->in[X], d.IN, c->in[W], c->vin[W]->store, d.IN, bias ? 1.0f : 0.0f, y,
+              d.OUT, (float *)c->work + wide_floats(c->node, c->vin[X]));                    // x W^T
     const float *xd = dropped_input(c, c->work);
     rm_sgemm(0, 1, d.N, d.r, d.IN, 1.0f, xd, d.IN, a, d.IN, 0.0f, h, d.r);      // h = xd A^T
     rm_sgemm(0, 1, d.N, d.OUT, d.r, d.s, h, d.r, bm, d.r, 1.0f, y, d.OUT);      // y += s h B^T
@@ -123,8 +131,9 @@ static void lora_forward(const rm_kernel_ctx *c) {
 static void lora_backward(const rm_kernel_ctx *c) {
     // dy (N,OUT); dh (N,r) and, with dropout, xd then dropout'(dh A) (N,IN) in the workspace
     const dims d = dims_of(c);
-    const float *dy = c->dout[0], *w = c->in[W], *a = c->in[A], *bm = c->in[B];
+    const float *dy = c->dout[0], *a = c->in[A], *bm = c->in[B];
     float *dh = (float *)c->work, *wide = dh + (((size_t)d.N * d.r + 15) / 16 * 16);
+    float *panel = wide + wide_floats(c->node, c->vin[X]); /* W kept in 2 bytes is widened here */
     if (c->din[B]) rm_sgemm(1, 0, d.OUT, d.r, d.N, d.s, dy, d.OUT, c->out[1], d.r, c->acc[B] ? 1.0f : 0.0f,
                             c->din[B], d.r);                                               // dB = s dy^T h
     if (c->din[A] || c->din[X]) rm_sgemm(0, 0, d.N, d.r, d.OUT, d.s, dy, d.OUT, bm, d.r, 0.0f, dh, d.r); // dh = s dy B
@@ -133,7 +142,8 @@ static void lora_backward(const rm_kernel_ctx *c) {
         rm_sgemm(1, 0, d.r, d.IN, d.N, 1.0f, dh, d.r, xd, d.IN, c->acc[A] ? 1.0f : 0.0f, c->din[A], d.IN); // dA
     }
     if (c->din[X]) {
-        rm_sgemm(0, 0, d.N, d.IN, d.OUT, 1.0f, dy, d.OUT, w, d.IN, c->acc[X] ? 1.0f : 0.0f, c->din[X], d.IN); // dy W
+        rm_gemm_w(0, d.N, d.IN, d.OUT, 1.0f, dy, d.OUT, c->in[W], c->vin[W]->store, d.IN, c->acc[X] ? 1.0f : 0.0f,
+                  c->din[X], d.IN, panel);                                                   // dy W
         if (!c->train || d.p == 0.0f) {
             rm_sgemm(0, 0, d.N, d.IN, d.r, 1.0f, dh, d.r, a, d.IN, 1.0f, c->din[X], d.IN); // += dh A
         } else {
@@ -174,13 +184,17 @@ static unsigned lora_bwd_reads(const rm_node *n, const rm_value *vals) {
 }
 
 /* Forward: xd (N,IN) with dropout. Backward: dh (N,r), and with dropout
- * xd, then dropout'(dh A), in one (N,IN) more. */
+ * xd, then dropout'(dh A), in one (N,IN) more. Then, for a W kept in 2
+ * bytes, the panel it is widened into. */
 static size_t lora_workspace(const rm_node *n, const rm_value *vals, int backward, int threads) {
     (void)threads;
-    const rm_value *x = &vals[n->in[X]];
-    const size_t wide = n->farg[1] > 0.0f ? (size_t)x->numel * sizeof(float) : 0;
-    if (!backward) return wide;
-    return ((size_t)rm_rows(x) * (size_t)n->iarg[0] + 15) / 16 * 16 * sizeof(float) + wide;
+    const rm_value *x = &vals[n->in[X]], *w = &vals[n->in[W]];
+    const size_t wide = wide_floats(n, x) * sizeof(float);
+    const int OUT = (int)w->shape[0], IN = (int)w->shape[1];
+    const size_t panel = w->store == RM_DTYPE_F32 ? 0
+                         : (backward ? rm_gemm_w_scratch(0, IN, OUT) : rm_gemm_w_scratch(1, OUT, IN)) * sizeof(float);
+    if (!backward) return wide + panel;
+    return ((size_t)rm_rows(x) * (size_t)n->iarg[0] + 15) / 16 * 16 * sizeof(float) + wide + panel;
 }
 
 const rm_op_def rm_op_lora = {
@@ -192,4 +206,5 @@ const rm_op_def rm_op_lora = {
     .backward = lora_backward,
     .flops = lora_flops,
     .workspace = lora_workspace,
+    .half_ins = RM_READS_IN(W),
 };

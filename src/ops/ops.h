@@ -54,6 +54,10 @@ typedef struct rm_op_def {
      * values is set; others are NULL): RM_ERR_ARG with a message naming the
      * position and value of what is out of range (e.g. a token id). May be NULL. */
     rm_status (*check)(const rm_kernel_ctx *c, char *err, size_t errlen);
+    /* Inputs (bit i = input i) that may be a frozen parameter kept in 2
+     * bytes (rm_param_store): the kernels read c->vin[i]->store and widen
+     * it (rm_gemm_w). rm_compile refuses any other input kept so. */
+    unsigned half_ins;
 } rm_op_def;
 
 #define RM_READS_IN(i) (1u << (i))
@@ -83,6 +87,7 @@ extern const rm_op_def rm_op_embedding, rm_op_linear, rm_op_add, rm_op_layernorm
     rm_op_relu, rm_op_dropout, rm_op_attention, rm_op_softmax_ce, rm_op_batchnorm, rm_op_custom;
 extern const rm_op_def rm_op_rmsnorm, rm_op_mul, rm_op_silu, rm_op_rope, rm_op_xattention, rm_op_concat;
 extern const rm_op_def rm_op_swiglu, rm_op_lora;
+extern const rm_op_def rm_op_linear_ce;
 
 /* ops/dropout.c: y = v * mask / (1 - p) (acc: y +=), v and y shaped as
  * input 0 of c's node, the mask keyed by (seed, node, step, the element's
@@ -119,9 +124,9 @@ typedef struct rm_attn_head {
     const int32_t *mask;
 } rm_attn_head;
 void rm_attn_head_forward(const rm_attn_head *a);
-/* dO (Tq,hd) with stride lddo, ds a (Tq,Tk) scratch; dq, dk, dv (stride
- * ldd) may be NULL; beta 1 adds into them. */
+/* dO (Tq,hd) with stride lddo, ds a (Tq,Tk) scratch; dq (stride lddq), dk
+ * and dv (stride lddkv) may be NULL; beta 1 adds into them. */
 void rm_attn_head_backward(const rm_attn_head *a, const float *dO, int lddo, float *ds, float *dq, float *dk,
-                           float *dv, int ldd, float bq, float bk, float bv);
+                           float *dv, int lddq, int lddkv, float bq, float bk, float bv);
 
 #endif

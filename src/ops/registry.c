@@ -21,6 +21,7 @@ static const rm_op_def *const op_table[RM_OP_COUNT] = {
     [RM_OP_XATTENTION] = &rm_op_xattention,
     [RM_OP_CONCAT] = &rm_op_concat,
     [RM_OP_SWIGLU] = &rm_op_swiglu,
+    [RM_OP_LINEAR_CE] = &rm_op_linear_ce,
     [RM_OP_LORA] = &rm_op_lora,
 };
 

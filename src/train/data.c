@@ -112,8 +112,13 @@ static int32_t rd_i32(const unsigned char *p) {
 }
 
 rm_status rm_data_load_file(rm_dataset *d, const char *path, char *err, size_t errlen) {
-    if (!d || !path) {
-        seterr(err, errlen, "rm_data_load_file: bad arguments");
+    return rm_data_load_tokens(d, path, 0, err, errlen);
+}
+
+rm_status rm_data_load_tokens(rm_dataset *d, const char *path, int token_bytes, char *err, size_t errlen) {
+    if (!d || !path || (token_bytes != 0 && token_bytes != 2 && token_bytes != 4)) {
+        if (d) memset(d, 0, sizeof *d);
+        seterr(err, errlen, "rm_data_load_tokens: bad arguments (token_bytes is 0, 2 or 4)");
         return RM_ERR_ARG;
     }
     memset(d, 0, sizeof *d);
@@ -121,50 +126,93 @@ rm_status rm_data_load_file(rm_dataset *d, const char *path, char *err, size_t e
     size_t len;
     rm_status st = rm_read_file(path, SIZE_MAX / 8, &buf, &len, err, errlen); /* refuses FIFOs at once */
     if (st != RM_OK) return st;
-    st = rm_data_parse(d, path, (const unsigned char *)buf, len, err, errlen);
+    st = rm_data_parse_width(d, path, (const unsigned char *)buf, len, token_bytes, err, errlen);
     free(buf);
     return st;
 }
 
 rm_status rm_data_parse(rm_dataset *d, const char *name, const unsigned char *buf, size_t len, char *err,
                         size_t errlen) {
-    if (!d || !name || (!buf && len)) {
+    return rm_data_parse_width(d, name, buf, len, 0, err, errlen);
+}
+
+/* n ids of `width` bytes (little-endian, unsigned) from p into d->tokens;
+ * an id above INT32_MAX (only 4-byte ids can be) is refused. */
+static rm_status read_ids(rm_dataset *d, const unsigned char *p, size_t n, int width, char *err, size_t errlen) {
+    d->tokens = malloc((n ? n : 1) * sizeof *d->tokens);
+    if (!d->tokens) {
+        seterr(err, errlen, "'%s': out of memory for %zu tokens", d->name, n);
+        return RM_ERR_NOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char *q = p + (size_t)width * i;
+        uint32_t v = (uint32_t)q[0] | (uint32_t)q[1] << 8;
+        if (width == 4) v |= (uint32_t)q[2] << 16 | (uint32_t)q[3] << 24;
+        if (v > INT32_MAX) {
+            seterr(err, errlen, "'%s': token %u at position %zu is too large for a token id", d->name, v, i);
+            free(d->tokens);
+            d->tokens = NULL;
+            return RM_ERR_FORMAT;
+        }
+        d->tokens[i] = (int32_t)v;
+    }
+    d->n = n;
+    return RM_OK;
+}
+
+/* An llm.c header (llm.c dev/data/data_common.py: write_datafile): 256
+ * int32, magic and version say the id width, then the token count. */
+static rm_status parse_llmc(rm_dataset *d, const char *name, const unsigned char *buf, size_t len, int token_bytes,
+                            char *err, size_t errlen) {
+    const int32_t magic = rd_i32(buf), version = len >= 8 ? rd_i32(buf + 4) : 0;
+    const int width = magic == RM_LLMC_MAGIC ? 2 : 4;
+    const size_t hdr = RM_LLMC_HEADER_INTS * 4;
+    d->format = RM_DATA_LLMC;
+    if (len < hdr) {
+        seterr(err, errlen, "'%s': llm.c token file with a truncated header (%zu of %zu bytes)", name, len, hdr);
+        return RM_ERR_FORMAT;
+    }
+    const int32_t want = magic == RM_LLMC_MAGIC ? RM_LLMC_VERSION : RM_LLMC_VERSION_U32, count = rd_i32(buf + 8);
+    if (version != want) {
+        seterr(err, errlen, "'%s': llm.c token file (magic %d) version %d is not supported (only %d, %s tokens)",
+               name, (int)magic, (int)version, (int)want, width == 2 ? "uint16" : "uint32");
+        return RM_ERR_FORMAT;
+    }
+    if (token_bytes && token_bytes != width) {
+        seterr(err, errlen, "'%s': its llm.c header says %d-byte tokens, not --token-bytes %d", name, width,
+               token_bytes);
+        return RM_ERR_FORMAT;
+    }
+    if (count < 0 || (uint64_t)(len - hdr) != (uint64_t)width * (uint64_t)count) {
+        seterr(err, errlen, "'%s': llm.c header says %d tokens (%llu bytes) but the file has %zu bytes of tokens",
+               name, (int)count, (unsigned long long)((uint64_t)width * (uint64_t)(count < 0 ? 0 : count)),
+               len - hdr);
+        return RM_ERR_FORMAT;
+    }
+    rm_status st = read_ids(d, buf + hdr, (size_t)count, width, err, errlen);
+    return st == RM_OK ? finish(d, err, errlen) : st;
+}
+
+rm_status rm_data_parse_width(rm_dataset *d, const char *name, const unsigned char *buf, size_t len,
+                              int token_bytes, char *err, size_t errlen) {
+    if (!d || !name || (!buf && len) || (token_bytes != 0 && token_bytes != 2 && token_bytes != 4)) {
         seterr(err, errlen, "rm_data_parse: bad arguments");
         return RM_ERR_ARG;
     }
     memset(d, 0, sizeof *d);
-    if (len < 4 || rd_i32(buf) != RM_LLMC_MAGIC) return rm_data_from_bytes(d, name, buf, len, err, errlen);
-    /* llm.c format (llm.c dev/data/data_common.py: write_datafile). */
     snprintf(d->name, sizeof d->name, "%s", name);
-    d->format = RM_DATA_LLMC;
-    const size_t hdr = RM_LLMC_HEADER_INTS * 4;
-    if (len < hdr) {
-        seterr(err, errlen, "'%s': llm.c token file with a truncated header (%zu of %zu bytes)",
-               name, len, hdr);
+    const int llmc = len >= 4 && (rd_i32(buf) == RM_LLMC_MAGIC || rd_i32(buf) == RM_LLMC_MAGIC_U32);
+    if (llmc) return parse_llmc(d, name, buf, len, token_bytes, err, errlen);
+    if (!token_bytes) return rm_data_from_bytes(d, name, buf, len, err, errlen);
+    /* a headerless array of ids (numpy's tofile) */
+    d->format = RM_DATA_TOKENS;
+    if (len % (size_t)token_bytes != 0) {
+        seterr(err, errlen, "'%s': %zu bytes is not a whole number of %d-byte tokens (and there is no llm.c header)",
+               name, len, token_bytes);
         return RM_ERR_FORMAT;
     }
-    int32_t version = rd_i32(buf + 4), count = rd_i32(buf + 8);
-    if (version != RM_LLMC_VERSION) {
-        seterr(err, errlen, "'%s': llm.c token file version %d is not supported (only %d, "
-               "uint16 tokens)", name, (int)version, RM_LLMC_VERSION);
-        return RM_ERR_FORMAT;
-    }
-    if (count < 0 || (uint64_t)(len - hdr) != 2 * (uint64_t)count) {
-        seterr(err, errlen, "'%s': llm.c header says %d tokens (%llu bytes) but the file has "
-               "%zu bytes of tokens", name, (int)count,
-               (unsigned long long)(2 * (uint64_t)(count < 0 ? 0 : count)), len - hdr);
-        return RM_ERR_FORMAT;
-    }
-    d->tokens = malloc(((size_t)count ? (size_t)count : 1) * sizeof *d->tokens);
-    if (!d->tokens) {
-        seterr(err, errlen, "'%s': out of memory for %d tokens", name, (int)count);
-        return RM_ERR_NOMEM;
-    }
-    const unsigned char *p = buf + hdr;
-    for (size_t i = 0; i < (size_t)count; i++)
-        d->tokens[i] = (int32_t)((uint32_t)p[2 * i] | (uint32_t)p[2 * i + 1] << 8);
-    d->n = (size_t)count;
-    return finish(d, err, errlen);
+    rm_status st = read_ids(d, buf, len / (size_t)token_bytes, token_bytes, err, errlen);
+    return st == RM_OK ? finish(d, err, errlen) : st;
 }
 
 rm_status rm_data_check_vocab(const rm_dataset *d, int vocab, char *err, size_t errlen) {

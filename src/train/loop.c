@@ -69,33 +69,49 @@ rm_status rm_data_fill(rm_session *s, const rm_model_io *io, const rm_dataset *d
     return rm_data_fill_rows(s, io, d, part, mode, seed, k, B * P, (int64_t)r * B);
 }
 
-rm_status rm_evaluate(rm_session *s, const rm_model_io *io, const rm_dataset *d, uint64_t max_batches,
-                      float *mean_loss) {
+rm_status rm_evaluate_part(rm_session *s, const rm_model_io *io, const rm_dataset *d, rm_data_part part,
+                           uint64_t max_batches, rm_eval_result *out) {
     if (!s) return RM_ERR_ARG;
     if (rm_session_runnable(s, "rm_evaluate") != RM_OK) return RM_ERR_STATE;
-    if (!io || !d || !mean_loss)
-        return rm_session_fail(s, RM_ERR_ARG, "rm_evaluate: io, d and mean_loss must not be NULL");
+    if (!io || !d || !out)
+        return rm_session_fail(s, RM_ERR_ARG, "rm_evaluate: io, d and the result must not be NULL");
+    if (part != RM_DATA_TRAIN && part != RM_DATA_VAL)
+        return rm_session_fail(s, RM_ERR_ARG, "rm_evaluate: part %d is not RM_DATA_TRAIN or RM_DATA_VAL", (int)part);
     int B, T, V;
     rm_status st = io_dims(s, io, &B, &T, &V);
     if (st != RM_OK) return st;
     int P = 1;
     rm_session_rank(s, &P);
-    uint64_t nb = rm_data_num_batches(d, RM_DATA_VAL, B * P, T); /* global batches */
+    uint64_t nb = rm_data_num_batches(d, part, B * P, T); /* global batches */
     if (nb == 0)
-        return rm_session_fail(s, RM_ERR_ARG, "rm_evaluate: '%s' has no validation batch (rm_data_split "
-                               "with a val_fraction > 0)", d->name);
+        return rm_session_fail(s, RM_ERR_ARG, "rm_evaluate: the %s part of '%s' holds no batch of %d x %d tokens "
+                               "(%s)", part == RM_DATA_VAL ? "validation" : "training", d->name, B * P, T,
+                               part == RM_DATA_VAL ? "rm_data_split with a val_fraction > 0" : "too few tokens");
     if (max_batches > 0 && nb > max_batches) nb = max_batches;
     double sum = 0; /* in order: the mean is reproducible */
     for (uint64_t k = 0; k < nb; k++) {
         float l;
-        if ((st = rm_data_fill(s, io, d, RM_DATA_VAL, RM_SAMPLE_SEQUENTIAL, 0, k)) != RM_OK) return st;
+        if ((st = rm_data_fill(s, io, d, part, RM_SAMPLE_SEQUENTIAL, 0, k)) != RM_OK) return st;
         if ((st = rm_forward(s, &l)) != RM_OK) return st;
         sum += l;
     }
     rm_dist_sum(s, &sum, 1); /* every rank's mean over its rows, in rank order of the sum */
     sum /= P;
-    *mean_loss = (float)(sum / (double)nb);
+    out->mean_loss = sum / (double)nb;
+    out->perplexity = exp(out->mean_loss);
+    out->batches = nb;
+    out->tokens = nb * (uint64_t)B * (uint64_t)P * (uint64_t)T;
     return RM_OK;
+}
+
+rm_status rm_evaluate(rm_session *s, const rm_model_io *io, const rm_dataset *d, uint64_t max_batches,
+                      float *mean_loss) {
+    if (!s) return RM_ERR_ARG;
+    if (!mean_loss) return rm_session_fail(s, RM_ERR_ARG, "rm_evaluate: io, d and mean_loss must not be NULL");
+    rm_eval_result r;
+    rm_status st = rm_evaluate_part(s, io, d, RM_DATA_VAL, max_batches, &r);
+    if (st == RM_OK) *mean_loss = (float)r.mean_loss;
+    return st;
 }
 
 /* lr(i) = lr (i+1)/warmup during warmup; then constant, or

@@ -76,9 +76,10 @@ static rm_status save(rm_session *s, rm_optim *o, const char *path, int n_meta,
     int n = 0;
     for (int i = 0; i < g->n_params; i++) {
         const rm_value *p = &g->vals[g->params[i]];
-        t[n] = (rm_st_tensor){p->name, "F32", p->ndim, p->shape, s->params + p->param_off,
-                              (uint64_t)p->numel * sizeof(float), NULL, NULL};
-        rm_st_tensor_paged(s, i, 0, &t[n], &src[n]);
+        /* a parameter kept in 2 bytes (rm_param_store) is saved so: BF16 or F16 */
+        t[n] = (rm_st_tensor){p->name, rm_st_dtype_name(p->store), p->ndim, p->shape, s->params + p->param_off,
+                              (uint64_t)p->numel * rm_dtype_size(p->store), NULL, NULL};
+        rm_st_tensor_paged(s, i, 0, &t[n], &src[n]); /* in the scratch file (issue 20): F32 only */
         n++;
     }
     for (int w = 0; m && w < 2; w++)
@@ -125,17 +126,21 @@ rm_status rm_save_state(rm_session *s, rm_optim *o, const char *path, int n_meta
     return save(s, o, path, n_meta, keys, values, err, errlen);
 }
 
-/* *out = the tensor `name` of f, checked against parameter v: F32, same
- * shape; it goes into a buffer of `floats` floats at v's offset. */
+/* *out = the tensor `name` of f, checked against parameter v: F32 (a
+ * parameter, as opposed to a moment, may also be BF16 or F16: it is
+ * converted to the parameter's storage), same shape; it goes into a buffer
+ * of `floats` floats at v's offset (half as many floats for a parameter
+ * kept in 2 bytes). */
 static rm_status find_like(rm_session *s, const rm_st_file *f, const char *fname,
                            const char *name, const rm_value *v, size_t floats, const rm_st_tensor **out,
                            char *err, size_t errlen) {
     const rm_st_tensor *t = rm_st_find(f, name);
     char want[256], have[256];
+    const int moment = strcmp(name, v->name) != 0;
     if (!t)
         return param_fail(s, RM_ERR_FORMAT, err, errlen, "'%s': missing tensor '%s'", fname,
                           name);
-    if (strcmp(t->dtype, "F32") != 0)
+    if (strcmp(t->dtype, "F32") != 0 && (moment || (strcmp(t->dtype, "BF16") != 0 && strcmp(t->dtype, "F16") != 0)))
         return param_fail(s, RM_ERR_FORMAT, err, errlen,
                           "'%s': tensor '%s' has dtype %s but the model expects F32", fname,
                           name, t->dtype);
@@ -148,8 +153,8 @@ static rm_status find_like(rm_session *s, const rm_st_file *f, const char *fname
                           "'%s': tensor '%s' has shape %s but the model expects %s", fname,
                           name, have, want);
     }
-    if (t->bytes != (uint64_t)v->numel * sizeof(float) ||
-        v->param_off + (size_t)v->numel > floats)
+    const size_t kept = moment || v->store == RM_DTYPE_F32 ? (size_t)v->numel : ((size_t)v->numel + 1) / 2;
+    if (t->bytes != (uint64_t)v->numel * rm_st_dtype_size(t->dtype) || v->param_off + kept > floats)
         return param_fail(s, RM_ERR_STATE, err, errlen,
                           "'%s': tensor '%s': internal size mismatch", fname, name);
     *out = t;
@@ -177,15 +182,24 @@ static const char *foreign_adapter(const rm_graph *g, const rm_st_file *f) {
  * piece at a time, each written to the scratch file (the arena stages the
  * units, so the pieces need a buffer of their own). */
 static rm_status load_paged(rm_session *s, const rm_st_file *f, const rm_st_tensor *t, int i, int what) {
-    enum { PIECE = 1 << 20 };
-    unsigned char *buf = malloc(PIECE);
-    rm_status st = buf ? RM_OK : RM_ERR_NOMEM;
-    for (uint64_t off = 0; off < t->bytes && st == RM_OK; off += PIECE) {
-        size_t n = t->bytes - off < PIECE ? (size_t)(t->bytes - off) : PIECE;
-        st = rm_st_read(f, t, off, buf, n);
-        if (st == RM_OK) st = rm_session_state_write(s, i, what, off, buf, n);
+    enum { PIECE = 1 << 20 }; /* bytes of floats a piece */
+    const uint64_t esize = rm_st_dtype_size(t->dtype), numel = t->bytes / esize;
+    unsigned char *buf = malloc(PIECE), *raw = esize == 4 ? NULL : malloc(PIECE / 4 * esize);
+    rm_status st = buf && (esize == 4 || raw) ? RM_OK : RM_ERR_NOMEM;
+    for (uint64_t e0 = 0; e0 < numel && st == RM_OK; e0 += PIECE / 4) {
+        const uint64_t k = numel - e0 < PIECE / 4 ? numel - e0 : PIECE / 4;
+        if (esize == 4) st = rm_st_read(f, t, e0 * 4, buf, (size_t)(k * 4));
+        else { /* a BF16 or F16 tensor widened to the floats the scratch file holds */
+            rm_st_tensor part = *t;
+            int64_t bad;
+            st = rm_st_read(f, t, e0 * esize, raw, (size_t)(k * esize));
+            part.data = raw, part.bytes = k * esize;
+            if (st == RM_OK) st = rm_st_convert(f, &part, buf, k, RM_DTYPE_F32, &bad);
+        }
+        if (st == RM_OK) st = rm_session_state_write(s, i, what, e0 * 4, buf, (size_t)(k * 4));
     }
     free(buf);
+    free(raw);
     return st;
 }
 
@@ -249,9 +263,10 @@ rm_status rm_load_from(rm_session *s, rm_optim *o, const rm_st_file *f, const ch
             if (rm_session_state_paged(s, i, w)) { /* to the scratch file (issue 20) */
                 st = load_paged(s, f, t, i, w);
                 if (st != RM_OK) st = param_fail(s, st, err, errlen, "cannot load '%s': %s", fname, s->errmsg);
-            } else {
-                st = rm_st_read(f, t, 0, dst[w] + p->param_off, (size_t)t->bytes);
-            }
+            } else if (w == 0 && (p->store != RM_DTYPE_F32 || strcmp(t->dtype, "F32") != 0)) { /* 2 bytes on one side */
+                int64_t bad;
+                st = rm_st_convert(f, t, dst[w] + p->param_off, (uint64_t)p->numel, p->store, &bad);
+            } else st = rm_st_read(f, t, 0, dst[w] + p->param_off, (size_t)t->bytes);
         }
         if (st != RM_OK) /* only when the file changes under us: the checks above passed */
             param_fail(s, st, err, errlen, "'%s': cannot read tensor '%s' (did the file shrink since it was "

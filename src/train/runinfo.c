@@ -104,6 +104,18 @@ static void get_widths(rd *c, rm_run_info *r) {
     else r->n_widths = n;
 }
 
+/* llama's shape beyond layers, dim and heads; files written before
+ * kv_heads, rope_theta, norm_eps and tie_embeddings existed had the defaults. */
+static void read_llama(rd *c, rm_run_info *r) {
+    get_int(c, "ffn_dim", 1, 1 << 20, &r->ffn_dim);
+    if (rm_st_meta(c->f->st, "kv_heads")) get_int(c, "kv_heads", 1, 1 << 12, &r->kv_heads);
+    if (rm_st_meta(c->f->st, "rope_theta")) get_float(c, "rope_theta", 1e-30f, 1e30f, &r->rope_theta);
+    if (rm_st_meta(c->f->st, "norm_eps")) get_float(c, "norm_eps", 1e-30f, 1.0f, &r->norm_eps);
+    const char *tie = rm_st_meta(c->f->st, "tie_embeddings");
+    if (tie && strcmp(tie, "0") && strcmp(tie, "1")) garbled(c, "tie_embeddings", tie);
+    else if (tie) r->tie_embeddings = tie[0] == '1';
+}
+
 static void read_model(rd *c, rm_run_info *r) {
     const char *model = need(c, "model");
     if (!model) return;
@@ -123,7 +135,7 @@ static void read_model(rd *c, rm_run_info *r) {
         get_int(c, "layers", 1, 4096, &r->layers);
         get_int(c, "dim", 1, 1 << 16, &r->dim);
         get_int(c, "heads", 1, 1 << 12, &r->heads);
-        if (strcmp(r->model, "llama") == 0) get_int(c, "ffn_dim", 1, 1 << 20, &r->ffn_dim);
+        if (strcmp(r->model, "llama") == 0) read_llama(c, r);
     }
     get_int(c, "context", 1, 1 << 16, &r->context);
     get_int(c, "vocab", 2, 1 << 24, &r->vocab);
@@ -153,6 +165,9 @@ static void read_training(rd *c, rm_run_info *r) {
     get_u64(c, "data_tokens", UINT64_MAX, &r->data_tokens);
     const char *data = need(c, "data");
     if (data) rm_strlcpy(r->data, data, sizeof r->data);
+    const char *tb = rm_st_meta(c->f->st, "token_bytes"); /* absent before 4-byte ids existed: 0 */
+    if (tb && strcmp(tb, "0") && strcmp(tb, "2") && strcmp(tb, "4")) garbled(c, "token_bytes", tb);
+    else if (tb) r->token_bytes = tb[0] - '0';
     /* Files written before these keys existed used the defaults. */
     const char *const keys[] = {"beta1", "beta2", "eps"};
     float *fields[] = {&r->optim.beta1, &r->optim.beta2, &r->optim.eps};

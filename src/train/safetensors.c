@@ -6,7 +6,9 @@
  * from elsewhere (and the reader is fuzzed, fuzz/). The writer is in
  * st_write.c; rm_save_params, rm_load_params and the training-state files,
  * on top of both, are in params.c. */
+#define _DEFAULT_SOURCE /* madvise: a mapped tensor's pages dropped once read */
 #include "train/safetensors.h"
+#include "util/half.h"
 #include "util/util.h"
 
 #include <cjson/cJSON.h>
@@ -17,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -34,7 +37,9 @@ typedef struct st_entry {
 } st_entry;
 
 struct rm_st_file {
-    unsigned char *mem;  /* the whole file (rm_st_parse), or its 8 bytes and header (rm_st_open) (owned) */
+    unsigned char *mem;  /* the whole file (rm_st_parse), or its 8 bytes and header (rm_st_open) (owned);
+                          * rm_st_open_mapped: the file mapped, map_len bytes */
+    size_t map_len;
     const unsigned char *data; /* the data section in mem, or NULL: read from fd */
     uint64_t data_len;
     int fd;              /* rm_st_open: the file, read with pread (-1: all in mem) */
@@ -462,7 +467,8 @@ void rm_st_close(rm_st_file *f) {
     free(f->dims);
     free(f->meta_k);
     free(f->meta_v);
-    free(f->mem);
+    if (f->map_len) munmap(f->mem, f->map_len);
+    else free(f->mem);
     if (f->fd >= 0) close(f->fd);
     free(f);
 }
@@ -588,6 +594,54 @@ rm_status rm_st_open(const char *path, rm_st_file **out, char *err, size_t errle
     return finish_open(f, dst, len, path, out, err, errlen);
 }
 
+/* The file mapped read-only instead of read: nothing is copied, a page comes
+ * in when it is first read. Every offset was checked against the size fstat
+ * gave (a file truncated by another process while mapped is outside what
+ * a reader can check: reading past its new end raises SIGBUS). */
+rm_status rm_st_open_mapped(const char *path, rm_st_file **out, char *err, size_t errlen) {
+    if (!path || !out) {
+        rm_st_seterr(err, errlen, "rm_st_open_mapped: bad arguments");
+        return RM_ERR_ARG;
+    }
+    *out = NULL;
+    size_t len;
+    rm_status st;
+    int fd = rm_open_regular(path, SIZE_MAX / 2, &len, &st, err, errlen); /* never blocks on a FIFO */
+    if (fd < 0) return st;
+    rm_st_file *f = calloc(1, sizeof *f);
+    if (!f) {
+        close(fd);
+        rm_st_seterr(err, errlen, "cannot read '%s': out of memory", path);
+        return RM_ERR_NOMEM;
+    }
+    f->fd = -1; /* all of it in (mapped) memory */
+    if (len > 0) {
+        void *p = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (p == MAP_FAILED) {
+            const int e = errno;
+            rm_st_seterr(err, errlen, "cannot map '%s': %s", path, strerror(e));
+            close(fd);
+            free(f);
+            return e == ENOMEM ? RM_ERR_NOMEM : RM_ERR_IO;
+        }
+        f->mem = p;
+        f->map_len = len;
+    }
+    close(fd); /* the mapping keeps the file */
+    return finish_open(f, f->mem, len, path, out, err, errlen);
+}
+
+void rm_st_release(const rm_st_file *f, const rm_st_tensor *t) {
+    if (!f || !t || !f->map_len || !t->bytes) return;
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), base = (uintptr_t)f->mem;
+    uintptr_t a = (uintptr_t)t->data, b = a + (uintptr_t)t->bytes;
+    a = a / page * page;
+    if (a < base) a = base;
+    b = (b + page - 1) / page * page;
+    if (b > base + f->map_len) b = base + f->map_len; /* the last page of the mapping */
+    if (b > a) madvise((void *)a, b - a, MADV_DONTNEED); /* read again from the file if used */
+}
+
 int rm_st_count(const rm_st_file *f) { return f ? f->n : 0; }
 
 const rm_st_tensor *rm_st_at(const rm_st_file *f, int i) {
@@ -621,4 +675,60 @@ const char *rm_st_meta_key(const rm_st_file *f, int i) {
 }
 const char *rm_st_meta_value(const rm_st_file *f, int i) {
     return (f && i >= 0 && i < f->n_meta) ? f->meta_v[i] : NULL;
+}
+
+/* ---- values ----------------------------------------------------------------- */
+
+float rm_st_element(const rm_st_tensor *t, uint64_t i) {
+    const unsigned char *p = t->data; /* maybe unaligned: bytes are copied */
+    if (strcmp(t->dtype, "F32") == 0) {
+        float f;
+        memcpy(&f, p + 4 * i, 4);
+        return f;
+    }
+    const uint16_t h = (uint16_t)(p[2 * i] | p[2 * i + 1] << 8);
+    return strcmp(t->dtype, "BF16") == 0 ? rm_bf16_to_f32(h) : rm_f16_to_f32(h);
+}
+
+/* n elements of t, its data in memory, into dst kept as store; *bad: the
+ * first that is not finite (counted from `first`), unless set already */
+static void convert_mem(const rm_st_tensor *t, void *dst, uint64_t n, rm_dtype store, uint64_t first,
+                        int64_t *bad) {
+    const int same = (store == RM_DTYPE_BF16 && strcmp(t->dtype, "BF16") == 0) ||
+                     (store == RM_DTYPE_F16 && strcmp(t->dtype, "F16") == 0);
+    for (uint64_t i = 0; i < n; i++) {
+        const float x = rm_st_element(t, i);
+        if (!isfinite(x) && *bad < 0) *bad = (int64_t)(first + i);
+        if (store == RM_DTYPE_F32) ((float *)dst)[i] = x;
+        else if (same) memcpy((uint16_t *)dst + i, (const unsigned char *)t->data + 2 * i, 2);
+        else ((uint16_t *)dst)[i] = store == RM_DTYPE_BF16 ? rm_f32_to_bf16(x) : rm_f32_to_f16(x);
+    }
+}
+
+#define CONVERT_BLOCK 65536 /* elements read at a time from a file kept on disk */
+
+rm_status rm_st_convert(const rm_st_file *f, const rm_st_tensor *t, void *dst, uint64_t n, rm_dtype store,
+                        int64_t *bad) {
+    *bad = -1;
+    if (t->data) {
+        convert_mem(t, dst, n, store, 0, bad);
+        return RM_OK;
+    }
+    const size_t esize = rm_st_dtype_size(t->dtype), out = store == RM_DTYPE_F32 ? 4 : 2;
+    unsigned char *buf = malloc(CONVERT_BLOCK * esize);
+    if (!buf) return RM_ERR_NOMEM;
+    rm_status st = RM_OK;
+    for (uint64_t i0 = 0; i0 < n && st == RM_OK; i0 += CONVERT_BLOCK) {
+        const uint64_t k = n - i0 < CONVERT_BLOCK ? n - i0 : CONVERT_BLOCK;
+        st = rm_st_read(f, t, i0 * esize, buf, (size_t)(k * esize));
+        rm_st_tensor part = *t;
+        part.data = buf, part.bytes = k * esize;
+        if (st == RM_OK) convert_mem(&part, (unsigned char *)dst + i0 * out, k, store, i0, bad);
+    }
+    free(buf);
+    return st;
+}
+
+const char *rm_st_dtype_name(rm_dtype store) {
+    return store == RM_DTYPE_BF16 ? "BF16" : store == RM_DTYPE_F16 ? "F16" : "F32";
 }

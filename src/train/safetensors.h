@@ -76,6 +76,14 @@ rm_status rm_st_write_ex(const char *path, int n, const rm_st_tensor *tensors,
  * RM_ERR_FORMAT (message naming the file and the problem) if malformed,
  * RM_ERR_NOMEM. On success *out must be freed with rm_st_close. */
 rm_status rm_st_open(const char *path, rm_st_file **out, char *err, size_t errlen);
+/* rm_st_open with the file mapped (mmap, read-only) instead of read into
+ * memory: the tensor views point into the mapping, and a page is read
+ * from the file when first used. For the large files of pretrained models
+ * (hf.c): no second copy of the file. */
+rm_status rm_st_open_mapped(const char *path, rm_st_file **out, char *err, size_t errlen);
+/* Drops the pages of tensor t of a mapped file from memory (the file gives
+ * them again if t is read later); nothing for a file read into memory. */
+void rm_st_release(const rm_st_file *f, const rm_st_tensor *t);
 /* Bytes [off, off + n) of tensor t of f into dst: RM_ERR_IO when the file
  * can no longer be read (it shrank since it was opened), RM_ERR_ARG for a
  * range outside the tensor. */
@@ -103,6 +111,18 @@ uint64_t rm_st_numel(const rm_st_tensor *t);
 uint64_t rm_st_shape_numel(int ndim, const int64_t *shape, int *overflow);
 /* rm_format_shape (remat.h) writes a shape for messages. */
 
+/* Element i of an F32, BF16 or F16 tensor as fp32 (exactly); its data in
+ * memory (rm_st_parse, rm_st_open_mapped). */
+float rm_st_element(const rm_st_tensor *t, uint64_t i);
+/* The first n elements of an F32, BF16 or F16 tensor of f into dst kept as
+ * `store` (F32; BF16 or F16: 2 bytes each, copied when the dtypes agree,
+ * rounded to nearest even when not), read from the file (rm_st_read) when
+ * not in memory; *bad: the index of the first value that is not finite, or
+ * -1. RM_ERR_IO (the file shrank), RM_ERR_NOMEM. */
+rm_status rm_st_convert(const rm_st_file *f, const rm_st_tensor *t, void *dst, uint64_t n, rm_dtype store,
+                        int64_t *bad);
+/* The safetensors name of a parameter's storage: "F32", "BF16", "F16". */
+const char *rm_st_dtype_name(rm_dtype store);
 /* vsnprintf into err (if any): the one-line messages of train/. */
 void rm_st_seterr(char *err, size_t errlen, const char *fmt, ...);
 

@@ -51,7 +51,8 @@ static rm_status build_model(const rm_run_info *r, rm_graph *g, rm_model_io *io,
     if (strcmp(r->model, "llama") == 0) {
         rm_llama_config c = {.layers = r->layers, .dim = r->dim, .heads = r->heads, .context = r->context,
                              .vocab = r->vocab, .batch = r->batch, .ffn_dim = r->ffn_dim, .dropout = r->dropout,
-                             .keep_logits = keep_logits, .lora = r->lora};
+                             .keep_logits = keep_logits, .kv_heads = r->kv_heads, .rope_theta = r->rope_theta,
+                             .norm_eps = r->norm_eps, .tie_embeddings = r->tie_embeddings, .lora = r->lora};
         return rm_llama_build(g, &c, io);
     }
     if (strcmp(r->model, "encdec") == 0) {
@@ -96,10 +97,20 @@ static void fmt_float(char *out, size_t cap, float x) {
 
 static const char *sampler_name(rm_sampler s) { return s == RM_SAMPLE_SEQUENTIAL ? "sequential" : "random"; }
 
-static void meta_model(const rm_run_info *r, meta *m) {
 #define STR(key, val) (m->k[m->n] = (key), m->v[m->n] = (val), m->n++)
 #define FMT(key, ...) (snprintf(m->buf[m->n], sizeof m->buf[0], __VA_ARGS__), STR(key, m->buf[m->n]))
 #define FLT(key, x) (fmt_float(m->buf[m->n], sizeof m->buf[0], (x)), STR(key, m->buf[m->n]))
+
+/* llama's shape beyond layers, dim and heads, its defaults spelled out */
+static void meta_llama(const rm_run_info *r, meta *m) {
+    FMT("ffn_dim", "%d", r->ffn_dim ? r->ffn_dim : rm_llama_ffn_dim(r->dim));
+    FMT("kv_heads", "%d", r->kv_heads ? r->kv_heads : r->heads);
+    FLT("rope_theta", r->rope_theta != 0.0f ? r->rope_theta : 10000.0f);
+    FLT("norm_eps", r->norm_eps != 0.0f ? r->norm_eps : 1e-6f);
+    FMT("tie_embeddings", "%d", r->tie_embeddings ? 1 : 0);
+}
+
+static void meta_model(const rm_run_info *r, meta *m) {
     STR("model", r->model);
     if (strcmp(r->model, "mlp") == 0) {
         size_t j = 0;
@@ -117,7 +128,7 @@ static void meta_model(const rm_run_info *r, meta *m) {
         FMT("layers", "%d", r->layers);
         FMT("dim", "%d", r->dim);
         FMT("heads", "%d", r->heads);
-        if (strcmp(r->model, "llama") == 0) FMT("ffn_dim", "%d", r->ffn_dim ? r->ffn_dim : rm_llama_ffn_dim(r->dim));
+        if (strcmp(r->model, "llama") == 0) meta_llama(r, m);
     }
     FMT("context", "%d", r->context);
     FMT("vocab", "%d", r->vocab);
@@ -133,6 +144,7 @@ static void meta_build(const rm_run_info *r, meta *m) {
     meta_model(r, m);
     STR("data", r->data);
     FMT("data_tokens", "%llu", (unsigned long long)r->data_tokens);
+    FMT("token_bytes", "%d", r->token_bytes);
     FLT("val_fraction", r->val_fraction);
     STR("sampler", sampler_name(r->sampler));
     FMT("seed", "%llu", (unsigned long long)r->seed);

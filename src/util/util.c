@@ -45,6 +45,8 @@ size_t rm_dtype_size(rm_dtype d) {
     switch (d) {
     case RM_DTYPE_F32: return 4;
     case RM_DTYPE_I32: return 4;
+    case RM_DTYPE_BF16: return 2;
+    case RM_DTYPE_F16: return 2;
     }
     return 0; /* an invalid dtype: callers treat 0 bytes as an error */
 }

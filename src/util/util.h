@@ -16,6 +16,13 @@ void rm_sgemm(int transA, int transB, int M, int N, int K, float alpha,
 void rm_gemm_fallback(int transA, int transB, int M, int N, int K, float alpha,
                       const float *A, int lda, const float *B, int ldb, float beta,
                       float *C, int ldc);
+/* gemm_half.c: C = alpha * A op(W) + beta * C for a weight W stored as
+ * wt (F32: rm_sgemm; BF16, F16: widened a panel of rows at a time into
+ * scratch, rm_gemm_w_scratch(transW, N, K) floats). transW: op(W) = W^T,
+ * W (N,K); else W (K,N). A (M,K) and C (M,N) fp32, never transposed. */
+void rm_gemm_w(int transW, int M, int N, int K, float alpha, const float *A, int lda, const void *W, rm_dtype wt,
+               int ldw, float beta, float *C, int ldc, float *scratch);
+size_t rm_gemm_w_scratch(int transW, int N, int K);
 void rm_set_threads(int n);  /* sets OpenMP and BLAS threads */
 int rm_thread_id(void);      /* this thread's index in the parallel region (0 outside one) */
 

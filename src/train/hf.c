@@ -1,0 +1,521 @@
+/* hf.c: Hugging Face model folders (remat.h, rm_hf_*): config.json
+ * (hfconfig.c), the weights in one model.safetensors or in the shards that
+ * model.safetensors.index.json maps tensor names to, checked against the
+ * LlamaForCausalLM the config describes, and loaded into a session.
+ *
+ * The weight files are mapped (rm_st_open_mapped): nothing is read until a
+ * tensor is converted into its parameter, and its pages are dropped right
+ * after (rm_st_release), so the resident memory of a load is the session's
+ * own plus about one tensor of the file. */
+#include "exec/exec.h"
+#include "train/hf.h"
+#include "util/half.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define HF_MAX_SHARDS 4096
+#define HF_MAX_INDEX_BYTES ((size_t)64 << 20)
+
+static int join(char *out, size_t cap, const char *dir, const char *name) {
+    int n = snprintf(out, cap, "%s/%s", dir, name);
+    return n > 0 && (size_t)n < cap;
+}
+
+static int is_file(const char *path) {
+    struct stat sb;
+    return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+void rm_hf_close(rm_hf *m) {
+    if (!m) return;
+    for (int i = 0; i < m->n_files; i++) {
+        rm_st_close(m->files[i]);
+        free(m->file_paths[i]);
+    }
+    free(m->files);
+    free(m->file_paths);
+    free(m->tensors);
+    free(m);
+}
+
+/* Opens one weight file (mapped) as file number m->n_files. */
+static rm_status add_file(rm_hf *m, const char *path, char *err, size_t errlen) {
+    rm_st_file **f = realloc(m->files, (size_t)(m->n_files + 1) * sizeof *f);
+    if (f) m->files = f;
+    char **p = realloc(m->file_paths, (size_t)(m->n_files + 1) * sizeof *p);
+    if (p) m->file_paths = p;
+    char *copy = f && p ? strdup(path) : NULL;
+    if (!copy) {
+        rm_st_seterr(err, errlen, "'%s': out of memory", path);
+        return RM_ERR_NOMEM;
+    }
+    rm_st_file *st = NULL;
+    rm_status s = rm_st_open_mapped(path, &st, err, errlen);
+    if (s != RM_OK) {
+        free(copy);
+        return s;
+    }
+    m->files[m->n_files] = st;
+    m->file_paths[m->n_files++] = copy;
+    return RM_OK;
+}
+
+/* A shard's name from the index: a plain file name in the folder. */
+static int plain_name(const char *s) {
+    size_t n = strlen(s);
+    if (n == 0 || n > 255 || strcmp(s, ".") == 0 || strcmp(s, "..") == 0) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (s[i] == '/' || (unsigned char)s[i] < 0x20) return 0;
+    return 1;
+}
+
+static int shard_of(const rm_hf *m, const char *path) {
+    for (int i = 0; i < m->n_files; i++)
+        if (strcmp(m->file_paths[i], path) == 0) return i;
+    return -1;
+}
+
+/* The shards model.safetensors.index.json's weight_map names, each opened
+ * once; every name it maps must lie in its shard, and every tensor of a
+ * shard must be mapped to that shard. */
+static rm_status open_index(rm_hf *m, const char *ipath, char *err, size_t errlen) {
+    char *text = NULL, path[4352];
+    size_t len = 0;
+    rm_status st = rm_read_file(ipath, HF_MAX_INDEX_BYTES, &text, &len, err, errlen);
+    if (st != RM_OK) return st;
+    cJSON *root = cJSON_ParseWithLength(text, len);
+    free(text);
+    const cJSON *map = cJSON_IsObject(root) ? cJSON_GetObjectItemCaseSensitive(root, "weight_map") : NULL;
+    st = RM_ERR_FORMAT;
+    if (!cJSON_IsObject(map)) {
+        rm_st_seterr(err, errlen, "'%s': not a JSON object with a \"weight_map\" object", ipath);
+        goto done;
+    }
+    const char *dup = rm_json_duplicate(map);
+    if (dup) {
+        rm_st_seterr(err, errlen, "'%s': weight_map names tensor '%.60s' twice", ipath, dup);
+        goto done;
+    }
+    int n_map = 0;
+    for (const cJSON *it = map->child; it; it = it->next, n_map++) {
+        char nm[80];
+        snprintf(nm, sizeof nm, "%.60s", it->string);
+        if (!cJSON_IsString(it) || !plain_name(it->valuestring) || !join(path, sizeof path, m->dir, it->valuestring)) {
+            rm_st_seterr(err, errlen, "'%s': weight_map entry '%s' must name a file in the folder", ipath, nm);
+            goto done;
+        }
+        if (shard_of(m, path) >= 0) continue;
+        if (m->n_files >= HF_MAX_SHARDS) {
+            rm_st_seterr(err, errlen, "'%s': more than %d shards", ipath, HF_MAX_SHARDS);
+            goto done;
+        }
+        if ((st = add_file(m, path, err, errlen)) != RM_OK) goto done;
+        st = RM_ERR_FORMAT;
+    }
+    int n_shard = 0;
+    for (const cJSON *it = map->child; it; it = it->next) {
+        join(path, sizeof path, m->dir, it->valuestring);
+        if (!rm_st_find(m->files[shard_of(m, path)], it->string)) {
+            char nm[80];
+            snprintf(nm, sizeof nm, "%.60s", it->string);
+            rm_st_seterr(err, errlen, "'%s' maps tensor '%s' to '%s', which does not hold it", ipath, nm, path);
+            goto done;
+        }
+    }
+    for (int i = 0; i < m->n_files; i++) n_shard += rm_st_count(m->files[i]);
+    if (n_shard != n_map) { /* a shard holds a tensor the index does not map to it */
+        for (int i = 0; i < m->n_files; i++)
+            for (int j = 0; j < rm_st_count(m->files[i]); j++) {
+                const rm_st_tensor *t = rm_st_at(m->files[i], j);
+                const cJSON *to = cJSON_GetObjectItemCaseSensitive(map, t->name);
+                if (!cJSON_IsString(to) || !join(path, sizeof path, m->dir, to->valuestring) ||
+                    strcmp(path, m->file_paths[i]) != 0) {
+                    char nm[80];
+                    snprintf(nm, sizeof nm, "%.60s", t->name);
+                    rm_st_seterr(err, errlen, "'%s' holds tensor '%s', which '%s' does not map to it",
+                                 m->file_paths[i], nm, ipath);
+                    goto done;
+                }
+            }
+    }
+    st = RM_OK;
+done:
+    cJSON_Delete(root);
+    return st;
+}
+
+static int cmp_tensor(const void *a, const void *b) {
+    return strcmp(((const rm_hf_entry *)a)->t->name, ((const rm_hf_entry *)b)->t->name);
+}
+
+/* Every tensor of every file, sorted by name; a name twice is an error. */
+static rm_status index_tensors(rm_hf *m, char *err, size_t errlen) {
+    int n = 0;
+    for (int i = 0; i < m->n_files; i++) n += rm_st_count(m->files[i]);
+    m->tensors = calloc((size_t)n + 1, sizeof *m->tensors);
+    if (!m->tensors) {
+        rm_st_seterr(err, errlen, "'%s': out of memory", m->dir);
+        return RM_ERR_NOMEM;
+    }
+    for (int i = 0; i < m->n_files; i++)
+        for (int j = 0; j < rm_st_count(m->files[i]); j++)
+            m->tensors[m->n_tensors++] = (rm_hf_entry){rm_st_at(m->files[i], j), i};
+    qsort(m->tensors, (size_t)n, sizeof *m->tensors, cmp_tensor);
+    for (int i = 1; i < n; i++)
+        if (strcmp(m->tensors[i].t->name, m->tensors[i - 1].t->name) == 0) {
+            char nm[80];
+            snprintf(nm, sizeof nm, "%.60s", m->tensors[i].t->name);
+            rm_st_seterr(err, errlen, "'%s': tensor '%s' is in two files", m->dir, nm);
+            return RM_ERR_FORMAT;
+        }
+    return RM_OK;
+}
+
+/* 4: F32, 2: BF16, 1: F16 (the dtypes check_one lets in) */
+static int dtype_kind(const rm_st_tensor *t) { return !strcmp(t->dtype, "F32") ? 4 : !strcmp(t->dtype, "BF16") ? 2 : 1; }
+
+static const rm_hf_entry *find(const rm_hf *m, const char *name) {
+    int lo = 0, hi = m->n_tensors - 1;
+    while (lo <= hi) {
+        int mid = lo + (hi - lo) / 2, c = strcmp(name, m->tensors[mid].t->name);
+        if (c == 0) return &m->tensors[mid];
+        if (c < 0) hi = mid - 1;
+        else lo = mid + 1;
+    }
+    return NULL;
+}
+
+/* model.layers.N.self_attn.rotary_emb.inv_freq: a buffer older
+ * checkpoints saved; rope_theta determines it, so it is skipped. */
+static int is_inv_freq(const char *name) {
+    const char *suffix = ".self_attn.rotary_emb.inv_freq";
+    size_t n = strlen(name), k = strlen(suffix);
+    return strncmp(name, "model.layers.", 13) == 0 && n > k && strcmp(name + n - k, suffix) == 0;
+}
+
+/* "model.layers.<l>.<part>" spelled as the model names it (no sign, no leading zero) */
+static int canonical(const char *name, int l, const char *part) {
+    char again[160];
+    snprintf(again, sizeof again, "model.layers.%d.%s", l, part);
+    return strcmp(again, name) == 0;
+}
+
+/* Whether tensor t is one of the model's (or skipped), with its shape;
+ * else the error, with a hint for a bias. */
+static rm_status check_one(const rm_hf *m, const rm_st_tensor *t, char *err, size_t errlen) {
+    const rm_hf_config *h = &m->cfg;
+    char nm[80], have[160], want[160];
+    snprintf(nm, sizeof nm, "%.60s", t->name);
+    if (is_inv_freq(t->name)) return RM_OK;
+    int64_t C = h->dim, Ckv = (int64_t)h->dim / h->heads * h->kv_heads, F = h->ffn_dim, V = h->vocab;
+    int64_t shape[2] = {C, 0};
+    int ndim = 1, l = -1, used = 0;
+    char part[96] = "";
+    if (!strcmp(t->name, "model.embed_tokens.weight") || !strcmp(t->name, "lm_head.weight"))
+        shape[0] = V, shape[1] = C, ndim = 2;
+    else if (!strcmp(t->name, "model.norm.weight"))
+        ;
+    else if (sscanf(t->name, "model.layers.%d.%95s%n", &l, part, &used) == 2 && l >= 0 && l < h->layers &&
+             used == (int)strlen(t->name) && canonical(t->name, l, part)) {
+        static const char *const norms[] = {"input_layernorm.weight", "post_attention_layernorm.weight"};
+        static const char *const mats[] = {"self_attn.q_proj.weight", "self_attn.k_proj.weight",
+                                           "self_attn.v_proj.weight", "self_attn.o_proj.weight",
+                                           "mlp.gate_proj.weight",    "mlp.up_proj.weight",
+                                           "mlp.down_proj.weight"};
+        const int64_t rows[] = {C, Ckv, Ckv, C, F, F, C}, cols[] = {C, C, C, C, C, C, F};
+        int k = -1;
+        for (int i = 0; i < 7; i++)
+            if (!strcmp(part, mats[i])) k = i;
+        if (k >= 0) shape[0] = rows[k], shape[1] = cols[k], ndim = 2;
+        else if (strcmp(part, norms[0]) && strcmp(part, norms[1])) l = -2;
+    } else l = -2;
+    if (l == -2) {
+        size_t n = strlen(t->name);
+        rm_st_seterr(err, errlen, "'%s': tensor '%s' is not part of LlamaForCausalLM as config.json describes it%s",
+                     m->dir, nm, n > 5 && !strcmp(t->name + n - 5, ".bias") ? " (remat's llama has no biases)" : "");
+        return RM_ERR_FORMAT;
+    }
+    if (strcmp(t->dtype, "F32") && strcmp(t->dtype, "F16") && strcmp(t->dtype, "BF16")) {
+        rm_st_seterr(err, errlen, "'%s': tensor '%s' has dtype %s; remat reads F32, F16 and BF16", m->dir, nm,
+                     t->dtype);
+        return RM_ERR_FORMAT;
+    }
+    int same = t->ndim == ndim;
+    for (int d = 0; same && d < ndim; d++) same = t->shape[d] == shape[d];
+    if (!same) {
+        rm_format_shape(t->ndim, t->shape, have, sizeof have);
+        rm_format_shape(ndim, shape, want, sizeof want);
+        rm_st_seterr(err, errlen, "'%s': tensor '%s' has shape %s but config.json makes it %s", m->dir, nm, have,
+                     want);
+        return RM_ERR_FORMAT;
+    }
+    return RM_OK;
+}
+
+/* The folder holds exactly the model's tensors: each one known and of its
+ * shape (check_one), and none missing. */
+static rm_status check_tensors(const rm_hf *m, char *err, size_t errlen) {
+    for (int i = 0; i < m->n_tensors; i++) {
+        rm_status st = check_one(m, m->tensors[i].t, err, errlen);
+        if (st != RM_OK) return st;
+    }
+    static const char *const per_layer[] = {
+        "input_layernorm.weight", "self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
+        "self_attn.o_proj.weight", "post_attention_layernorm.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight",
+        "mlp.down_proj.weight"};
+    char name[160];
+    for (int l = -1; l < m->cfg.layers; l++)
+        for (int k = 0; k < (l < 0 ? 3 : 9); k++) {
+            if (l < 0) snprintf(name, sizeof name, "%s", k == 0 ? "model.embed_tokens.weight"
+                                                        : k == 1 ? "model.norm.weight" : "lm_head.weight");
+            else snprintf(name, sizeof name, "model.layers.%d.%s", l, per_layer[k]);
+            if (l < 0 && k == 2 && m->cfg.tie_embeddings) continue; /* tied: the embedding is the head */
+            if (!find(m, name)) {
+                rm_st_seterr(err, errlen, "'%s': tensor '%s' is missing%s", m->dir, name,
+                             l < 0 && k == 2 ? " (or set tie_word_embeddings: true in config.json if the head "
+                                               "is the embedding)" : "");
+                return RM_ERR_FORMAT;
+            }
+        }
+    return RM_OK;
+}
+
+/* config.json, then model.safetensors or the index and its shards. */
+static rm_status open_folder(rm_hf *m, char *err, size_t errlen) {
+    char path[4352], *text = NULL;
+    size_t len = 0;
+    struct stat sb;
+    if (stat(m->dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        rm_st_seterr(err, errlen, "'%s' is not a folder (a Hugging Face model: config.json and model.safetensors)",
+                     m->dir);
+        return RM_ERR_IO;
+    }
+    join(path, sizeof path, m->dir, "config.json");
+    rm_status st = rm_read_file(path, (size_t)1 << 20, &text, &len, err, errlen);
+    if (st == RM_OK) st = rm_hf_parse_config(text, len, path, &m->cfg, m->notes, sizeof m->notes, err, errlen);
+    free(text);
+    if (st != RM_OK) return st;
+    join(path, sizeof path, m->dir, "model.safetensors");
+    if (is_file(path)) st = add_file(m, path, err, errlen);
+    else {
+        join(path, sizeof path, m->dir, "model.safetensors.index.json");
+        if (!is_file(path)) {
+            rm_st_seterr(err, errlen, "'%s' has no model.safetensors or model.safetensors.index.json (remat reads "
+                         "safetensors weights only)", m->dir);
+            return RM_ERR_IO;
+        }
+        st = open_index(m, path, err, errlen);
+    }
+    if (st == RM_OK) st = index_tensors(m, err, errlen);
+    if (st == RM_OK) st = check_tensors(m, err, errlen);
+    return st;
+}
+
+rm_status rm_hf_open(const char *dir, rm_hf **out, char *err, size_t errlen) {
+    if (!dir || !out) {
+        rm_st_seterr(err, errlen, "rm_hf_open: dir and out must not be NULL");
+        return RM_ERR_ARG;
+    }
+    *out = NULL;
+    if (strlen(dir) >= 4000) {
+        rm_st_seterr(err, errlen, "rm_hf_open: the path is too long");
+        return RM_ERR_ARG;
+    }
+    rm_hf *m = calloc(1, sizeof *m);
+    if (!m) {
+        rm_st_seterr(err, errlen, "'%s': out of memory", dir);
+        return RM_ERR_NOMEM;
+    }
+    snprintf(m->dir, sizeof m->dir, "%s", dir);
+    size_t n = strlen(m->dir);
+    while (n > 1 && m->dir[n - 1] == '/') m->dir[--n] = 0; /* "dir/" names the same folder */
+    rm_status st = open_folder(m, err, errlen);
+    if (st != RM_OK) {
+        rm_hf_close(m);
+        return st;
+    }
+    *out = m;
+    return RM_OK;
+}
+
+void rm_hf_run_info(const rm_hf *m, rm_run_info *r) {
+    if (!m || !r) return;
+    snprintf(r->model, sizeof r->model, "llama");
+    r->layers = m->cfg.layers, r->dim = m->cfg.dim, r->heads = m->cfg.heads, r->kv_heads = m->cfg.kv_heads;
+    r->ffn_dim = m->cfg.ffn_dim, r->vocab = m->cfg.vocab;
+    r->rope_theta = m->cfg.rope_theta, r->norm_eps = m->cfg.norm_eps, r->tie_embeddings = m->cfg.tie_embeddings;
+}
+
+void rm_hf_llama_config(const rm_hf *m, rm_llama_config *c) {
+    if (!m || !c) return;
+    c->layers = m->cfg.layers, c->dim = m->cfg.dim, c->heads = m->cfg.heads, c->kv_heads = m->cfg.kv_heads;
+    c->ffn_dim = m->cfg.ffn_dim, c->vocab = m->cfg.vocab;
+    c->rope_theta = m->cfg.rope_theta, c->norm_eps = m->cfg.norm_eps, c->tie_embeddings = m->cfg.tie_embeddings;
+}
+
+rm_status rm_hf_store_frozen(const rm_hf *m, rm_graph *g, int *n) {
+    if (n) *n = 0;
+    if (!m || !g) return g ? rm_graph_fail(g, RM_ERR_ARG, "rm_hf_store_frozen: m must not be NULL") : RM_ERR_ARG;
+    for (int i = 0; i < rm_param_count(g); i++) {
+        const rm_val v = rm_param_at(g, i);
+        const rm_hf_entry *t = find(m, g->vals[v].name);
+        if (!t || !rm_store_eligible(g, v)) continue;
+        const int kind = dtype_kind(t->t);
+        if (kind == 4) continue; /* F32: 4 bytes, as read */
+        rm_status st = rm_param_store(g, v, kind == 2 ? RM_DTYPE_BF16 : RM_DTYPE_F16);
+        if (st != RM_OK) return st;
+        if (n) (*n)++;
+    }
+    return RM_OK;
+}
+
+int rm_hf_max_positions(const rm_hf *m) { return m ? m->cfg.max_positions : 0; }
+const char *rm_hf_notes(const rm_hf *m) { return m ? m->notes : ""; }
+int rm_hf_tensor_count(const rm_hf *m) { return m ? m->n_tensors : 0; }
+
+rm_status rm_hf_tensor(const rm_hf *m, int i, rm_tensor_info *out) {
+    if (!m || !out || i < 0 || i >= m->n_tensors) return RM_ERR_ARG;
+    const rm_st_tensor *t = m->tensors[i].t;
+    *out = (rm_tensor_info){t->name, t->dtype, t->ndim, t->shape, t->bytes};
+    return RM_OK;
+}
+
+/* ---- loading -------------------------------------------------------------- */
+
+/* Tensor t into dst, kept as v is, a block of LOAD_BLOCK elements at a
+ * time, each block's pages of the mapped file dropped once converted: a
+ * load holds at most a block of the file beside the parameters (a 131 MB
+ * embedding would otherwise sit in memory whole until converted). The
+ * index of a value that is not finite, or -1. */
+#define LOAD_BLOCK ((uint64_t)1 << 22)
+static int64_t load_tensor(const rm_hf *m, const rm_hf_entry *t, const rm_value *v, void *dst) {
+    const uint64_t n = (uint64_t)v->numel, esize = rm_st_dtype_size(t->t->dtype);
+    const size_t out_size = v->store == RM_DTYPE_F32 ? 4 : 2;
+    for (uint64_t i0 = 0; i0 < n; i0 += LOAD_BLOCK) {
+        rm_st_tensor part = *t->t;
+        const uint64_t k = n - i0 < LOAD_BLOCK ? n - i0 : LOAD_BLOCK;
+        part.data = (const unsigned char *)t->t->data + i0 * esize;
+        part.bytes = k * esize;
+        int64_t bad;
+        rm_st_convert(m->files[t->file], &part, (unsigned char *)dst + i0 * out_size, k, v->store, &bad);
+        rm_st_release(m->files[t->file], &part); /* mapped: in memory, no read can fail */
+        if (bad >= 0) return (int64_t)i0 + bad;
+    }
+    return -1;
+}
+
+/* Tensor t into parameter pi, which the session keeps in the scratch file
+ * (issue 20; floats: a parameter kept in 2 bytes is never paged): widened
+ * a block at a time into a buffer, each block written through. */
+static rm_status load_paged(const rm_hf *m, const rm_hf_entry *t, const rm_value *v, rm_session *s, int pi,
+                            int64_t *bad, char *err, size_t errlen) {
+    enum { BLOCK = 1 << 18 }; /* elements */
+    const uint64_t n = (uint64_t)v->numel, esize = rm_st_dtype_size(t->t->dtype);
+    float *buf = malloc(BLOCK * sizeof *buf);
+    rm_status st = buf ? RM_OK : RM_ERR_NOMEM;
+    for (uint64_t i0 = 0; i0 < n && st == RM_OK && *bad < 0; i0 += BLOCK) {
+        rm_st_tensor part = *t->t;
+        const uint64_t k = n - i0 < BLOCK ? n - i0 : BLOCK;
+        part.data = (const unsigned char *)t->t->data + i0 * esize;
+        part.bytes = k * esize;
+        rm_st_convert(m->files[t->file], &part, buf, k, RM_DTYPE_F32, bad);
+        rm_st_release(m->files[t->file], &part);
+        if (*bad >= 0) *bad += (int64_t)i0;
+        else st = rm_session_state_write(s, pi, 0, i0 * sizeof *buf, buf, (size_t)k * sizeof *buf);
+    }
+    free(buf);
+    if (st != RM_OK) {
+        const int k = snprintf(err, errlen, "'%.200s': cannot load '%.120s' into the scratch file: ", m->dir, v->name);
+        if (k >= 0 && (size_t)k < errlen) snprintf(err + k, errlen - (size_t)k, "%s", st == RM_ERR_NOMEM ? "out of memory" : s->errmsg);
+    }
+    return st;
+}
+
+/* A tied lm_head.weight saved beside the embedding must be the same matrix. */
+static rm_status check_tied(const rm_hf *m, char *err, size_t errlen) {
+    const rm_hf_entry *head = find(m, "lm_head.weight"), *emb = find(m, "model.embed_tokens.weight");
+    if (!head || !m->cfg.tie_embeddings) return RM_OK;
+    const uint64_t n = rm_st_numel(emb->t);
+    for (uint64_t i = 0; i < n; i++)
+        if (rm_f32_bits(rm_st_element(head->t, i)) != rm_f32_bits(rm_st_element(emb->t, i))) {
+            rm_st_seterr(err, errlen, "'%s': tie_word_embeddings is true but lm_head.weight differs from "
+                         "model.embed_tokens.weight (element %llu)", m->dir, (unsigned long long)i);
+            return RM_ERR_FORMAT;
+        }
+    rm_st_release(m->files[head->file], head->t);
+    return RM_OK;
+}
+
+/* Whether tensor t has a parameter in s, and which (-1: skipped). */
+static rm_status match(const rm_hf *m, const rm_session *s, const rm_st_tensor *t, int *param, char *err,
+                       size_t errlen) {
+    const rm_graph *g = s->g;
+    *param = -1;
+    if (is_inv_freq(t->name) || (m->cfg.tie_embeddings && !strcmp(t->name, "lm_head.weight"))) return RM_OK;
+    for (int i = 0; i < g->n_params; i++) {
+        const rm_value *v = &g->vals[g->params[i]];
+        if (strcmp(v->name, t->name) != 0) continue;
+        int same = v->ndim == t->ndim && v->dtype == RM_DTYPE_F32;
+        for (int d = 0; same && d < v->ndim; d++) same = v->shape[d] == t->shape[d];
+        const size_t floats = v->store == RM_DTYPE_F32 ? (size_t)v->numel : ((size_t)v->numel + 1) / 2;
+        if (!same || v->param_off + floats > g->param_floats) {
+            char have[160], want[160];
+            rm_format_shape(t->ndim, t->shape, have, sizeof have);
+            rm_format_shape(v->ndim, v->shape, want, sizeof want);
+            rm_st_seterr(err, errlen, "'%s': tensor '%s' has shape %s but the session's parameter is %s (a model "
+                         "built from another config?)", m->dir, v->name, have, want);
+            return RM_ERR_ARG;
+        }
+        *param = i;
+        return RM_OK;
+    }
+    char nm[80];
+    snprintf(nm, sizeof nm, "%.60s", t->name);
+    rm_st_seterr(err, errlen, "'%s': the session has no parameter '%s' (build the model rm_hf_run_info describes)",
+                 m->dir, nm);
+    return RM_ERR_ARG;
+}
+
+rm_status rm_hf_load(rm_hf *m, rm_session *s, int *n_loaded, char *err, size_t errlen) {
+    char e[512];
+    if (n_loaded) *n_loaded = 0;
+    if (!m || !s || !s->g) {
+        rm_st_seterr(err, errlen, "rm_hf_load: m and s must not be NULL");
+        return s ? rm_session_fail(s, RM_ERR_ARG, "rm_hf_load: m must not be NULL") : RM_ERR_ARG;
+    }
+    if (s->g->n_params > 0 && !s->params) {
+        rm_st_seterr(err, errlen, "rm_hf_load: the session has no parameters (dry run)");
+        return rm_session_fail(s, RM_ERR_STATE, "rm_hf_load: the session has no parameters (dry run)");
+    }
+    int *param = malloc(((size_t)m->n_tensors + 1) * sizeof *param);
+    rm_status st = param ? RM_OK : RM_ERR_NOMEM;
+    if (!param) snprintf(e, sizeof e, "'%.300s': out of memory", m->dir);
+    for (int i = 0; i < m->n_tensors && st == RM_OK; i++) st = match(m, s, m->tensors[i].t, &param[i], e, sizeof e);
+    if (st == RM_OK) st = check_tied(m, e, sizeof e);
+    int loaded = 0;
+    for (int i = 0; i < m->n_tensors && st == RM_OK; i++) {
+        if (param[i] < 0) continue;
+        const rm_value *v = &s->g->vals[s->g->params[param[i]]];
+        int64_t bad = -1;
+        if (rm_session_state_paged(s, param[i], 0)) st = load_paged(m, &m->tensors[i], v, s, param[i], &bad, e, sizeof e);
+        else bad = load_tensor(m, &m->tensors[i], v, s->params + v->param_off);
+        if (st == RM_OK && bad >= 0) {
+            snprintf(e, sizeof e, "'%.300s': tensor '%s' has a value that is not finite (element %lld)", m->dir, v->name,
+                     (long long)bad);
+            st = RM_ERR_FORMAT;
+        }
+        loaded++;
+    }
+    free(param);
+    if (st != RM_OK) {
+        rm_st_seterr(err, errlen, "%s", e);
+        return rm_session_fail(s, st, "%s", e);
+    }
+    if (n_loaded) *n_loaded = loaded;
+    return RM_OK;
+}

@@ -1,0 +1,679 @@
+/* test_hf.c: Hugging Face model folders (rm_hf_*) without PyTorch: folders
+ * written here (config.json text, weights through the safetensors writer)
+ * in F32, F16 and BF16, one file or shards, and the ways they can be wrong:
+ * every one refused with a message, never a crash (make asan runs this).
+ * Also: the widening of F16/BF16 is exact (subnormals, signed zero), a
+ * non-finite weight is refused, a tied lm_head.weight must equal the
+ * embedding, parameters the folder lacks (LoRA adapters) keep their values,
+ * and loading a mapped folder adds about one tensor to the peak RSS, not
+ * the file (no second copy). Frozen weights kept in 2 bytes
+ * (rm_param_store): what may and may not be, the same training as fp32
+ * storage of the same values, files in and out. tests/hf_torch.py checks
+ * the numbers against PyTorch. */
+#include "check.h"
+#include "exec/exec.h"
+#include "train/hf.h"
+#include "util/half.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char tmpdir[256];
+
+typedef struct shape_cfg {
+    int layers, dim, heads, kv_heads, ffn, vocab, tie;
+} shape_cfg;
+
+static int write_text(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    if (!f) return -1;
+    fputs(text, f);
+    return fclose(f);
+}
+
+static void config_text(const shape_cfg *c, const char *extra, char *out, size_t cap) {
+    snprintf(out, cap,
+             "{\"architectures\": [\"LlamaForCausalLM\"], \"model_type\": \"llama\", \"hidden_size\": %d, "
+             "\"num_hidden_layers\": %d, \"num_attention_heads\": %d, \"num_key_value_heads\": %d, "
+             "\"intermediate_size\": %d, \"vocab_size\": %d, \"rms_norm_eps\": 1e-05, \"rope_theta\": 10000.0, "
+             "\"tie_word_embeddings\": %s, \"hidden_act\": \"silu\", \"bos_token_id\": 1%s}",
+             c->dim, c->layers, c->heads, c->kv_heads, c->ffn, c->vocab, c->tie ? "true" : "false", extra);
+}
+
+/* The model's tensors: names, shapes; data filled by value(i, k). */
+typedef struct tensors {
+    int n;
+    char names[128][96];
+    int64_t shapes[128][2];
+    int ndim[128];
+    void *data[128];
+    rm_st_tensor t[128];
+} tensors;
+
+static void add(tensors *ts, const char *name, int64_t a, int64_t b) {
+    if (ts->n >= 128) abort();
+    snprintf(ts->names[ts->n], 96, "%s", name);
+    ts->shapes[ts->n][0] = a, ts->shapes[ts->n][1] = b;
+    ts->ndim[ts->n++] = b ? 2 : 1;
+}
+
+static void model_tensors(const shape_cfg *c, tensors *ts) {
+    const int64_t C = c->dim, Ckv = c->dim / c->heads * c->kv_heads, F = c->ffn, V = c->vocab;
+    char p[96];
+    ts->n = 0;
+    add(ts, "model.embed_tokens.weight", V, C);
+    for (int l = 0; l < c->layers; l++) {
+        const char *parts[9] = {"input_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
+                                "self_attn.o_proj", "post_attention_layernorm", "mlp.gate_proj", "mlp.up_proj",
+                                "mlp.down_proj"};
+        const int64_t rows[9] = {C, C, Ckv, Ckv, C, C, F, F, C}, cols[9] = {0, C, C, C, C, 0, C, C, F};
+        for (int k = 0; k < 9; k++) {
+            snprintf(p, sizeof p, "model.layers.%d.%s.weight", l, parts[k]);
+            add(ts, p, rows[k], cols[k]);
+        }
+    }
+    add(ts, "model.norm.weight", C, 0);
+    if (!c->tie) add(ts, "lm_head.weight", V, C);
+}
+
+/* Tensor i's element k: a pattern exact in every dtype (multiples of 1/64). */
+static float value_of(int i, int64_t k) { return (float)((int)((k * 7 + i * 13) % 41) - 20) / 64.0f; }
+
+/* Writes tensors [first, last) of ts as `dtype` into path; 0 on success. */
+static int write_st(const char *path, tensors *ts, int first, int last, const char *dtype) {
+    const size_t es = strcmp(dtype, "F32") ? 2 : 4; /* I16 (a refused dtype) is written as F16 bits */
+    for (int i = first; i < last; i++) {
+        const int64_t n = ts->shapes[i][0] * (ts->ndim[i] == 2 ? ts->shapes[i][1] : 1);
+        unsigned char *b = malloc((size_t)n * es);
+        if (!b) return -1;
+        for (int64_t k = 0; k < n; k++) {
+            const float v = value_of(i, k);
+            if (es == 4) memcpy(b + 4 * k, &v, 4);
+            else {
+                uint16_t h = !strcmp(dtype, "BF16") ? rm_f32_to_bf16(v)
+                                                     : (uint16_t)(v == 0.0f ? 0 : 0); /* F16 below */
+                if (!strcmp(dtype, "F16")) { /* v = m/64, |m| <= 20: exact in half */
+                    const float a = fabsf(v);
+                    int e = 0;
+                    float m = a;
+                    while (m >= 2.0f) m /= 2, e++;
+                    while (m < 1.0f && m > 0.0f) m *= 2, e--;
+                    h = a == 0.0f ? 0 : (uint16_t)(((e + 15) << 10) | (int)((m - 1.0f) * 1024.0f));
+                    if (v < 0) h |= 0x8000;
+                }
+                b[2 * k] = (unsigned char)(h & 0xff), b[2 * k + 1] = (unsigned char)(h >> 8);
+            }
+        }
+        ts->data[i] = b;
+        ts->t[i] = (rm_st_tensor){ts->names[i], dtype, ts->ndim[i], ts->shapes[i], b, (uint64_t)n * es};
+    }
+    char err[512];
+    rm_status st = rm_st_write(path, last - first, ts->t + first, 0, NULL, NULL, err, sizeof err);
+    for (int i = first; i < last; i++) free(ts->data[i]);
+    if (st != RM_OK) fprintf(stderr, "write_st: %s\n", err);
+    return st == RM_OK ? 0 : -1;
+}
+
+/* A folder `name` with config.json (+ extra keys) and one weight file. */
+static void make_folder(const char *name, const shape_cfg *c, const char *extra, const char *dtype, char *dir,
+                        size_t cap) {
+    char path[600], cfg[2048];
+    snprintf(dir, cap, "%s/%s", tmpdir, name);
+    snprintf(path, sizeof path, "mkdir -p '%s'", dir);
+    if (system(path) != 0) return;
+    config_text(c, extra, cfg, sizeof cfg);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    write_text(path, cfg);
+    tensors ts;
+    model_tensors(c, &ts);
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    write_st(path, &ts, 0, ts.n, dtype);
+}
+
+static rm_status open_err(const char *dir, char *err, size_t cap) {
+    rm_hf *m = NULL;
+    rm_status st = rm_hf_open(dir, &m, err, cap);
+    CHECK((st == RM_OK) == (m != NULL), "rm_hf_open: handle and status agree");
+    rm_hf_close(m);
+    return st;
+}
+
+/* A session of the llama m describes (context 4, batch 1), forward only. */
+static rm_session *session_for(rm_hf *m, rm_graph **g, rm_model_io *io) {
+    rm_llama_config c;
+    memset(&c, 0, sizeof c);
+    rm_hf_llama_config(m, &c);
+    c.context = 4, c.batch = 1;
+    *g = rm_graph_new();
+    rm_session *s = NULL;
+    rm_options o;
+    rm_options_default(&o);
+    o.forward_only = 1;
+    if (rm_llama_build(*g, &c, io) != RM_OK || rm_compile(*g, &o, &s) != RM_OK)
+        fprintf(stderr, "session_for: %s\n", rm_graph_errmsg(*g));
+    return s;
+}
+
+/* Loaded values equal the pattern, in each dtype. */
+static void test_load_dtypes(void) {
+    const char *dtypes[3] = {"F32", "F16", "BF16"};
+    shape_cfg c = {2, 16, 4, 2, 24, 40, 0};
+    for (int d = 0; d < 3; d++) {
+        char dir[400], err[1024], name[32];
+        snprintf(name, sizeof name, "ok_%s", dtypes[d]);
+        make_folder(name, &c, "", dtypes[d], dir, sizeof dir);
+        rm_hf *m = NULL;
+        CHECK(rm_hf_open(dir, &m, err, sizeof err) == RM_OK, "%s: %s", dtypes[d], err);
+        if (!m) continue;
+        CHECK(rm_hf_tensor_count(m) == 2 + 9 * 2 + 1, "%s: %d tensors", dtypes[d], rm_hf_tensor_count(m));
+        rm_graph *g;
+        rm_model_io io;
+        rm_session *s = session_for(m, &g, &io);
+        int n = 0;
+        CHECK(s && rm_hf_load(m, s, &n, err, sizeof err) == RM_OK && n == 21, "%s: load %d: %s", dtypes[d], n, err);
+        tensors ts;
+        model_tensors(&c, &ts);
+        int bad = 0;
+        for (int i = 0; s && i < ts.n; i++)
+            for (int p = 0; p < rm_param_count(g); p++) {
+                rm_val v = rm_param_at(g, p);
+                if (strcmp(rm_name(g, v), ts.names[i]) != 0) continue;
+                const float *w = rm_value_data(s, v);
+                for (int64_t k = 0; k < rm_numel(g, v); k++) bad += w[k] != value_of(i, k);
+            }
+        CHECK(bad == 0, "%s: %d loaded values differ from the file's", dtypes[d], bad);
+        rm_session_free(s);
+        rm_graph_free(g);
+        rm_hf_close(m);
+    }
+}
+
+static void test_half(void) {
+    CHECK(rm_f16_to_f32(0x0001) == ldexpf(1.0f, -24), "f16 smallest subnormal");
+    CHECK(rm_f16_to_f32(0x03ff) == ldexpf(1023.0f, -24), "f16 largest subnormal");
+    CHECK(rm_f16_to_f32(0x7bff) == 65504.0f && rm_f16_to_f32(0xfbff) == -65504.0f, "f16 max");
+    CHECK(signbit(rm_f16_to_f32(0x8000)) && rm_f16_to_f32(0x8000) == 0.0f, "f16 -0");
+    CHECK(isinf(rm_f16_to_f32(0x7c00)) && isnan(rm_f16_to_f32(0x7e00)), "f16 inf, nan");
+    CHECK(rm_f16_to_f32(0x3c00) == 1.0f && rm_f16_to_f32(0x3555) == 0.25f * (1.0f + 341.0f / 1024.0f), "f16 normals");
+    CHECK(rm_bf16_to_f32(0x3f80) == 1.0f && rm_bf16_to_f32(0xc040) == -3.0f, "bf16");
+    CHECK(rm_f32_to_bf16(1.0f + ldexpf(1.0f, -8)) == 0x3f80, "bf16 ties to even (down)");
+    CHECK(rm_f32_to_bf16(1.0f + 3 * ldexpf(1.0f, -8)) == 0x3f82, "bf16 ties to even (up)");
+    CHECK(isnan(rm_bf16_to_f32(rm_f32_to_bf16(NAN))), "bf16 NaN stays NaN");
+    /* f32 -> f16: every half comes back, midpoints go to the even neighbour */
+    int bad = 0;
+    for (unsigned h = 0; h < 65536; h++) {
+        const float f = rm_f16_to_f32((uint16_t)h);
+        if (isnan(f)) {
+            bad += !isnan(rm_f16_to_f32(rm_f32_to_f16(f)));
+            continue;
+        }
+        bad += rm_f32_to_f16(f) != h;
+        if ((h & 0x7fff) < 0x7bff) {
+            const double mid = ((double)f + rm_f16_to_f32((uint16_t)(h + 1))) / 2;
+            if ((float)mid == mid) bad += rm_f32_to_f16((float)mid) != ((h & 1) ? h + 1 : h);
+        }
+    }
+    CHECK(bad == 0, "f16 rounding: %d halves or midpoints wrong", bad);
+    CHECK(rm_f32_to_f16(65520.0f) == 0x7c00 && rm_f32_to_f16(65519.0f) == 0x7bff && rm_f32_to_f16(-1e-9f) == 0x8000,
+          "f16 overflow and underflow");
+}
+
+/* Configs and folders that must be refused, each naming what is wrong. */
+static void test_refusals(void) {
+    shape_cfg c = {1, 16, 2, 1, 24, 30, 0};
+    struct { const char *extra, *word; } cfgs[] = {
+        {", \"rope_scaling\": {\"type\": \"linear\", \"factor\": 2.0}", "rope_scaling"},
+        {", \"attention_bias\": true", "attention_bias"},
+        {", \"mlp_bias\": 1", "mlp_bias"},
+        {", \"hidden_act\": \"gelu_new\"", "appears twice"},
+        {", \"attention_dropout\": 0.1", "attention_dropout"},
+        {", \"head_dim\": 16", "head_dim"},
+        {", \"rope_interleaved\": true", "rope_interleaved"},
+        {", \"quantization_config\": {}", "quantization_config"},
+        {", \"auto_map\": {\"AutoModel\": \"x.Y\"}", "auto_map"},
+        {", \"sliding_window\": 4096", "sliding_window"},
+        {", \"rms_norm_eps\": -1", "appears twice"}, /* JSON readers disagree on which one counts */
+        {", \"max_position_embeddings\": -5", "max_position_embeddings"},
+        {", \"num_key_value_heads\": 0", "appears twice"},
+        {", \"pretraining_tp\": 0", "pretraining_tp"},
+    };
+    char dir[400], err[1024], path[600];
+    for (size_t i = 0; i < sizeof cfgs / sizeof *cfgs; i++) {
+        make_folder("bad_cfg", &c, cfgs[i].extra, "BF16", dir, sizeof dir);
+        rm_status st = open_err(dir, err, sizeof err);
+        CHECK(st == RM_ERR_FORMAT && strstr(err, cfgs[i].word), "config %s: %d '%s'", cfgs[i].word, st, err);
+    }
+    /* config.json texts that are not a llama config at all */
+    const char *texts[][2] = {
+        {"", "not a JSON object"}, {"[1, 2]", "not a JSON object"}, {"{\"model_type\": \"llama\"", "not a JSON"},
+        {"{\"model_type\": \"qwen2\", \"hidden_size\": 8}", "model_type"}, {"{}", "model_type"},
+        {"{\"model_type\": \"llama\", \"hidden_size\": 1e300, \"num_hidden_layers\": 1}", "hidden_size"},
+        {"{\"model_type\": \"llama\", \"hidden_size\": 16.5}", "hidden_size"},
+        {"{\"model_type\": \"llama\", \"hidden_size\": 16, \"num_hidden_layers\": 1, \"num_attention_heads\": 3, "
+         "\"intermediate_size\": 8, \"vocab_size\": 10}", "hidden_size"},
+        {"{\"model_type\": \"llama\", \"architectures\": \"LlamaForCausalLM\"}", "architectures"},
+    };
+    for (size_t i = 0; i < sizeof texts / sizeof *texts; i++) {
+        rm_hf_config h;
+        char notes[256];
+        rm_status st = rm_hf_parse_config(texts[i][0], strlen(texts[i][0]), "config.json", &h, notes, sizeof notes,
+                                          err, sizeof err);
+        CHECK(st == RM_ERR_FORMAT && strstr(err, texts[i][1]), "config text %zu: %d '%s'", i, st, err);
+    }
+    /* unknown keys: read, listed in the notes */
+    make_folder("notes", &c, ", \"is_llama_config\": true, \"my_key\": 3, \"other\": null", "BF16", dir, sizeof dir);
+    rm_hf *m = NULL;
+    CHECK(rm_hf_open(dir, &m, err, sizeof err) == RM_OK && strstr(rm_hf_notes(m), "my_key") &&
+              strstr(rm_hf_notes(m), "other") && !strstr(rm_hf_notes(m), "is_llama_config"),
+          "notes: '%s' %s", m ? rm_hf_notes(m) : "", err);
+    rm_hf_close(m);
+    /* a folder without weights; a path that is not a folder; NULLs */
+    make_folder("no_weights", &c, "", "BF16", dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    remove(path);
+    CHECK(open_err(dir, err, sizeof err) == RM_ERR_IO && strstr(err, "model.safetensors.index.json"), "%s", err);
+    CHECK(open_err(path, err, sizeof err) == RM_ERR_IO && strstr(err, "not a folder"), "%s", err);
+    CHECK(rm_hf_open(NULL, &m, err, sizeof err) == RM_ERR_ARG && rm_hf_open(dir, NULL, err, sizeof err) == RM_ERR_ARG,
+          "NULL arguments");
+    rm_hf_close(NULL);
+    CHECK(rm_hf_tensor_count(NULL) == 0 && rm_hf_tensor(NULL, 0, NULL) == RM_ERR_ARG && rm_hf_max_positions(NULL) == 0,
+          "NULL handle");
+}
+
+/* Tensors that do not fit the config. */
+static void test_bad_tensors(void) {
+    shape_cfg c = {1, 16, 2, 1, 24, 30, 0};
+    char dir[400], err[1024], path[600];
+    tensors ts;
+    struct { int which; const char *word; } cases[] = {
+        {0, "no biases"}, {1, "is missing"}, {2, "shape"}, {3, "dtype I16"}, {4, "not part of"}, {5, "not part of"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        make_folder("bad_tensors", &c, "", "BF16", dir, sizeof dir);
+        model_tensors(&c, &ts);
+        const char *dtype = "BF16";
+        switch (cases[i].which) {
+        case 0: add(&ts, "model.layers.0.self_attn.q_proj.bias", 16, 0); break;
+        case 1: ts.n--; break; /* no lm_head.weight (untied) */
+        case 2: ts.shapes[3][0] = 16; break; /* k_proj of 16 rows, not 8 (GQA) */
+        case 3: dtype = "I16"; break;
+        case 4: add(&ts, "model.layers.1.input_layernorm.weight", 16, 0); break; /* layer past num_hidden_layers */
+        case 5: add(&ts, "model.layers.00.input_layernorm.weight", 16, 0); break; /* not canonical */
+        }
+        snprintf(path, sizeof path, "%s/model.safetensors", dir);
+        write_st(path, &ts, 0, ts.n, dtype);
+        rm_status st = open_err(dir, err, sizeof err);
+        CHECK(st == RM_ERR_FORMAT && strstr(err, cases[i].word), "tensors case %d: %d '%s'", cases[i].which, st, err);
+    }
+    /* a rotary inv_freq buffer (older checkpoints) is skipped */
+    make_folder("inv_freq", &c, "", "F32", dir, sizeof dir);
+    model_tensors(&c, &ts);
+    add(&ts, "model.layers.0.self_attn.rotary_emb.inv_freq", 4, 0);
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    write_st(path, &ts, 0, ts.n, "F32");
+    rm_hf *m = NULL;
+    CHECK(rm_hf_open(dir, &m, err, sizeof err) == RM_OK, "inv_freq: %s", err);
+    if (m) {
+        rm_graph *g;
+        rm_model_io io;
+        rm_session *s = session_for(m, &g, &io);
+        int n = 0;
+        CHECK(rm_hf_load(m, s, &n, err, sizeof err) == RM_OK && n == 12, "inv_freq: loaded %d: %s", n, err);
+        rm_session_free(s);
+        rm_graph_free(g);
+        rm_hf_close(m);
+    }
+    /* garbage in the weight file: refused by the reader */
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    write_text(path, "\x10\0\0\0\0\0\0\0{\"a\": 1}       ");
+    CHECK(open_err(dir, err, sizeof err) == RM_ERR_FORMAT && strstr(err, "model.safetensors"), "garbage: %s", err);
+}
+
+/* Shards and the index: every way they can disagree. */
+static void test_shards(void) {
+    shape_cfg c = {2, 16, 2, 2, 24, 30, 1};
+    char dir[400], err[1024], path[600], idx[8192];
+    tensors ts;
+    for (int which = 0; which < 7; which++) {
+        make_folder("shards", &c, "", "BF16", dir, sizeof dir);
+        snprintf(path, sizeof path, "%s/model.safetensors", dir);
+        remove(path);
+        model_tensors(&c, &ts);
+        const int half = ts.n / 2;
+        snprintf(path, sizeof path, "%s/a.safetensors", dir);
+        write_st(path, &ts, 0, half + (which == 3), "BF16"); /* 3: a.safetensors also holds the first of b's */
+        snprintf(path, sizeof path, "%s/b.safetensors", dir);
+        write_st(path, &ts, half, ts.n, "BF16");
+        size_t j = (size_t)snprintf(idx, sizeof idx, "{\"metadata\": {}, \"weight_map\": {");
+        for (int i = 0; i < ts.n; i++) {
+            const char *file = i < half ? "a.safetensors" : "b.safetensors";
+            if (which == 1 && i == 0) file = "b.safetensors"; /* the wrong shard */
+            if (which == 2 && i == 0) file = "c.safetensors"; /* no such file */
+            if (which == 4 && i == 0) file = "../a.safetensors";
+            if (which == 5 && i == ts.n - 1) continue;        /* a tensor b holds is not mapped */
+            j += (size_t)snprintf(idx + j, sizeof idx - j, "%s\"%s\": \"%s\"", i ? ", " : "", ts.names[i], file);
+        }
+        snprintf(idx + j, sizeof idx - j, "}}");
+        if (which == 6) snprintf(idx, sizeof idx, "{\"weight_map\": [1, 2]}");
+        snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+        write_text(path, idx);
+        rm_status st = open_err(dir, err, sizeof err);
+        const char *want[7] = {NULL, "does not hold", "c.safetensors", "does not map", "weight_map entry",
+                               "does not map", "weight_map"};
+        if (which == 0) CHECK(st == RM_OK, "two shards: %s", err);
+        else CHECK(st != RM_OK && strstr(err, want[which]), "shards case %d: %d '%s'", which, st, err);
+    }
+}
+
+/* Tied heads, non-finite weights, a session of another shape, adapters. */
+static void test_load_rules(void) {
+    shape_cfg c = {1, 16, 2, 1, 24, 30, 1};
+    char dir[400], err[1024], path[600];
+    tensors ts;
+    make_folder("tied", &c, "", "F32", dir, sizeof dir);
+    model_tensors(&c, &ts);
+    add(&ts, "lm_head.weight", 30, 16); /* saved beside the embedding: must be equal */
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    write_st(path, &ts, 0, ts.n, "F32");
+    rm_hf *m = NULL;
+    CHECK(rm_hf_open(dir, &m, err, sizeof err) == RM_OK, "tied with lm_head: %s", err);
+    rm_graph *g = NULL;
+    rm_model_io io;
+    rm_session *s = m ? session_for(m, &g, &io) : NULL;
+    CHECK(s && rm_hf_load(m, s, NULL, err, sizeof err) == RM_ERR_FORMAT && strstr(err, "lm_head.weight differs"),
+          "tied lm_head unequal: '%s'", err);
+    rm_session_free(s);
+    rm_graph_free(g);
+    rm_hf_close(m);
+
+    /* a NaN in F16 */
+    c.tie = 0;
+    make_folder("nan", &c, "", "F16", dir, sizeof dir);
+    model_tensors(&c, &ts);
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    write_st(path, &ts, 0, ts.n, "F16");
+    FILE *f = fopen(path, "r+b");
+    if (f) { /* the last tensor's last element: 0x7e00, a half NaN */
+        fseek(f, -2, SEEK_END);
+        fputc(0x00, f), fputc(0x7e, f);
+        fclose(f);
+    }
+    m = NULL;
+    CHECK(rm_hf_open(dir, &m, err, sizeof err) == RM_OK, "nan folder opens: %s", err);
+    s = m ? session_for(m, &g, &io) : NULL;
+    CHECK(s && rm_hf_load(m, s, NULL, err, sizeof err) == RM_ERR_FORMAT && strstr(err, "not finite"), "NaN: %s", err);
+    rm_session_free(s);
+    rm_graph_free(g);
+    rm_hf_close(m);
+
+    /* a session of another shape; a session with extra parameters (adapters) */
+    make_folder("rules", &c, "", "BF16", dir, sizeof dir);
+    CHECK(rm_hf_open(dir, &m, err, sizeof err) == RM_OK, "%s", err);
+    rm_llama_config other = {.layers = 1, .dim = 16, .heads = 2, .context = 4, .vocab = 30, .batch = 1, .ffn_dim = 24};
+    g = rm_graph_new();
+    rm_options o;
+    rm_options_default(&o);
+    o.forward_only = 1;
+    s = NULL;
+    if (rm_llama_build(g, &other, &io) == RM_OK && rm_compile(g, &o, &s) == RM_OK) /* kv_heads 2, not 1 */
+        CHECK(rm_hf_load(m, s, NULL, err, sizeof err) == RM_ERR_ARG && strstr(err, "k_proj"), "shape: %s", err);
+    rm_session_free(s);
+    rm_graph_free(g);
+    g = rm_graph_new();
+    rm_llama_config mine;
+    memset(&mine, 0, sizeof mine);
+    rm_hf_llama_config(m, &mine);
+    mine.context = 4, mine.batch = 1;
+    s = NULL;
+    rm_val extra = -1;
+    if (rm_llama_build(g, &mine, &io) == RM_OK) {
+        extra = rm_param(g, "adapter.weight", 1, (int64_t[]){5}, RM_INIT_ONES, 0, 0);
+        rm_compile(g, &o, &s);
+    }
+    int n = -1;
+    CHECK(s && rm_hf_load(m, s, &n, err, sizeof err) == RM_OK && n == 12, "adapters: %d loaded: %s", n, err);
+    CHECK(s && ((float *)rm_value_data(s, extra))[4] == 1.0f, "a parameter the folder lacks keeps its value");
+    CHECK(rm_hf_load(m, NULL, NULL, err, sizeof err) == RM_ERR_ARG && rm_hf_load(NULL, s, NULL, err, sizeof err) ==
+          RM_ERR_ARG, "NULL load arguments");
+    rm_session_free(s);
+    rm_graph_free(g);
+    rm_hf_close(m);
+}
+
+static long status_kib(const char *key) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long v = -1;
+    size_t k = strlen(key);
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, key, k)) v = atol(line + k + 1);
+    if (f) fclose(f);
+    return v;
+}
+
+/* Opening and loading map the file: the peak RSS grows by about a tensor,
+ * not by the file (42 MB of BF16 here; the largest tensor is 1 MB). */
+static void test_no_second_copy(void) {
+    shape_cfg c = {8, 512, 8, 8, 1024, 512, 1};
+    char dir[400], err[1024];
+    make_folder("big", &c, "", "BF16", dir, sizeof dir);
+    rm_hf *m = NULL;
+    CHECK(rm_hf_open(dir, &m, err, sizeof err) == RM_OK, "big: %s", err);
+    rm_graph *g = NULL;
+    rm_model_io io;
+    rm_session *s = m ? session_for(m, &g, &io) : NULL; /* its parameters are resident from here */
+    rm_hf_close(m);
+    FILE *f = fopen("/proc/self/clear_refs", "w"); /* "5": reset the peak RSS to the current RSS */
+    int reset = f && fputs("5", f) >= 0;
+    if (f && fclose(f) != 0) reset = 0;
+    const long before = status_kib("VmRSS:");
+    m = NULL;
+    CHECK(rm_hf_open(dir, &m, err, sizeof err) == RM_OK && s && rm_hf_load(m, s, NULL, err, sizeof err) == RM_OK,
+          "big load: %s", err);
+    const long grew = status_kib("VmHWM:") - before;
+    if (reset && before > 0)
+        CHECK(grew < 8 * 1024, "opening and loading a 42 MB file raised the peak RSS by %ld KiB", grew);
+    else printf("test_hf: cannot reset the peak RSS here; the no-second-copy check is skipped\n");
+    printf("test_hf: opening and loading 42 MB of BF16 raised the peak RSS by %.1f MiB\n", grew / 1024.0);
+    rm_session_free(s);
+    rm_graph_free(g);
+    rm_hf_close(m);
+}
+
+/* A LoRA llama (folder in BF16) with its base kept in BF16 against the same
+ * values kept in fp32: the same adapters after 3 steps; half the frozen
+ * bytes; the saved file holds BF16 weights that load back bit for bit, and
+ * into fp32 storage exactly. What may not be kept in 2 bytes is refused. */
+static void test_store(void) {
+    shape_cfg c = {2, 32, 4, 2, 48, 60, 1};
+    char dir[400], err[1024], path[600];
+    make_folder("store", &c, "", "BF16", dir, sizeof dir);
+    rm_hf *m = NULL;
+    CHECK(rm_hf_open(dir, &m, err, sizeof err) == RM_OK, "store: %s", err);
+    if (!m) return;
+    rm_graph *g[2];
+    rm_session *s[2] = {NULL, NULL};
+    rm_model_io io;
+    rm_optim *o[2] = {NULL, NULL};
+    size_t param_bytes[2] = {0, 0};
+    for (int k = 0; k < 2; k++) {
+        rm_llama_config lc;
+        memset(&lc, 0, sizeof lc);
+        rm_hf_llama_config(m, &lc);
+        lc.context = 8, lc.batch = 2, lc.lora.rank = 2, lc.lora.alpha = 4.0f;
+        g[k] = rm_graph_new();
+        int n = 0;
+        CHECK(rm_llama_build(g[k], &lc, &io) == RM_OK, "store build: %s", rm_graph_errmsg(g[k]));
+        if (k == 1) CHECK(rm_hf_store_frozen(m, g[k], &n) == RM_OK && n == 15, "store: %d kept in 2 bytes", n);
+        rm_options op;
+        rm_options_default(&op);
+        op.optim.grad_clip = 0.0f;
+        CHECK(rm_compile(g[k], &op, &s[k]) == RM_OK, "store compile: %s", rm_graph_errmsg(g[k]));
+        if (!s[k]) continue;
+        CHECK(rm_hf_load(m, s[k], NULL, err, sizeof err) == RM_OK, "store load: %s", err);
+        rm_memory_info mi;
+        rm_memory(s[k], &mi);
+        param_bytes[k] = mi.param_bytes;
+        rm_optim_new(s[k], NULL, &o[k]);
+        int32_t *tok = rm_value_data(s[k], io.tokens), *tgt = rm_value_data(s[k], io.targets);
+        for (int step = 0; step < 3; step++) {
+            for (int i = 0; i < 16; i++) tok[i] = (i * 7 + step) % 60, tgt[i] = (i * 11 + step) % 60;
+            float l;
+            CHECK(rm_step(s[k], (uint64_t)step, &l) == RM_OK && rm_optim_step(o[k], 1e-2f, NULL) == RM_OK,
+                  "store step: %s", rm_session_errmsg(s[k]));
+        }
+    }
+    if (s[0] && s[1]) {
+        int differ = 0, adapters = 0;
+        for (int i = 0; i < rm_param_count(g[0]); i++) {
+            const rm_val v = rm_param_at(g[0], i);
+            if (!rm_param_trainable(g[0], v)) continue;
+            adapters++;
+            differ += memcmp(rm_value_data(s[0], v), rm_value_data(s[1], v), (size_t)rm_numel(g[0], v) * 4) != 0;
+        }
+        CHECK(adapters == 28 && differ == 0, "store: %d of %d adapters differ between bf16 and fp32 storage", differ,
+              adapters);
+        /* the frozen bytes halve: 2 bytes a frozen weight instead of 4 */
+        CHECK(param_bytes[1] < param_bytes[0] * 0.6, "store: params %zu bytes in bf16 vs %zu in fp32",
+              param_bytes[1], param_bytes[0]);
+        const rm_val emb = rm_param_by_name(g[1], "model.embed_tokens.weight");
+        CHECK(rm_param_store_dtype(g[1], emb) == RM_DTYPE_BF16 &&
+                  rm_param_store_dtype(g[1], rm_param_by_name(g[1], "model.norm.weight")) == RM_DTYPE_F32,
+              "store: the embedding in bf16, the norms in fp32");
+        /* saved in BF16; loaded back bit for bit, and into fp32 exactly */
+        snprintf(path, sizeof path, "%s/store_state.safetensors", tmpdir);
+        CHECK(rm_save_params(s[1], path, 0, NULL, NULL, err, sizeof err) == RM_OK, "store save: %s", err);
+        rm_file *f = NULL;
+        rm_tensor_info ti = {0};
+        CHECK(rm_file_open(path, &f, err, sizeof err) == RM_OK, "%s", err);
+        for (int i = 0; f && i < rm_file_tensor_count(f); i++)
+            if (rm_file_tensor(f, i, &ti) == RM_OK && !strcmp(ti.name, "model.embed_tokens.weight")) break;
+        CHECK(f && !strcmp(ti.dtype, "BF16") && ti.bytes == 60 * 32 * 2, "store: the embedding saved as %s",
+              f ? ti.dtype : "?");
+        rm_file_close(f);
+        uint16_t before[64];
+        memcpy(before, rm_value_data(s[1], emb), sizeof before);
+        memset(rm_value_data(s[1], emb), 0, sizeof before);
+        CHECK(rm_load_params(s[1], path, err, sizeof err) == RM_OK &&
+                  memcmp(before, rm_value_data(s[1], emb), sizeof before) == 0,
+              "store: BF16 reloaded: %s", err);
+        CHECK(rm_load_params(s[0], path, err, sizeof err) == RM_OK, "store: BF16 into fp32: %s", err);
+        int wrong = 0;
+        for (int i = 0; i < 64; i++) wrong += ((float *)rm_value_data(s[0], emb))[i] != rm_bf16_to_f32(before[i]);
+        CHECK(wrong == 0, "store: BF16 widened into fp32 storage: %d wrong", wrong);
+    }
+    for (int k = 0; k < 2; k++) {
+        rm_optim_free(o[k]);
+        rm_session_free(s[k]);
+        rm_graph_free(g[k]);
+    }
+    /* refusals: not frozen; a norm's weight (rmsnorm takes fp32 only); after compile */
+    rm_graph *h = rm_graph_new();
+    rm_llama_config lc = {.layers = 1, .dim = 16, .heads = 2, .context = 4, .vocab = 20, .batch = 1};
+    rm_llama_build(h, &lc, &io);
+    const rm_val norm = rm_param_by_name(h, "model.norm.weight"), q = rm_param_by_name(h, "model.layers.0.self_attn.q_proj.weight");
+    CHECK(rm_param_store(h, q, RM_DTYPE_BF16) == RM_ERR_ARG && strstr(rm_graph_errmsg(h), "not a frozen"),
+          "store: a trainable weight: %s", rm_graph_errmsg(h));
+    rm_graph_free(h);
+    h = rm_graph_new();
+    rm_llama_build(h, &lc, &io);
+    rm_param_freeze(h, norm);
+    rm_session *sx = NULL;
+    rm_options op;
+    rm_options_default(&op);
+    CHECK(rm_param_store(h, norm, RM_DTYPE_BF16) == RM_OK && rm_compile(h, &op, &sx) == RM_ERR_ARG &&
+              strstr(rm_graph_errmsg(h), "rmsnorm"),
+          "store: a norm's weight in bf16: %s", rm_graph_errmsg(h));
+    CHECK(rm_param_store(h, norm, (rm_dtype)7) == RM_ERR_ARG, "store: dtype 7");
+    rm_session_free(sx);
+    rm_graph_free(h);
+    h = rm_graph_new();
+    rm_llama_build(h, &lc, &io);
+    rm_param_freeze(h, q);
+    int n = 0;
+    CHECK(rm_store_frozen(h, RM_DTYPE_F16, &n) == RM_OK && n == 1 && rm_compile(h, &op, &sx) == RM_OK,
+          "store: f16 q_proj: %d, %s", n, rm_graph_errmsg(h));
+    CHECK(rm_param_store(h, q, RM_DTYPE_BF16) == RM_ERR_STATE, "store: after rm_compile");
+    rm_session_free(sx);
+    rm_graph_free(h);
+    rm_hf_close(m);
+}
+
+/* A bf16-kept LoRA llama with adapter dropout under every strategy and a
+ * budget: the adapters bit-identical to `none`. */
+static void test_store_strategies(void) {
+    shape_cfg c = {3, 32, 4, 2, 48, 60, 1};
+    char dir[400], err[1024];
+    make_folder("store_strat", &c, "", "BF16", dir, sizeof dir);
+    rm_hf *m = NULL;
+    CHECK(rm_hf_open(dir, &m, err, sizeof err) == RM_OK, "store strategies: %s", err);
+    if (!m) return;
+    const char *strategies[] = {"none", "blocks", "sqrt", "selective", "revolve:2", "60%"};
+    float *first = NULL;
+    size_t n_first = 0;
+    for (int k = 0; k < 6; k++) {
+        rm_llama_config lc;
+        memset(&lc, 0, sizeof lc);
+        rm_hf_llama_config(m, &lc);
+        lc.context = 8, lc.batch = 2, lc.dropout = 0.1f, lc.lora.rank = 2, lc.lora.alpha = 4.0f, lc.lora.dropout = 0.2f;
+        rm_graph *g = rm_graph_new();
+        rm_model_io io;
+        rm_session *s = NULL;
+        rm_optim *o = NULL;
+        rm_options op;
+        rm_options_default(&op);
+        if (k == 5) op.memory_budget = strategies[k];
+        else op.checkpoint = strategies[k];
+        if (rm_llama_build(g, &lc, &io) != RM_OK || rm_hf_store_frozen(m, g, NULL) != RM_OK ||
+            rm_compile(g, &op, &s) != RM_OK || rm_hf_load(m, s, NULL, err, sizeof err) != RM_OK ||
+            rm_optim_new(s, NULL, &o) != RM_OK) {
+            CHECK(0, "store strategies %s: %s %s", strategies[k], rm_graph_errmsg(g), err);
+        } else {
+            int32_t *tok = rm_value_data(s, io.tokens), *tgt = rm_value_data(s, io.targets);
+            for (int step = 0; step < 3; step++) {
+                for (int i = 0; i < 16; i++) tok[i] = (i * 5 + step) % 60, tgt[i] = (i * 13 + step) % 60;
+                float l;
+                CHECK(rm_step(s, (uint64_t)step, &l) == RM_OK && rm_optim_step(o, 1e-2f, NULL) == RM_OK,
+                      "store strategies %s step: %s", strategies[k], rm_session_errmsg(s));
+            }
+            rm_memory_info mi;
+            rm_memory(s, &mi);
+            const float *adapters = s->params; /* the trainable parameters lie first (rm_graph_layout) */
+            const size_t bytes = mi.trainable_bytes;
+            if (k == 0) {
+                first = malloc(bytes);
+                if (first) memcpy(first, adapters, bytes);
+                n_first = bytes;
+                int moved = 0; /* the B matrices start at zero: they moved */
+                for (size_t i = 0; i < bytes / 4; i++) moved += adapters[i] != 0.0f;
+                CHECK(bytes >= 42 * 4 * 2 && moved > (int)(bytes / 8), "store strategies: %d of %zu adapter values "
+                      "nonzero", moved, bytes / 4);
+            } else {
+                CHECK(first && bytes == n_first && memcmp(first, adapters, bytes) == 0,
+                      "store strategies: %s differs from none", strategies[k]);
+            }
+        }
+        rm_optim_free(o);
+        rm_session_free(s);
+        rm_graph_free(g);
+    }
+    free(first);
+    rm_hf_close(m);
+}
+
+int main(void) {
+    if (check_tmpdir(tmpdir, sizeof tmpdir, "test_hf")) return 1;
+    test_half();
+    test_load_dtypes();
+    test_refusals();
+    test_bad_tensors();
+    test_shards();
+    test_load_rules();
+    test_no_second_copy();
+    test_store();
+    test_store_strategies();
+    check_rmdir(tmpdir);
+    return check_done("test_hf");
+}
