@@ -162,15 +162,27 @@ rm_status rm_session_set_comm_f(rm_session *s, int fcomm, int flags) {
     /* every rank starts from rank 0's parameters (the same seed gives the
      * same ones; a loaded file too); those in a scratch file (issue 20) stay
      * there: broadcasting their untouched part of the flat buffer would
-     * only make it resident */
+     * only make it resident. Each rank plans its paging from its own disk
+     * and timings, so a parameter is skipped on all ranks when any pages
+     * it: the broadcasts must match one for one. */
+    unsigned char *paged = calloc((size_t)(np ? np : 1), 1);
+    if (!paged) {
+        s->dist = NULL, free(d);
+        return rm_session_fail(s, RM_ERR_NOMEM, "out of memory for the communicator's state");
+    }
+    for (int pi = 0; pi < np; pi++) paged[pi] = (unsigned char)(rm_session_state_paged(s, pi, 0) != 0);
+    if (np) MPI_Allreduce(MPI_IN_PLACE, paged, np, MPI_UNSIGNED_CHAR, MPI_MAX, comm);
     for (int pi = 0; pi < np; pi++) {
         const rm_value *v = &s->g->vals[s->g->params[pi]];
-        if (rm_session_state_paged(s, pi, 0)) continue;
-        for (size_t off = 0, all_v = (size_t)v->numel; off < all_v; off += 1u << 30) {
-            size_t k = all_v - off < (1u << 30) ? all_v - off : (1u << 30);
-            MPI_Bcast(s->params + v->param_off + off, (int)k, MPI_FLOAT, 0, comm);
+        if (paged[pi]) continue;
+        /* bytes: a frozen parameter may be kept in 2 bytes (rm_param_store) */
+        unsigned char *w = (unsigned char *)(s->params + v->param_off);
+        for (size_t off = 0, all_b = (size_t)v->numel * rm_dtype_size(v->store); off < all_b; off += 1u << 30) {
+            size_t k = all_b - off < (1u << 30) ? all_b - off : (1u << 30);
+            MPI_Bcast(w + off, (int)k, MPI_BYTE, 0, comm);
         }
     }
+    free(paged);
     return RM_OK;
 }
 

@@ -6,6 +6,7 @@
  * what reads and writes checkpoint files needs only the file, not the
  * paging of steps.) */
 #include "exec/exec.h"
+#include "util/half.h"
 #include <stdio.h>
 #include <string.h>
 
@@ -118,6 +119,11 @@ rm_status rm_session_state_write(rm_session *s, int pi, int what, uint64_t off, 
 rm_status rm_session_param_copy(rm_session *s, int pi, float *dst) {
     const rm_value *v = &s->g->vals[s->g->params[pi]];
     const uint64_t bytes = (uint64_t)v->numel * sizeof(float);
+    if (v->store != RM_DTYPE_F32) { /* kept in 2 bytes (never paged): widened, exactly */
+        const uint16_t *h = (const uint16_t *)(s->params + v->param_off);
+        for (int64_t i = 0; i < v->numel; i++) dst[i] = v->store == RM_DTYPE_BF16 ? rm_bf16_to_f32(h[i]) : rm_f16_to_f32(h[i]);
+        return RM_OK;
+    }
     if (!rm_session_state_paged(s, pi, 0)) {
         memcpy(dst, s->params + v->param_off, (size_t)bytes);
         return RM_OK;

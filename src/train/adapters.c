@@ -175,19 +175,15 @@ rm_status rm_save_adapters(rm_session *s, const char *dir, const char *base_mode
 }
 
 /* W + s B A for the LoRA node nd, into out (OUT,IN); W, A and B copied
- * first (any of them may be in the scratch file, issue 20), a W kept in 2
- * bytes (rm_param_store, never paged) widened exactly. */
+ * first (any of them may be in the scratch file, issue 20; a W kept in 2
+ * bytes, rm_param_store, is widened exactly). */
 static rm_status merge(rm_session *s, const rm_node *nd, float *out) {
     const rm_graph *g = s->g;
     const rm_value *w = &g->vals[nd->in[1]], *a = &g->vals[nd->in[3]], *b = &g->vals[nd->in[4]];
     const int OUT = (int)w->shape[0], IN = (int)w->shape[1], r = nd->iarg[0];
     float *ba = malloc((size_t)(a->numel + b->numel) * sizeof *ba); /* B (OUT,r), then A (r,IN) */
     if (!ba) return RM_ERR_NOMEM;
-    rm_status rc = RM_OK;
-    const uint16_t *h = (const uint16_t *)(s->params + w->param_off);
-    if (w->store == RM_DTYPE_F32) rc = rm_session_param_copy(s, param_index(g, nd->in[1]), out);
-    else
-        for (int64_t i = 0; i < w->numel; i++) out[i] = w->store == RM_DTYPE_BF16 ? rm_bf16_to_f32(h[i]) : rm_f16_to_f32(h[i]);
+    rm_status rc = rm_session_param_copy(s, param_index(g, nd->in[1]), out); /* a 2-byte W widened */
     if (rc == RM_OK) rc = rm_session_param_copy(s, param_index(g, nd->in[4]), ba);
     if (rc == RM_OK) rc = rm_session_param_copy(s, param_index(g, nd->in[3]), ba + b->numel);
     if (rc == RM_OK) rm_sgemm(0, 0, OUT, IN, r, rm_lora_scale(nd), ba, r, ba + b->numel, IN, 1.0f, out, IN);
