@@ -97,7 +97,7 @@ static int config_mismatch(const cli_config_item *items, int i) {
     char mine[W], msg[1000];
     uint64_t my_digest = digest(items[i].value), *digests = malloc(sizeof *digests * (size_t)world_size);
     char *all = malloc((size_t)world_size * W);
-    if (strlen(items[i].value) < W) snprintf(mine, sizeof mine, "%s", items[i].value);
+    if (strlen(items[i].value) < W) snprintf(mine, sizeof mine, "%.95s", items[i].value); /* all of it */
     else snprintf(mine, sizeof mine, "%.60s... (digest %016llx)", items[i].value, (unsigned long long)my_digest);
     if (!all || !digests) {
         free(all), free(digests);
