@@ -195,9 +195,12 @@ wait $pid; rc=$?
 check '[ $rc -eq 143 ] && grep -q "saved t.st" err && [ "$(sha t.st)" != "$(sha t.orig)" ]' \
     "SIGTERM delivered twice at once to train: exit $rc: $(cat err)"
 # SIGHUP (a closed terminal) and SIGUSR1 (a batch system's warning) stop and save too
+# (a suite started under nohup inherits SIGHUP ignored, and remat keeps it
+# ignored, as nohup asks: the run is given the default disposition here)
+dflt=""; env --default-signal=HUP true 2>/dev/null && dflt="env --default-signal=HUP"
 for sig in HUP USR1; do
     want=$([ $sig = HUP ] && echo 129 || echo 138)
-    "$R" train --layers 1 --dim 16 --heads 2 --context 8 --batch 2 --threads 1 --steps 1000000 --save t.st \
+    $dflt "$R" train --layers 1 --dim 16 --heads 2 --context 8 --batch 2 --threads 1 --steps 1000000 --save t.st \
         --save-every 20 --keep 1 >/dev/null 2>err &
     pid=$!
     rm -f t.step*.st

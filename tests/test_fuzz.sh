@@ -81,7 +81,7 @@ fuzz fuzz_chain "$EACH_SECONDS" fuzz/corpus_chain 600 "src/plan/chainfile.c src/
 fuzz fuzz_size "$EACH_SECONDS" fuzz/corpus_size 64 "src/util/util.c"
 fuzz fuzz_args "$EACH_SECONDS" fuzz/corpus_args 1024 \
     "cli/args.c cli/guard.c" fuzz/args.dict
-fuzz fuzz_hfconfig "$EACH_SECONDS" fuzz/corpus_hfconfig 2048 "src/train/hfconfig.c src/train/safetensors.c src/util/util.c"
+fuzz fuzz_hfconfig "$EACH_SECONDS" fuzz/corpus_hfconfig 2048 "src/train/hfconfig.c src/train/safetensors.c src/util/util.c src/util/jsonerr.c"
 fuzz fuzz_graph "$EACH_SECONDS" fuzz/corpus_graph 2048 \
     "src/plan/graphfile.c src/plan/graphplan.c src/plan/graphsched.c src/plan/graphfast.c src/plan/blocks.c src/plan/schedule.c src/util/jsonerr.c src/plan/graphpage.c"
 echo "test_fuzz: $pass passed, $fail failed"
