@@ -99,7 +99,7 @@ static int split_flags(int argc, char **argv, bench_flags *bf, char **rest, int 
     memset(bf, 0, sizeof *bf);
     bf->budgets = 10, bf->rounds = 2;
     *n_rest = 0;
-    const char *strategies = DEFAULT_STRATEGIES, *seen[8] = {NULL};
+    const char *strategies = DEFAULT_STRATEGIES, *seen[sizeof with_value / sizeof *with_value] = {NULL};
     for (int i = 0; i < argc; i++) {
         const char *f = argv[i], *name, *v;
         for (int k = 0; sets[k]; k++)

@@ -24,7 +24,7 @@ static int split_flags(int argc, char **argv, plan_flags *pf, char **rest, int *
     static const char *const alone[] = {"--json", "--sweep", "--help", "-h", NULL};
     memset(pf, 0, sizeof *pf);
     *n_rest = 0;
-    const char *seen[4] = {NULL};
+    const char *seen[sizeof with_value / sizeof *with_value] = {NULL}; /* one per flag with a value */
     for (int i = 0; i < argc; i++) {
         const char *name, *v;
         int own = cli_own_flag(argc, argv, &i, with_value, alone, "plan", &name, &v);
