@@ -59,7 +59,7 @@ static void test_lora_targets(void) {
 
 static void test_sizes(void) {
     static const char *const bad[] = {" 5MiB", "5MiB ", "\t5MiB", "5MiB\n", "", " ", "1.5", "1.5B", "0x10", "0x10MiB",
-                                      "inf", "nan", "2EiB", "1.1EiB", "5 MiB ", "-5MiB", "5mib"};
+                                      "inf", "nan", "2EiB", "1.1EiB", "5 MiB ", "-5MiB", "5mib", "1e305PiB", "1e300EB"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         int64_t b = -1;
         double f = -1;

@@ -36,7 +36,7 @@ rm_status rm_parse_bytes(const char *s, double *bytes, int *percent) {
     for (size_t i = 0; i < sizeof units / sizeof *units; i++)
         if (strcmp(end, units[i].unit) == 0) {
             *bytes = v * units[i].mult;
-            return RM_OK;
+            return isfinite(*bytes) ? RM_OK : RM_ERR_ARG; /* 1e305PiB: beyond any double */
         }
     return RM_ERR_ARG;
 }
