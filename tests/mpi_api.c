@@ -8,12 +8,16 @@
  *    returns the error naming rank 1, and none waits forever;
  *  - ranks that pass different k to rm_step_accumulate: refused on both;
  *  - rank 1 alone diverging (a weight made NaN there): rm_step and
- *    rm_step_accumulate fail on both ranks, naming rank 1, not rank 0.
+ *    rm_step_accumulate fail on both ranks, naming rank 1, not rank 0;
+ *  - rank 1 alone paging to a scratch file: the losses of a run that does
+ *    not page, bit for bit.
  * Each rank prints its own "mpi_api rank R: N passed, N failed". */
 #include "remat_mpi.h"
 #include "check.h"
 
 #include <math.h>
+#include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 enum { B = 2, T = 8, K = 2, P = 2 };
@@ -26,13 +30,14 @@ typedef struct net {
 } net;
 
 /* A small GPT of batch B (dropout on), optionally fused, attached to the
- * ranks when `dist`. */
-static rm_status open_net(net *n, int accumulate, int fused, int dist) {
+ * ranks when `dist`, paging `page` (RM_PAGE_*) to `scratch` when given. */
+static rm_status open_paged_net(net *n, int accumulate, int fused, int dist, const char *scratch, int page) {
     rm_gpt_config c = {.layers = 2, .dim = 16, .heads = 2, .context = T, .vocab = 256, .batch = B, .dropout = 0.1f};
     rm_options o;
     rm_options_default(&o);
     o.threads = 1, o.seed = 7, o.accumulate = accumulate, o.fuse_optimizer = fused;
     o.optim.grad_clip = 0;
+    o.scratch_dir = scratch, o.page = page, o.scratch_bandwidth = scratch ? 1e9 : 0;
     memset(n, 0, sizeof *n);
     n->g = rm_graph_new();
     rm_status st = rm_gpt_build(n->g, &c, &n->io);
@@ -41,6 +46,10 @@ static rm_status open_net(net *n, int accumulate, int fused, int dist) {
     if (st == RM_OK) st = rm_optim_new(n->s, NULL, &n->o);
     if (st == RM_OK && fused) st = rm_optim_set_lr(n->o, 1e-2f);
     return st;
+}
+
+static rm_status open_net(net *n, int accumulate, int fused, int dist) {
+    return open_paged_net(n, accumulate, fused, dist, NULL, 0);
 }
 
 static void close_net(net *n) {
@@ -150,6 +159,35 @@ static void test_fused(int rank) {
     close_net(&u);
 }
 
+/* Rank 1 alone pages its parameters and moments (ranks plan paging from
+ * their own disks, so they may differ): the start-up broadcasts still pair
+ * up (none hangs), and each step's loss is the unpaged run's, bit for bit.
+ * The scratch folder comes from REMAT_TEST_SCRATCH (tests/test_mpi.sh: not
+ * tmpfs, which the library refuses). */
+static void test_paged_ranks(int rank) {
+    const char *dir = getenv("REMAT_TEST_SCRATCH");
+    if (!dir) {
+        printf("mpi_api rank %d: REMAT_TEST_SCRATCH unset: ranks paging differently not tried\n", rank);
+        return;
+    }
+    net p, u;
+    const int page = rank == 1 ? RM_PAGE_PARAMS | RM_PAGE_MOMENTS | RM_PAGE_ACTIVATIONS : 0;
+    CHECK(open_paged_net(&p, 0, 1, 1, dir, page) == RM_OK, "rank %d: a session paging %d: %s", rank, page,
+          rm_session_errmsg(p.s));
+    CHECK(open_net(&u, 0, 1, 1) == RM_OK, "rank %d: an unpaged one: %s", rank, rm_session_errmsg(u.s));
+    feed fp = {&p, -1, rank}, fu = {&u, -1, rank};
+    for (int step = 0; step < 3; step++) {
+        float lp = NAN, lu = NAN;
+        fill(&fp, p.s, 0, rank * B), fill(&fu, u.s, 0, rank * B);
+        CHECK(rm_step(p.s, (uint64_t)step, &lp) == RM_OK && rm_step(u.s, (uint64_t)step, &lu) == RM_OK,
+              "rank %d: step %d: %s %s", rank, step, rm_session_errmsg(p.s), rm_session_errmsg(u.s));
+        CHECK(memcmp(&lp, &lu, sizeof lp) == 0, "rank %d: step %d: loss %.9g paging rank 1, %.9g not", rank, step,
+              (double)lp, (double)lu);
+    }
+    close_net(&p);
+    close_net(&u);
+}
+
 static void test_diverging_rank(int rank) {
     net d;
     CHECK(open_net(&d, 1, 0, 1) == RM_OK, "rank %d: a session on the ranks: %s", rank, rm_session_errmsg(d.s));
@@ -180,6 +218,7 @@ int main(int argc, char **argv) {
     test_accumulate(rank);
     test_fused(rank);
     test_diverging_rank(rank);
+    test_paged_ranks(rank);
     char name[32];
     snprintf(name, sizeof name, "mpi_api rank %d", rank);
     int rc = check_done(name);

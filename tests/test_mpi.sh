@@ -167,7 +167,10 @@ fi
 
 # the library's calls from an MPI program (tests/mpi_api.c): both ranks pass
 if [ -x "$API" ]; then
-    $MPI -np 2 "$API" >api.out 2>api.err; rc=$?
+    SCR=$(mktemp -d "$(cd "$(dirname "$BUILD/remat")" && pwd)/mpi_scratch.XXXXXX") # /tmp may be tmpfs
+    REMAT_TEST_SCRATCH=$SCR $MPI -np 2 "$API" >api.out 2>api.err; rc=$?
+    check '[ -z "$(ls -A "$SCR")" ]' "tests/mpi_api.c left files in the scratch folder: $(ls -A "$SCR")"
+    rm -rf "$SCR"
     check '[ $rc -eq 0 ] && [ $(grep -c ": [1-9][0-9]* passed, 0 failed" api.out) -eq 2 ]' \
         "tests/mpi_api.c under 2 ranks: exit $rc, $(cat api.out) $(head -5 api.err)"
 else
