@@ -409,33 +409,6 @@ static int64_t load_tensor(const rm_hf *m, const rm_hf_entry *t, const rm_value 
     return -1;
 }
 
-/* Tensor t into parameter pi, which the session keeps in the scratch file
- * (issue 20; floats: a parameter kept in 2 bytes is never paged): widened
- * a block at a time into a buffer, each block written through. */
-static rm_status load_paged(const rm_hf *m, const rm_hf_entry *t, const rm_value *v, rm_session *s, int pi,
-                            int64_t *bad, char *err, size_t errlen) {
-    enum { BLOCK = 1 << 18 }; /* elements */
-    const uint64_t n = (uint64_t)v->numel, esize = rm_st_dtype_size(t->t->dtype);
-    float *buf = malloc(BLOCK * sizeof *buf);
-    rm_status st = buf ? RM_OK : RM_ERR_NOMEM;
-    for (uint64_t i0 = 0; i0 < n && st == RM_OK && *bad < 0; i0 += BLOCK) {
-        rm_st_tensor part = *t->t;
-        const uint64_t k = n - i0 < BLOCK ? n - i0 : BLOCK;
-        part.data = (const unsigned char *)t->t->data + i0 * esize;
-        part.bytes = k * esize;
-        rm_st_convert(m->files[t->file], &part, buf, k, RM_DTYPE_F32, bad);
-        rm_st_release(m->files[t->file], &part);
-        if (*bad >= 0) *bad += (int64_t)i0;
-        else st = rm_session_state_write(s, pi, 0, i0 * sizeof *buf, buf, (size_t)k * sizeof *buf);
-    }
-    free(buf);
-    if (st != RM_OK) {
-        const int k = snprintf(err, errlen, "'%.200s': cannot load '%.120s' into the scratch file: ", m->dir, v->name);
-        if (k >= 0 && (size_t)k < errlen) snprintf(err + k, errlen - (size_t)k, "%s", st == RM_ERR_NOMEM ? "out of memory" : s->errmsg);
-    }
-    return st;
-}
-
 /* A tied lm_head.weight saved beside the embedding must be the same matrix. */
 static rm_status check_tied(const rm_hf *m, char *err, size_t errlen) {
     const rm_hf_entry *head = find(m, "lm_head.weight"), *emb = find(m, "model.embed_tokens.weight");
@@ -502,8 +475,10 @@ rm_status rm_hf_load(rm_hf *m, rm_session *s, int *n_loaded, char *err, size_t e
         if (param[i] < 0) continue;
         const rm_value *v = &s->g->vals[s->g->params[param[i]]];
         int64_t bad = -1;
-        if (rm_session_state_paged(s, param[i], 0)) st = load_paged(m, &m->tensors[i], v, s, param[i], &bad, e, sizeof e);
-        else bad = load_tensor(m, &m->tensors[i], v, s->params + v->param_off);
+        if (!rm_session_state_paged(s, param[i], 0)) bad = load_tensor(m, &m->tensors[i], v, s->params + v->param_off);
+        else if ((st = rm_st_load_paged(s, m->files[m->tensors[i].file], m->tensors[i].t, param[i], 0, &bad)) != RM_OK)
+            snprintf(e, sizeof e, "'%.200s': cannot load '%.120s' into the scratch file: %.150s", m->dir, v->name,
+                     st == RM_ERR_NOMEM ? "out of memory" : s->errmsg);
         if (st == RM_OK && bad >= 0) {
             snprintf(e, sizeof e, "'%.300s': tensor '%s' has a value that is not finite (element %lld)", m->dir, v->name,
                      (long long)bad);

@@ -178,25 +178,24 @@ static const char *foreign_adapter(const rm_graph *g, const rm_st_file *f) {
     return NULL;
 }
 
-/* A tensor of f into paged state `what` of parameter i (issue 20): read a
- * piece at a time, each written to the scratch file (the arena stages the
- * units, so the pieces need a buffer of their own). */
-static rm_status load_paged(rm_session *s, const rm_st_file *f, const rm_st_tensor *t, int i, int what) {
-    enum { PIECE = 1 << 20 }; /* bytes of floats a piece */
-    const uint64_t esize = rm_st_dtype_size(t->dtype), numel = t->bytes / esize;
-    unsigned char *buf = malloc(PIECE), *raw = esize == 4 ? NULL : malloc(PIECE / 4 * esize);
-    rm_status st = buf && (esize == 4 || raw) ? RM_OK : RM_ERR_NOMEM;
-    for (uint64_t e0 = 0; e0 < numel && st == RM_OK; e0 += PIECE / 4) {
-        const uint64_t k = numel - e0 < PIECE / 4 ? numel - e0 : PIECE / 4;
-        if (esize == 4) st = rm_st_read(f, t, e0 * 4, buf, (size_t)(k * 4));
-        else { /* a BF16 or F16 tensor widened to the floats the scratch file holds */
-            rm_st_tensor part = *t;
-            int64_t bad;
-            st = rm_st_read(f, t, e0 * esize, raw, (size_t)(k * esize));
-            part.data = raw, part.bytes = k * esize;
-            if (st == RM_OK) st = rm_st_convert(f, &part, buf, k, RM_DTYPE_F32, &bad);
-        }
-        if (st == RM_OK) st = rm_session_state_write(s, i, what, e0 * 4, buf, (size_t)(k * 4));
+rm_status rm_st_load_paged(rm_session *s, const rm_st_file *f, const rm_st_tensor *t, int pi, int what,
+                           int64_t *bad) {
+    enum { BLOCK = 1 << 18 }; /* elements a piece */
+    const uint64_t esize = rm_st_dtype_size(t->dtype), n = t->bytes / esize;
+    float *buf = malloc(BLOCK * sizeof *buf);
+    unsigned char *raw = t->data ? NULL : malloc(BLOCK * esize); /* a file read, not mapped */
+    rm_status st = buf && (t->data || raw) ? RM_OK : RM_ERR_NOMEM;
+    *bad = -1;
+    for (uint64_t e0 = 0; e0 < n && st == RM_OK; e0 += BLOCK) {
+        const uint64_t k = n - e0 < BLOCK ? n - e0 : BLOCK;
+        rm_st_tensor part = *t;
+        part.data = t->data ? (const unsigned char *)t->data + e0 * esize : raw, part.bytes = k * esize;
+        if (!t->data) st = rm_st_read(f, t, e0 * esize, raw, (size_t)(k * esize));
+        int64_t b = -1;
+        if (st == RM_OK) st = rm_st_convert(f, &part, buf, k, RM_DTYPE_F32, &b); /* F32 copied, 2 bytes widened */
+        rm_st_release(f, &part); /* a mapped file's pages: dropped again */
+        if (b >= 0 && *bad < 0) *bad = (int64_t)e0 + b;
+        if (st == RM_OK) st = rm_session_state_write(s, pi, what, e0 * sizeof *buf, buf, (size_t)k * sizeof *buf);
     }
     free(buf);
     free(raw);
@@ -261,7 +260,8 @@ rm_status rm_load_from(rm_session *s, rm_optim *o, const rm_st_file *f, const ch
             const rm_st_tensor *t = src[(size_t)w * g->n_params + i];
             if (!t || !dst[w] || !t->bytes) continue;
             if (rm_session_state_paged(s, i, w)) { /* to the scratch file (issue 20) */
-                st = load_paged(s, f, t, i, w);
+                int64_t bad;
+                st = rm_st_load_paged(s, f, t, i, w, &bad);
                 if (st != RM_OK) st = param_fail(s, st, err, errlen, "cannot load '%s': %s", fname, s->errmsg);
             } else if (w == 0 && (p->store != RM_DTYPE_F32 || strcmp(t->dtype, "F32") != 0)) { /* 2 bytes on one side */
                 int64_t bad;

@@ -159,6 +159,13 @@ rm_status rm_load_from(rm_session *s, rm_optim *o, const rm_st_file *f, const ch
  * (which must live as long as t). Unchanged otherwise. */
 typedef struct rm_paged_src { rm_session *s; int pi, what; } rm_paged_src;
 void rm_st_tensor_paged(rm_session *s, int pi, int what, rm_st_tensor *t, rm_paged_src *src);
+/* params.c: tensor t of f (F32, BF16 or F16) into paged state `what` of
+ * parameter pi, a block at a time through a buffer of its own (the arena
+ * stages the paging units), widened to the floats the scratch file holds;
+ * *bad: the first element that is not finite (-1: none), loaded as it
+ * is, as rm_st_read would: the caller decides. */
+rm_status rm_st_load_paged(rm_session *s, const rm_st_file *f, const rm_st_tensor *t, int pi, int what,
+                           int64_t *bad);
 /* state.c: rm_file (remat.h), a file opened for reading. */
 struct rm_file {
     rm_st_file *st;
