@@ -67,7 +67,7 @@ LDLIBS  += $(shell pkg-config --libs libcjson 2>/dev/null || echo -lcjson)
 CFLAGS  += $(shell pkg-config --cflags nettle 2>/dev/null)
 LDLIBS  += $(shell pkg-config --libs nettle 2>/dev/null || echo -lnettle)
 
-LIB_SRC := $(sort $(wildcard src/*/*.c))
+LIB_SRC := $(sort $(wildcard src/*/*.c src/*/*/*.c))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/corpus.o
 CLI_SRC := $(sort $(wildcard cli/*.c))
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
@@ -82,7 +82,7 @@ MPI_TEST_BIN := $(if $(filter 1,$(MPI)),$(BUILD)/tests/mpi_api)
 HELPER_BIN := $(BUILD)/tests/hf_check
 EX_SRC := $(sort $(wildcard examples/*.c))
 EX_BIN := $(EX_SRC:examples/%.c=$(BUILD)/examples/%)
-HDRS := $(wildcard include/*.h src/*.h src/*/*.h tests/*.h cli/*.h)
+HDRS := $(wildcard include/*.h src/*.h src/*/*.h src/*/*/*.h tests/*.h cli/*.h)
 
 # The corpus embedded in the binary, so `remat train` with no --data needs
 # no files and no network: a fixed text (the project's docs and sources as

@@ -27,7 +27,7 @@ awk '$1 == "D" { def[$2] = $3 } $1 == "U" { use[NR] = $3 " " $2 }
      END { for (i in use) { split(use[i], u, " "); if ((u[2] in def) && def[u[2]] != u[1]) print u[1], def[u[2]] } }' \
     "$T/syms"
 }
-objs=$(ls "$BUILD"/src/*/*.o 2>/dev/null)
+objs=$(ls "$BUILD"/src/*/*.o "$BUILD"/src/*/*/*.o 2>/dev/null)
 check '[ -n "$objs" ]' "no objects under $BUILD/src: run make first"
 # shellcheck disable=SC2086
 edges $objs > "$T/edges"
@@ -35,7 +35,7 @@ n_sym=$(wc -l < "$T/edges")
 check '[ "$n_sym" -gt 0 ]' "no symbol edges between objects: is nm installed?"
 
 # include edges: "x/y.h" is src/x/y.h, a bare "y.h" is next to the includer
-for f in src/*/*.c src/*/*.h; do
+for f in src/*/*.c src/*/*.h src/*/*/*.c src/*/*/*.h; do
     sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f" | while read -r h; do
         if [ -f "src/$h" ]; then echo "$f src/$h"; elif [ -f "$(dirname "$f")/$h" ]; then echo "$f $(dirname "$f")/$h"; fi
     done

@@ -45,7 +45,7 @@ fuzz() {
     dir=$out/$name bin=$out/$name/$name
     [ -f "$dir" ] && rm -f "$dir" # an older layout kept the binary there
     mkdir -p "$dir/corpus"
-    if ! [ -x "$bin" ] || [ -n "$(find fuzz/$name.c $srcs src/*/*.h include/remat.h cli/*.h -newer "$bin" 2>/dev/null)" ]; then
+    if ! [ -x "$bin" ] || [ -n "$(find fuzz/$name.c $srcs src/*/*.h src/*/*/*.h include/remat.h cli/*.h -newer "$bin" 2>/dev/null)" ]; then
         # shellcheck disable=SC2046,SC2086
         if ! "$CLANG" -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -std=c11 \
             -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Wno-unknown-pragmas -Iinclude -Isrc -Icli \
@@ -76,13 +76,13 @@ fuzz fuzz_load "$LOAD_SECONDS" fuzz/corpus 8192 \
     "src/train/safetensors.c src/train/st_write.c src/train/checksum.c src/train/params.c src/train/optim.c src/dist/comm.c src/util/util.c src/exec/errors.c src/exec/ref.c src/util/jsonerr.c src/exec/pagestate.c src/util/scratch.c" \
     fuzz/safetensors.dict
 fuzz fuzz_data "$EACH_SECONDS" fuzz/corpus_data 4096 "src/train/data.c src/util/philox.c src/util/util.c"
-fuzz fuzz_chain "$EACH_SECONDS" fuzz/corpus_chain 600 "src/plan/chainfile.c src/plan/rotor.c src/plan/rotor_dp.c src/plan/rotor_least.c src/util/util.c src/util/jsonerr.c" \
+fuzz fuzz_chain "$EACH_SECONDS" fuzz/corpus_chain 600 "src/plan/chain/chainfile.c src/plan/rotor/rotor.c src/plan/rotor/rotor_dp.c src/plan/rotor/rotor_least.c src/util/util.c src/util/jsonerr.c" \
     fuzz/chain.dict
 fuzz fuzz_size "$EACH_SECONDS" fuzz/corpus_size 64 "src/util/util.c"
 fuzz fuzz_args "$EACH_SECONDS" fuzz/corpus_args 1024 \
     "cli/args.c cli/guard.c" fuzz/args.dict
 fuzz fuzz_hfconfig "$EACH_SECONDS" fuzz/corpus_hfconfig 2048 "src/train/hfconfig.c src/train/safetensors.c src/util/util.c src/util/jsonerr.c"
 fuzz fuzz_graph "$EACH_SECONDS" fuzz/corpus_graph 2048 \
-    "src/plan/graphfile.c src/plan/graphplan.c src/plan/graphsched.c src/plan/graphfast.c src/plan/blocks.c src/plan/schedule.c src/util/jsonerr.c src/plan/graphpage.c"
+    "src/plan/graphplan/graphfile.c src/plan/graphplan/graphplan.c src/plan/graphplan/graphsched.c src/plan/graphplan/graphfast.c src/plan/graphplan/blocks.c src/plan/schedule.c src/util/jsonerr.c src/plan/graphplan/graphpage.c"
 echo "test_fuzz: $pass passed, $fail failed"
 [ $fail -eq 0 ]

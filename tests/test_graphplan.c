@@ -9,7 +9,7 @@
  * automatic blocks cut where few bytes cross. */
 #include "check.h"
 #include "exec/exec.h"
-#include "plan/graphplan.h"
+#include "plan/graphplan/graphplan.h"
 #include <stdlib.h>
 #include <string.h>
 

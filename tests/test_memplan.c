@@ -11,7 +11,7 @@
  * same time share a byte. */
 #include "check.h"
 #include "exec/exec.h"
-#include "plan/plan.h"
+#include "program/program.h"
 #include <stdlib.h>
 #include <string.h>
 

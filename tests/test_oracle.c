@@ -19,7 +19,7 @@
  * solutions are priced by the same evaluator (cm_eval), which frees as
  * early as the program is allowed to. */
 #include "check.h"
-#include "plan/graphplan.h"
+#include "plan/graphplan/graphplan.h"
 #include <glpk.h>
 #include <math.h>
 #include <stdlib.h>

@@ -2,7 +2,7 @@
  * and against an exhaustive search over all operation sequences. */
 #include "check.h"
 #include "exec/exec.h"
-#include "plan/rotor.h"
+#include "plan/rotor/rotor.h"
 #include <math.h>
 #include <stdlib.h>
 #include <stdint.h>

@@ -6,6 +6,9 @@
 #include "graph/graph.h"
 #include "ops/ops.h"
 #include "plan/plan.h"
+#include "program/program.h"
+#include "plan/chain/chain.h"
+#include "plan/paging/paging.h"
 
 /* ---- the session ----------------------------------------------------------- */
 

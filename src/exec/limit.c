@@ -11,7 +11,7 @@
  * optimizer the gradients are arena buffers: they leave the fixed part and
  * the planner fits them into the arena with the activations. */
 #include "exec/exec.h"
-#include "plan/rotor.h"
+#include "plan/rotor/rotor.h"
 #include <stdio.h>
 #include <string.h>
 

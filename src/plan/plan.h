@@ -1,6 +1,12 @@
-/* plan/plan.h: what the plan/ folder offers: schedules (what to run in
- * which order), the chain of stages, the strategies, the instruction list
- * with its buffers, and the memory layout of the arena. */
+/* plan/plan.h: what every planner of plan/ writes: a schedule (what to run
+ * in which order), built with the primitives of schedule.c, and what they
+ * read: a measured step (rm_profile). The planners, each in its own folder
+ * with one header that says what it offers:
+ *   plan/rotor/      Rotor's dynamic program on a chain model, its least budget
+ *   plan/chain/      the chain of stages, the classic strategies, the budget planner
+ *   plan/graphplan/  the same on any graph (and its fast variant), graph files
+ *   plan/paging/     transfers to a scratch file placed into any schedule
+ * A schedule becomes an instruction list and a memory layout in program/. */
 #ifndef REMAT_PLAN_H
 #define REMAT_PLAN_H
 
@@ -15,7 +21,7 @@
  * so no 64-bit sum of them overflows. */
 #define RM_PLAN_MAX_TIME 1e30
 
-/* ---- the step program ------------------------------------------------------ */
+/* ---- what a schedule is made of ---------------------------------------------- */
 
 typedef enum rm_instr_kind {
     RM_INSTR_FORWARD = 0, /* run node's forward (first time) */
@@ -48,84 +54,6 @@ typedef struct rm_page_unit {
     uint64_t file_off;  /* MOMENTS, PARAM: its place in the scratch file, the same in every program of a
                          * session (the state's layout follows from the marks alone) */
 } rm_page_unit;
-
-/* One instruction of a step. Buffer ids index rm_program.bufs. */
-typedef struct rm_instr {
-    rm_instr_kind kind;
-    int node;
-    int in_buf[RM_MAX_IN];   /* buffer holding each input (-1: external/absent) */
-    int out_buf[RM_MAX_OUT]; /* forward: buffers defined; backward: buffers of fwd outputs read */
-    int dout_buf[RM_MAX_OUT];
-    int din_buf[RM_MAX_IN];
-    int acc[RM_MAX_IN];
-    int work_buf;            /* workspace buffer or -1 */
-    int n_free;              /* buffers whose life ends after this instruction */
-    int free_at;             /* index into rm_program.frees */
-    int n_final;             /* parameters final after this instruction (rm_program.param_final) */
-    int final_at;            /* index into rm_program.finals */
-    int io;                  /* PAGE_OUT, PAGE_IN: its transfer (rm_program.io); WAIT: the one it waits for */
-} rm_instr;
-
-/* One transfer of a step: a buffer to or from a place in the scratch file.
- * Each checksum region is one place written (a value's page-out, a unit of
- * state). */
-typedef struct rm_io_slot {
-    int buf;         /* the buffer moved */
-    int unit;
-    int write;
-    int region;
-    uint64_t off;    /* in the scratch file */
-    size_t bytes;
-} rm_io_slot;
-
-/* A buffer is one lifetime of one value in the arena: a value recomputed
- * has one buffer per computation. */
-typedef struct rm_buffer {
-    int value;       /* value id, or -1 for a workspace */
-    size_t bytes;    /* rounded up to RM_ALIGN */
-    int first, last; /* instruction indices of definition and last use */
-    size_t offset;   /* in the arena, from the memory planner */
-    int paged;       /* moved to or from the scratch file: offset and bytes multiples of RM_PAGE_ALIGN */
-} rm_buffer;
-
-typedef struct rm_program {
-    rm_instr *instrs;
-    int n_instrs, cap_instrs;
-    rm_buffer *bufs;
-    int n_bufs, cap_bufs;
-    int *frees;
-    int n_frees, cap_frees;
-    int *final_buf;         /* value -> its buffer at the end of the step, or -1 */
-    size_t peak_live_bytes; /* max over instructions of the sum of live buffers */
-    size_t arena_bytes;     /* max over buffers of offset + bytes */
-    /* Per parameter (index into g->params): the instruction after which
-     * nothing reads it or writes its gradient any more (-1: none does), and
-     * the parameters grouped by that instruction (rm_instr.final_at). The
-     * MPI overlap starts a gradient's allreduce there; a fused optimizer
-     * updates the parameter there. */
-    int *param_final, *finals;
-    int n_params;
-    /* fused (g->fuse_grads at build): each trainable parameter's gradient
-     * is an arena buffer, param_buf[i] (-1: never written), from its first
-     * backward writer to param_final[i]; else they are the session's flat
-     * gradient buffer and param_buf is all -1 */
-    int fused;
-    int *param_buf;
-    size_t peak_grad_bytes; /* fused: the parameter-gradient bytes among peak_live_bytes */
-    /* paging (issue 20): the units, the transfers, the scratch file they
-     * need (state units first, at fixed places; then one place per value
-     * paged out) and the bytes a step moves each way */
-    rm_page_unit *units;
-    int n_units;
-    rm_io_slot *io;
-    int n_io, n_regions;
-    uint64_t scratch_bytes, state_scratch_bytes;
-    uint64_t page_out_bytes, page_in_bytes;
-    uint64_t *unit_off;     /* per state unit: its place in the file (VALUE units: 0) */
-    int *param_unit;        /* per parameter: its PARAM unit, or -1 (resident) */
-} rm_program;
-
-void rm_program_free(rm_program *p);
 
 /* An ordered list of (node, forward/recompute/backward): what a strategy
  * decides. Liveness and buffers follow from the order alone. */
@@ -166,68 +94,6 @@ rm_status rm_schedule_grouped(const rm_graph *g, const int *group_first, const i
  * what the selective policy recomputes. */
 void rm_cheap_mask(const rm_graph *g, char *want);
 
-/* plan/chain.c: the graph as a chain of stages. Empty stages are skipped;
- * chain stage i covers nodes [first[i], last[i]] and receives exactly one
- * activation, input[i] (-1 for the first), from chain stage i-1.
- * A chain of units (rm_chain_units: any graph cut into contiguous node
- * ranges) hands several values from unit i to unit i+1 instead, outs[
- * out_off[i] .. out_off[i+1]), and may recompute only the nodes `want`
- * marks (out_off, outs, want are NULL for a chain of stages). */
-typedef struct rm_chain {
-    int n;
-    int *first, *last, *input, *graph_stage;
-    int *out_off, *outs;
-    char *want;
-} rm_chain;
-rm_status rm_chain_build(const rm_graph *g, rm_chain *c, char *err, size_t errlen);
-/* Units unit[node] (nondecreasing from 0) as a chain: a value produced in
- * unit i and read in unit i+1 is handed over; a node with an output read
- * two or more units later is never recomputed (kept over its whole range). */
-rm_status rm_chain_units(const rm_graph *g, const int *unit, rm_chain *c);
-void rm_chain_free(rm_chain *c);
-
-/* What the user's marks (rm_recompute_begin/end, rm_set_policy) changed in
- * a schedule. The plan only counts; the session words the notes. */
-typedef struct rm_marks {
-    int forced;  /* nodes recomputed for a mark, that the strategy would keep */
-    int kept;    /* nodes kept for a must-save mark, that the strategy would recompute */
-    int ignored; /* the graph has marks, and the strategy schedules whole stages */
-} rm_marks;
-
-/* plan/strategy.c: the schedule of a named strategy ("none", "blocks",
- * "segments:K", "sqrt", "selective", "revolve:S"). With `marks` set the
- * user's marks are applied on top and what they changed is counted there;
- * with NULL they are not applied. */
-rm_status rm_schedule_build(const rm_graph *g, const char *strategy, int backward, rm_marks *marks,
-                            rm_schedule *out, char *err, size_t errlen);
-
-/* plan/revolve.c: Griewank-Walther binomial checkpointing. */
-/* Fewest stage re-advances to reverse l stages with s slots (x0 counts as one). */
-long rm_revolve_cost(int l, int s);
-/* The closed form p(l,s) = t l - C(s+t, s+1), for tests. */
-long rm_revolve_closed_form(int l, int s);
-rm_status rm_schedule_revolve(const rm_graph *g, const rm_chain *c, int slots, rm_schedule *out,
-                              char *err, size_t errlen);
-
-/* plan/lower.c: schedule items from stage operations (plan/rotor.h). */
-struct rm_rotor_op;
-/* `outputs`: a recomputed Fall whose output the next stage reads before
- * the stage's backward rebuilds that output (as Rotor's model has it),
- * instead of reading the copy made before (held all along, which the
- * model does not count: cheaper, and larger). */
-rm_status rm_schedule_lower(const rm_graph *g, const rm_chain *c, const struct rm_rotor_op *ops, int n_ops,
-                            int outputs, rm_schedule *out, char *err, size_t errlen);
-/* The values of the stages a plan keeps on disk (Fpage: everything but the
- * stage's output), marked 1 in values (per value of g), for plan/paging.c. */
-void rm_rotor_paged_values(const rm_graph *g, const rm_chain *c, const struct rm_rotor_op *ops, int n_ops,
-                           char *values);
-
-/* plan/program.c: instructions + buffers from a schedule (liveness). */
-rm_status rm_program_build(const rm_graph *g, const rm_schedule *s, int threads,
-                           rm_program *p, char *err, size_t errlen);
-/* plan/memplan.c: offsets of the buffers in one arena. */
-void rm_memplan(rm_program *p);
-
 /* A measured training step, in ms: per graph stage (forward, backward) and
  * per node (its first forward, and its last recomputation if it had one), so
  * recomputations can be priced. The session measures it (exec/); the
@@ -243,51 +109,8 @@ static inline double rm_profile_recompute_ms(const rm_profile *p, int node) {
     return p->node_rec[node] > 0 ? p->node_rec[node] : p->node_fwd[node] * (p->cold > 0 ? p->cold : 1.0);
 }
 
-/* plan/paging.c: paging items merged into a schedule (issue 20): each
- * computation of a value `values` marks is paged out after its last reader
- * before its longest idle gap and in ahead of its first reader after it;
- * under a fused optimizer (g->fuse_grads) the AdamW moments of the
- * parameters `moments` marks are read ahead of their update in chunks,
- * updated and written back, and the parameters `params` marks (their
- * moments then paged too) are read before their readers and written back
- * after their update; a frozen parameter `params` marks (with any
- * optimizer) is only read, before its readers. Transfers are placed on a timeline of the step
- * (item_ms, the bandwidths); *stall_ms (NULL-able) is the time it predicts
- * the step waits for reads, *step_ms (NULL-able) the step's time: every
- * item at item_ms, the updates of paged state, and the waits. */
-typedef struct rm_page_opts {
-    const char *values;    /* per value (NULL: none) */
-    const char *moments;   /* per parameter (NULL: none) */
-    const char *params;    /* per parameter (NULL: none) */
-    const double *item_ms; /* per item of the schedule: its compute time, ms (NULL: 1 each) */
-    double write_bps, read_bps;
-    size_t chunk_bytes;    /* moments: the most bytes (m and v) one unit stages */
-    int forward_only;      /* a forward-only program: parameters are read, nothing is updated */
-    double update_ms_per_float; /* a fused AdamW update's time per float, ms (0: ~3 ns) */
-    /* the most bytes staged beyond what the schedule itself holds (reads
-     * issued ahead of their reader, writes not yet waited for) at any
-     * point, for reads moved earlier and waits moved later (0: no cap;
-     * what must be staged at the least is staged regardless) */
-    size_t max_staged;
-} rm_page_opts;
-rm_status rm_schedule_page(const rm_graph *g, const rm_schedule *in, const rm_page_opts *o, rm_schedule *out,
-                           double *stall_ms, double *step_ms, char *err, size_t errlen);
-/* Per item of s, an estimate of its compute time in ms: from the profile
- * (forward and recompute per node, backward per stage split by FLOPs), else
- * FLOPs at flops_per_ms; under a fused optimizer with the updates of the
- * parameters it makes final (update_ms_per_float each float; 0: ~3 ns), but those whose moments `paged` marks (per
- * parameter, NULL: none; they are UPDATE items of their own). */
-void rm_schedule_item_ms(const rm_graph *g, const rm_schedule *s, const rm_profile *prof, double flops_per_ms,
-                         double update_ms_per_float, const char *paged, double *out);
-
-/* plan/program.c: what a program's recomputations cost: ms from the
- * profile (rm_profile_recompute_ms), or FLOPs when prof is NULL. */
-double rm_recompute_cost(const rm_graph *g, const rm_program *p, const rm_profile *prof);
-
-/* plan/planner.c: the memory-budget planner, a pure function of (graph,
- * budget, profile) -> schedule. User marks are not applied to any of its
- * candidates (its guarantee is the budget; a must-save mark could break it). */
-struct rm_chain_model;
+/* What a budget planner found (plan/chain/planner.c for chains,
+ * plan/graphplan/graphbudget.c for other graphs). */
 typedef struct rm_auto_info {
     int64_t budget;            /* the budget in bytes ("50%" resolved) */
     int64_t store_all;         /* arena bytes of store-all (strategy none) */
@@ -296,49 +119,5 @@ typedef struct rm_auto_info {
     char chosen[32];           /* "rotor", or the uniform strategy that beat it */
     char blocks[256];          /* graphs that are not chains: the blocks planned (--print-plan) */
 } rm_auto_info;
-/* The fastest schedule whose arena fits `budget` ("64MiB", "1.5GiB", "50%"
- * of store-all, ...). prof: a measured step, or NULL for FLOP estimates. */
-rm_status rm_schedule_budget(const rm_graph *g, const char *budget, int threads, const rm_profile *prof,
-                             rm_schedule *out, rm_auto_info *info, char *err, size_t errlen);
-/* The same in bytes, `slots` the dynamic program's discretisation and
- * `groups` the groups of stages it runs over (0: rm_rotor_groups' choice;
- * the number of stages or more: exact); `none` is store-all's program. */
-rm_status rm_schedule_auto(const rm_graph *g, int64_t budget, int slots, int groups, int threads,
-                           const rm_profile *prof, const rm_program *none, rm_schedule *out, rm_auto_info *info,
-                           char *err, size_t errlen);
-rm_status rm_chain_model_from_graph(const rm_graph *g, const rm_chain *c, const rm_profile *prof, int threads,
-                                    const rm_program *store_all, struct rm_chain_model *m);
-/* The same with the second way to keep each stage (the selective policy),
- * as the budget planner uses it. */
-rm_status rm_chain_model_build(const rm_graph *g, const rm_chain *c, const rm_profile *prof, int threads,
-                               const rm_program *store_all, struct rm_chain_model *m);
-/* The chain's plan at `budget` over Rotor's ways to keep a stage and a third
- * (issue 20): kept on disk, all but its output written to a scratch file
- * after its forward and read back for its backward, at ms_per_byte and
- * latency_ms a transfer (times in the model's units: units_per_ms, 1 with a
- * profile). Exact chains only (RM_ERR_ARG otherwise); RM_ERR_BUDGET when
- * nothing fits. values (per value, zeroed by the caller) gets the values
- * the plan pages; the schedule is the lowering, to be paged with them
- * (plan/paging.c), laid out and checked by the caller. */
-rm_status rm_schedule_chain_paged(const rm_graph *g, int64_t budget, int threads, const rm_profile *prof,
-                                  double ms_per_byte, double latency_ms, double units_per_ms, rm_schedule *out,
-                                  char *values, char *err, size_t errlen);
-
-/* plan/planfit.c: Rotor's plans checked on the engine's arena. */
-typedef struct rm_fit_ctx {
-    const rm_graph *g;
-    const rm_chain *c;
-    const struct rm_chain_model *m;
-    int slots, groups, threads;
-    int64_t store_all;         /* store-all's arena */
-    const rm_profile *prof;    /* prices the candidates (NULL: FLOPs) */
-} rm_fit_ctx;
-/* The cheapest plan found whose arena is at most `budget` (RM_ERR_BUDGET:
- * none). */
-rm_status rm_chain_fit(const rm_fit_ctx *x, int64_t budget, rm_schedule *out, char *err, size_t errlen);
-/* The least budget rm_chain_fit plans, to the byte: at it a plan is found
- * (*at, rm_schedule_free it), one byte below none; the same whatever budget
- * was asked (-1: none). */
-int64_t rm_chain_min_budget(const rm_fit_ctx *x, rm_schedule *at);
 
 #endif

@@ -3,7 +3,7 @@
  * input before the stage's backward. That is only a memory saving when the
  * graph is a chain at stage granularity: every stage reads activations from
  * itself and from exactly one value of the stage before it. */
-#include "plan/plan.h"
+#include "plan/chain/chain.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

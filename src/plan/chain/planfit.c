@@ -15,8 +15,8 @@
  * first behaviour, kept as it was); when that finds nothing, the plans of a
  * table filled at the budget, then of one filled at store-all (coarser
  * slots land where finer ones miss), are searched without filling again. */
-#include "plan/plan.h"
-#include "plan/rotor.h"
+#include "plan/chain/chain.h"
+#include "plan/rotor/rotor.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -16,8 +16,8 @@
  *
  * The result is a sequence of stage operations (Fck/Fn to advance, Fall + B
  * to tape and reverse, L for the last stage), lowered like a Rotor plan. */
-#include "plan/plan.h"
-#include "plan/rotor.h"
+#include "plan/chain/chain.h"
+#include "plan/rotor/rotor.h"
 #include <stdio.h>
 #include <stdlib.h>
 

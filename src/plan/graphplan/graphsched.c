@@ -1,7 +1,7 @@
 /* graphsched.c: the model of graphplan.h, the schedule of a plan and its
  * liveness (the default evaluator): what both searches (graphplan.c for
  * small graphs, graphfast.c for large ones) price plans with. */
-#include "plan/graphplan.h"
+#include "plan/graphplan/graphplan.h"
 #include <stdlib.h>
 #include <string.h>
 

@@ -15,7 +15,7 @@
  * like any other: defined by its first backward writer (which overwrites;
  * later ones add) and live until that final instruction, after which the
  * session updates the parameter and the buffer is freed. */
-#include "plan/plan.h"
+#include "program/program.h"
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -3,7 +3,7 @@
  * "ft":..,"bt":..}, ...]}, the last stage being the loss, `a` a stage's input
  * bytes; ft and bt may be omitted. The answer is JSON too. */
 #include "plan/plan.h"
-#include "plan/rotor.h"
+#include "plan/rotor/rotor.h"
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>

@@ -22,7 +22,7 @@
  *            gaps stay within the budget is safe, the most time saved
  *            first, all without pricing; one exact pricing per pass.
  * Every plan returned is priced exactly by the default evaluator. */
-#include "plan/graphplan.h"
+#include "plan/graphplan/graphplan.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -16,7 +16,7 @@
  * Buffers moved to or from the scratch file (`paged`) start at multiples
  * of RM_PAGE_ALIGN, as O_DIRECT transfers need (the arena is allocated so
  * aligned). */
-#include "plan/plan.h"
+#include "program/program.h"
 #include <stdlib.h>
 #include <string.h>
 

@@ -2,7 +2,8 @@
  * engine's graph: its model, the uniform strategies on any graph, and the
  * memory budget with the engine's guarantee (the lowered program's arena,
  * laid out by memplan, is what must fit). */
-#include "plan/graphplan.h"
+#include "plan/graphplan/graphplan.h"
+#include "plan/chain/chain.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

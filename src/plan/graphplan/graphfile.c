@@ -9,7 +9,7 @@
  * Nodes are in topological order (producer < consumer), the last one is
  * the loss; only the times and output_bytes are required. The answer is
  * JSON too: what to keep, what to recompute and how, time and peak. */
-#include "plan/graphplan.h"
+#include "plan/graphplan/graphplan.h"
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>

@@ -11,7 +11,8 @@
  * User marks (rm_recompute_begin/end, rm_set_policy) are applied on top when
  * the caller asks for them; what they changed is counted, and the session
  * words the note. */
-#include "plan/graphplan.h"
+#include "plan/chain/chain.h"
+#include "plan/graphplan/graphplan.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -21,7 +21,7 @@
  * before the value's own write is waited for. Earlier reads hide more I/O
  * and hold their buffers longer: the planner (paging is priced by
  * rm_page_predict) weighs that against recomputation. */
-#include "plan/plan.h"
+#include "plan/paging/paging.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

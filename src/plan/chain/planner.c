@@ -9,9 +9,9 @@
  * 3. Exact guarantee: the sequence is lowered to the engine's program and its
  *    arena laid out; if that exceeds the budget (the model is not the
  *    engine), the DP budget is tightened by the excess and we plan again. */
-#include "plan/plan.h"
-#include "plan/rotor.h"
-#include "plan/graphplan.h"
+#include "plan/chain/chain.h"
+#include "plan/rotor/rotor.h"
+#include "plan/graphplan/graphplan.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -4,7 +4,7 @@
  * before c and read (forward or backward) after it. Cutting where few bytes
  * cross keeps the values held between blocks small, which is what declared
  * stages give a chain (one activation between stages). */
-#include "plan/graphplan.h"
+#include "plan/graphplan/graphplan.h"
 #include <stdlib.h>
 
 /* cross[c] for every cut c in 0..n-2 (n-1 entries are written). */

@@ -22,7 +22,7 @@
  * feasible plan wins. Every candidate is priced by the evaluator, so a plan
  * is feasible for exactly the memory model the caller checks against. The
  * model, schedules and default evaluator are graphsched.c's. */
-#include "plan/graphplan.h"
+#include "plan/graphplan/graphplan.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

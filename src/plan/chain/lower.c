@@ -11,8 +11,8 @@
  * The first run of each node is a FORWARD item, later ones RECOMPUTE. The
  * difference between Fn and Fck (whether x_s stays) needs no code: x_s stays
  * exactly as long as a later item reads it. */
-#include "plan/plan.h"
-#include "plan/rotor.h"
+#include "plan/chain/chain.h"
+#include "plan/rotor/rotor.h"
 #include <stdio.h>
 #include <stdlib.h>
 

@@ -17,7 +17,7 @@
  * until the plan fits, then a local search (a candidate unpaged, or paged
  * with another lead, while that lowers the cost and fits); the cheapest plan
  * that fits wins, recompute-only ones included. */
-#include "plan/graphplan.h"
+#include "plan/graphplan/graphplan.h"
 #include <stdlib.h>
 #include <string.h>
 
