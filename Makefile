@@ -150,6 +150,11 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libremat.a $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Isrc -o $@ $< $(BUILD)/libremat.a $(LDLIBS)
 
+# bench/gemm_peak.c: the sgemm peak (cblas, linked) and rm_gemm_bf16's (libremat)
+$(BUILD)/bench/gemm_peak: bench/gemm_peak.c $(BUILD)/libremat.a $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Isrc -o $@ $< $(BUILD)/libremat.a $(LDLIBS) $(shell $(BLAS_ENV) pkg-config --libs openblas 2>/dev/null) -Wl,-rpath,$(BLAS_LIBDIR)
+
 $(BUILD)/tests/test_null_api.c: include/remat.h tests/null_api.awk
 	@mkdir -p $(dir $@)
 	$(CC) -E -P -Iinclude include/remat.h | awk -f tests/null_api.awk > $@.tmp && mv $@.tmp $@

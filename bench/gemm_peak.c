@@ -1,7 +1,12 @@
 /* gemm_peak.c: this machine's cblas_sgemm speed on matrix shapes like the
  * benchmark models', with a given thread count, as JSON on stdout.
  *
- *   gemm_peak THREADS [MxNxK[:TT] ...]
+ *   gemm_peak THREADS [bf16 | bf16-portable] [MxNxK[:TT] ...]
+ *
+ * bf16: libremat's rm_gemm_bf16 instead (the product of --precision bf16:
+ * bf16 A and B, fp32 sums and C), on the micro-kernel it picks for this
+ * processor (AVX512-BF16 where it has it); bf16-portable forces the
+ * portable micro-kernel. The FLOP count is the same 2*M*N*K.
  *
  * Row-major C (MxN) = op(A) (MxK) * op(B) (KxN); TT is two letters, N or T,
  * for op(A) and op(B) (default NT: a linear layer's forward, x @ W^T).
@@ -15,6 +20,8 @@
  * build of OpenBLAS when installed), so it measures the library remat uses. */
 #define _POSIX_C_SOURCE 200809L
 #include <cblas.h>
+#include "util/half.h"
+#include "util/util.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,12 +86,36 @@ static float *filled(size_t n, unsigned seed) {
     return p;
 }
 
+/* One call of the product measured: sgemm, or rm_gemm_bf16 on bf16 copies. */
+static void product(int bf16, const shape *s, const float *A, const float *B, const uint16_t *Ah, const uint16_t *Bh,
+                    float *C) {
+    int lda = s->ta ? s->m : s->k, ldb = s->tb ? s->k : s->n;
+    if (bf16) {
+        rm_gemm_bf16(s->ta, s->tb, s->m, s->n, s->k, 1.0f, Ah, RM_DTYPE_BF16, lda, Bh, RM_DTYPE_BF16, ldb, 0.0f, C,
+                     RM_DTYPE_F32, s->n);
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, s->ta ? CblasTrans : CblasNoTrans, s->tb ? CblasTrans : CblasNoTrans, s->m, s->n, s->k,
+                1.0f, A, lda, B, ldb, 0.0f, C, s->n);
+}
+
+static uint16_t *narrowed(const float *x, size_t n) {
+    uint16_t *h = malloc(n * sizeof *h);
+    for (size_t i = 0; h && i < n; i++) h[i] = rm_f32_to_bf16(x[i]);
+    return h;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2 || atoi(argv[1]) < 1) {
-        fprintf(stderr, "usage: %s THREADS [MxNxK[:NT] ...]\n", argv[0]);
+        fprintf(stderr, "usage: %s THREADS [bf16 | bf16-portable] [MxNxK[:NT] ...]\n", argv[0]);
         return 2;
     }
-    int threads = atoi(argv[1]);
+    int threads = atoi(argv[1]), bf16 = 0;
+    if (argc > 2 && (!strcmp(argv[2], "bf16") || !strcmp(argv[2], "bf16-portable"))) {
+        bf16 = 1;
+        rm_gemm_bf16_force_portable(!strcmp(argv[2], "bf16-portable"));
+        argv[2] = argv[1], argv++, argc--; /* the shapes follow */
+    }
 #ifdef _OPENMP
     omp_set_num_threads(threads);
 #endif
@@ -107,6 +138,8 @@ int main(int argc, char **argv) {
     const char *ct = getenv("OPENBLAS_CORETYPE"), *l2 = getenv("OPENBLAS_L2_SIZE");
     printf("{\n  \"threads\": %d,\n  \"openblas_threads\": %d,\n  \"openblas_config\": \"%s\",\n", threads,
            openblas_get_num_threads(), openblas_get_config());
+    printf("  \"precision\": \"%s\",\n  \"kernel\": \"%s\",\n", bf16 ? "bf16" : "fp32",
+           bf16 ? rm_gemm_bf16_kernel() : "cblas_sgemm");
     printf("  \"OPENBLAS_CORETYPE\": %s%s%s,\n  \"OPENBLAS_L2_SIZE\": %s%s%s,\n", ct ? "\"" : "",
            ct ? ct : "null", ct ? "\"" : "", l2 ? "\"" : "", l2 ? l2 : "null", l2 ? "\"" : "");
     printf("  \"shapes\": [\n");
@@ -119,18 +152,23 @@ int main(int argc, char **argv) {
             fprintf(stderr, "gemm_peak: out of memory for %dx%dx%d\n", s->m, s->n, s->k);
             return 1;
         }
-        int lda = s->ta ? s->m : s->k, ldb = s->tb ? s->k : s->n;
-        enum CBLAS_TRANSPOSE ta = s->ta ? CblasTrans : CblasNoTrans, tb = s->tb ? CblasTrans : CblasNoTrans;
-        cblas_sgemm(CblasRowMajor, ta, tb, s->m, s->n, s->k, 1.0f, A, lda, Bm, ldb, 0.0f, Cm, s->n);
+        uint16_t *Ah = bf16 ? narrowed(A, na) : NULL, *Bh = bf16 ? narrowed(Bm, nb) : NULL;
+        if (bf16 && (!Ah || !Bh)) {
+            fprintf(stderr, "gemm_peak: out of memory for %dx%dx%d\n", s->m, s->n, s->k);
+            return 1;
+        }
+        product(bf16, s, A, Bm, Ah, Bh, Cm);
         double best = 1e30, start = now_s();
         int calls = 0;
         while (calls < 3 || now_s() - start < 0.5) {
             double t0 = now_s();
-            cblas_sgemm(CblasRowMajor, ta, tb, s->m, s->n, s->k, 1.0f, A, lda, Bm, ldb, 0.0f, Cm, s->n);
+            product(bf16, s, A, Bm, Ah, Bh, Cm);
             double dt = now_s() - t0;
             if (dt < best) best = dt;
             calls++;
         }
+        free(Ah);
+        free(Bh);
         double gflops = 2.0 * s->m * s->n * (double)s->k / best / 1e9;
         if (gflops > peak) peak = gflops;
         printf("    {\"m\": %d, \"n\": %d, \"k\": %d, \"op\": \"%c%c\", \"what\": \"%s\", \"best_ms\": %.3f, "

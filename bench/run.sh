@@ -109,11 +109,7 @@ if [ -n "$ma" ] && [ -f "$pcdir/openblas.pc" ]; then # as the Makefile: prefer t
     export PKG_CONFIG_PATH
 fi
 if pkg-config --exists openblas 2>/dev/null; then
-    bl_cflags=$(pkg-config --cflags openblas)
-    bl_libs=$(pkg-config --libs openblas)
-    bl_dir=$(pkg-config --variable=libdir openblas)
-    # shellcheck disable=SC2086
-    $CC -O2 -std=c11 -fopenmp $bl_cflags -o "$OUT/gemm_peak" bench/gemm_peak.c $bl_libs -Wl,-rpath,"$bl_dir" -lm
+    make -s build/bench/gemm_peak >/dev/null && cp build/bench/gemm_peak "$OUT/gemm_peak" # links libremat (bf16)
     # shellcheck disable=SC2016
     measure "$OUT/gemm_peak.run.json" "sgemm peak" sh -c '"$1" "$2" > "$3"' sh "$OUT/gemm_peak" "$THREADS" "$OUT/gemm_peak.json"
 else

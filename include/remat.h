@@ -203,6 +203,16 @@ typedef struct rm_optim_config {
 /* The defaults above (AdamW, grad_clip 1.0). */
 void rm_optim_config_default(rm_optim_config *c);
 
+/* Numeric precision of a session (rm_options.precision). */
+typedef enum rm_precision { RM_PRECISION_FP32 = 0, RM_PRECISION_BF16 } rm_precision;
+/* "fp32" / "bf16" -> *out (RM_ERR_ARG with a message otherwise). */
+rm_status rm_parse_precision(const char *s, rm_precision *out, char *err, size_t errlen);
+/* "fp32", "bf16" ("?" for another value). */
+const char *rm_precision_name(rm_precision p);
+/* The one-line note for bf16 on this processor: "" where it has AVX512-BF16
+ * (products run on it), else what the portable kernel means. */
+const char *rm_bf16_note(void);
+
 typedef struct rm_options {
     int threads;            /* OpenMP and BLAS threads; 0 = all cores */
     uint64_t seed;          /* parameter init and dropout masks */
@@ -281,6 +291,23 @@ typedef struct rm_options {
      * and forcing a choice); 0: the plan chooses. Needs scratch_dir; the
      * training state (moments, parameters) needs fuse_optimizer. */
     int page;
+    /* ---- mixed precision (issue 29; docs/RECOMPUTE.md, "bf16") ----
+     * RM_PRECISION_BF16 runs as PyTorch's CPU autocast does: every matrix
+     * product (linear layers, LoRA, the head and loss, attention's two
+     * products, in the forward and both backward products) takes bf16
+     * inputs and sums in fp32; normalisations, softmax, the loss and the
+     * optimizer stay fp32, and so do the parameters (master weights), their
+     * gradients and AdamW's moments. An activation stored between a product
+     * and the pointwise or normalising op next to it (a normalisation's
+     * output, a projection's output that GELU, SwiGLU, RoPE or attention
+     * reads, attention's probabilities and output) is kept in bf16: half the
+     * bytes, so a budget keeps twice as many of them. The planner, memory
+     * limit and paging count those bytes. Recomputation, the bit-identical
+     * weights across strategies and budgets, checkpoint files and MPI hold
+     * as in fp32. RM_PRECISION_FP32 (0, the default): as before, bit for bit.
+     * Every session of one graph has the same precision (RM_ERR_ARG). */
+    rm_precision precision;
+    const char *precision_name; /* "fp32" or "bf16"; replaces precision when not NULL */
 } rm_options;
 
 /* rm_options.page: every activation whose buffer idles between two uses;

@@ -68,6 +68,19 @@ int rm_strategy_name(rm_strategy s, int param, char *out, size_t cap) {
     return n > 0 && (size_t)n < cap;
 }
 
+rm_status rm_parse_precision(const char *s, rm_precision *out, char *err, size_t errlen) {
+    if (s && out && (!strcmp(s, "fp32") || !strcmp(s, "bf16"))) {
+        *out = s[0] == 'b' ? RM_PRECISION_BF16 : RM_PRECISION_FP32;
+        return RM_OK;
+    }
+    if (err && errlen) snprintf(err, errlen, "unknown precision '%.40s' (try fp32 or bf16)", s ? s : "(null)");
+    return RM_ERR_ARG;
+}
+
+const char *rm_precision_name(rm_precision p) {
+    return p == RM_PRECISION_FP32 ? "fp32" : p == RM_PRECISION_BF16 ? "bf16" : "?";
+}
+
 rm_status rm_parse_size(const char *s, int64_t *bytes, double *fraction, char *err, size_t errlen) {
     double v;
     int percent;
@@ -122,6 +135,12 @@ rm_status rm_session_options(rm_session *s, const rm_options *o) {
     rm_options *p = &s->opt;
     if (p->checkpoint && rm_parse_strategy(p->checkpoint, &p->strategy, &p->strategy_param, err, sizeof err) != RM_OK)
         return rm_graph_fail(g, RM_ERR_ARG, "rm_compile: rm_options.checkpoint: %s", err);
+    if (p->precision_name && rm_parse_precision(p->precision_name, &p->precision, err, sizeof err) != RM_OK)
+        return rm_graph_fail(g, RM_ERR_ARG, "rm_compile: rm_options.precision_name: %s", err);
+    if (p->precision != RM_PRECISION_FP32 && p->precision != RM_PRECISION_BF16)
+        return rm_graph_fail(g, RM_ERR_ARG, "rm_compile: rm_options.precision %d is not a precision (RM_PRECISION_FP32 "
+                             "or RM_PRECISION_BF16)", (int)p->precision);
+    p->precision_name = rm_precision_name(p->precision); /* a string of the library's own */
     if (p->memory_budget && rm_parse_size(p->memory_budget, &p->budget_bytes, &p->budget_fraction, err, sizeof err))
         return rm_graph_fail(g, RM_ERR_ARG, "rm_compile: rm_options.memory_budget: %s", err);
     double frac = 0;

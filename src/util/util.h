@@ -23,6 +23,17 @@ void rm_gemm_fallback(int transA, int transB, int M, int N, int K, float alpha,
 void rm_gemm_w(int transW, int M, int N, int K, float alpha, const float *A, int lda, const void *W, rm_dtype wt,
                int ldw, float beta, float *C, int ldc, float *scratch);
 size_t rm_gemm_w_scratch(int transW, int N, int K);
+/* gemm_bf16.c: C = alpha * bf16(op(A)) bf16(op(B)) + beta * C, the product
+ * of --precision bf16: each operand F32, F16 (rounded to bf16 as it is
+ * packed) or BF16; fp32 sums in a fixed order (the same at any thread
+ * count); C F32 or BF16 (rounded once). AVX512-BF16 where the processor has
+ * it, else a portable kernel on the same packed panels. No scratch. */
+void rm_gemm_bf16(int transA, int transB, int M, int N, int K, float alpha, const void *A, rm_dtype at, int lda,
+                  const void *B, rm_dtype bt, int ldb, float beta, void *C, rm_dtype ct, int ldc);
+/* "avx512_bf16" or "portable": the micro-kernel rm_gemm_bf16 runs. */
+const char *rm_gemm_bf16_kernel(void);
+/* Tests and benchmarks: 1 runs the portable kernel even where AVX512-BF16 is. */
+void rm_gemm_bf16_force_portable(int on);
 void rm_set_threads(int n);  /* sets OpenMP and BLAS threads */
 int rm_thread_id(void);      /* this thread's index in the parallel region (0 outside one) */
 

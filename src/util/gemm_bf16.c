@@ -1,0 +1,274 @@
+/* gemm_bf16.c: the matrix product of --precision bf16 (rm_options.precision):
+ * bfloat16 inputs, fp32 sums, as PyTorch's CPU autocast runs a matmul.
+ *
+ *   C = alpha * bf16(op(A)) bf16(op(B)) + beta * C
+ *
+ * Each operand is read as bf16: a BF16 tensor as it is, an F32 (or F16)
+ * one rounded to nearest even as it is packed (an fp32 master weight, a
+ * gradient), so no bf16 copy of anything is kept. The product of two bf16
+ * is exact in fp32, and the sums are fp32 in a fixed order (k blocks in
+ * order, pairs of k in order), the same at any thread count. C is F32, or
+ * BF16: rounded once, after the whole sum.
+ *
+ * Blocking as rm_gemm_fallback's: C in tiles of MC x NC, each tile owned by
+ * one thread; for each block of KC k's, the tile's rows of op(A) and
+ * columns of op(B) are packed on the thread's stack as pairs of bf16 (k,
+ * k+1) in one 32-bit word. That is the layout of AVX512-BF16's VDPBF16PS,
+ * which multiplies 16 such pairs by a broadcast pair and adds both products
+ * into 16 fp32 sums: twice an fp32 FMA's work per instruction. Where the
+ * processor has it (detected at run time, and checked once against the
+ * portable kernel), micro-tiles of MR x NR run on it; elsewhere the same
+ * packed panels go through a portable micro-kernel (GCC vector extensions):
+ * correct, about half the speed of OpenBLAS's sgemm on AVX2 (docs/PERFORMANCE.md). */
+#include "util/half.h"
+#include "util/util.h"
+#include <math.h>
+#include <pthread.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define RM_HAVE_AVX512BF16_KERNEL 1
+#endif
+
+enum { MR = 8, NR = 32, MC = 128, NC = 128, KC = 256, KP = KC / 2 };
+
+/* ---- packing ------------------------------------------------------------- */
+
+/* op(X) seen as (rows, cols): element (i, k) at p[i*ld + k], or p[k*ld + i]
+ * when trans. */
+typedef struct operand {
+    const void *p;
+    rm_dtype t;
+    int ld, trans, rows, cols;
+} operand;
+
+/* n elements from src + off, stride apart, as bf16 bits into dst (one
+ * switch per run, not per element: the loops vectorise) */
+static void to_bf16(const operand *x, size_t off, size_t stride, int n, uint16_t *dst) {
+    if (x->t == RM_DTYPE_BF16) {
+        const uint16_t *s = (const uint16_t *)x->p + off;
+        for (int e = 0; e < n; e++) dst[e] = s[(size_t)e * stride];
+    } else if (x->t == RM_DTYPE_F16) {
+        const uint16_t *s = (const uint16_t *)x->p + off;
+        for (int e = 0; e < n; e++) dst[e] = rm_f32_to_bf16(rm_f16_to_f32(s[(size_t)e * stride]));
+    } else {
+        const float *s = (const float *)x->p + off;
+        for (int e = 0; e < n; e++) dst[e] = rm_f32_to_bf16(s[(size_t)e * stride]);
+    }
+}
+
+/* Rows [i0, i0 + blk) of op(X), k's [k0, k0 + 2 kp), in groups of R rows:
+ * per group g, per pair p, the R rows' pairs (k, k+1) as one word, low
+ * half k: out[(g * KP + p) * R + r]. Zero outside op(X), and for the k
+ * that pads an odd count. */
+static inline __attribute__((always_inline)) void pack(const operand *x, int i0, int blk, int R, int k0, int kp,
+                                                       uint32_t *out) {
+    uint16_t *o = (uint16_t *)out, run[KC > MC ? (KC > NC ? KC : NC) : (MC > NC ? MC : NC)];
+    const int nr = x->rows - i0 < blk ? x->rows - i0 : blk, nk = x->cols - k0 < 2 * kp ? x->cols - k0 : 2 * kp;
+    if (nr < blk || nk < 2 * kp) memset(out, 0, (size_t)(blk / R) * KP * R * sizeof *out);
+    if (!x->trans) { /* a row of op(X) is contiguous over k */
+        for (int i = 0; i < nr; i++) {
+            to_bf16(x, (size_t)(i0 + i) * (size_t)x->ld + (size_t)k0, 1, nk, run);
+            uint16_t *dst = o + ((size_t)(i / R) * KP * R + (size_t)(i % R)) * 2;
+            for (int p = 0; p < nk / 2; p++) dst[(size_t)p * R * 2] = run[2 * p], dst[(size_t)p * R * 2 + 1] = run[2 * p + 1];
+            if (nk & 1) dst[(size_t)(nk / 2) * R * 2] = run[nk - 1];
+        }
+        return;
+    }
+    for (int k = 0; k < nk; k++) { /* op(X)'s column k is contiguous over i */
+        to_bf16(x, (size_t)(k0 + k) * (size_t)x->ld + (size_t)i0, 1, nr, run);
+        uint16_t *dst = o + ((size_t)(k >> 1) * R) * 2 + (k & 1);
+        for (int g = 0; g * R < nr; g++)
+            for (int r = 0; r < R && g * R + r < nr; r++) dst[((size_t)g * KP * R + (size_t)r) * 2] = run[g * R + r];
+    }
+}
+
+/* ---- micro-kernels: acc (MR x NR, row stride lda) += A pairs . B pairs --- */
+
+typedef float v8f __attribute__((vector_size(32)));
+typedef uint32_t v8u __attribute__((vector_size(32)));
+
+static inline v8f lo_half(v8u w) {
+    v8u s = w << 16;
+    v8f f;
+    memcpy(&f, &s, sizeof f);
+    return f;
+}
+
+static inline v8f hi_half(v8u w) {
+    v8u s = w & 0xffff0000u;
+    v8f f;
+    memcpy(&f, &s, sizeof f);
+    return f;
+}
+
+/* One product of two bf16 is exact in fp32, so t + a*b rounds once with or
+ * without a fused multiply-add: the same bits either way, and contracting
+ * (FMA where the processor has it) is safe here. */
+__attribute__((optimize("fp-contract=fast"))) static void micro_portable(int kp, const uint32_t *a, const uint32_t *b, float *acc, int lda) {
+    for (int r0 = 0; r0 < MR; r0 += 4)
+        for (int c0 = 0; c0 < NR; c0 += 16) {
+            v8f t[4][2];
+            memset(t, 0, sizeof t);
+            for (int p = 0; p < kp; p++) {
+                v8u w0, w1;
+                memcpy(&w0, b + (size_t)p * NR + c0, sizeof w0);
+                memcpy(&w1, b + (size_t)p * NR + c0 + 8, sizeof w1);
+                const v8f b00 = lo_half(w0), b01 = hi_half(w0), b10 = lo_half(w1), b11 = hi_half(w1);
+#pragma GCC unroll 4
+                for (int r = 0; r < 4; r++) { /* unrolled: t stays in registers */
+                    const uint32_t pr = a[(size_t)p * MR + r0 + r];
+                    const v8u wv = {pr, pr, pr, pr, pr, pr, pr, pr}; /* one broadcast, then both halves */
+                    const v8f a0 = lo_half(wv), a1 = hi_half(wv);
+                    t[r][0] += a0 * b00;
+                    t[r][0] += a1 * b01;
+                    t[r][1] += a0 * b10;
+                    t[r][1] += a1 * b11;
+                }
+            }
+            for (int r = 0; r < 4; r++)
+                for (int j = 0; j < 8; j++) {
+                    acc[(size_t)(r0 + r) * lda + c0 + j] += t[r][0][j];
+                    acc[(size_t)(r0 + r) * lda + c0 + 8 + j] += t[r][1][j];
+                }
+        }
+}
+
+#ifdef RM_HAVE_AVX512BF16_KERNEL
+/* VDPBF16PS: lane j += a.lo * b[j].lo + a.hi * b[j].hi, for 16 columns. */
+__attribute__((target("avx512f,avx512bf16"))) static void micro_avx512(int kp, const uint32_t *a, const uint32_t *b,
+                                                                        float *acc, int lda) {
+    __m512 c[MR][2];
+    for (int r = 0; r < MR; r++) c[r][0] = c[r][1] = _mm512_setzero_ps();
+    for (int p = 0; p < kp; p++) {
+        const __m512bh b0 = (__m512bh)_mm512_loadu_si512(b + (size_t)p * NR);
+        const __m512bh b1 = (__m512bh)_mm512_loadu_si512(b + (size_t)p * NR + 16);
+        for (int r = 0; r < MR; r++) {
+            const __m512bh av = (__m512bh)_mm512_set1_epi32((int)a[(size_t)p * MR + r]);
+            c[r][0] = _mm512_dpbf16_ps(c[r][0], av, b0);
+            c[r][1] = _mm512_dpbf16_ps(c[r][1], av, b1);
+        }
+    }
+    for (int r = 0; r < MR; r++) {
+        float *row = acc + (size_t)r * lda;
+        _mm512_storeu_ps(row, _mm512_add_ps(_mm512_loadu_ps(row), c[r][0]));
+        _mm512_storeu_ps(row + 16, _mm512_add_ps(_mm512_loadu_ps(row + 16), c[r][1]));
+    }
+}
+#endif
+
+/* ---- choosing the micro-kernel --------------------------------------------- */
+
+typedef void (*micro_fn)(int kp, const uint32_t *a, const uint32_t *b, float *acc, int lda);
+static micro_fn micro = micro_portable;
+static int forced_portable; /* rm_gemm_bf16_force_portable (tests, benchmarks) */
+static char kernel_note[160] = "";
+static pthread_once_t kernel_once = PTHREAD_ONCE_INIT;
+
+/* A fixed micro-tile through both kernels: each sum is at most 2 * kp
+ * exact products, so the two may differ only by rounding. */
+static int kernels_agree(micro_fn fast) {
+    enum { P = 37 };
+    uint32_t a[P * MR], b[P * NR];
+    float want[MR * NR], got[MR * NR];
+    uint32_t seed = 12345u;
+    for (int i = 0; i < P * MR + P * NR; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        const float x = (float)(seed >> 8) / 8388608.0f - 1.0f, y = (float)(seed & 0xffu) / 64.0f - 2.0f;
+        const uint32_t w = rm_f32_to_bf16(x) | (uint32_t)rm_f32_to_bf16(y) << 16;
+        if (i < P * MR) a[i] = w;
+        else b[i - P * MR] = w;
+    }
+    memset(want, 0, sizeof want);
+    memset(got, 0, sizeof got);
+    micro_portable(P, a, b, want, NR);
+    fast(P, a, b, got, NR);
+    for (int i = 0; i < MR * NR; i++)
+        if (!(fabsf(got[i] - want[i]) <= 1e-4f * (1.0f + fabsf(want[i])))) return 0;
+    return 1;
+}
+
+static void choose_kernel(void) {
+#ifdef RM_HAVE_AVX512BF16_KERNEL
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512bf16")) {
+        if (kernels_agree(micro_avx512)) {
+            micro = micro_avx512;
+            return;
+        }
+        snprintf(kernel_note, sizeof kernel_note, "bf16: the AVX512-BF16 kernel failed its self-check on this "
+                 "processor; bf16 products use the portable kernel (correct, slower)");
+        return;
+    }
+#endif
+    snprintf(kernel_note, sizeof kernel_note, "bf16: this processor has no AVX512-BF16; bf16 products use the "
+             "portable kernel (correct, slower than fp32)");
+}
+
+const char *rm_gemm_bf16_kernel(void) {
+    pthread_once(&kernel_once, choose_kernel);
+    return micro != micro_portable && !forced_portable ? "avx512_bf16" : "portable";
+}
+
+const char *rm_bf16_note(void) {
+    pthread_once(&kernel_once, choose_kernel);
+    return kernel_note;
+}
+
+void rm_gemm_bf16_force_portable(int on) { forced_portable = on; }
+
+/* ---- the product ------------------------------------------------------------ */
+
+/* C tile rows [i0, i0+mc) x cols [j0, j0+nc) from its fp32 sums. */
+static void write_tile(const float *acc, int mc, int nc, float alpha, float beta, void *C, rm_dtype ct, int ldc,
+                       int i0, int j0) {
+    for (int i = 0; i < mc; i++) {
+        const float *s = acc + (size_t)i * NC;
+        const size_t at = (size_t)(i0 + i) * (size_t)ldc + (size_t)j0;
+        if (ct == RM_DTYPE_BF16) {
+            uint16_t *c = (uint16_t *)C + at;
+            for (int j = 0; j < nc; j++)
+                c[j] = rm_f32_to_bf16(beta == 0.0f ? alpha * s[j] : alpha * s[j] + beta * rm_bf16_to_f32(c[j]));
+        } else {
+            float *c = (float *)C + at;
+            if (beta == 0.0f) /* beta 0 must not propagate NaN from old C */
+                for (int j = 0; j < nc; j++) c[j] = alpha * s[j];
+            else
+                for (int j = 0; j < nc; j++) c[j] = alpha * s[j] + beta * c[j];
+        }
+    }
+}
+
+static void tile(const operand *a, const operand *bt, int K, micro_fn mk, int i0, int j0, float alpha, float beta,
+                 void *C, rm_dtype ct, int ldc) {
+    uint32_t pa[(MC / MR) * KP * MR], pb[(NC / NR) * KP * NR];
+    float acc[MC * NC];
+    const int mc = a->rows - i0 < MC ? a->rows - i0 : MC, nc = bt->rows - j0 < NC ? bt->rows - j0 : NC;
+    memset(acc, 0, sizeof acc);
+    for (int k0 = 0; k0 < K; k0 += KC) {
+        const int kp = ((K - k0 < KC ? K - k0 : KC) + 1) / 2;
+        pack(a, i0, MC, MR, k0, kp, pa);
+        pack(bt, j0, NC, NR, k0, kp, pb);
+        for (int g = 0; g * MR < mc; g++)
+            for (int h = 0; h * NR < nc; h++)
+                mk(kp, pa + (size_t)g * KP * MR, pb + (size_t)h * KP * NR, acc + (size_t)g * MR * NC + h * NR, NC);
+    }
+    write_tile(acc, mc, nc, alpha, beta, C, ct, ldc, i0, j0);
+}
+
+void rm_gemm_bf16(int transA, int transB, int M, int N, int K, float alpha, const void *A, rm_dtype at, int lda,
+                  const void *B, rm_dtype bt, int ldb, float beta, void *C, rm_dtype ct, int ldc) {
+    if (M <= 0 || N <= 0) return;
+    pthread_once(&kernel_once, choose_kernel);
+    const micro_fn mk = forced_portable ? micro_portable : micro;
+    /* op(B)^T is (N, K): its element (j, k) is op(B)(k, j) */
+    const operand a = {A, at, lda, transA, M, K}, b = {B, bt, ldb, !transB, N, K};
+    const int mt = (M + MC - 1) / MC, nt = (N + NC - 1) / NC;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (!omp_in_parallel() && mt * nt > 1)
+#endif
+    for (int t = 0; t < mt * nt; t++) tile(&a, &b, K, mk, (t / nt) * MC, (t % nt) * NC, alpha, beta, C, ct, ldc);
+}
