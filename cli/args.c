@@ -44,6 +44,7 @@ void cli_args_default(cli_args *a) {
     a->grad_clip = 1.0f;
     a->lr_schedule = "constant";
     a->checkpoint = "none";
+    a->precision = "fp32";
     a->prompt = "";
     a->tokens = 200;
     a->top_k = 0;
@@ -298,6 +299,12 @@ static int set_value(cli_args *a, const char *flag, const char *v) {
             ok = (cli_fail(2, "--lr-schedule is constant or cosine, got '%s'", v), 0);
         a->lr_schedule = v;
     } else if (IS("--checkpoint")) a->checkpoint = v;
+    else if (IS("--precision")) {
+        rm_precision p;
+        char err[128];
+        if (rm_parse_precision(v, &p, err, sizeof err) != RM_OK) ok = (cli_fail(2, "--precision: %s", err), 0);
+        a->precision = v;
+    }
     else if (IS("--memory-budget")) a->memory_budget = v;
     else if (IS("--memory-limit")) a->memory_limit = v;
     else if (IS("--scratch")) a->scratch = v;
@@ -381,6 +388,7 @@ static const struct flag_use {
     {"--adam-betas", U_TRAIN | U_BENCH, SETTING}, {"--adam-eps", U_TRAIN | U_BENCH, SETTING},
     {"--grad-clip", U_TRAIN | U_BENCH, SETTING}, {"--lr-schedule", U_TRAIN | U_BENCH, SETTING},
     {"--checkpoint", U_TRAIN | U_PLAN, 0}, {"--memory-budget", U_TRAIN | U_PLAN, 0},
+    {"--precision", U_TRAIN | U_PLAN | U_BENCH | U_EVAL, 0},
     {"--memory-limit", U_TRAIN | U_BENCH, 0}, {"--init", U_TRAIN | U_BENCH | U_EVAL, 0}, {"--save", U_TRAIN, 0},
     {"--resume", U_TRAIN, 0}, {"--save-every", U_TRAIN, 0}, {"--keep", U_TRAIN, 0}, {"--report", U_TRAIN | U_EVAL, 0},
     {"--micro-batches", U_TRAIN | U_BENCH, 0}, {"--trace", U_TRAIN, 0}, {"--trace-step", U_TRAIN, 0},

@@ -41,6 +41,7 @@ typedef struct cli_args {
     float beta1, beta2, adam_eps; /* AdamW's betas and eps */
     const char *lr_schedule;    /* constant | cosine */
     const char *checkpoint;     /* recompute strategy */
+    const char *precision;      /* fp32 | bf16 (rm_options.precision) */
     const char *memory_budget;  /* "64MiB", "50%": plan to fit (NULL: none) */
     const char *memory_limit;   /* "2GiB": the process's peak RSS (NULL: none; cli/limit.c) */
     const char *scratch;        /* --scratch DIR: page to an anonymous file there (issue 20; NULL: none) */
@@ -168,6 +169,9 @@ void cli_run_info(const cli_args *a, const char *data_name, size_t data_tokens, 
 /* The session options the flags give, with `budget` as the memory budget
  * (NULL: none). Prints a usage error and returns 2 for a bad strategy or
  * size, else 0. */
+/* --precision bf16 on a processor without AVX512-BF16: the one-line note
+ * (on stderr) that products run on the portable kernel. */
+void cli_precision_note(const cli_args *a);
 int cli_options(const cli_args *a, const char *budget, rm_options *o);
 /* --scratch, --scratch-bandwidth, --page into o (cli_options calls it); 2 after a usage error, else 0. */
 int cli_paging_options(const cli_args *a, rm_options *o);

@@ -166,6 +166,7 @@ static int budget_range(const cli_args *a, size_t *lo, size_t *hi) {
     o.threads = a->threads;
     o.memory_budget = "100%";
     o.dry_run = 1;
+    o.precision_name = a->precision; /* bf16 activations: a smaller range */
     if (st == RM_OK) st = rm_compile(g, &o, &s);
     int rc = 0;
     if (st != RM_OK) rc = cli_fail(st == RM_ERR_ARG ? 2 : 1, "%s", g ? rm_graph_errmsg(g) : "out of memory");

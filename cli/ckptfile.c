@@ -186,6 +186,7 @@ int cli_resume_args(cli_args *a, const rm_run_info *r, const char *path) {
                         path, r->model);
     model_flags(&c, r);
     train_int(&c, "--batch", &a->batch, r->batch);
+    choice(&c, "--precision", &a->precision, rm_precision_name(r->precision), 1);
     train_float(&c, "--dropout", &a->dropout, r->dropout);
     train_float(&c, "--val-fraction", &a->val_fraction, r->val_fraction);
     choice(&c, "--sampler", &a->sampler, r->sampler == RM_SAMPLE_SEQUENTIAL ? "sequential" : "random", 0);

@@ -134,6 +134,7 @@ int cli_config_items(const cli_args *a, const cli_run_identity *id, cli_config_i
     put_f(&l, "--weight-decay", a->weight_decay), put_s(&l, "--adam-betas", betas);
     put_f(&l, "--adam-eps", a->adam_eps), put_f(&l, "--grad-clip", a->grad_clip);
     put_s(&l, "--lr-schedule", a->lr_schedule), put_s(&l, "--checkpoint", a->checkpoint);
+    put_s(&l, "--precision", a->precision);
     put_s(&l, "--memory-budget", a->memory_budget), put_s(&l, "--memory-limit", a->memory_limit);
     put_path(&l, "--init", a->init), put_s(&l, "the --init file (its contents)", id->init);
     put_path(&l, "--resume", a->resume), put_s(&l, "the --resume file (its contents)", id->resume);

@@ -99,7 +99,9 @@ static int build(evaluator *e) {
     rm_options_default(&o);
     o.threads = a->threads;
     o.forward_only = 1;
+    o.precision_name = a->precision;
     if (rm_compile(e->g, &o, &e->s) != RM_OK) return cli_fail(1, "%s", rm_graph_errmsg(e->g));
+    if (!a->quiet) cli_precision_note(a);
     if (e->hf) {
         rc = cli_hf_load(e->hf, e->s, a);
         rm_hf_close(e->hf); /* unmaps its files */

@@ -32,6 +32,9 @@ static const char RECOMPUTE_FLAGS[] =
     "  --memory-budget SIZE (64MiB, 1.5GiB, 500MB, bytes, or 50% of store-all: plan to fit)\n"
     "  --print-plan (list kept and recomputed values per stage)\n"
     "  --verify-recompute (check every recomputed value equals its first computation)\n"
+    "  --precision fp32|bf16 (default fp32; bf16: matrix products take bf16 inputs and sum in fp32, as\n"
+    "    PyTorch's CPU autocast, and the activations next to them are kept in bf16: half the bytes;\n"
+    "    weights, gradients and the optimizer stay fp32; a resumed run keeps its file's)\n"
     "  --threads N (OpenMP and OpenBLAS threads; default all cores; idle threads spin\n"
     "    GOMP_SPINCOUNT=10000 pauses, then sleep, unless OMP_WAIT_POLICY or GOMP_SPINCOUNT is set)\n";
 static const char TRAIN_FLAGS[] =
@@ -74,7 +77,7 @@ static const char EVAL_FLAGS[] =
     "  --init DIR (a Hugging Face LlamaForCausalLM folder) or --load FILE (saved by remat train)\n"
     "  --data FILE (held-out tokens, read whole: llm.c token file, or raw ids with --token-bytes 2|4, or text)\n"
     "  --context T --batch B (sequential batches, every target once; --load: the file's by default)\n"
-    "  --max-batches N (0: all)  --threads N  --report FILE (.json)  --quiet\n"
+    "  --max-batches N (0: all)  --threads N  --report FILE (.json)  --quiet  --precision fp32|bf16\n"
     "  --frozen-dtype auto|f32|bf16|f16 (how the weights are kept; auto: a BF16/F16 folder's dtype)\n";
 static const char PLAN_FLAGS[] =
     "plan flags:\n"

@@ -39,6 +39,11 @@ void cli_run_info(const cli_args *a, const char *data_name, size_t data_tokens, 
     r->lora.alpha = a->lora_alpha;
     r->lora.dropout = a->lora_dropout;
     snprintf(r->lora.targets, sizeof r->lora.targets, "%s", a->lora_targets ? a->lora_targets : "");
+    rm_parse_precision(a->precision, &r->precision, NULL, 0); /* checked as the flag was read */
+}
+
+void cli_precision_note(const cli_args *a) {
+    if (!strcmp(a->precision, "bf16") && *rm_bf16_note()) fprintf(stderr, "remat: note: %s\n", rm_bf16_note());
 }
 
 int cli_options(const cli_args *a, const char *budget, rm_options *o) {
@@ -47,6 +52,7 @@ int cli_options(const cli_args *a, const char *budget, rm_options *o) {
     o->threads = a->threads;
     o->seed = a->seed;
     o->verify_recompute = a->verify_recompute;
+    o->precision_name = a->precision; /* checked as the flag was read */
     if (rm_parse_strategy(a->checkpoint, &o->strategy, &o->strategy_param, err, sizeof err) != RM_OK)
         return cli_fail(2, "--checkpoint: %s", err);
     if (budget && rm_parse_size(budget, &o->budget_bytes, &o->budget_fraction, err, sizeof err) != RM_OK)

@@ -299,6 +299,7 @@ static int build_session(trainer *t) {
                                                      : cli_fail(st == RM_ERR_ARG ? 2 : 1, "%s", rm_graph_errmsg(t->g));
     if (!a->quiet) cli_limit_print(&t->limit, t->s, stdout);
     if (*rm_plan_notes(t->s)) fputs(rm_plan_notes(t->s), stderr);
+    if (!a->quiet) cli_precision_note(a);
     if (a->print_plan && cli_dist_rank() == 0) rm_print_plan(t->s, stdout);
     int flags = (a->shard_optimizer ? RM_DIST_SHARD : 0) | (a->no_overlap ? RM_DIST_BLOCKING : 0);
     if (cli_dist_attach(t->s, flags) != RM_OK) return cli_fail(1, "%s", rm_session_errmsg(t->s));

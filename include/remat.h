@@ -1057,6 +1057,9 @@ typedef struct rm_run_info {
     /* fine-tuning: rm_run_build freezes these by name (rm_freeze_params); "" for none */
     char freeze[256], train_only[256];
     rm_lora_config lora;   /* models "llama", "gpt", "uvit" (rank 0: none) */
+    /* the precision the run trains in (rm_options.precision): a run resumes
+     * in the precision it was saved in (files without the key: fp32) */
+    rm_precision precision;
 } rm_run_info;
 /* Defaults: model "gpt", the CLI's default GPT, AdamW, constant lr 1e-3, seed 1337. */
 void rm_run_info_default(rm_run_info *r);

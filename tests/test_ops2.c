@@ -281,6 +281,8 @@ static void test_attention_matches_fused(void) {
     c2.node = &g->nodes[1];
     c2.vin[0] = &g->vals[q], c2.vin[1] = &g->vals[k], c2.vin[2] = &g->vals[v];
     c2.in[0] = Qv, c2.in[1] = Kv, c2.in[2] = Vv, c2.out[0] = O2, c2.out[1] = P2;
+    for (int j = 0; j < 2; j++) /* the outputs' shapes and dtypes, as the executor binds them */
+        c1.vout[j] = &g->vals[g->nodes[0].out[j]], c2.vout[j] = &g->vals[g->nodes[1].out[j]];
     rm_op_get(RM_OP_ATTENTION)->forward(&c1);
     rm_op_get(RM_OP_XATTENTION)->forward(&c2);
     double worst = 0;

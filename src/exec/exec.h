@@ -97,12 +97,22 @@ struct rm_session {
         double wait_ms, predicted_wait_ms;
         double predicted_step_ms; /* the paging timeline's whole step (plan/paging.c) */
     } page;
+    int precision_user;     /* counted in g->precision_users (exec/precision.c) */
     char strategy_name[32]; /* opt.checkpoint and opt.memory_budget point here */
     char budget_name[48];
     char errmsg[256];
 };
 
 rm_status rm_session_fail(rm_session *s, rm_status st, const char *fmt, ...);
+/* exec/precision.c: applies a session's precision to g (rm_compile):
+ * under RM_PRECISION_BF16 every matrix-product node gets bf16 = 1, and an
+ * activation between a product and the op next to it is stored as BF16
+ * where both ops take it so (rm_op_def.bf16_ins, bf16_outs); under FP32
+ * everything is as the builders recorded it. RM_ERR_ARG when another live
+ * session of g has the other precision. rm_graph_release: a session of g
+ * is freed. */
+rm_status rm_graph_precision(rm_graph *g, rm_precision p);
+void rm_graph_release(rm_graph *g);
 /* exec/store.c: every parameter kept in 2 bytes is read only by ops that
  * take it (rm_op_def.half_ins), else RM_ERR_ARG naming both; and n fp32
  * values w rounded into dst in dtype (BF16 or F16). */

@@ -109,8 +109,13 @@ static rm_status compile(rm_graph *g, const rm_options *o, rm_session **out) {
     }
     s->threads = s->opt.threads > 0 ? s->opt.threads : rm_default_threads();
     s->loss_seed = 1.0f;
-    if ((rc = rm_store_check(g)) != RM_OK) { /* 2-byte parameters are read only by ops that take them */
+    if ((rc = rm_graph_precision(g, s->opt.precision)) != RM_OK) { /* before anything counts a value's bytes */
         free(s);
+        return rc;
+    }
+    s->precision_user = 1, g->precision_users++;
+    if ((rc = rm_store_check(g)) != RM_OK) { /* 2-byte parameters are read only by ops that take them */
+        rm_session_free(s);
         return rc;
     }
     rm_graph_layout(g); /* trainable | state | frozen: the gradients cover the first part only */
@@ -202,6 +207,7 @@ rm_status rm_compile(rm_graph *g, const rm_options *o, rm_session **out) {
 void rm_session_free(rm_session *s) {
     if (!s) return;
     while (s->refs) rm_session_ref_detach(s->refs); /* its optimizers outlive it, detached */
+    if (s->precision_user) rm_graph_release(s->g);
     rm_program_free(&s->train);
     rm_program_free(&s->infer);
     free(s->arena);

@@ -92,6 +92,7 @@ typedef struct rm_node {
     void *custom_user;
     int needs_grad;       /* some input needs a gradient */
     int user_recompute;   /* recorded inside rm_recompute_begin/end */
+    int bf16;             /* exec/precision.c: its products take bf16 inputs (--precision bf16) */
 } rm_node;
 
 /* ---- the graph ------------------------------------------------------------ */
@@ -127,6 +128,10 @@ struct rm_graph {
      * step programs built from the graph (the planner's candidates too) give
      * parameter gradients arena buffers (plan/program.c) */
     int fuse_grads;
+    /* exec/precision.c: the precision the values' dtypes encode, and how
+     * many live sessions use it */
+    rm_precision precision;
+    int precision_users;
     rm_status status;
     char errmsg[512]; /* room for a memory limit's whole breakdown (exec/limit.c) */
 };

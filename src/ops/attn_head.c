@@ -12,10 +12,14 @@
  * Causal: the products run in row blocks of RM_ATT_BLOCK queries; block
  * [r0,r1) only meets keys [0,r1), so the upper triangle is skipped (about
  * 40% of the work at T = 256) rather than computed and thrown away. Every
- * GEMM runs on the calling thread: callers run (b,h) pairs in parallel. */
+ * GEMM runs on the calling thread: callers run (b,h) pairs in parallel.
+ * Under --precision bf16 the products take bf16 inputs and q, k, v, P and
+ * O may be kept in bf16 (rm_attn_head.bf16 and the dtypes). */
 #include "ops/ops.h"
 #include "util/fastmath.h"
+#include "util/half.h"
 #include <math.h>
+#include <string.h>
 
 static int min_int(int a, int b) { return a < b ? a : b; }
 
@@ -47,20 +51,45 @@ RM_WIDE_VECTORS static void softmax_row(float *row, int end, int Tk, const int32
     for (int j = end; j < Tk; j++) row[j] = 0.0f;
 }
 
+/* --precision bf16: the same steps with every product on rm_gemm_bf16: a
+ * row block's scores in the fp32 scratch a->s, the softmax in fp32, P
+ * rounded once as it is stored (when kept in bf16), O = P V from it. */
+static void forward_bf16(const rm_attn_head *a) {
+    for (int r0 = 0; r0 < a->Tq; r0 += RM_ATT_BLOCK) {
+        const int r1 = min_int(r0 + RM_ATT_BLOCK, a->Tq), cols = block_cols(a, r1);
+        rm_gemm_bf16(0, 1, r1 - r0, cols, a->hd, a->scale, rm_act_at(a->q, a->qt, (int64_t)r0 * a->ldq), a->qt, a->ldq,
+                     a->k, a->kt, a->ldk, 0.0f, a->s, RM_DTYPE_F32, a->Tk);
+        for (int i = r0; i < r1; i++) {
+            const int end = a->causal ? min_int(i + 1, a->Tk) : a->Tk;
+            float *row = a->s + (size_t)(i - r0) * a->Tk;
+            softmax_row(row, end, a->Tk, a->mask);
+            if (a->pt == RM_DTYPE_F32) memcpy((float *)a->p + (size_t)i * a->Tk, row, (size_t)a->Tk * sizeof *row);
+            else rm_act_write(a->p, a->pt, (int64_t)i * a->Tk, a->Tk, row);
+        }
+        rm_gemm_bf16(0, 0, r1 - r0, a->hd, cols, 1.0f, rm_act_at(a->p, a->pt, (int64_t)r0 * a->Tk), a->pt, a->Tk, a->v,
+                     a->vt, a->ldv, 0.0f, rm_act_at(a->o, a->ot, (int64_t)r0 * a->ldo), a->ot, a->ldo);
+    }
+}
+
 RM_WIDE_VECTORS void rm_attn_head_forward(const rm_attn_head *a) {
+    if (a->bf16) {
+        forward_bf16(a);
+        return;
+    }
+    const float *Q = a->q, *K = a->k, *V = a->v;
+    float *P = a->p, *O = a->o;
     const int step = a->causal ? RM_ATT_BLOCK : a->Tq;
     for (int r0 = 0; r0 < a->Tq; r0 += step) {
         const int r1 = min_int(r0 + step, a->Tq), cols = block_cols(a, r1);
-        float *p = a->p + (size_t)r0 * a->Tk; /* P[r0:r1, :] */
+        float *p = P + (size_t)r0 * a->Tk; /* P[r0:r1, :] */
         /* S[r0:r1, 0:cols] = Q[r0:r1] K[0:cols]^T * scale (cols >= 1: Tq, Tk >= 1) */
-        rm_sgemm(0, 1, r1 - r0, cols, a->hd, a->scale, a->q + (size_t)r0 * a->ldq, a->ldq, a->k, a->ldk, 0.0f, p,
-                 a->Tk);
+        rm_sgemm(0, 1, r1 - r0, cols, a->hd, a->scale, Q + (size_t)r0 * a->ldq, a->ldq, K, a->ldk, 0.0f, p, a->Tk);
         for (int i = r0; i < r1; i++) {
             const int end = a->causal ? min_int(i + 1, a->Tk) : a->Tk;
             softmax_row(p + (size_t)(i - r0) * a->Tk, end, a->Tk, a->mask);
         }
         /* O[r0:r1] = P[r0:r1, 0:cols] V[0:cols] */
-        rm_sgemm(0, 0, r1 - r0, a->hd, cols, 1.0f, p, a->Tk, a->v, a->ldv, 0.0f, a->o + (size_t)r0 * a->ldo, a->ldo);
+        rm_sgemm(0, 0, r1 - r0, a->hd, cols, 1.0f, p, a->Tk, V, a->ldv, 0.0f, O + (size_t)r0 * a->ldo, a->ldo);
     }
 }
 
@@ -76,6 +105,64 @@ static void gemm_tn_rows(int m, int hd, int k, float alpha, const float *A, int 
         for (int d = 0; d < hd; d++) C[(size_t)i * ldc + d] = beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + d];
 }
 
+/* dS[r0:r1] = P * (dP - rowsum(dP * P)) in place of dP (the softmax
+ * Jacobian), zero from the first invisible key to zc (dK's sums read
+ * dS[i, 0:zc)). */
+RM_WIDE_VECTORS static void softmax_grad(const rm_attn_head *a, float *ds, int r0, int r1, int zc) {
+    for (int i = r0; i < r1; i++) {
+        const float *pr = (const float *)a->p + (size_t)i * a->Tk;
+        float *dr = ds + (size_t)i * a->Tk;
+        const int end = a->causal ? min_int(i + 1, a->Tk) : a->Tk;
+        const float dot = rm_dotf(pr, dr, end);
+        for (int j = 0; j < end; j++) dr[j] = pr[j] * (dr[j] - dot);
+        for (int j = end; j < zc; j++) dr[j] = 0.0f;
+    }
+}
+
+/* The same with P kept in bf16
+ * (widened as it is read); zero from the first invisible key to zc. */
+static void softmax_grad_bf16(const rm_attn_head *a, float *ds, int r0, int r1, int zc) {
+    for (int i = r0; i < r1; i++) {
+        const uint16_t *pr = (const uint16_t *)a->p + (size_t)i * a->Tk;
+        float *dr = ds + (size_t)i * a->Tk, dot = 0.0f;
+        const int end = a->causal ? min_int(i + 1, a->Tk) : a->Tk;
+        for (int j = 0; j < end; j++) dot += rm_bf16_to_f32(pr[j]) * dr[j];
+        for (int j = 0; j < end; j++) dr[j] = rm_bf16_to_f32(pr[j]) * (dr[j] - dot);
+        for (int j = end; j < zc; j++) dr[j] = 0.0f;
+    }
+}
+
+/* The backward below with every product on rm_gemm_bf16 (dO and dS are
+ * fp32 and rounded as they are packed; q, k, v, P as their dtypes). */
+static void backward_bf16(const rm_attn_head *a, const float *dO, int lddo, float *ds, float *dq, float *dk, float *dv,
+                          int lddq, int lddkv, float bq, float bk, float bv) {
+    const int Tq = a->Tq, Tk = a->Tk, hd = a->hd;
+    const int rstep = a->causal ? RM_ATT_BLOCK : Tq, cstep = a->causal ? RM_ATT_BLOCK : Tk;
+    for (int r0 = 0; (dq || dk) && r0 < Tq; r0 += rstep) {
+        const int r1 = min_int(r0 + rstep, Tq), cols = block_cols(a, r1);
+        const int zc = a->causal ? min_int(r0 + rstep, Tk) : Tk;
+        float *d = ds + (size_t)r0 * Tk;
+        rm_gemm_bf16(0, 1, r1 - r0, cols, hd, 1.0f, dO + (size_t)r0 * lddo, RM_DTYPE_F32, lddo, a->v, a->vt, a->ldv,
+                     0.0f, d, RM_DTYPE_F32, Tk);
+        if (a->pt == RM_DTYPE_BF16) softmax_grad_bf16(a, ds, r0, r1, zc);
+        else softmax_grad(a, ds, r0, r1, zc);
+        if (dq)
+            rm_gemm_bf16(0, 0, r1 - r0, hd, cols, a->scale, d, RM_DTYPE_F32, Tk, a->k, a->kt, a->ldk, bq,
+                         dq + (size_t)r0 * lddq, RM_DTYPE_F32, lddq);
+    }
+    for (int c0 = 0; c0 < Tk; c0 += cstep) {
+        const int c1 = min_int(c0 + cstep, Tk), rs = a->causal ? min_int(c0, Tq) : 0;
+        const int64_t at = (int64_t)rs * Tk + c0;
+        if (dv)
+            rm_gemm_bf16(1, 0, c1 - c0, hd, Tq - rs, 1.0f, rm_act_at(a->p, a->pt, at), a->pt, Tk,
+                         dO + (size_t)rs * lddo, RM_DTYPE_F32, lddo, bv, dv + (size_t)c0 * lddkv, RM_DTYPE_F32, lddkv);
+        if (dk)
+            rm_gemm_bf16(1, 0, c1 - c0, hd, Tq - rs, a->scale, ds + at, RM_DTYPE_F32, Tk,
+                         rm_act_at(a->q, a->qt, (int64_t)rs * a->ldq), a->qt, a->ldq, bk, dk + (size_t)c0 * lddkv,
+                         RM_DTYPE_F32, lddkv);
+    }
+}
+
 /* Backward, with dO (Tq,hd) and a (Tq,Tk) scratch ds:
  *   dP = dO V^T,   dS = P * (dP - rowsum(dP * P))   (the softmax Jacobian)
  *   dQ = dS K * scale,   dK = dS^T Q * scale,   dV = P^T dO
@@ -86,6 +173,11 @@ static void gemm_tn_rows(int m, int hd, int k, float alpha, const float *A, int 
 RM_WIDE_VECTORS void rm_attn_head_backward(const rm_attn_head *a, const float *dO, int lddo, float *ds, float *dq,
                                            float *dk, float *dv, int lddq, int lddkv, float bq, float bk,
                                            float bv) {
+    if (a->bf16) {
+        backward_bf16(a, dO, lddo, ds, dq, dk, dv, lddq, lddkv, bq, bk, bv);
+        return;
+    }
+    const float *P = a->p, *Q = a->q, *K = a->k, *V = a->v;
     const int Tq = a->Tq, Tk = a->Tk, hd = a->hd;
     const int rstep = a->causal ? RM_ATT_BLOCK : Tq, cstep = a->causal ? RM_ATT_BLOCK : Tk;
     for (int r0 = 0; (dq || dk) && r0 < Tq; r0 += rstep) {
@@ -93,28 +185,21 @@ RM_WIDE_VECTORS void rm_attn_head_backward(const rm_attn_head *a, const float *d
         const int zc = a->causal ? min_int(r0 + rstep, Tk) : Tk; /* dK's sums read dS[i, 0:zc) */
         float *d = ds + (size_t)r0 * Tk;
         /* dP[r0:r1, 0:cols], then dS row by row, zero from the first invisible key to zc */
-        rm_sgemm(0, 1, r1 - r0, cols, hd, 1.0f, dO + (size_t)r0 * lddo, lddo, a->v, a->ldv, 0.0f, d, Tk);
-        for (int i = r0; i < r1; i++) {
-            const float *pr = a->p + (size_t)i * Tk;
-            float *dr = ds + (size_t)i * Tk;
-            const int end = a->causal ? min_int(i + 1, Tk) : Tk;
-            const float dot = rm_dotf(pr, dr, end);
-            for (int j = 0; j < end; j++) dr[j] = pr[j] * (dr[j] - dot);
-            for (int j = end; j < zc; j++) dr[j] = 0.0f;
-        }
+        rm_sgemm(0, 1, r1 - r0, cols, hd, 1.0f, dO + (size_t)r0 * lddo, lddo, V, a->ldv, 0.0f, d, Tk);
+        softmax_grad(a, ds, r0, r1, zc);
         /* dQ[r0:r1] = dS[r0:r1, 0:cols] K[0:cols] * scale */
         if (dq)
-            rm_sgemm(0, 0, r1 - r0, hd, cols, a->scale, d, Tk, a->k, a->ldk, bq, dq + (size_t)r0 * lddq, lddq);
+            rm_sgemm(0, 0, r1 - r0, hd, cols, a->scale, d, Tk, K, a->ldk, bq, dq + (size_t)r0 * lddq, lddq);
     }
     for (int c0 = 0; c0 < Tk; c0 += cstep) {
         const int c1 = min_int(c0 + cstep, Tk), rs = a->causal ? min_int(c0, Tq) : 0;
         const size_t at = (size_t)rs * Tk + (size_t)c0; /* P[rs:Tq, c0:c1], dS[rs:Tq, c0:c1] */
         /* dV[c0:c1] = P[rs:Tq, c0:c1]^T dO[rs:Tq];  dK[c0:c1] = dS[rs:Tq, c0:c1]^T Q[rs:Tq] * scale */
         if (dv)
-            gemm_tn_rows(c1 - c0, hd, Tq - rs, 1.0f, a->p + at, Tk, dO + (size_t)rs * lddo, lddo, bv,
+            gemm_tn_rows(c1 - c0, hd, Tq - rs, 1.0f, P + at, Tk, dO + (size_t)rs * lddo, lddo, bv,
                          dv + (size_t)c0 * lddkv, lddkv);
         if (dk)
-            gemm_tn_rows(c1 - c0, hd, Tq - rs, a->scale, ds + at, Tk, a->q + (size_t)rs * a->ldq, a->ldq, bk,
+            gemm_tn_rows(c1 - c0, hd, Tq - rs, a->scale, ds + at, Tk, Q + (size_t)rs * a->ldq, a->ldq, bk,
                          dk + (size_t)c0 * lddkv, lddkv);
     }
 }

@@ -9,7 +9,8 @@
  *
  * mean and rstd are kept as small auxiliary outputs (one float per row):
  * with them and x, the backward rebuilds xhat without storing it, and the
- * normalised output itself is never needed again.
+ * normalised output itself is never needed again. Under --precision bf16
+ * the output may be kept in bf16 (the products that read it round it so).
  */
 #include "ops/ops.h"
 #include "util/fastmath.h"
@@ -49,7 +50,9 @@ rm_val rm_layernorm(rm_graph *g, rm_val x, rm_val w, rm_val b) {
 static void layernorm_forward(const rm_kernel_ctx *c) {
     // x is (N,C), w is (C), b is (C); out is (N,C), mean is (N), rstd is (N)
     const float *x = c->in[0], *w = c->in[1], *b = c->in[2];
-    float *out = c->out[0], *mean = c->out[1], *rstd = c->out[2];
+    void *out = c->out[0];
+    float *mean = c->out[1], *rstd = c->out[2];
+    const rm_dtype yt = c->vout[0]->dtype;
     const int64_t N = rm_rows(c->vin[0]), C = rm_cols(c->vin[0]);
     const float eps = c->node->farg[0];
 #pragma omp parallel for schedule(static)
@@ -60,8 +63,12 @@ static void layernorm_forward(const rm_kernel_ctx *c) {
         const float m = rm_sumf(xr, C) / (float)C;
         const float v = rm_sqdevf(xr, m, C) / (float)C;
         const float s = 1.0f / sqrtf(v + eps);
-        float *o = out + n * C;
-        for (int64_t i = 0; i < C; i++) o[i] = (xr[i] - m) * s * w[i] + b[i];
+        for (int64_t i0 = 0; i0 < C; i0 += RM_ACT_CHUNK) { /* out may be bf16 (--precision bf16) */
+            const int64_t k = C - i0 < RM_ACT_CHUNK ? C - i0 : RM_ACT_CHUNK;
+            float buf[RM_ACT_CHUNK], *o = rm_act_dst(out, yt, n * C + i0, buf);
+            for (int64_t i = 0; i < k; i++) o[i] = (xr[i0 + i] - m) * s * w[i0 + i] + b[i0 + i];
+            rm_act_write(out, yt, n * C + i0, k, o);
+        }
         mean[n] = m;
         rstd[n] = s;
     }
@@ -151,4 +158,5 @@ const rm_op_def rm_op_layernorm = {
     .flops = layernorm_flops,
     .workspace = NULL,
     .cheap = 1,
+    .bf16_outs = 1u,
 };

@@ -1,7 +1,10 @@
 /* linear.c: y = x W^T + b, the fully connected layer (PyTorch's nn.Linear
  * layout: W is (OUT, IN), so a file's weights load unchanged). A frozen W
- * may be kept in BF16/F16 (rm_param_store): its products widen it panel by
- * panel into the workspace (rm_gemm_w). */
+ * may be kept in BF16/F16 (rm_param_store): its fp32 products widen it
+ * panel by panel into the workspace (rm_gemm_w). Under --precision bf16
+ * its three products take bf16 inputs (rm_op_gemm: x, W and dy rounded as
+ * they are packed; a bf16 W used as it is), x may be kept in bf16 and so
+ * may y (then the bias is added before y is rounded, as autocast's addmm). */
 #include "ops/ops.h"
 
 rm_val rm_linear(rm_graph *g, rm_val x, rm_val w, rm_val b) {
@@ -29,17 +32,21 @@ rm_val rm_linear(rm_graph *g, rm_val x, rm_val w, rm_val b) {
 
 /* x is (N,IN), w is (OUT,IN), b is (OUT), y is (N,OUT) */
 static void linear_forward(const rm_kernel_ctx *c) {
-    const float *x = c->in[0], *b = c->in[2];
+    const float *b = c->in[2];
     const void *w = c->in[1];
-    float *y = c->out[0];
+    const rm_dtype yt = c->vout[0]->dtype;
     int N = (int)rm_rows(c->vin[0]), IN = (int)rm_cols(c->vin[0]), OUT = (int)c->vin[1]->shape[0];
     if (b) {
         /* start from the bias, then accumulate x W^T on top (beta = 1) */
         #pragma omp parallel for schedule(static)
-        for (int i = 0; i < N; i++)
-            for (int o = 0; o < OUT; o++) y[(size_t)i * OUT + o] = b[o];
+        for (int i = 0; i < N; i++) {
+            float *row = (float *)c->out[0] + (size_t)i * OUT;
+            if (yt == RM_DTYPE_F32) for (int o = 0; o < OUT; o++) row[o] = b[o];
+            else rm_act_write(c->out[0], yt, (int64_t)i * OUT, OUT, b);
+        }
     }
-    rm_gemm_w(1, N, OUT, IN, 1.0f, x, IN, w, c->vin[1]->store, IN, b ? 1.0f : 0.0f, y, OUT, c->work);
+    rm_op_gemm_w(c->node, 1, N, OUT, IN, 1.0f, c->in[0], c->vin[0]->dtype, IN, w, c->vin[1]->store, IN, b ? 1.0f : 0.0f,
+                 c->out[0], yt, OUT, c->work);
 }
 
 /* Given dy (N,OUT):
@@ -47,13 +54,15 @@ static void linear_forward(const rm_kernel_ctx *c) {
  *   dW += dy^T x     (OUT,N)x(N,IN)
  *   db += sum_i dy[i] */
 static void linear_backward(const rm_kernel_ctx *c) {
-    const float *x = c->in[0], *dy = c->dout[0];
+    const float *dy = c->dout[0];
     const void *w = c->in[1]; /* dW exists only for a trainable (fp32) W */
     int N = (int)rm_rows(c->vin[0]), IN = (int)rm_cols(c->vin[0]), OUT = (int)c->vin[1]->shape[0];
     if (c->din[0])
-        rm_gemm_w(0, N, IN, OUT, 1.0f, dy, OUT, w, c->vin[1]->store, IN, c->acc[0] ? 1.0f : 0.0f, c->din[0], IN,
-                  c->work);
-    if (c->din[1]) rm_sgemm(1, 0, OUT, IN, N, 1.0f, dy, OUT, x, IN, c->acc[1] ? 1.0f : 0.0f, c->din[1], IN);
+        rm_op_gemm_w(c->node, 0, N, IN, OUT, 1.0f, dy, RM_DTYPE_F32, OUT, w, c->vin[1]->store, IN,
+                     c->acc[0] ? 1.0f : 0.0f, c->din[0], RM_DTYPE_F32, IN, c->work);
+    if (c->din[1])
+        rm_op_gemm(c->node, 1, 0, OUT, IN, N, 1.0f, dy, RM_DTYPE_F32, OUT, c->in[0], c->vin[0]->dtype, IN,
+                   c->acc[1] ? 1.0f : 0.0f, c->din[1], RM_DTYPE_F32, IN);
     if (c->din[2]) {
         float *db = c->din[2];
         /* column blocks in parallel, rows summed in order inside each block:
@@ -86,11 +95,12 @@ static unsigned linear_bwd_reads(const rm_node *n, const rm_value *vals) {
     return RM_READS_IN(1) | (rm_din_needed(n, vals, 1) ? RM_READS_IN(0) : 0u);
 }
 
-/* The panel W is widened into, for a W kept in 2 bytes; nothing for fp32. */
+/* The panel W is widened into, for a W kept in 2 bytes; nothing for fp32
+ * nor under bf16 (its products read W as it is). */
 static size_t linear_workspace(const rm_node *n, const rm_value *vals, int backward, int threads) {
     (void)threads;
     const rm_value *w = &vals[n->in[1]];
-    if (w->store == RM_DTYPE_F32) return 0;
+    if (w->store == RM_DTYPE_F32 || n->bf16) return 0;
     const int OUT = (int)w->shape[0], IN = (int)w->shape[1];
     return (backward ? rm_gemm_w_scratch(0, IN, OUT) : rm_gemm_w_scratch(1, OUT, IN)) * sizeof(float);
 }
@@ -105,4 +115,7 @@ const rm_op_def rm_op_linear = {
     .flops = linear_flops,
     .workspace = linear_workspace,
     .half_ins = RM_READS_IN(1),
+    .matmul = 1,
+    .bf16_ins = RM_READS_IN(0),
+    .bf16_outs = 1u,
 };

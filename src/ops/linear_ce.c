@@ -25,7 +25,9 @@
  * sum runs in a fixed order (panels in order, row losses in order), so a
  * recomputed or re-run step gives the same bits. A frozen W may be kept in
  * BF16/F16 (rm_param_store): each panel of it is widened once a product
- * (rm_gemm_w), into the workspace after z. */
+ * (rm_gemm_w), into the workspace after z. Under --precision bf16 the three
+ * products take bf16 inputs (x may be kept in bf16; the logits and the
+ * softmax stay fp32). */
 #include "ops/ops.h"
 #include "util/fastmath.h"
 #include <math.h>
@@ -74,8 +76,8 @@ static const void *w_rows(const void *w, rm_dtype wt, int64_t v0, int64_t C) {
 /* x is (N,C), w is (V,C), targets (N); loss (1), lse (N). Scratch: z (N,P),
  * the running max and sum and the target's logit (N each), the panel. */
 RM_WIDE_VECTORS static void linear_ce_forward(const rm_kernel_ctx *c) {
-    const float *x = c->in[0];
-    const rm_dtype wt = c->vin[1]->store;
+    const void *x = c->in[0];
+    const rm_dtype wt = c->vin[1]->store, xt = c->vin[0]->dtype;
     const int32_t *t = c->in[2];
     float *loss = c->out[0], *lse = c->out[1];
     const int64_t N = rm_rows(c->vin[0]), C = rm_cols(c->vin[0]), V = c->vin[1]->shape[0], P = panel_rows(N, V);
@@ -83,8 +85,8 @@ RM_WIDE_VECTORS static void linear_ce_forward(const rm_kernel_ctx *c) {
     for (int64_t n = 0; n < N; n++) mx[n] = -INFINITY, sum[n] = 0.0f;
     for (int64_t v0 = 0; v0 < V; v0 += P) {
         const int64_t p = V - v0 < P ? V - v0 : P;
-        rm_gemm_w(1, (int)N, (int)p, (int)C, 1.0f, x, (int)C, w_rows(c->in[1], wt, v0, C), wt, (int)C, 0.0f, z,
-                  (int)p, panel);
+        rm_op_gemm_w(c->node, 1, (int)N, (int)p, (int)C, 1.0f, x, xt, (int)C, w_rows(c->in[1], wt, v0, C), wt, (int)C,
+                     0.0f, z, RM_DTYPE_F32, (int)p, panel);
 #pragma omp parallel for schedule(static)
         for (int64_t n = 0; n < N; n++) {
             const float *zn = z + n * p;
@@ -111,8 +113,9 @@ RM_WIDE_VECTORS static void linear_ce_forward(const rm_kernel_ctx *c) {
 RM_WIDE_VECTORS static void linear_ce_backward(const rm_kernel_ctx *c) {
     float *dx = c->din[0], *dw = c->din[1];
     if (!dx && !dw) return;
-    const float *x = c->in[0], *lse = c->out[1];
-    const rm_dtype wt = c->vin[1]->store; /* dW exists only for a trainable (fp32) W */
+    const void *x = c->in[0];
+    const float *lse = c->out[1];
+    const rm_dtype wt = c->vin[1]->store, xt = c->vin[0]->dtype; /* dW exists only for a trainable (fp32) W */
     const int32_t *t = c->in[2];
     const int64_t N = rm_rows(c->vin[0]), C = rm_cols(c->vin[0]), V = c->vin[1]->shape[0], P = panel_rows(N, V);
     const float scale = c->dout[0][0] / (float)N;
@@ -120,7 +123,8 @@ RM_WIDE_VECTORS static void linear_ce_backward(const rm_kernel_ctx *c) {
     for (int64_t v0 = 0; v0 < V; v0 += P) {
         const int64_t p = V - v0 < P ? V - v0 : P;
         const void *wp = w_rows(c->in[1], wt, v0, C);
-        rm_gemm_w(1, (int)N, (int)p, (int)C, 1.0f, x, (int)C, wp, wt, (int)C, 0.0f, z, (int)p, panel);
+        rm_op_gemm_w(c->node, 1, (int)N, (int)p, (int)C, 1.0f, x, xt, (int)C, wp, wt, (int)C, 0.0f, z, RM_DTYPE_F32,
+                     (int)p, panel);
 #pragma omp parallel for schedule(static)
         for (int64_t n = 0; n < N; n++) {
             float *zn = z + n * p;
@@ -130,11 +134,11 @@ RM_WIDE_VECTORS static void linear_ce_backward(const rm_kernel_ctx *c) {
         }
         /* dx (+)= dz W_p;  dW_p = dz^T x */
         if (dx)
-            rm_gemm_w(0, (int)N, (int)C, (int)p, 1.0f, z, (int)p, wp, wt, (int)C, v0 > 0 || c->acc[0] ? 1.0f : 0.0f, dx,
-                      (int)C, panel);
+            rm_op_gemm_w(c->node, 0, (int)N, (int)C, (int)p, 1.0f, z, RM_DTYPE_F32, (int)p, wp, wt, (int)C,
+                         v0 > 0 || c->acc[0] ? 1.0f : 0.0f, dx, RM_DTYPE_F32, (int)C, panel);
         if (dw)
-            rm_sgemm(1, 0, (int)p, (int)C, (int)N, 1.0f, z, (int)p, x, (int)C, c->acc[1] ? 1.0f : 0.0f, dw + v0 * C,
-                     (int)C);
+            rm_op_gemm(c->node, 1, 0, (int)p, (int)C, (int)N, 1.0f, z, RM_DTYPE_F32, (int)p, x, xt, (int)C,
+                       c->acc[1] ? 1.0f : 0.0f, dw + v0 * C, RM_DTYPE_F32, (int)C);
     }
 }
 
@@ -160,7 +164,7 @@ static size_t linear_ce_workspace(const rm_node *n, const rm_value *vals, int ba
     const rm_value *x = &vals[n->in[0]], *w = &vals[n->in[1]];
     const int64_t N = rm_rows(x), V = w->shape[0], C = w->shape[1], P = panel_rows(N, V);
     size_t panel = 0;
-    if (w->store != RM_DTYPE_F32) {
+    if (w->store != RM_DTYPE_F32 && !n->bf16) { /* bf16 products read W as it is */
         const size_t fwd = rm_gemm_w_scratch(1, (int)P, (int)C), bwd = rm_gemm_w_scratch(0, (int)C, (int)P);
         panel = fwd > bwd ? fwd : bwd;
     }
@@ -177,4 +181,6 @@ const rm_op_def rm_op_linear_ce = {
     .workspace = linear_ce_workspace,
     .check = linear_ce_check,
     .half_ins = RM_READS_IN(1),
+    .matmul = 1,
+    .bf16_ins = RM_READS_IN(0),
 };

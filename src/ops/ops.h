@@ -58,10 +58,46 @@ typedef struct rm_op_def {
      * bytes (rm_param_store): the kernels read c->vin[i]->store and widen
      * it (rm_gemm_w). rm_compile refuses any other input kept so. */
     unsigned half_ins;
+    /* --precision bf16 (rm_graph_precision): the op is a matrix product
+     * (its products take bf16 inputs: rm_op_gemm); the inputs (bit i) its
+     * kernels read and the outputs (bit j) they write, forward and
+     * backward, in the dtype of the value (F32, or BF16 where the pass
+     * stores it so). */
+    int matmul;
+    unsigned bf16_ins, bf16_outs;
 } rm_op_def;
 
 #define RM_READS_IN(i) (1u << (i))
 #define RM_READS_OUT(j) (1u << (RM_MAX_IN + (j)))
+
+/* ---- activations kept in bf16 (ops/act.c; --precision bf16) ---------------- */
+
+/* Kernels of pointwise and row ops work on chunks of this many floats. */
+#define RM_ACT_CHUNK 256
+/* n elements of activation p (dtype t: F32 or BF16) from element off on,
+ * as floats: p itself when F32, else widened into buf. */
+const float *rm_act_read(const void *p, rm_dtype t, int64_t off, int64_t n, float *buf);
+/* Where a kernel writes n floats of activation p from off on: p itself
+ * when F32, else buf, which rm_act_write then rounds into p. */
+static inline float *rm_act_dst(void *p, rm_dtype t, int64_t off, float *buf) {
+    return t == RM_DTYPE_BF16 ? buf : (float *)p + off;
+}
+void rm_act_write(void *p, rm_dtype t, int64_t off, int64_t n, const float *buf);
+/* The byte address of element off of activation p. */
+static inline void *rm_act_at(const void *p, rm_dtype t, int64_t off) {
+    return (char *)p + (size_t)off * (t == RM_DTYPE_BF16 ? 2u : 4u);
+}
+/* An op's matrix product: C = alpha * op(A) op(B) + beta * C. Under
+ * --precision bf16 (node n's bf16) rm_gemm_bf16 on the operands' dtypes;
+ * else rm_sgemm (every operand F32). */
+void rm_op_gemm(const rm_node *n, int transA, int transB, int M, int N, int K, float alpha, const void *A,
+                rm_dtype at, int lda, const void *B, rm_dtype bt, int ldb, float beta, void *C, rm_dtype ct, int ldc);
+/* The same with a weight W kept as wt (F32, or a frozen BF16/F16):
+ * C = alpha * A op(W) + beta * C. bf16: rm_gemm_bf16 reads W as it is
+ * (a bf16 base directly); fp32: rm_gemm_w, which widens a 2-byte W into
+ * scratch. */
+void rm_op_gemm_w(const rm_node *n, int transW, int M, int N, int K, float alpha, const void *A, rm_dtype at, int lda,
+                  const void *W, rm_dtype wt, int ldw, float beta, void *C, rm_dtype ct, int ldc, float *scratch);
 
 /* ops/registry.c: the definition of an op kind (NULL out of range). */
 const rm_op_def *rm_op_get(rm_op_kind k);
@@ -115,14 +151,24 @@ rm_val rm_elementwise(rm_graph *g, const rm_op_def *d, const rm_val *in, int n_i
  * NULL. Causal products run in row blocks of RM_ATT_BLOCK queries. */
 #define RM_ATT_BLOCK 64
 typedef struct rm_attn_head {
-    const float *q, *k, *v;
+    const void *q, *k, *v;
     int ldq, ldk, ldv;
-    float *p, *o;
+    void *p, *o;
     int ldo;
     int Tq, Tk, hd, causal;
     float scale;
     const int32_t *mask;
+    /* --precision bf16: the products take bf16 inputs (rm_gemm_bf16), q, k,
+     * v, P and O are kept as their dtypes say (F32 or BF16), and the forward
+     * computes a row block's scores in s, (RM_ATT_BLOCK,Tk) floats */
+    int bf16;
+    rm_dtype qt, kt, vt, pt, ot;
+    float *s;
 } rm_attn_head;
+/* The forward's scratch of one thread under bf16 (0 in fp32). */
+static inline size_t rm_attn_head_scratch(const rm_node *n, int64_t Tk) {
+    return n->bf16 ? (size_t)RM_ATT_BLOCK * (size_t)Tk * sizeof(float) : 0;
+}
 void rm_attn_head_forward(const rm_attn_head *a);
 /* dO (Tq,hd) with stride lddo, ds a (Tq,Tk) scratch; dq (stride lddq), dk
  * and dv (stride lddkv) may be NULL; beta 1 adds into them. */

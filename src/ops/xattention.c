@@ -23,6 +23,8 @@
  * One thread owns a (b, key/value head) pair and runs its G query heads in
  * order (the first writes, the others add), so no two threads write the
  * same element and the sum's order does not depend on the thread count.
+ * Under --precision bf16 the products take bf16 inputs, and q, k, v, P and
+ * out may be kept in bf16 (attn_head.c).
  */
 #include "ops/ops.h"
 #include <math.h>
@@ -82,26 +84,32 @@ rm_val rm_attention_general(rm_graph *g, rm_val q, rm_val k, rm_val v, rm_val ke
 }
 
 /* Query head h of batch row b: its columns of q (B,Tq,C), and those of its
- * key/value head h / (H/K) in k and v (B,Tk,Ckv). */
-static rm_attn_head head_of(const rm_kernel_ctx *c, int bh) {
+ * key/value head h / (H/K) in k and v (B,Tk,Ckv); s: the thread's scores
+ * scratch (bf16) */
+static rm_attn_head head_of(const rm_kernel_ctx *c, int bh, float *s) {
     const int Tq = (int)c->vin[0]->shape[1], C = (int)c->vin[0]->shape[2], Tk = (int)c->vin[1]->shape[1];
     const int H = c->node->iarg[0], K = c->node->iarg[2], hd = C / H, Ckv = K * hd, b = bh / H, h = bh % H;
-    const size_t qo = (size_t)b * Tq * C + h * hd, ko = (size_t)b * Tk * Ckv + (size_t)(h / (H / K)) * hd;
+    const int64_t qo = (int64_t)b * Tq * C + h * hd, ko = (int64_t)b * Tk * Ckv + (int64_t)(h / (H / K)) * hd;
     const int32_t *mask = c->in[3];
-    return (rm_attn_head){.q = (const float *)c->in[0] + qo, .k = (const float *)c->in[1] + ko,
-                          .v = (const float *)c->in[2] + ko, .ldq = C, .ldk = Ckv, .ldv = Ckv,
-                          .p = (float *)c->out[1] + (size_t)bh * Tq * Tk, .o = (float *)c->out[0] + qo, .ldo = C,
-                          .Tq = Tq, .Tk = Tk, .hd = hd, .causal = c->node->iarg[1],
-                          .scale = 1.0f / sqrtf((float)hd), .mask = mask ? mask + (size_t)b * Tk : NULL};
+    const rm_dtype qt = c->vin[0]->dtype, kt = c->vin[1]->dtype, vt = c->vin[2]->dtype;
+    const rm_dtype ot = c->vout[0]->dtype, pt = c->vout[1]->dtype;
+    return (rm_attn_head){.q = rm_act_at(c->in[0], qt, qo), .k = rm_act_at(c->in[1], kt, ko),
+                          .v = rm_act_at(c->in[2], vt, ko), .ldq = C, .ldk = Ckv, .ldv = Ckv,
+                          .p = rm_act_at(c->out[1], pt, (int64_t)bh * Tq * Tk), .o = rm_act_at(c->out[0], ot, qo),
+                          .ldo = C, .Tq = Tq, .Tk = Tk, .hd = hd, .causal = c->node->iarg[1],
+                          .scale = 1.0f / sqrtf((float)hd), .mask = mask ? mask + (size_t)b * Tk : NULL,
+                          .bf16 = c->node->bf16, .qt = qt, .kt = kt, .vt = vt, .pt = pt, .ot = ot, .s = s};
 }
 
 /* q is (B,Tq,C), k and v are (B,Tk,Ckv), mask is (B,Tk) i32 or absent;
  * out is (B,Tq,C), att is (B,H,Tq,Tk). Causal: attn_head.c's row blocks. */
 static void xattention_forward(const rm_kernel_ctx *c) {
     const int BH = (int)c->vin[0]->shape[0] * c->node->iarg[0];
+    const size_t per = rm_attn_head_scratch(c->node, c->vin[1]->shape[1]) / sizeof(float);
 #pragma omp parallel for schedule(static)
     for (int bh = 0; bh < BH; bh++) {
-        const rm_attn_head a = head_of(c, bh);
+        float *s = per ? (float *)c->work + (size_t)rm_thread_id() * per : NULL;
+        const rm_attn_head a = head_of(c, bh, s);
         rm_attn_head_forward(&a);
     }
 }
@@ -124,7 +132,7 @@ static void xattention_backward(const rm_kernel_ctx *c) {
         float *ds = (float *)c->work + (size_t)rm_thread_id() * Tq * Tk;
         for (int j = 0; j < G; j++) {
             const int h = kvh * G + j;
-            const rm_attn_head a = head_of(c, b * H + h);
+            const rm_attn_head a = head_of(c, b * H + h, NULL);
             const size_t qo = (size_t)b * Tq * C + (size_t)h * hd;
             rm_attn_head_backward(&a, c->dout[0] + qo, C, ds, dQ ? dQ + qo : NULL, dK ? dK + ko : NULL,
                                   dV ? dV + ko : NULL, C, Ckv, bq, j ? 1.0f : bk, j ? 1.0f : bv);
@@ -142,9 +150,10 @@ static double xattention_flops(const rm_node *n, const rm_value *vals, int backw
     return backward ? 4.0 * gemm + 4.0 * B * H * Tq * Tk : 2.0 * gemm + 5.0 * B * H * Tq * Tk;
 }
 
-/* one (Tq,Tk) scratch matrix per thread for dP / dS */
+/* one (Tq,Tk) scratch matrix per thread for dP / dS; under bf16 the
+ * forward's scores of a row block per thread */
 static size_t xattention_workspace(const rm_node *n, const rm_value *vals, int backward, int threads) {
-    if (!backward) return 0;
+    if (!backward) return (size_t)threads * rm_attn_head_scratch(n, vals[n->in[1]].shape[1]);
     const size_t Tq = (size_t)vals[n->in[0]].shape[1], Tk = (size_t)vals[n->in[1]].shape[1];
     return (size_t)threads * Tq * Tk * sizeof(float);
 }
@@ -158,4 +167,7 @@ const rm_op_def rm_op_xattention = {
     .flops = xattention_flops,
     .workspace = xattention_workspace,
     .cheap = 1,
+    .matmul = 1,
+    .bf16_ins = RM_READS_IN(0) | RM_READS_IN(1) | RM_READS_IN(2),
+    .bf16_outs = 3u, /* out and P */
 };

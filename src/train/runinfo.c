@@ -175,7 +175,8 @@ static void read_training(rd *c, rm_run_info *r) {
         if (rm_st_meta(c->f->st, keys[k])) get_float(c, keys[k], 0.0f, 1.0f, fields[k]);
 }
 
-/* Fine-tuning keys (what is frozen, LoRA), present only when used. */
+/* Fine-tuning keys (what is frozen, LoRA) and the precision, present only
+ * when used. */
 static void read_finetune(rd *c, rm_run_info *r) {
     const char *const keys[] = {"freeze", "train_only"};
     char *fields[] = {r->freeze, r->train_only};
@@ -185,6 +186,8 @@ static void read_finetune(rd *c, rm_run_info *r) {
         if (!*v || strlen(v) >= sizeof r->freeze) garbled(c, keys[k], v);
         else rm_strlcpy(fields[k], v, sizeof r->freeze);
     }
+    const char *p = rm_st_meta(c->f->st, "precision"); /* absent: fp32 */
+    if (p && rm_parse_precision(p, &r->precision, NULL, 0) != RM_OK) garbled(c, "precision", p);
     if (!rm_st_meta(c->f->st, "lora_rank")) return;
     get_int(c, "lora_rank", 1, 1 << 16, &r->lora.rank);
     get_float(c, "lora_alpha", -1e6f, 1e6f, &r->lora.alpha);

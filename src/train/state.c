@@ -163,6 +163,7 @@ static void meta_build(const rm_run_info *r, meta *m) {
     /* fine-tuning: only when used (files without them froze nothing) */
     if (r->freeze[0]) STR("freeze", r->freeze);
     if (r->train_only[0]) STR("train_only", r->train_only);
+    if (r->precision != RM_PRECISION_FP32) STR("precision", rm_precision_name(r->precision)); /* fp32: absent */
     if (r->lora.rank > 0) {
         FMT("lora_rank", "%d", r->lora.rank);
         FLT("lora_alpha", r->lora.alpha != 0.0f ? r->lora.alpha : 8.0f); /* rm_lora_config's default */
