@@ -18,8 +18,10 @@
  *   dA = dh^T xd           (r,IN)
  *   dx = dy W + dropout'(dh A)      (dropout' applies the same mask)
  *   dW = dy^T x,  db = sum_n dy     (only when the base trains)
- * A frozen W may be kept in BF16/F16 (rm_param_store): its two products
- * widen it panel by panel into the workspace's last part (rm_gemm_w). */
+ * A frozen W may be kept in BF16/F16 (rm_param_store): its two fp32
+ * products widen it panel by panel into the workspace's last part
+ * (rm_gemm_w). Under --precision bf16 every product takes bf16 inputs (a
+ * bf16 base as it is, not widened), and x and y may be kept in bf16. */
 #include "ops/ops.h"
 #include <math.h>
 #include <stdio.h>
@@ -103,56 +105,74 @@ static size_t wide_floats(const rm_node *n, const rm_value *x) {
     return n->farg[1] > 0.0f ? ((size_t)x->numel + 15) / 16 * 16 : 0;
 }
 
-/* dropout(x) into the workspace, or x itself when nothing is dropped. */
-static const float *dropped_input(const rm_kernel_ctx *c, float *work) {
+/* dropout(x) into the workspace, or x itself when nothing is dropped; *t
+ * its dtype (x may be kept in bf16 under --precision bf16: widened first). */
+static const void *dropped_input(const rm_kernel_ctx *c, float *work, rm_dtype *t) {
     const float p = c->node->farg[1];
+    *t = c->vin[X]->dtype;
     if (!c->train || p == 0.0f) return c->in[X];
-    rm_dropout_apply(c, p, c->in[X], work, 0);
+    const float *x = rm_act_read(c->in[X], *t, 0, c->vin[X]->numel, work);
+    rm_dropout_apply(c, p, x, work, 0);
+    *t = RM_DTYPE_F32;
     return work;
 }
 
+/* The panel a W kept in 2 bytes is widened into (fp32 products only) */
+static float *panel_of(const rm_kernel_ctx *c, float *after) { return c->node->bf16 ? NULL : after; }
+
 static void lora_forward(const rm_kernel_ctx *c) {
-    // x (N,IN), W (OUT,IN), b (OUT), A (r,IN), B (OUT,r); y (N,OUT), h (N,r); work: xd (N,IN) with dropout
+    // x (N,IN), W (OUT,IN), b (OUT), A (r,IN), B (OUT,r); y (N,OUT), h (N,r); work: xd (N,IN) with dropout.
+    // bf16: x and y may be kept in bf16 (y rounded after the base, then after the adapter is added)
     const dims d = dims_of(c);
     const float *bias = c->in[BIAS], *a = c->in[A], *bm = c->in[B];
-    float *y = c->out[0], *h = c->out[1];
+    const rm_dtype xt = c->vin[X]->dtype, yt = c->vout[0]->dtype;
+    float *h = c->out[1];
     if (bias) {
         #pragma omp parallel for schedule(static)
-        for (int i = 0; i < d.N; i++)
-            for (int o = 0; o < d.OUT; o++) y[(size_t)i * d.OUT + o] = bias[o];
+        for (int i = 0; i < d.N; i++) {
+            if (yt == RM_DTYPE_F32) memcpy((float *)c->out[0] + (size_t)i * d.OUT, bias, (size_t)d.OUT * sizeof *bias);
+            else rm_act_write(c->out[0], yt, (int64_t)i * d.OUT, d.OUT, bias);
+        }
     }
-    rm_gemm_w(1, d.N, d.OUT, d.IN, 1.0f, c->in[X], d.IN, c->in[W], c->vin[W]->store, d.IN, bias ? 1.0f : 0.0f, y,
-              d.OUT, (float *)c->work + wide_floats(c->node, c->vin[X]));                    // x W^T
-    const float *xd = dropped_input(c, c->work);
-    rm_sgemm(0, 1, d.N, d.r, d.IN, 1.0f, xd, d.IN, a, d.IN, 0.0f, h, d.r);      // h = xd A^T
-    rm_sgemm(0, 1, d.N, d.OUT, d.r, d.s, h, d.r, bm, d.r, 1.0f, y, d.OUT);      // y += s h B^T
+    rm_op_gemm_w(c->node, 1, d.N, d.OUT, d.IN, 1.0f, c->in[X], xt, d.IN, c->in[W], c->vin[W]->store, d.IN,
+                 bias ? 1.0f : 0.0f, c->out[0], yt, d.OUT, panel_of(c, (float *)c->work + wide_floats(c->node, c->vin[X])));
+    rm_dtype dt;
+    const void *xd = dropped_input(c, c->work, &dt);
+    rm_op_gemm(c->node, 0, 1, d.N, d.r, d.IN, 1.0f, xd, dt, d.IN, a, RM_DTYPE_F32, d.IN, 0.0f, h, RM_DTYPE_F32,
+               d.r);                                                                         // h = xd A^T
+    rm_op_gemm(c->node, 0, 1, d.N, d.OUT, d.r, d.s, h, RM_DTYPE_F32, d.r, bm, RM_DTYPE_F32, d.r, 1.0f, c->out[0], yt,
+               d.OUT);                                                                       // y += s h B^T
 }
 
 static void lora_backward(const rm_kernel_ctx *c) {
     // dy (N,OUT); dh (N,r) and, with dropout, xd then dropout'(dh A) (N,IN) in the workspace
     const dims d = dims_of(c);
     const float *dy = c->dout[0], *a = c->in[A], *bm = c->in[B];
+    const rm_dtype F = RM_DTYPE_F32, xt = c->vin[X]->dtype;
     float *dh = (float *)c->work, *wide = dh + (((size_t)d.N * d.r + 15) / 16 * 16);
-    float *panel = wide + wide_floats(c->node, c->vin[X]); /* W kept in 2 bytes is widened here */
-    if (c->din[B]) rm_sgemm(1, 0, d.OUT, d.r, d.N, d.s, dy, d.OUT, c->out[1], d.r, c->acc[B] ? 1.0f : 0.0f,
-                            c->din[B], d.r);                                               // dB = s dy^T h
-    if (c->din[A] || c->din[X]) rm_sgemm(0, 0, d.N, d.r, d.OUT, d.s, dy, d.OUT, bm, d.r, 0.0f, dh, d.r); // dh = s dy B
+    float *panel = panel_of(c, wide + wide_floats(c->node, c->vin[X])); /* W kept in 2 bytes is widened here */
+    if (c->din[B]) rm_op_gemm(c->node, 1, 0, d.OUT, d.r, d.N, d.s, dy, F, d.OUT, c->out[1], F, d.r,
+                              c->acc[B] ? 1.0f : 0.0f, c->din[B], F, d.r);                   // dB = s dy^T h
+    if (c->din[A] || c->din[X])
+        rm_op_gemm(c->node, 0, 0, d.N, d.r, d.OUT, d.s, dy, F, d.OUT, bm, F, d.r, 0.0f, dh, F, d.r); // dh = s dy B
     if (c->din[A]) {
-        const float *xd = dropped_input(c, wide);
-        rm_sgemm(1, 0, d.r, d.IN, d.N, 1.0f, dh, d.r, xd, d.IN, c->acc[A] ? 1.0f : 0.0f, c->din[A], d.IN); // dA
+        rm_dtype dt;
+        const void *xd = dropped_input(c, wide, &dt);
+        rm_op_gemm(c->node, 1, 0, d.r, d.IN, d.N, 1.0f, dh, F, d.r, xd, dt, d.IN, c->acc[A] ? 1.0f : 0.0f, c->din[A],
+                   F, d.IN);                                                                 // dA = dh^T xd
     }
     if (c->din[X]) {
-        rm_gemm_w(0, d.N, d.IN, d.OUT, 1.0f, dy, d.OUT, c->in[W], c->vin[W]->store, d.IN, c->acc[X] ? 1.0f : 0.0f,
-                  c->din[X], d.IN, panel);                                                   // dy W
+        rm_op_gemm_w(c->node, 0, d.N, d.IN, d.OUT, 1.0f, dy, F, d.OUT, c->in[W], c->vin[W]->store, d.IN,
+                     c->acc[X] ? 1.0f : 0.0f, c->din[X], F, d.IN, panel);                    // dy W
         if (!c->train || d.p == 0.0f) {
-            rm_sgemm(0, 0, d.N, d.IN, d.r, 1.0f, dh, d.r, a, d.IN, 1.0f, c->din[X], d.IN); // += dh A
+            rm_op_gemm(c->node, 0, 0, d.N, d.IN, d.r, 1.0f, dh, F, d.r, a, F, d.IN, 1.0f, c->din[X], F, d.IN); // += dh A
         } else {
-            rm_sgemm(0, 0, d.N, d.IN, d.r, 1.0f, dh, d.r, a, d.IN, 0.0f, wide, d.IN);
+            rm_op_gemm(c->node, 0, 0, d.N, d.IN, d.r, 1.0f, dh, F, d.r, a, F, d.IN, 0.0f, wide, F, d.IN);
             rm_dropout_apply(c, d.p, wide, c->din[X], 1); // += dropout'(dh A)
         }
     }
-    if (c->din[W]) rm_sgemm(1, 0, d.OUT, d.IN, d.N, 1.0f, dy, d.OUT, c->in[X], d.IN, c->acc[W] ? 1.0f : 0.0f,
-                            c->din[W], d.IN);                                              // dW = dy^T x
+    if (c->din[W]) rm_op_gemm(c->node, 1, 0, d.OUT, d.IN, d.N, 1.0f, dy, F, d.OUT, c->in[X], xt, d.IN,
+                              c->acc[W] ? 1.0f : 0.0f, c->din[W], F, d.IN);                  // dW = dy^T x
     if (c->din[BIAS]) {
         float *db = c->din[BIAS];
         #pragma omp parallel for schedule(static)
@@ -191,7 +211,7 @@ static size_t lora_workspace(const rm_node *n, const rm_value *vals, int backwar
     const rm_value *x = &vals[n->in[X]], *w = &vals[n->in[W]];
     const size_t wide = wide_floats(n, x) * sizeof(float);
     const int OUT = (int)w->shape[0], IN = (int)w->shape[1];
-    const size_t panel = w->store == RM_DTYPE_F32 ? 0
+    const size_t panel = w->store == RM_DTYPE_F32 || n->bf16 ? 0 /* bf16 products read W as it is */
                          : (backward ? rm_gemm_w_scratch(0, IN, OUT) : rm_gemm_w_scratch(1, OUT, IN)) * sizeof(float);
     if (!backward) return wide + panel;
     return ((size_t)rm_rows(x) * (size_t)n->iarg[0] + 15) / 16 * 16 * sizeof(float) + wide + panel;
@@ -207,4 +227,7 @@ const rm_op_def rm_op_lora = {
     .flops = lora_flops,
     .workspace = lora_workspace,
     .half_ins = RM_READS_IN(W),
+    .matmul = 1,
+    .bf16_ins = RM_READS_IN(X),
+    .bf16_outs = 1u, /* y; h stays fp32 */
 };

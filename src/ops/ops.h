@@ -4,6 +4,7 @@
 #define REMAT_OPS_H
 
 #include "graph/graph.h"
+#include "util/half.h"
 
 /* ---- ops: each op file defines one rm_op_def ------------------------------ */
 
@@ -83,6 +84,15 @@ static inline float *rm_act_dst(void *p, rm_dtype t, int64_t off, float *buf) {
     return t == RM_DTYPE_BF16 ? buf : (float *)p + off;
 }
 void rm_act_write(void *p, rm_dtype t, int64_t off, int64_t n, const float *buf);
+/* One element of such an activation, read or written (for kernels whose
+ * elements are not runs: callers pass constant dtypes to specialise). */
+static inline float rm_act_get(const void *p, rm_dtype t, size_t i) {
+    return t == RM_DTYPE_BF16 ? rm_bf16_to_f32(((const uint16_t *)p)[i]) : ((const float *)p)[i];
+}
+static inline void rm_act_set(void *p, rm_dtype t, size_t i, float x) {
+    if (t == RM_DTYPE_BF16) ((uint16_t *)p)[i] = rm_f32_to_bf16(x);
+    else ((float *)p)[i] = x;
+}
 /* The byte address of element off of activation p. */
 static inline void *rm_act_at(const void *p, rm_dtype t, int64_t off) {
     return (char *)p + (size_t)off * (t == RM_DTYPE_BF16 ? 2u : 4u);

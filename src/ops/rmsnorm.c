@@ -48,15 +48,20 @@ rm_val rm_rmsnorm(rm_graph *g, rm_val x, rm_val w, float eps) {
 static void rmsnorm_forward(const rm_kernel_ctx *c) {
     // x is (N,C), w is (C); out is (N,C), rstd is (N)
     const float *x = c->in[0], *w = c->in[1];
-    float *out = c->out[0], *rstd = c->out[1];
+    float *rstd = c->out[1];
+    const rm_dtype yt = c->vout[0]->dtype; /* bf16 under --precision bf16 when products read it */
     const int64_t N = rm_rows(c->vin[0]), C = rm_cols(c->vin[0]);
     const float eps = c->node->farg[0];
 #pragma omp parallel for schedule(static)
     for (int64_t n = 0; n < N; n++) {
         const float *xr = x + n * C;
         const float s = 1.0f / sqrtf(rm_dotf(xr, xr, C) / (float)C + eps); /* lanes: vectorised */
-        float *o = out + n * C;
-        for (int64_t i = 0; i < C; i++) o[i] = xr[i] * s * w[i];
+        for (int64_t i0 = 0; i0 < C; i0 += RM_ACT_CHUNK) {
+            const int64_t k = C - i0 < RM_ACT_CHUNK ? C - i0 : RM_ACT_CHUNK;
+            float buf[RM_ACT_CHUNK], *o = rm_act_dst(c->out[0], yt, n * C + i0, buf);
+            for (int64_t i = 0; i < k; i++) o[i] = xr[i0 + i] * s * w[i0 + i];
+            rm_act_write(c->out[0], yt, n * C + i0, k, o);
+        }
         rstd[n] = s;
     }
 }
@@ -122,4 +127,5 @@ const rm_op_def rm_op_rmsnorm = {
     .flops = rmsnorm_flops,
     .workspace = NULL,
     .cheap = 1,
+    .bf16_outs = 1u,
 };

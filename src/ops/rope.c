@@ -41,13 +41,36 @@ rm_val rm_rope(rm_graph *g, rm_val x, int heads, float theta) {
     return rm_node_output(g, n, RM_DTYPE_F32, 3, shape);
 }
 
+/* Rows [0, B*T) of v rotated into y through the tables (the dtypes are
+ * constants at each call, so each call is its own loop). */
+static inline __attribute__((always_inline)) void rotate_rows(const rm_kernel_ctx *c, const void *v, rm_dtype vt,
+                                                             void *y, rm_dtype yt, const float *cs, const float *sn,
+                                                             int acc) {
+    const int64_t B = c->vin[0]->shape[0], T = c->vin[0]->shape[1], C = c->vin[0]->shape[2];
+    const int H = c->node->iarg[0];
+    const int64_t hd = C / H, half = hd / 2;
+#pragma omp for schedule(static)
+    for (int64_t bt = 0; bt < B * T; bt++) {
+        const float *ct = cs + (bt % T) * half, *st = sn + (bt % T) * half;
+        for (int h = 0; h < H; h++)
+            for (int64_t i = 0; i < half; i++) {
+                const size_t e1 = (size_t)(bt * C + h * hd + i), e2 = e1 + (size_t)half;
+                const float x1 = rm_act_get(v, vt, e1), x2 = rm_act_get(v, vt, e2);
+                const float o1 = x1 * ct[i] - x2 * st[i], o2 = x2 * ct[i] + x1 * st[i];
+                rm_act_set(y, yt, e1, acc ? rm_act_get(y, yt, e1) + o1 : o1);
+                rm_act_set(y, yt, e2, acc ? rm_act_get(y, yt, e2) + o2 : o2);
+            }
+    }
+}
+
 /* y = rotate(v, sign * angle), added into y when acc; forward sign = +1,
  * backward sign = -1 (the transpose). The (T, hd/2) cosines and sines go to
  * the workspace first: every batch row and head shares them, so B times
- * fewer cosf/sinf/powf calls than rotating row by row. */
-static void rope_apply(const rm_kernel_ctx *c, const float *v, float *y, float sign, int acc) {
+ * fewer cosf/sinf/powf calls than rotating row by row. Under --precision
+ * bf16 the forward's x and out may be kept in bf16 (vt, yt). */
+static void rope_apply(const rm_kernel_ctx *c, const void *v, rm_dtype vt, void *y, rm_dtype yt, float sign, int acc) {
     // v is (B,T,C), y is (B,T,C); work holds cs (T,half) then sn (T,half)
-    const int64_t B = c->vin[0]->shape[0], T = c->vin[0]->shape[1], C = c->vin[0]->shape[2];
+    const int64_t T = c->vin[0]->shape[1], C = c->vin[0]->shape[2];
     const int H = c->node->iarg[0];
     const int64_t hd = C / H, half = hd / 2;
     const float theta = c->node->farg[0];
@@ -61,26 +84,17 @@ static void rope_apply(const rm_kernel_ctx *c, const float *v, float *y, float s
                 cs[t * half + i] = cosf(ang);
                 sn[t * half + i] = sign * sinf(ang);
             }
-#pragma omp for schedule(static)
-        for (int64_t bt = 0; bt < B * T; bt++) {
-            const float *vr = v + bt * C, *ct = cs + (bt % T) * half, *st = sn + (bt % T) * half;
-            float *yr = y + bt * C;
-            for (int h = 0; h < H; h++)
-                for (int64_t i = 0; i < half; i++) {
-                    const float x1 = vr[h * hd + i], x2 = vr[h * hd + i + half];
-                    const float o1 = x1 * ct[i] - x2 * st[i], o2 = x2 * ct[i] + x1 * st[i];
-                    float *p1 = yr + h * hd + i, *p2 = yr + h * hd + i + half;
-                    *p1 = acc ? *p1 + o1 : o1;
-                    *p2 = acc ? *p2 + o2 : o2;
-                }
-        }
+        if (vt == RM_DTYPE_F32 && yt == RM_DTYPE_F32) rotate_rows(c, v, RM_DTYPE_F32, y, RM_DTYPE_F32, cs, sn, acc);
+        else rotate_rows(c, v, vt, y, yt, cs, sn, acc);
     }
 }
 
-static void rope_forward(const rm_kernel_ctx *c) { rope_apply(c, c->in[0], c->out[0], 1.0f, 0); }
+static void rope_forward(const rm_kernel_ctx *c) {
+    rope_apply(c, c->in[0], c->vin[0]->dtype, c->out[0], c->vout[0]->dtype, 1.0f, 0);
+}
 
 static void rope_backward(const rm_kernel_ctx *c) {
-    if (c->din[0]) rope_apply(c, c->dout[0], c->din[0], -1.0f, c->acc[0]);
+    if (c->din[0]) rope_apply(c, c->dout[0], RM_DTYPE_F32, c->din[0], RM_DTYPE_F32, -1.0f, c->acc[0]);
 }
 
 /* the cosine and sine tables, forward and backward */
@@ -104,4 +118,6 @@ const rm_op_def rm_op_rope = {
     .flops = rope_flops,
     .workspace = rope_workspace,
     .cheap = 1,
+    .bf16_ins = RM_READS_IN(0),
+    .bf16_outs = 1u,
 };
