@@ -139,7 +139,7 @@ int main(int argc, char **argv) {
     printf("{\n  \"threads\": %d,\n  \"openblas_threads\": %d,\n  \"openblas_config\": \"%s\",\n", threads,
            openblas_get_num_threads(), openblas_get_config());
     printf("  \"precision\": \"%s\",\n  \"kernel\": \"%s\",\n", bf16 ? "bf16" : "fp32",
-           bf16 ? rm_gemm_bf16_kernel() : "cblas_sgemm");
+           bf16 ? rm_bf16_kernel() : "cblas_sgemm");
     printf("  \"OPENBLAS_CORETYPE\": %s%s%s,\n  \"OPENBLAS_L2_SIZE\": %s%s%s,\n", ct ? "\"" : "",
            ct ? ct : "null", ct ? "\"" : "", l2 ? "\"" : "", l2 ? l2 : "null", l2 ? "\"" : "");
     printf("  \"shapes\": [\n");

@@ -299,6 +299,9 @@ static int plan_model(const plan_flags *pf, const cli_args *a) {
                "trainable %.2f MiB\n", p.flops_forward / 1e9, p.flops_backward / 1e9, p.flops_recompute / 1e9,
                (p.flops_forward + p.flops_backward + p.flops_recompute) / 1e9, m.param_bytes / 1048576.0,
                m.trainable_bytes / 1048576.0);
+        if (strcmp(a->precision, "fp32"))
+            printf("precision %s: products take bf16 inputs (%s kernel), activations next to them kept in bf16\n",
+                   a->precision, rm_bf16_kernel());
     } else {
         rc = sweep_model(pf, a, p.min_budget_bytes, p.store_all_bytes);
     }

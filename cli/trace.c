@@ -11,13 +11,15 @@ void cli_model_desc(const cli_args *a, char *buf, size_t n) {
         size_t k = (size_t)snprintf(buf, n, "mlp");
         for (int i = 0; i < a->n_widths && k < n; i++)
             k += (size_t)snprintf(buf + k, n - k, "%c%d", i ? '-' : ' ', a->widths[i]);
-        if (k < n) snprintf(buf + k, n - k, " T%d V%d B%d%s", a->context, a->vocab, a->batch, a->batchnorm ? " bn" : "");
+        if (k < n)
+            snprintf(buf + k, n - k, " T%d V%d B%d%s%s", a->context, a->vocab, a->batch, a->batchnorm ? " bn" : "",
+                     strcmp(a->precision, "fp32") ? " bf16" : "");
         return;
     }
     char kv[24] = ""; /* llama's grouped-query attention: its key/value heads */
     if (!strcmp(a->model, "llama") && a->kv_heads > 0 && a->kv_heads != a->heads) snprintf(kv, sizeof kv, " K%d", a->kv_heads);
-    snprintf(buf, n, "%s L%d C%d H%d%s T%d V%d B%d", a->model, a->layers, a->dim, a->heads, kv, a->context, a->vocab,
-             a->batch);
+    snprintf(buf, n, "%s L%d C%d H%d%s T%d V%d B%d%s", a->model, a->layers, a->dim, a->heads, kv, a->context, a->vocab,
+             a->batch, strcmp(a->precision, "fp32") ? " bf16" : "");
 }
 
 void cli_machine_desc(int threads, char *buf, size_t n) {

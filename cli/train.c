@@ -137,7 +137,8 @@ static int write_report(const trainer *t, float final_loss, float val_loss, int 
             "  \"step_ms_min\": %.3f,\n  \"step_ms_max\": %.3f,\n  \"ranks\": %d,\n  \"shard_optimizer\": %s,\n"
             "  \"comm_wait_ms\": %.3f,\n  \"fuse_optimizer\": %s,\n  \"grad_arena_bytes\": %zu,\n"
             "  \"params\": %lld,\n  \"trainable_params\": %lld,\n  \"frozen\": \"%s\",\n"
-            "  \"step_ms_first\": %.3f,\n  \"step_ms_steady\": %.3f",
+            "  \"step_ms_first\": %.3f,\n  \"step_ms_steady\": %.3f,\n  \"precision\": \"%s\",\n"
+            "  \"bf16_kernel\": \"%s\"",
             a->model, p.strategy, a->steps, fin, val, median_ms, tok_s, m.activation_bytes_planned, m.activation_bytes_measured,
             m.activation_arena_bytes, m.param_bytes, m.grad_bytes,
             rm_optim_bytes(t->opt), ru.ru_maxrss * 1024L, t->threads, rm_gemm_has_blas() ? "true" : "false",
@@ -146,7 +147,7 @@ static int write_report(const trainer *t, float final_loss, float val_loss, int 
             t->step_ms_min, t->step_ms_max, cli_dist_size(), a->shard_optimizer && cli_dist_size() > 1 ? "true" : "false",
             a->steps > (int)t->start ? t->comm_ms / (a->steps - (int)t->start) : 0.0,
             a->fuse_optimizer ? "true" : "false", m.grad_arena_bytes, count_params(t->g, 0), count_params(t->g, 1),
-            frozen, t->step_ms_first, t->step_ms_steady);
+            frozen, t->step_ms_first, t->step_ms_steady, a->precision, rm_bf16_kernel());
     cli_paging_report(t->s, &t->paging_ms, median_ms, a->micro_batches > 1 ? a->micro_batches : 1, f);
     fputs("\n}\n", f);
     if (rm_out_close(o, 1, err, sizeof err) != RM_OK) /* at the end: say what was kept */

@@ -212,6 +212,8 @@ const char *rm_precision_name(rm_precision p);
 /* The one-line note for bf16 on this processor: "" where it has AVX512-BF16
  * (products run on it), else what the portable kernel means. */
 const char *rm_bf16_note(void);
+/* The kernel of bf16 products here: "avx512_bf16" or "portable". */
+const char *rm_bf16_kernel(void);
 
 typedef struct rm_options {
     int threads;            /* OpenMP and BLAS threads; 0 = all cores */

@@ -26,20 +26,26 @@
 /* The most bytes of moments (m and v) one unit stages. */
 #define MOMENT_CHUNK_BYTES ((size_t)8 << 20)
 
+/* One product of the session's precision: fp32, or bf16 inputs (--precision bf16). */
+static void product(int bf16, int n, const float *a, const float *b, float *c) {
+    if (bf16) rm_gemm_bf16(0, 0, n, n, n, 1.0f, a, RM_DTYPE_F32, n, b, RM_DTYPE_F32, n, 0.0f, c, RM_DTYPE_F32, n);
+    else rm_sgemm(0, 0, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+}
+
 /* The compute rate the plan's first item times assume (a profile replaces
- * them): a 512 x 512 x 512 product timed, at 0.7 of its rate (the rest of a
- * step is slower than its products). */
-static double measure_flops_per_ms(int threads) {
+ * them): a 512 x 512 x 512 product of the session's precision timed, at 0.7
+ * of its rate (the rest of a step is slower than its products). */
+static double measure_flops_per_ms(int threads, int bf16) {
     const int n = 512;
     float *a = malloc((size_t)n * n * 3 * sizeof(float));
     if (!a) return 5e7;
     for (size_t i = 0; i < (size_t)n * n * 3; i++) a[i] = (float)(i % 7) * 0.125f;
     rm_set_threads(threads);
-    rm_sgemm(0, 0, n, n, n, 1.0f, a, n, a + n * n, n, 0.0f, a + 2 * n * n, n); /* warm up (loads OpenBLAS) */
+    product(bf16, n, a, a + n * n, a + 2 * n * n); /* warm up (loads OpenBLAS) */
     double best = 1e30;
     for (int k = 0; k < 3; k++) {
         double t0 = rm_trace_now_ms();
-        rm_sgemm(0, 0, n, n, n, 1.0f, a, n, a + n * n, n, 0.0f, a + 2 * n * n, n);
+        product(bf16, n, a, a + n * n, a + 2 * n * n);
         double dt = rm_trace_now_ms() - t0;
         if (dt < best) best = dt;
     }
@@ -123,7 +129,7 @@ static rm_status probe(rm_session *s, unsigned char *buf, char *err, size_t errl
 rm_status rm_session_scratch_open(rm_session *s) {
     s->page.flops_per_ms = 5e7;
     if (!s->opt.scratch_dir) return RM_OK;
-    s->page.flops_per_ms = measure_flops_per_ms(s->threads);
+    s->page.flops_per_ms = measure_flops_per_ms(s->threads, s->opt.precision == RM_PRECISION_BF16);
     s->page.update_ms_per_float = measure_update_ms_per_float(s->threads, s->opt.limit_bytes);
     char err[700];
     rm_status rc = rm_scratch_open(&s->page.file, s->page.dir, err, sizeof err);

@@ -279,7 +279,7 @@ static rm_status weigh(rm_session *s, cand *c, int64_t room, int acts) {
         int64_t excess = (int64_t)p.arena_bytes - room, freed = 0;
         while (next < n && freed < excess + excess / 4) {
             s->page.values[held[next]] = 1;
-            freed += (int64_t)g->vals[held[next++]].numel * 4;
+            freed += (int64_t)(g->vals[held[next]].numel * rm_dtype_size(g->vals[held[next]].dtype)), next++;
         }
         rm_program_free(&p);
         if ((rc = lay_out(s, &base, &p, &ms)) != RM_OK) break;

@@ -208,7 +208,7 @@ static void choose_kernel(void) {
              "portable kernel (correct, slower than fp32)");
 }
 
-const char *rm_gemm_bf16_kernel(void) {
+const char *rm_bf16_kernel(void) {
     pthread_once(&kernel_once, choose_kernel);
     return micro != micro_portable && !forced_portable ? "avx512_bf16" : "portable";
 }

@@ -30,8 +30,6 @@ size_t rm_gemm_w_scratch(int transW, int N, int K);
  * it, else a portable kernel on the same packed panels. No scratch. */
 void rm_gemm_bf16(int transA, int transB, int M, int N, int K, float alpha, const void *A, rm_dtype at, int lda,
                   const void *B, rm_dtype bt, int ldb, float beta, void *C, rm_dtype ct, int ldc);
-/* "avx512_bf16" or "portable": the micro-kernel rm_gemm_bf16 runs. */
-const char *rm_gemm_bf16_kernel(void);
 /* Tests and benchmarks: 1 runs the portable kernel even where AVX512-BF16 is. */
 void rm_gemm_bf16_force_portable(int on);
 void rm_set_threads(int n);  /* sets OpenMP and BLAS threads */
