@@ -10,7 +10,8 @@
 #  - P=2 with 2 micro-batches each within 1e-5 of P=1 with 4, and
 #    bit-identical with --shard-optimizer;
 #  - --fuse-optimizer on 2 ranks bit-identical to unfused P=2;
-#  - the same with frozen parameters (--freeze, --train-only) and LoRA;
+#  - the same with frozen parameters (--freeze, --train-only) and LoRA, and
+#    with --precision bf16;
 #  - save at P=2 (sharded) and resume at P=1, and the reverse: the same
 #    tensors as the uninterrupted run;
 #  - optimizer bytes per rank halve with --shard-optimizer;
@@ -78,6 +79,9 @@ same mlp-blocks "$MLP $EPS --checkpoint blocks"
 same gpt-freeze "$GPT $EPS --checkpoint selective --freeze transformer.wte,transformer.h.0"
 same mlp-freeze "$MLP $EPS --train-only layers.1"
 same gpt-lora "$GPT $EPS --checkpoint sqrt --lora 2 --lora-alpha 4 --lora-dropout 0.1"
+# --precision bf16 (issue 29): the same sums of the same bf16 products
+same gpt-bf16 "$GPT $EPS --memory-budget 60% --precision bf16"
+same gpt-lora-bf16 "$GPT $EPS --checkpoint sqrt --lora 2 --lora-dropout 0.1 --precision bf16"
 # SGD: the update is lr * g, so a gradient summed but not averaged over the
 # ranks (AdamW barely sees a factor of 2) is 1e-3-sized here
 S="$GPT --optimizer sgd --checkpoint sqrt"
