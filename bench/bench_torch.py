@@ -38,6 +38,11 @@ Recomputation, for comparisons with remat's --checkpoint:
 RMSNorm (eps 1e-6), rotate_half RoPE (theta 10000), SwiGLU (--ffn-dim, default
 8/3 dim rounded up to 64), no biases, untied head, no position table.
 
+--autocast bf16: the forward and the loss under torch.autocast("cpu",
+dtype=torch.bfloat16), the peer of remat's --precision bf16 (bench/bf16.sh);
+--sdpa: the attention as F.scaled_dot_product_attention (torch 2.x), as the
+issue 29 measurements did.
+
 Usage: /usr/bin/python3 bench/bench_torch.py --layers 12 --dim 384 --heads 6
        --context 256 --vocab 256 --batch 8 --threads 2 --warmup 2 --steps 10
 """
@@ -71,6 +76,11 @@ def parse():
     ap.add_argument("--reentrant", action="store_true", help="--checkpoint block with use_reentrant=True")
     ap.add_argument("--segments", type=int, default=4, help="for --checkpoint sequential")
     ap.add_argument("--out", help="also write the JSON here")
+    ap.add_argument("--autocast", choices=["none", "bf16"], default="none",
+                    help="bf16: forward and loss under torch.autocast('cpu', dtype=torch.bfloat16), the peer of "
+                         "remat's --precision bf16 (fp32 master weights and AdamW)")
+    ap.add_argument("--sdpa", action="store_true",
+                    help="gpt: attention through F.scaled_dot_product_attention(is_causal=True) (torch >= 2.0)")
     a = ap.parse_args()
     if a.dim % a.heads:
         ap.error("--dim must be divisible by --heads")
@@ -116,6 +126,8 @@ def main():
             q = q.view(Bx, Tx, H, C // H).transpose(1, 2)
             k = k.view(Bx, Tx, H, C // H).transpose(1, 2)
             v = v.view(Bx, Tx, H, C // H).transpose(1, 2)
+            if a.sdpa:
+                return F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(Bx, Tx, C)
             att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(C // H))
             att = att.masked_fill(~self.mask[:Tx, :Tx], float("-inf")).softmax(dim=-1)
             return (att @ v).transpose(1, 2).reshape(Bx, Tx, C)
@@ -261,7 +273,11 @@ def main():
         x, y = data[:, :-1].contiguous(), data[:, 1:].contiguous()
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss = model(x, y)
+        if a.autocast == "bf16":
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = model(x, y)
+        else:
+            loss = model(x, y)
         loss.backward()
         if a.grad_clip > 0:
             torch.nn.utils.clip_grad_norm_(params, a.grad_clip)
@@ -282,6 +298,8 @@ def main():
         "threads": a.threads,
         "torch_threads": torch.get_num_threads(),
         "checkpoint": a.checkpoint,
+        "autocast": a.autocast,
+        "sdpa": a.sdpa,
         "segments": a.segments if a.checkpoint == "sequential" else None,
         "checkpoint_impl": seq_impl if a.checkpoint == "sequential" else (
             "checkpoint(use_reentrant=%s) per block" % a.reentrant if a.checkpoint == "block" else
@@ -298,10 +316,15 @@ def main():
         "openblas_env": {k: os.environ.get(k) for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE",
                                                         "OPENBLAS_NUM_THREADS")},
     }
+    return emit(res, a.out)
+
+
+def emit(res, out):
+    """Prints the result as JSON, and writes it to `out` too (when given)."""
     s = json.dumps(res, indent=1)
     print(s)
-    if a.out:
-        with open(a.out, "w") as f:
+    if out:
+        with open(out, "w") as f:
             f.write(s + "\n")
     return 0
 
