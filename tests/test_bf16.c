@@ -101,6 +101,7 @@ static void test_threads(void) {
     double worst = 0;
     for (int i = 0; i < M * N; i++) worst = fmax(worst, fabs((double)cp[i] - c2[i]));
     CHECK(worst <= 1e-3, "the portable kernel and the %s kernel differ by %g", rm_bf16_kernel(), worst);
+    CHECK(rm_gemm_bf16_selfcheck(), "the %s kernel fails the start-up check", rm_bf16_kernel());
     printf("bf16 kernel: %s%s%s\n", rm_bf16_kernel(), *rm_bf16_note() ? "; " : "", rm_bf16_note());
     free(af), free(bff), free(A), free(B), free(c1), free(c2), free(cp);
 }

@@ -168,12 +168,14 @@ static int forced_portable; /* rm_gemm_bf16_force_portable (tests, benchmarks) *
 static char kernel_note[160] = "";
 static pthread_once_t kernel_once = PTHREAD_ONCE_INIT;
 
-/* A fixed micro-tile through both kernels: each sum is at most 2 * kp
- * exact products, so the two may differ only by rounding. */
+/* A fixed micro-tile through both kernels: each sum is of 2 * P exact
+ * products, so the two may differ only by the rounding of the running sums
+ * (each within an ulp of the sum of |terms|, mag: the same panels with
+ * their signs cleared). */
 static int kernels_agree(micro_fn fast) {
     enum { P = 37 };
-    uint32_t a[P * MR], b[P * NR];
-    float want[MR * NR], got[MR * NR];
+    uint32_t a[P * MR], b[P * NR], aa[P * MR], ab[P * NR];
+    float want[MR * NR], got[MR * NR], mag[MR * NR];
     uint32_t seed = 12345u;
     for (int i = 0; i < P * MR + P * NR; i++) {
         seed = seed * 1664525u + 1013904223u;
@@ -182,12 +184,16 @@ static int kernels_agree(micro_fn fast) {
         if (i < P * MR) a[i] = w;
         else b[i - P * MR] = w;
     }
+    for (int i = 0; i < P * MR; i++) aa[i] = a[i] & 0x7fff7fffu;
+    for (int i = 0; i < P * NR; i++) ab[i] = b[i] & 0x7fff7fffu;
     memset(want, 0, sizeof want);
     memset(got, 0, sizeof got);
+    memset(mag, 0, sizeof mag);
     micro_portable(P, a, b, want, NR);
+    micro_portable(P, aa, ab, mag, NR);
     fast(P, a, b, got, NR);
     for (int i = 0; i < MR * NR; i++)
-        if (!(fabsf(got[i] - want[i]) <= 1e-4f * (1.0f + fabsf(want[i])))) return 0;
+        if (!(fabsf(got[i] - want[i]) <= 2 * P * 1.2e-7f * mag[i] + 1e-30f)) return 0;
     return 1;
 }
 
@@ -219,6 +225,11 @@ const char *rm_bf16_note(void) {
 }
 
 void rm_gemm_bf16_force_portable(int on) { forced_portable = on; }
+
+int rm_gemm_bf16_selfcheck(void) {
+    pthread_once(&kernel_once, choose_kernel);
+    return kernels_agree(micro);
+}
 
 /* ---- the product ------------------------------------------------------------ */
 

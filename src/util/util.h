@@ -32,6 +32,9 @@ void rm_gemm_bf16(int transA, int transB, int M, int N, int K, float alpha, cons
                   const void *B, rm_dtype bt, int ldb, float beta, void *C, rm_dtype ct, int ldc);
 /* Tests and benchmarks: 1 runs the portable kernel even where AVX512-BF16 is. */
 void rm_gemm_bf16_force_portable(int on);
+/* The start-up check again: 1 when the kernel in use agrees with the
+ * portable one on a fixed micro-tile (within the rounding of its sums). */
+int rm_gemm_bf16_selfcheck(void);
 void rm_set_threads(int n);  /* sets OpenMP and BLAS threads */
 int rm_thread_id(void);      /* this thread's index in the parallel region (0 outside one) */
 
