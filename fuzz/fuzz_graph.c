@@ -1,5 +1,5 @@
 /* fuzz_graph.c: a libFuzzer target for graph files (`remat plan --graph`,
- * rm_plan_graph): the JSON parser of plan/graphfile.c and the general-graph
+ * rm_plan_graph): the JSON parser of plan/graphplan/graphfile.c and the general-graph
  * planner behind it, at a budget taken from the input's last bytes. Only
  * the planner's files are linked (graphfile, graphplan, blocks, schedule),
  * so the target builds in seconds; schedule.c's strategies that consult op

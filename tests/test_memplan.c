@@ -1,4 +1,4 @@
-/* test_memplan.c: the memory layout (src/plan/memplan.c), issue 22 class 12.
+/* test_memplan.c: the memory layout (src/program/memplan.c), issue 22 class 12.
  * rm_memplan skips groups of placed buffers that do not overlap the one
  * being placed, and bisects runs of buffers at one offset (planning a
  * 1024-layer GPT spent most of its time scanning them). Those shortcuts

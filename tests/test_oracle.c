@@ -1,4 +1,4 @@
-/* test_oracle.c: the general-graph planner (src/plan/graphplan.c) against
+/* test_oracle.c: the general-graph planner (src/plan/graphplan/graphplan.c) against
  * the exact optimum. On random small graphs with branches and skips, the
  * optimum comes from Checkmate's mixed-integer program (Jain et al., 2020),
  * solved with GLPK under a time limit per graph. At 5 budgets from 1.1x the

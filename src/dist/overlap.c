@@ -4,7 +4,7 @@
  * that adds into it: for a stage's own weights, the end of that stage's
  * backward; for the GPT's tied embedding, the backward of the embedding
  * stage, the last one. The train program is fixed at compile time, so that
- * instruction is known in advance: the program's param_final (plan/program.c,
+ * instruction is known in advance: the program's param_final (program/program.c,
  * where a fused optimizer finds it too). During a step,
  * after each instruction the executor calls rm_dist_overlap_post, which
  * starts one MPI_Iallreduce per bucket of gradients that just became final

@@ -1,5 +1,5 @@
 /* budget.c: rm_options.memory_budget for a session. The planner
- * (plan/planner.c) is a pure function of (graph, budget, profile); the
+ * (plan/chain/planner.c) is a pure function of (graph, budget, profile); the
  * session builds the instruction list and the memory layout of what it
  * chose, measures a profiling step, plans again with those times, and grows
  * its arena if the new plan needs more. */

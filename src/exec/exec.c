@@ -132,7 +132,7 @@ rm_status rm_execute(rm_session *s, const rm_program *p, uint64_t step, int trai
         while (next_buf < p->n_bufs && p->bufs[next_buf].first == i) live += p->bufs[next_buf++].bytes;
         if (live > peak) peak = live;
 
-        double t0 = rm_trace_now_ms();
+        double t0 = rm_now_ms();
         if (!runs) {
             rm_status rc = rm_session_io(s, p, ins, train);
             if (rc != RM_OK) {
@@ -144,16 +144,16 @@ rm_status rm_execute(rm_session *s, const rm_program *p, uint64_t step, int trai
         } else {
             rm_op_get(g->nodes[ins->node].op)->forward(&c);
         }
-        double t1 = rm_trace_now_ms();
+        double t1 = rm_now_ms();
         if (tr) tr->ev[tr->n] = (rm_trace_event){.t0 = t0, .t1 = t1, .u0 = 0, .u1 = 0, .live_in = live,
                                                  .live_out = live, .node = ins->node, .kind = ins->kind};
         if (train && runs) account(s, ins, t1 - t0);
         if (train && s->after_instr) s->after_instr(s, i);
         if (train && ins->kind == RM_INSTR_UPDATE) s->ms_optimizer += t1 - t0;
         if (fused && ins->n_final) {
-            double u0 = rm_trace_now_ms();
+            double u0 = rm_now_ms();
             run_updates(s, p, ins);
-            double u1 = rm_trace_now_ms();
+            double u1 = rm_now_ms();
             s->ms_optimizer += u1 - u0;
             if (tr) tr->ev[tr->n].u0 = u0, tr->ev[tr->n].u1 = u1;
         }

@@ -95,7 +95,7 @@ struct rm_session {
         double flops_per_ms;    /* the compute rate item times are estimated with before a profile */
         double update_ms_per_float; /* a fused AdamW update's time per float (measured; 0: a default) */
         double wait_ms, predicted_wait_ms;
-        double predicted_step_ms; /* the paging timeline's whole step (plan/paging.c) */
+        double predicted_step_ms; /* the paging timeline's whole step (plan/paging/paging.c) */
     } page;
     int precision_user;     /* counted in g->precision_users (exec/precision.c) */
     char strategy_name[32]; /* opt.checkpoint and opt.memory_budget point here */

@@ -15,6 +15,18 @@ static const char *const strategy_names[] = {"none", "blocks", "segments", "sqrt
 
 static int takes_param(rm_strategy s) { return s == RM_STRATEGY_SEGMENTS || s == RM_STRATEGY_REVOLVE; }
 
+/* The optimizer's defaults are options' too (rm_options.optim), so they
+ * live here, below train/optim.c, which reads them. */
+void rm_optim_config_default(rm_optim_config *c) {
+    if (!c) return;
+    c->kind = RM_OPTIM_ADAMW;
+    c->beta1 = 0.9f;
+    c->beta2 = 0.95f;
+    c->eps = 1e-8f;
+    c->weight_decay = 0.1f;
+    c->grad_clip = 1.0f;
+}
+
 void rm_options_default(rm_options *o) {
     if (!o) return;
     memset(o, 0, sizeof *o);

@@ -4,7 +4,7 @@
  * its bandwidth (a short write and read, unless scratch_bandwidth is
  * given) before anything is planned, so the plan can price paging. Each
  * schedule the session turns into a program first gets its paging items
- * (plan/paging.c): forced by rm_options.page, or as the plan chose. Once
+ * (plan/paging/paging.c): forced by rm_options.page, or as the plan chose. Once
  * the programs are built, the file's space is allocated (a full disk is
  * found here, before training) and the I/O thread started with one request
  * slot per transfer of the train program. The executor hands every paging
@@ -13,7 +13,6 @@
  * changed block stops the step, naming the directory), an update runs the
  * fused optimizer on staged moments. */
 #include "exec/exec.h"
-#include "exec/trace.h"
 #include <math.h>
 #include <stdio.h>
 #include <sys/vfs.h>
@@ -44,9 +43,9 @@ static double measure_flops_per_ms(int threads, int bf16) {
     product(bf16, n, a, a + n * n, a + 2 * n * n); /* warm up (loads OpenBLAS) */
     double best = 1e30;
     for (int k = 0; k < 3; k++) {
-        double t0 = rm_trace_now_ms();
+        double t0 = rm_now_ms();
         product(bf16, n, a, a + n * n, a + 2 * n * n);
-        double dt = rm_trace_now_ms() - t0;
+        double dt = rm_now_ms() - t0;
         if (dt < best) best = dt;
     }
     free(a);
@@ -69,14 +68,14 @@ static double measure_update_ms_per_float(int threads, int64_t limit) {
     rm_set_threads(threads);
     double best = 1e30;
     for (int k = 0; k < 3; k++) {
-        double t0 = rm_trace_now_ms();
+        double t0 = rm_now_ms();
         #pragma omp parallel for schedule(static)
         for (size_t i = 0; i < n; i++) {
             m[i] = 0.9f * m[i] + 0.1f * g[i];
             v[i] = 0.999f * v[i] + 0.001f * g[i] * g[i];
             w[i] = w[i] * 0.9999f - 1e-3f * m[i] / (sqrtf(v[i]) + 1e-8f);
         }
-        double dt = rm_trace_now_ms() - t0;
+        double dt = rm_now_ms() - t0;
         if (dt < best) best = dt;
     }
     free(buf);
@@ -103,7 +102,7 @@ static rm_status probe(rm_session *s, unsigned char *buf, char *err, size_t errl
     memset(buf, 0x5a, PROBE_BUF);
     int e = 0;
     for (int write = 1; write >= 0 && !e; write--) {
-        double t0 = rm_trace_now_ms();
+        double t0 = rm_now_ms();
         for (size_t off = 0, k = 0; off < bytes && !e; off += half, k++) {
             const int slot = (int)(k % 2);
             if (k >= 2) e = rm_ioq_wait(&q, slot); /* the slot's last transfer, before it is reused */
@@ -112,7 +111,7 @@ static rm_status probe(rm_session *s, unsigned char *buf, char *err, size_t errl
             if (!e) rm_ioq_submit(&q, slot);
         }
         for (int slot = 0; slot < 2 && !e; slot++) e = rm_ioq_wait(&q, slot);
-        double dt = rm_trace_now_ms() - t0;
+        double dt = rm_now_ms() - t0;
         bps[write] = (double)bytes / ((dt > 1e-3 ? dt : 1e-3) * 1e-3);
     }
     rm_ioq_stop(&q);
@@ -288,9 +287,9 @@ rm_status rm_session_io(rm_session *s, const rm_program *p, const rm_instr *ins,
         return rm_session_fail(s, RM_ERR_STATE, "internal error: transfer %d of the step program has no slot in the "
                                "scratch file's queue (%d slots)", ins->io, q->running ? q->n_req : 0);
     if (ins->kind == RM_INSTR_WAIT) {
-        double t0 = rm_trace_now_ms();
+        double t0 = rm_now_ms();
         int e = rm_ioq_wait(q, ins->io);
-        s->page.wait_ms += rm_trace_now_ms() - t0;
+        s->page.wait_ms += rm_now_ms() - t0;
         return e ? io_failed(s, p, ins->io, e) : RM_OK;
     }
     const rm_io_slot *io = &p->io[ins->io];

@@ -27,7 +27,7 @@
  *
  * Every candidate is lowered to the engine's program and laid out: only an
  * arena that fits counts, so the limit holds whatever the predictions. The
- * predictions come from the paging timeline (plan/paging.c: the compute
+ * predictions come from the paging timeline (plan/paging/paging.c: the compute
  * items one after another, the transfers on one FIFO channel at the
  * scratch file's bandwidth) with compute priced from FLOPs at the rate
  * measured at start (and, after the profiling step, from measured times:

@@ -4,9 +4,8 @@
 #ifndef REMAT_TRACE_H
 #define REMAT_TRACE_H
 #include "exec/exec.h"
-#include <time.h>
 
-/* One executed instruction: when it ran (ms, CLOCK_MONOTONIC) and the live
+/* One executed instruction: when it ran (ms, rm_now_ms) and the live
  * activation bytes once its outputs were defined (live_in, the figure whose
  * maximum is the high-water mark) and once its dead buffers were freed. */
 typedef struct rm_trace_event {
@@ -35,12 +34,6 @@ struct rm_trace {
 struct rm_trace *rm_trace_for(rm_session *s, const rm_program *p, uint64_t step);
 /* The traced step's transfers, copied from the I/O queue at its end. */
 void rm_trace_io(rm_session *s, const rm_program *p);
-/* Milliseconds on CLOCK_MONOTONIC, as the executor times instructions. */
-static inline double rm_trace_now_ms(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
-}
 /* Called by rm_optim_step after its update (inline: train/ links without exec/). */
 static inline void rm_trace_optimizer(rm_session *s, double t0, double t1) {
     struct rm_trace *t = s ? s->trace : NULL;

@@ -126,7 +126,7 @@ struct rm_graph {
     size_t input_bytes;  /* total size of the input buffer */
     /* set by rm_compile while it plans a session with fuse_optimizer: the
      * step programs built from the graph (the planner's candidates too) give
-     * parameter gradients arena buffers (plan/program.c) */
+     * parameter gradients arena buffers (program/program.c) */
     int fuse_grads;
     /* exec/precision.c: the precision the values' dtypes encode, and how
      * many live sessions use it */

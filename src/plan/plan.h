@@ -37,7 +37,7 @@ typedef enum rm_instr_kind {
 /* Forward, recompute, backward: the instructions that run a node. */
 static inline int rm_instr_runs_node(rm_instr_kind k) { return k <= RM_INSTR_BACKWARD; }
 
-/* What the scratch tier moves (plan/paging.c decides, the program places
+/* What the scratch tier moves (plan/paging/paging.c decides, the program places
  * the buffers, the executor moves them). A value's unit is one computation
  * of an activation, paged out after its last reader before its longest idle
  * gap and read back before its first reader after it. A state unit lives in
@@ -65,7 +65,7 @@ typedef struct rm_sched_item {
 typedef struct rm_schedule {
     rm_sched_item *items;
     int n, cap;
-    rm_page_unit *units; /* what its paging items move (plan/paging.c); NULL: none */
+    rm_page_unit *units; /* what its paging items move (plan/paging/paging.c); NULL: none */
     int n_units;
     uint64_t state_bytes; /* the file's first bytes, the state's (value pages follow) */
 } rm_schedule;

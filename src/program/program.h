@@ -86,13 +86,13 @@ typedef struct rm_program {
 
 void rm_program_free(rm_program *p);
 
-/* plan/program.c: instructions + buffers from a schedule (liveness). */
+/* program/program.c: instructions + buffers from a schedule (liveness). */
 rm_status rm_program_build(const rm_graph *g, const rm_schedule *s, int threads,
                            rm_program *p, char *err, size_t errlen);
-/* plan/memplan.c: offsets of the buffers in one arena. */
+/* program/memplan.c: offsets of the buffers in one arena. */
 void rm_memplan(rm_program *p);
 
-/* plan/program.c: what a program's recomputations cost: ms from the
+/* program/program.c: what a program's recomputations cost: ms from the
  * profile (rm_profile_recompute_ms), or FLOPs when prof is NULL. */
 double rm_recompute_cost(const rm_graph *g, const rm_program *p, const rm_profile *prof);
 

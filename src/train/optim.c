@@ -35,16 +35,6 @@ struct rm_optim {
 
 enum { NORM_CHUNK = 4096 };
 
-void rm_optim_config_default(rm_optim_config *c) {
-    if (!c) return;
-    c->kind = RM_OPTIM_ADAMW;
-    c->beta1 = 0.9f;
-    c->beta2 = 0.95f;
-    c->eps = 1e-8f;
-    c->weight_decay = 0.1f;
-    c->grad_clip = 1.0f;
-}
-
 static rm_status fused_begin(rm_optim *o);
 static void fused_update(rm_optim *o, int pi, float *grad);
 static rm_status fused_end(rm_optim *o);
@@ -269,7 +259,7 @@ rm_status rm_optim_step(rm_optim *o, float lr, float *norm_out) {
         return rm_session_fail(s, RM_ERR_STATE, "rm_optim_step: the optimizer is fused into the session's backward "
                                "pass (rm_options.fuse_optimizer): rm_step applied the update; give the learning rate "
                                "with rm_optim_set_lr before rm_step");
-    double t_start = s->trace ? rm_trace_now_ms() : 0; /* a traced step: its update is timed too */
+    double t_start = s->trace ? rm_now_ms() : 0; /* a traced step: its update is timed too */
     double norm = grad_norm(o);
     if (norm_out) *norm_out = (float)norm;
     if (!isfinite(norm))
@@ -288,7 +278,7 @@ rm_status rm_optim_step(rm_optim *o, float lr, float *norm_out) {
         if (a < b) update_range(o, v, a, b, s->grads + a, lr, clip, 0);
     }
     if (o->sharded) rm_dist_allgather_params(s); /* every rank's updated shard to all */
-    if (s->trace) rm_trace_optimizer(s, t_start, rm_trace_now_ms());
+    if (s->trace) rm_trace_optimizer(s, t_start, rm_now_ms());
     return RM_OK;
 }
 

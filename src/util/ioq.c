@@ -29,12 +29,6 @@
 #include <liburing.h>
 #endif
 
-static double now_ms(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
-}
-
 /* One transfer, and its checksum: a write records the region's hash, a
  * read must find the same bytes. */
 static int run_request(rm_ioq *q, rm_io_req *r) {
@@ -59,9 +53,9 @@ static void *io_thread(void *arg) {
         int i = q->ring[q->head];
         pthread_mutex_unlock(&q->mu);
         rm_io_req *r = &q->req[i];
-        double t0 = now_ms();
+        double t0 = rm_now_ms();
         int e = run_request(q, r);
-        double t1 = now_ms();
+        double t1 = rm_now_ms();
         pthread_mutex_lock(&q->mu);
         r->t0 = t0, r->t1 = t1, r->err = e, r->done = 1;
         q->busy_ms += t1 - t0;
@@ -78,9 +72,9 @@ static void *io_thread(void *arg) {
 enum { RING_ENTRIES = 128 };
 
 static void ring_busy(rm_ioq *q, int delta) {
-    if (q->inflight == 0 && delta > 0) q->busy_t0 = now_ms();
+    if (q->inflight == 0 && delta > 0) q->busy_t0 = rm_now_ms();
     q->inflight += delta;
-    if (q->inflight == 0 && delta < 0) q->busy_ms += now_ms() - q->busy_t0;
+    if (q->inflight == 0 && delta < 0) q->busy_ms += rm_now_ms() - q->busy_t0;
 }
 
 /* The pieces of a transfer: up to 4 of at least 1 MiB, 4 KiB aligned. */
@@ -115,7 +109,7 @@ static int ring_push(rm_ioq *q, int i, int k) {
 }
 
 static void ring_done(rm_ioq *q, rm_io_req *r, int err) {
-    r->t1 = now_ms(), r->err = err, r->done = 1;
+    r->t1 = rm_now_ms(), r->err = err, r->done = 1;
     ring_busy(q, -1);
     if (err) return;
     *(r->write ? &q->bytes_out : &q->bytes_in) += r->bytes;
@@ -154,7 +148,7 @@ static void ring_reap(rm_ioq *q, struct io_uring_cqe *cqe) {
 
 static void ring_submit(rm_ioq *q, int i) {
     rm_io_req *r = &q->req[i];
-    r->done = 0, r->err = 0, r->first_err = 0, r->t0 = now_ms(), r->t1 = 0;
+    r->done = 0, r->err = 0, r->first_err = 0, r->t0 = rm_now_ms(), r->t1 = 0;
     r->pieces = r->bytes >= ((size_t)2 << 20) ? (int)(r->bytes >> 20) : 1;
     if (r->pieces > 4) r->pieces = 4;
     memset(r->moved, 0, sizeof r->moved);
@@ -283,7 +277,7 @@ void rm_ioq_drain(rm_ioq *q) {
 void rm_ioq_clear_stats(rm_ioq *q) {
     if (q->uring) {
         q->busy_ms = 0, q->bytes_out = q->bytes_in = 0;
-        q->busy_t0 = now_ms();
+        q->busy_t0 = rm_now_ms();
         return;
     }
     pthread_mutex_lock(&q->mu);

@@ -1,5 +1,5 @@
 /* jsonerr.c: the strict reading of the JSON files remat is given (chain and
- * graph files, a graph plan: src/plan/chainfile.c, graphfile.c) and the
+ * graph files, a graph plan: src/plan/chain/chainfile.c, plan/graphplan/graphfile.c) and the
  * message for text that cJSON refused. A file with anything but white space
  * after its object (trailing junk, a second object) or a key twice in one
  * object is refused, not read up to where the object ends

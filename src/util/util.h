@@ -7,6 +7,7 @@
 #include "remat.h"
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 /* Row-major single-precision GEMM: C = alpha*op(A)*op(B) + beta*C. Uses
  * cblas_sgemm when built with BLAS, else a portable blocked kernel. */
@@ -61,6 +62,13 @@ void rm_strlcpy(char *dst, const char *src, size_t n);
  * equal hashes, and bytes that differ in any bit differ with overwhelming
  * probability (verify_recompute, the scratch file's block checksums). */
 uint64_t rm_hash_bytes(const void *p, size_t n);
+/* Milliseconds on CLOCK_MONOTONIC: the one clock the executor, the paging
+ * and the I/O queue time their work with, so a trace lines them up. */
+static inline double rm_now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
 /* The message for JSON text that cJSON_ParseWithOpts(text, &end, 1)
  * refused: a syntax error near `end`, or bytes after the object (jsonerr.c). */
 void rm_json_error(const char *text, const char *end, char *err, size_t errlen);

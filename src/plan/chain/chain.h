@@ -9,7 +9,7 @@
 #include "plan/plan.h"
 #include "program/program.h"
 
-/* plan/chain.c: the graph as a chain of stages. Empty stages are skipped;
+/* plan/chain/chain.c: the graph as a chain of stages. Empty stages are skipped;
  * chain stage i covers nodes [first[i], last[i]] and receives exactly one
  * activation, input[i] (-1 for the first), from chain stage i-1.
  * A chain of units (rm_chain_units: any graph cut into contiguous node
@@ -37,22 +37,27 @@ typedef struct rm_marks {
     int ignored; /* the graph has marks, and the strategy schedules whole stages */
 } rm_marks;
 
-/* plan/strategy.c: the schedule of a named strategy ("none", "blocks",
+/* plan/chain/strategy.c: the schedule of a named strategy ("none", "blocks",
  * "segments:K", "sqrt", "selective", "revolve:S"). With `marks` set the
  * user's marks are applied on top and what they changed is counted there;
  * with NULL they are not applied. */
 rm_status rm_schedule_build(const rm_graph *g, const char *strategy, int backward, rm_marks *marks,
                             rm_schedule *out, char *err, size_t errlen);
 
-/* plan/revolve.c: Griewank-Walther binomial checkpointing. */
+/* plan/chain/revolve.c: Griewank-Walther binomial checkpointing. */
 /* Fewest stage re-advances to reverse l stages with s slots (x0 counts as one). */
 long rm_revolve_cost(int l, int s);
 /* The closed form p(l,s) = t l - C(s+t, s+1), for tests. */
 long rm_revolve_closed_form(int l, int s);
 rm_status rm_schedule_revolve(const rm_graph *g, const rm_chain *c, int slots, rm_schedule *out,
                               char *err, size_t errlen);
+/* revolve:S on any graph: Griewank and Walther's schedule over the units
+ * (declared stages or automatic blocks) as a chain of units
+ * (rm_chain_units): what one unit hands the next is checkpointed or
+ * recomputed, what is read two or more units later is kept. */
+rm_status rm_schedule_revolve_graph(const rm_graph *g, int slots, rm_schedule *out, char *err, size_t errlen);
 
-/* plan/lower.c: schedule items from stage operations (plan/rotor.h). */
+/* plan/chain/lower.c: schedule items from stage operations (plan/rotor/rotor.h). */
 struct rm_rotor_op;
 /* `outputs`: a recomputed Fall whose output the next stage reads before
  * the stage's backward rebuilds that output (as Rotor's model has it),
@@ -61,11 +66,11 @@ struct rm_rotor_op;
 rm_status rm_schedule_lower(const rm_graph *g, const rm_chain *c, const struct rm_rotor_op *ops, int n_ops,
                             int outputs, rm_schedule *out, char *err, size_t errlen);
 /* The values of the stages a plan keeps on disk (Fpage: everything but the
- * stage's output), marked 1 in values (per value of g), for plan/paging.c. */
+ * stage's output), marked 1 in values (per value of g), for plan/paging/paging.c. */
 void rm_rotor_paged_values(const rm_graph *g, const rm_chain *c, const struct rm_rotor_op *ops, int n_ops,
                            char *values);
 
-/* plan/planner.c: the memory-budget planner, a pure function of (graph,
+/* plan/chain/planner.c: the memory-budget planner, a pure function of (graph,
  * budget, profile) -> schedule. User marks are not applied to any of its
  * candidates (its guarantee is the budget; a must-save mark could break it). */
 struct rm_chain_model;
@@ -92,12 +97,12 @@ rm_status rm_chain_model_build(const rm_graph *g, const rm_chain *c, const rm_pr
  * profile). Exact chains only (RM_ERR_ARG otherwise); RM_ERR_BUDGET when
  * nothing fits. values (per value, zeroed by the caller) gets the values
  * the plan pages; the schedule is the lowering, to be paged with them
- * (plan/paging.c), laid out and checked by the caller. */
+ * (plan/paging/paging.c), laid out and checked by the caller. */
 rm_status rm_schedule_chain_paged(const rm_graph *g, int64_t budget, int threads, const rm_profile *prof,
                                   double ms_per_byte, double latency_ms, double units_per_ms, rm_schedule *out,
                                   char *values, char *err, size_t errlen);
 
-/* plan/planfit.c: Rotor's plans checked on the engine's arena. */
+/* plan/chain/planfit.c: Rotor's plans checked on the engine's arena. */
 typedef struct rm_fit_ctx {
     const rm_graph *g;
     const rm_chain *c;

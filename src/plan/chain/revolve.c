@@ -15,11 +15,15 @@
  * The published example: l = 10, s = 3 gives 15.
  *
  * The result is a sequence of stage operations (Fck/Fn to advance, Fall + B
- * to tape and reverse, L for the last stage), lowered like a Rotor plan. */
+ * to tape and reverse, L for the last stage), lowered like a Rotor plan. A
+ * graph that is not a chain is reversed the same way over its units, as a
+ * chain of units (rm_schedule_revolve_graph). */
 #include "plan/chain/chain.h"
+#include "plan/graphplan/graphplan.h"
 #include "plan/rotor/rotor.h"
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static double binom(int n, int k) {
     double r = 1;
@@ -111,5 +115,21 @@ rm_status rm_schedule_revolve(const rm_graph *g, const rm_chain *c, int slots, r
     free(r.cost);
     free(r.split);
     free(r.seq.ops);
+    return rc;
+}
+
+rm_status rm_schedule_revolve_graph(const rm_graph *g, int slots, rm_schedule *out, char *err, size_t errlen) {
+    rm_gmodel m;
+    memset(out, 0, sizeof *out);
+    if (rm_gmodel_from_graph(g, NULL, 1, &m) != RM_OK) return RM_ERR_NOMEM;
+    int *unit = malloc(((size_t)m.n + 1) * sizeof *unit);
+    rm_chain c = {0};
+    rm_status rc = unit ? RM_OK : RM_ERR_NOMEM;
+    if (rc == RM_OK) rm_graph_units(g, &m, unit);
+    if (rc == RM_OK) rc = rm_chain_units(g, unit, &c);
+    if (rc == RM_OK) rc = rm_schedule_revolve(g, &c, slots, out, err, errlen);
+    rm_chain_free(&c);
+    free(unit);
+    rm_gmodel_free(&m);
     return rc;
 }

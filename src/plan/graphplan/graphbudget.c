@@ -3,7 +3,7 @@
  * memory budget with the engine's guarantee (the lowered program's arena,
  * laid out by memplan, is what must fit). */
 #include "plan/graphplan/graphplan.h"
-#include "plan/chain/chain.h"
+#include "program/program.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,22 +81,6 @@ rm_status rm_schedule_uniform_graph(const rm_graph *g, int k, int sqrt_k, rm_sch
             if (group[m.src[e]] != group[j]) mode[m.src[e]] = RM_GKEEP;
     if (rc == RM_OK) rc = rm_gplan_schedule(&m, mode, group, out);
     free(unit), free(group), free(mode);
-    rm_gmodel_free(&m);
-    return rc;
-}
-
-rm_status rm_schedule_revolve_graph(const rm_graph *g, int slots, rm_schedule *out, char *err, size_t errlen) {
-    rm_gmodel m;
-    memset(out, 0, sizeof *out);
-    if (rm_gmodel_from_graph(g, NULL, 1, &m) != RM_OK) return RM_ERR_NOMEM;
-    int *unit = malloc(((size_t)m.n + 1) * sizeof *unit);
-    rm_chain c = {0};
-    rm_status rc = unit ? RM_OK : RM_ERR_NOMEM;
-    if (rc == RM_OK) rm_graph_units(g, &m, unit);
-    if (rc == RM_OK) rc = rm_chain_units(g, unit, &c);
-    if (rc == RM_OK) rc = rm_schedule_revolve(g, &c, slots, out, err, errlen);
-    rm_chain_free(&c);
-    free(unit);
     rm_gmodel_free(&m);
     return rc;
 }

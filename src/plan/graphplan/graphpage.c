@@ -1,7 +1,7 @@
 /* graphpage.c: keep, recompute or page, on the graph planner's model
- * (issue 20; plan/graphplan.h).
+ * (issue 20; plan/graphplan/graphplan.h).
  *
- * The engine pages on its own program (plan/paging.c, exec/pageplan.c);
+ * The engine pages on its own program (plan/paging/paging.c, exec/pageplan.c);
  * this is the same choice on the abstract model of a step, for graphs
  * profiled elsewhere (`remat plan --graph` with "scratch_bandwidth") and
  * for the exact comparison of tests/test_oracle.c, whose integer program

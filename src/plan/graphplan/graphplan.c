@@ -1,4 +1,4 @@
-/* graphplan.c: the general-graph planner (plan/graphplan.h).
+/* graphplan.c: the general-graph planner (plan/graphplan/graphplan.h).
  *
  * A chain has one value between stages, so Rotor's dynamic program over
  * (memory, first stage, last stage) is exact for it. A general graph has

@@ -1,4 +1,4 @@
-/* plan/graphplan.h: recomputation plans for any graph, not only chains of
+/* plan/graphplan/graphplan.h: recomputation plans for any graph, not only chains of
  * stages (docs/RECOMPUTE.md, "General graphs").
  *
  * The planner works on an abstract model of a training step: forward nodes
@@ -22,7 +22,7 @@
  * Its schedule is: every forward (with FEACH recomputations), then for each block from the last one,
  * the recomputations its backwards need (transitively, from any earlier
  * block), then its backwards. Liveness follows from the order as in
- * plan/program.c, so the model's peak is the engine's peak up to alignment
+ * program/program.c, so the model's peak is the engine's peak up to alignment
  * and the grouping of outputs per node. */
 #ifndef REMAT_GRAPHPLAN_H
 #define REMAT_GRAPHPLAN_H
@@ -91,7 +91,7 @@ typedef struct rm_geval_result {
 } rm_geval_result;
 typedef rm_status (*rm_geval_fn)(void *ctx, const rm_gmodel *m, const rm_schedule *s, int64_t budget,
                                  rm_geval_result *r);
-/* The default evaluator: plan/program.c's liveness on the model. */
+/* The default evaluator: program/program.c's liveness on the model. */
 rm_status rm_gmodel_simulate(void *ctx, const rm_gmodel *m, const rm_schedule *s, int64_t budget,
                              rm_geval_result *r);
 /* The same with a kept workspace (grown as needed; zero it first), which it
@@ -112,7 +112,7 @@ void rm_gsim_free(rm_gsim *w);
  * one of the groupings. plan->feasible = 0 when none fits. */
 rm_status rm_gplan_solve(const rm_gmodel *m, int64_t budget, const int *hint, rm_geval_fn eval, void *ctx,
                          rm_gplan *plan);
-/* plan/graphfast.c: the search of large graphs (default evaluator): from
+/* plan/graphplan/graphfast.c: the search of large graphs (default evaluator): from
  * `mode`, a batched descent scored from one pricing's profile until the
  * plan fits, then (prune_too) undoes that an upper bound of the live bytes
  * shows safe, and a few more priced exactly. mode is left as the plan
@@ -136,7 +136,7 @@ rm_status rm_gplan_solve_from(const rm_gmodel *m, int64_t budget, const int *hin
 int64_t rm_gplan_least(const rm_gmodel *m, const int *hint, rm_geval_fn eval, void *ctx, rm_gplan *at);
 int64_t rm_gplan_min_budget(const rm_gmodel *m, const int *hint, rm_geval_fn eval, void *ctx);
 
-/* ---- paging on the model (plan/graphpage.c, issue 20) --------------------
+/* ---- paging on the model (plan/graphplan/graphpage.c, issue 20) --------------------
  * A third choice per node beside keeping and recomputing its output: page
  * it, written to the scratch file after its last reader in the forward pass
  * (a PAGE_OUT item whose node is the model node) and read back (PAGE_IN)
@@ -148,7 +148,7 @@ int64_t rm_gplan_min_budget(const rm_gmodel *m, const int *hint, rm_geval_fn eva
 /* The schedule s with the paging items of paged (per node: 0, or the lead
  * of its read, >= 1) merged in. */
 rm_status rm_gplan_page_schedule(const rm_gmodel *m, const rm_schedule *s, const int *paged, rm_schedule *out);
-/* plan/graphsched.c: the compute's total wait for the reads of schedule s. */
+/* plan/graphplan/graphsched.c: the compute's total wait for the reads of schedule s. */
 double rm_gmodel_waits(const rm_gmodel *m, const rm_schedule *s);
 /* The cheapest plan found at `budget` over keep, recompute and page: the
  * recompute plans of rm_gplan_solve at the budget and at larger budgets
@@ -160,7 +160,7 @@ double rm_gmodel_waits(const rm_gmodel *m, const rm_schedule *s);
 rm_status rm_gplan_solve_paged(const rm_gmodel *m, int64_t budget, const int *hint, rm_geval_fn eval, void *ctx,
                                rm_gplan *plan, int *paged);
 
-/* plan/blocks.c: automatic blocks. Cuts the topological order into about
+/* plan/graphplan/blocks.c: automatic blocks. Cuts the topological order into about
  * k blocks at points where few bytes cross (values produced before the cut
  * and read after it); block[i] is node i's block. Returns the number. */
 int rm_auto_blocks(const rm_gmodel *m, int k, int *block);
@@ -169,7 +169,7 @@ int64_t rm_cut_bytes(const rm_gmodel *m, int c);
 
 
 
-/* ---- the engine's graph (plan/graphbudget.c) ---------------------------- */
+/* ---- the engine's graph (plan/graphplan/graphbudget.c) ---------------------------- */
 /* The model of g: one model node per graph node (same ids); times from the
  * profile (recomputation ms) or FLOPs; bytes as the arena aligns them. */
 rm_status rm_gmodel_from_graph(const rm_graph *g, const rm_profile *prof, int threads, rm_gmodel *m);
@@ -181,11 +181,6 @@ int rm_graph_units(const rm_graph *g, const rm_gmodel *m, int *unit);
  * the rest of every group but the last is recomputed before its backward. */
 rm_status rm_schedule_uniform_graph(const rm_graph *g, int k, int sqrt_k, rm_schedule *out, char *err,
                                     size_t errlen);
-/* revolve:S on any graph: Griewank and Walther's schedule over the units
- * (declared stages or automatic blocks) as a chain of units
- * (rm_chain_units): what one unit hands the next is checkpointed or
- * recomputed, what is read two or more units later is kept. */
-rm_status rm_schedule_revolve_graph(const rm_graph *g, int slots, rm_schedule *out, char *err, size_t errlen);
 /* The budget planner for graphs that are not chains: rm_gplan_solve on the
  * graph's model, lowered and checked against the engine's arena (tightened
  * and planned again while the arena exceeds the budget). Sets info->chosen

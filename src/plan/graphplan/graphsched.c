@@ -179,7 +179,7 @@ rm_status rm_gplan_schedule(const rm_gmodel *m, const char *mode, const int *blo
     return rc;
 }
 
-/* ---- the default evaluator: plan/program.c's liveness ---------------------- */
+/* ---- the default evaluator: program/program.c's liveness ---------------------- */
 
 void rm_gsim_free(rm_gsim *w) {
     free(w->born), free(w->last), free(w->gborn), free(w->glast), free(w->delta), free(w->dies), free(w->live);

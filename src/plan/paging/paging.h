@@ -6,7 +6,7 @@
 
 #include "plan/plan.h"
 
-/* plan/paging.c: paging items merged into a schedule (issue 20): each
+/* plan/paging/paging.c: paging items merged into a schedule (issue 20): each
  * computation of a value `values` marks is paged out after its last reader
  * before its longest idle gap and in ahead of its first reader after it;
  * under a fused optimizer (g->fuse_grads) the AdamW moments of the
