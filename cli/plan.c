@@ -113,6 +113,59 @@ static int chain_budget(const char *s, double *bytes) {
     return cli_parse_double("--memory-budget (a number in the file's units)", s, 0, 1e300, bytes); /* above int64: plans as the most */
 }
 
+typedef rm_status (*plan_file_fn)(const char *json, int64_t budget, char **result_json, char *err, size_t errlen);
+
+/* The answer of rm_plan_chain or rm_plan_graph for the file's text (freed
+ * here) at `bytes` (above int64: plans as the most; -1: store-all): the
+ * JSON itself with --json, else the text `describe` makes of it; then the
+ * exit status. */
+static int print_plan(const plan_flags *pf, const char *path, char *text, double bytes, plan_file_fn plan,
+                      void (*describe)(const cJSON *r)) {
+    char err[512], *result = NULL;
+    rm_status st = plan(text, bytes < 9e18 ? (int64_t)bytes : INT64_MAX, &result, err, sizeof err);
+    free(text);
+    if (!result) return cli_fail(1, "'%s': %s", path, err);
+    if (pf->json) {
+        printf("%s\n", result);
+    } else {
+        cJSON *r = cJSON_Parse(result);
+        describe(r);
+        cJSON_Delete(r);
+    }
+    free(result);
+    return plan_status(st, pf->json, err);
+}
+
+static double num(const cJSON *r, const char *key) {
+    return cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(r, key));
+}
+static const char *feasible(const cJSON *r) {
+    return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "feasible")) ? "yes" : "no";
+}
+
+/* A chain's plan as text: its figures, then its operations in order. */
+static void describe_chain(const cJSON *r) {
+    const cJSON *op;
+    printf("feasible: %s\ntime: %g\npeak_bytes: %.0f (budget %.0f, minimum feasible %.0f)\nsequence:", feasible(r),
+           num(r, "time"), num(r, "peak_bytes"), num(r, "budget_bytes"), num(r, "min_budget_bytes"));
+    cJSON_ArrayForEach(op, cJSON_GetObjectItemCaseSensitive(r, "sequence")) printf(" %s", op->valuestring);
+    printf("\n");
+}
+
+/* A graph's plan as text: its figures, the nodes kept, those recomputed (and how). */
+static void describe_graph(const cJSON *r) {
+    const cJSON *it;
+    printf("feasible: %s\ntotal time: %g (recompute %g)\npeak_bytes: %.0f (budget %.0f, store-all %.0f, "
+           "minimum feasible %.0f)\nkeep:", feasible(r), num(r, "total_time"), num(r, "recompute_time"),
+           num(r, "peak_bytes"), num(r, "budget_bytes"), num(r, "store_all_bytes"), num(r, "min_budget_bytes"));
+    cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(r, "keep")) printf(" %s", it->valuestring);
+    printf("\nrecompute:");
+    cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(r, "recompute"))
+        printf(" %s (%s)", cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(it, "node")),
+               cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(it, "mode")));
+    printf("\n");
+}
+
 static int plan_chain(const plan_flags *pf, const cli_args *a) {
     char *text, err[512];
     if (read_json("--chain", pf->chain, &text)) return 1;
@@ -136,60 +189,17 @@ static int plan_chain(const plan_flags *pf, const cli_args *a) {
                         "FILE --sweep shows the range)");
     }
     if (!chain_budget(a->memory_budget, &bytes)) return free(text), 2;
-    char *result = NULL;
-    rm_status st = rm_plan_chain(text, bytes < 9e18 ? (int64_t)bytes : INT64_MAX, &result, err, sizeof err);
-    free(text);
-    if (!result) return cli_fail(1, "'%s': %s", pf->chain, err);
-    if (pf->json) {
-        printf("%s\n", result);
-    } else {
-        cJSON *r = cJSON_Parse(result);
-        const cJSON *seq = cJSON_GetObjectItemCaseSensitive(r, "sequence"), *op;
-#define NUM(k) cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(r, k))
-        printf("feasible: %s\ntime: %g\npeak_bytes: %.0f (budget %.0f, minimum feasible %.0f)\nsequence:",
-               cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "feasible")) ? "yes" : "no", NUM("time"),
-               NUM("peak_bytes"), NUM("budget_bytes"), NUM("min_budget_bytes"));
-#undef NUM
-        cJSON_ArrayForEach(op, seq) printf(" %s", op->valuestring);
-        printf("\n");
-        cJSON_Delete(r);
-    }
-    free(result);
-    return plan_status(st, pf->json, err);
+    return print_plan(pf, pf->chain, text, bytes, rm_plan_chain, describe_chain);
 }
 
 /* `remat plan --graph FILE.json [--memory-budget BYTES] [--json]`: any
  * graph profiled elsewhere (rm_plan_graph); without a budget, store-all. */
 static int plan_graph(const plan_flags *pf, const cli_args *a) {
-    char *text, err[512];
+    char *text;
     if (read_json("--graph", pf->graph, &text)) return 1;
     double bytes = -1;
     if (a->memory_budget && !chain_budget(a->memory_budget, &bytes)) return free(text), 2;
-    char *result = NULL;
-    rm_status st = rm_plan_graph(text, bytes < 9e18 ? (int64_t)bytes : INT64_MAX, &result, err, sizeof err);
-    free(text);
-    if (!result) return cli_fail(1, "'%s': %s", pf->graph, err);
-    if (pf->json) {
-        printf("%s\n", result);
-    } else {
-        cJSON *r = cJSON_Parse(result);
-        const cJSON *it;
-#define NUM(k) cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(r, k))
-        printf("feasible: %s\ntotal time: %g (recompute %g)\npeak_bytes: %.0f (budget %.0f, store-all %.0f, "
-               "minimum feasible %.0f)\nkeep:", cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "feasible")) ? "yes" : "no",
-               NUM("total_time"), NUM("recompute_time"), NUM("peak_bytes"), NUM("budget_bytes"),
-               NUM("store_all_bytes"), NUM("min_budget_bytes"));
-#undef NUM
-        cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(r, "keep")) printf(" %s", it->valuestring);
-        printf("\nrecompute:");
-        cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(r, "recompute"))
-            printf(" %s (%s)", cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(it, "node")),
-                   cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(it, "mode")));
-        printf("\n");
-        cJSON_Delete(r);
-    }
-    free(result);
-    return plan_status(st, pf->json, err);
+    return print_plan(pf, pf->graph, text, bytes, rm_plan_graph, describe_graph);
 }
 
 static int compile_dry(const cli_args *a, const char *budget, rm_graph **g, rm_session **s) {

@@ -67,6 +67,19 @@ static int grow(void **arr, int *cap, int n, size_t sz) {
     return 1;
 }
 
+/* Element n of the array *arr (*cap elements of sz bytes), grown to hold
+ * it and zeroed; NULL when it cannot grow, the graph failed with the
+ * message fmt (one %s: name). */
+static void *append(rm_graph *g, void **arr, int *cap, int n, size_t sz, const char *fmt, const char *name) {
+    if (!grow(arr, cap, n + 1, sz)) {
+        rm_graph_fail(g, RM_ERR_NOMEM, fmt, name);
+        return NULL;
+    }
+    void *e = (char *)*arr + (size_t)n * sz;
+    memset(e, 0, sz);
+    return e;
+}
+
 int rm_val_ok(rm_graph *g, rm_val v, const char *op) {
     if (!g || g->status != RM_OK) return 0;
     if (v < 0 || v >= g->n_vals) {
@@ -100,12 +113,9 @@ static rm_val new_value(rm_graph *g, rm_value_kind kind, const char *name, rm_dt
         }
         numel *= shape[i];
     }
-    if (!grow((void **)&g->vals, &g->cap_vals, g->n_vals + 1, sizeof *g->vals)) {
-        rm_graph_fail(g, RM_ERR_NOMEM, "out of memory recording value '%s'", name);
-        return -1;
-    }
-    rm_value *v = &g->vals[g->n_vals];
-    memset(v, 0, sizeof *v);
+    rm_value *v = append(g, (void **)&g->vals, &g->cap_vals, g->n_vals, sizeof *g->vals,
+                         "out of memory recording value '%s'", name);
+    if (!v) return -1;
     v->kind = kind;
     v->dtype = dt;
     v->ndim = ndim;
@@ -199,10 +209,9 @@ rm_val rm_param(rm_graph *g, const char *name, int ndim, const int64_t *shape, r
     }
     rm_val v = new_value(g, RM_VALUE_PARAM, name, RM_DTYPE_F32, ndim, shape);
     if (v < 0) return -1;
-    if (!grow((void **)&g->params, &g->cap_params, g->n_params + 1, sizeof *g->params)) {
-        rm_graph_fail(g, RM_ERR_NOMEM, "out of memory recording parameter '%s'", name);
+    if (!append(g, (void **)&g->params, &g->cap_params, g->n_params, sizeof *g->params,
+                "out of memory recording parameter '%s'", name))
         return -1;
-    }
     rm_value *p = &g->vals[v];
     p->init = init;
     p->init_std = std;
@@ -219,8 +228,9 @@ rm_val rm_param(rm_graph *g, const char *name, int ndim, const int64_t *shape, r
 rm_status rm_stage_begin(rm_graph *g, const char *name) {
     if (!g) return RM_ERR_ARG;
     if (g->status != RM_OK) return g->status;
-    if (!grow((void **)&g->stages, &g->cap_stages, g->n_stages + 1, sizeof *g->stages))
-        return rm_graph_fail(g, RM_ERR_NOMEM, "out of memory recording stage '%s'", name);
+    if (!append(g, (void **)&g->stages, &g->cap_stages, g->n_stages, sizeof *g->stages,
+                "out of memory recording stage '%s'", name ? name : "stage"))
+        return g->status;
     rm_strlcpy(g->stages[g->n_stages].name, name ? name : "stage", RM_NAME_LEN);
     g->n_stages++;
     return RM_OK;
@@ -233,12 +243,9 @@ int rm_node_new(rm_graph *g, rm_op_kind op, const char *opname, const int *in, i
         return -1;
     }
     if (g->n_stages == 0 && rm_stage_begin(g, "main") != RM_OK) return -1;
-    if (!grow((void **)&g->nodes, &g->cap_nodes, g->n_nodes + 1, sizeof *g->nodes)) {
-        rm_graph_fail(g, RM_ERR_NOMEM, "out of memory recording a %s node", opname);
-        return -1;
-    }
-    rm_node *n = &g->nodes[g->n_nodes];
-    memset(n, 0, sizeof *n);
+    rm_node *n = append(g, (void **)&g->nodes, &g->cap_nodes, g->n_nodes, sizeof *g->nodes,
+                        "out of memory recording a %s node", opname);
+    if (!n) return -1;
     n->op = op;
     n->opname = opname;
     n->n_in = n_in;

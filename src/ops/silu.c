@@ -5,34 +5,20 @@
  *   silu'(x) = s + x s (1 - s) = s (1 + x (1 - s))
  * The backward reads x (recomputing s is cheaper than storing it).
  */
-#include "ops/ops.h"
-#include "util/fastmath.h"
+#include "ops/pointwise.h"
 
 rm_val rm_silu(rm_graph *g, rm_val x) { return rm_elementwise(g, &rm_op_silu, &x, 1); }
 
-RM_WIDE_VECTORS static void silu_forward(const rm_kernel_ctx *c) {
-    // x is (N), out is (N), flattened
-    const float *x = c->in[0];
-    float *out = c->out[0];
-    const int64_t N = c->vin[0]->numel;
-#pragma omp parallel for simd schedule(static)
-    for (int64_t i = 0; i < N; i++) out[i] = x[i] * rm_sigmoidf(x[i]);
+/* silu(x) = x s */
+static inline float silu_y(float v) { return v * rm_sigmoidf(v); }
+
+/* silu'(x) dout = dout s (1 + x (1 - s)) */
+static inline float silu_dx(float v, float dout) {
+    const float s = rm_sigmoidf(v);
+    return dout * s * (1.0f + v * (1.0f - s));
 }
 
-RM_WIDE_VECTORS static void silu_backward(const rm_kernel_ctx *c) {
-    // x is (N), dout is (N), dx is (N)
-    float *dx = c->din[0];
-    if (!dx) return;
-    const float *x = c->in[0], *dout = c->dout[0];
-    const int64_t N = c->vin[0]->numel;
-    const int acc = c->acc[0];
-#pragma omp parallel for simd schedule(static)
-    for (int64_t i = 0; i < N; i++) {
-        const float s = rm_sigmoidf(x[i]);
-        const float d = dout[i] * s * (1.0f + x[i] * (1.0f - s));
-        dx[i] = acc ? dx[i] + d : d;
-    }
-}
+RM_POINTWISE_KERNELS(silu, silu_y, silu_dx)
 
 static double silu_flops(const rm_node *n, const rm_value *vals, int backward) {
     const double e = (double)vals[n->in[0]].numel;
