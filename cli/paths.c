@@ -3,6 +3,7 @@
 #define _DEFAULT_SOURCE /* realpath */
 #include "paths.h"
 #include "ckptfile.h"
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -111,14 +112,37 @@ static int in_model_folder(const char *path, const char *dir) {
            (!strncmp(base, "model", 5) && n > 12 && !strcmp(base + n - 12, ".safetensors"));
 }
 
+/* A step file of output o (--save-every, up to step o->steps) that exists
+ * already and is input x by another name (a hard or symbolic link): its
+ * name in out. Writing the step would replace it. */
+static int step_file_is(const cli_file *o, const char *x, char *out, size_t cap) {
+    struct stat sx, ss;
+    if (o->steps <= 0 || stat(x, &sx) != 0) return 0;
+    const char *slash = strrchr(o->path, '/'), *base = slash ? slash + 1 : o->path;
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - o->path) + 1 : 1, slash ? o->path : ".");
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    int found = 0;
+    while (d && !found && (de = readdir(d)) != NULL) {
+        uint64_t step;
+        found = cli_step_of(base, de->d_name, &step) && step <= (uint64_t)o->steps &&
+                cli_step_path(o->path, step, out, cap) && stat(out, &ss) == 0 && ss.st_dev == sx.st_dev &&
+                ss.st_ino == sx.st_ino;
+    }
+    if (d) closedir(d);
+    return found;
+}
+
 /* How output o and file x collide: 1 the same file, 2 x is one of o's
- * step files, 3 o is a file of the model folder x, 0 not at all (or o may
- * replace x). */
-static int collision(const cli_file *o, const cli_file *x) {
+ * step files, 3 o is a file of the model folder x, 4 one of o's step files
+ * that exists already is x, 0 not at all (or o may replace x). */
+static int collision(const cli_file *o, const cli_file *x, char *step, size_t cap) {
     if (o->may_be && !strcmp(o->may_be, x->flag)) return 0;
     if (cli_same_file(o->path, x->path)) return 1;
     if (x->kind == CLI_IN_ANY && in_model_folder(o->path, x->path)) return 3;
-    return o->steps > 0 && is_step_file(o->path, x->path) ? 2 : 0;
+    if (o->steps > 0 && is_step_file(o->path, x->path)) return 2;
+    return (x->kind == CLI_IN || x->kind == CLI_IN_ANY) && step_file_is(o, x->path, step, cap) ? 4 : 0;
 }
 
 /* Folder f can be made or written into. */
@@ -169,33 +193,113 @@ static int check_readable(const cli_file *f) {
     return 0;
 }
 
+/* The table, and every file its model folders (CLI_IN_ANY folders) read:
+ * config.json, the index, each shard, as rm_hf_open names them, each an
+ * input (CLI_IN) of its folder's flag. A folder rm_hf_open refuses adds the
+ * names it would read (the open itself fails later, before any work). */
+typedef struct file_set {
+    cli_file *f;
+    const char **folder; /* the model folder an added file belongs to, else NULL */
+    int n, cap;
+    char **owned;
+    int n_owned;
+} file_set;
+
+static int set_add(file_set *s, cli_file f, const char *folder, const char *own) {
+    if (s->n == s->cap) {
+        int cap = s->cap ? 2 * s->cap : 32;
+        cli_file *nf = realloc(s->f, (size_t)cap * sizeof *nf);
+        if (nf) s->f = nf;
+        const char **nd = realloc(s->folder, (size_t)cap * sizeof *nd);
+        if (nd) s->folder = nd;
+        char **no = realloc(s->owned, (size_t)cap * sizeof *no);
+        if (no) s->owned = no;
+        if (!nf || !nd || !no) return 0;
+        s->cap = cap;
+    }
+    char *copy = own ? strdup(own) : NULL;
+    if (own && !copy) return 0;
+    if (copy) s->owned[s->n_owned++] = copy, f.path = copy;
+    s->folder[s->n] = folder;
+    s->f[s->n++] = f;
+    return 1;
+}
+
+static void set_free(file_set *s) {
+    for (int i = 0; i < s->n_owned; i++) free(s->owned[i]);
+    free(s->owned), free(s->f), free(s->folder);
+}
+
+/* Adds the files model folder f reads (f->path a folder). */
+static int add_folder_files(file_set *s, const cli_file *f) {
+    char err[1024], path[PATH_MAX + 64];
+    rm_hf *m = NULL;
+    int ok = 1;
+    if (rm_hf_open(f->path, &m, err, sizeof err) == RM_OK) {
+        for (int i = 0; ok && i < rm_hf_file_count(m); i++)
+            ok = set_add(s, (cli_file){f->flag, NULL, CLI_IN, NULL, 0}, f->path, rm_hf_file(m, i));
+        rm_hf_close(m);
+        return ok;
+    }
+    static const char *const names[] = {"config.json", "model.safetensors", "model.safetensors.index.json"};
+    for (int i = 0; ok && i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%s", f->path, names[i]);
+        if (access(path, F_OK) == 0) ok = set_add(s, (cli_file){f->flag, NULL, CLI_IN, NULL, 0}, f->path, path);
+    }
+    return ok;
+}
+
+static int expand(const cli_file *files, int n, file_set *s) {
+    struct stat st;
+    for (int i = 0; i < n; i++)
+        if (!set_add(s, files[i], NULL, NULL)) return 0;
+    for (int i = 0; i < n; i++)
+        if (files[i].path && files[i].kind == CLI_IN_ANY && stat(files[i].path, &st) == 0 && S_ISDIR(st.st_mode) &&
+            !add_folder_files(s, &files[i]))
+            return 0;
+    return 1;
+}
+
+/* The message for output o colliding with x (how: collision()'s answer). */
+static int identity_error(const cli_file *o, const cli_file *x, const char *folder, int how, const char *step) {
+    if (how == 2)
+        return cli_fail(2, "%s '%s' is named like a step file of %s '%s' (--save-every): one would "
+                        "overwrite the other; give another path", x->flag, x->path, o->flag, o->path);
+    if (how == 3)
+        return cli_fail(2, "%s '%s' is a file of the model folder %s '%s': writing it would replace the "
+                        "model; give another path", o->flag, o->path, x->flag, x->path);
+    if (how == 4)
+        return cli_fail(2, "%s's step file '%s' (--save-every) is the same file as %s '%s': writing it would "
+                        "replace that input; give another path", o->flag, step, x->flag, x->path);
+    if (how == 1 && folder)
+        return cli_fail(2, "%s '%s' is the same file as '%s', which the model folder %s '%s' reads: writing it "
+                        "would replace the model; give another path", o->flag, o->path, x->path, x->flag, folder);
+    if (how == 1 && (x->kind == CLI_IN || x->kind == CLI_IN_ANY))
+        return cli_fail(2, "%s '%s' is the same file as %s '%s': writing it would replace that input; give "
+                        "another path", o->flag, o->path, x->flag, x->path);
+    return cli_fail(2, "%s '%s' and %s '%s' are the same file: one would overwrite the other; give "
+                    "another path", o->flag, o->path, x->flag, x->path);
+}
+
 /* Two files that are one (exit 2), first: what the user must change. */
-static int check_identity(const cli_file *files, int n) {
-    for (int i = 0; i < n; i++) {
-        const cli_file *o = &files[i];
+static int check_identity(const file_set *s) {
+    char step[PATH_MAX + 32];
+    for (int i = 0; i < s->n; i++) {
+        const cli_file *o = &s->f[i];
         if (!o->path || o->kind == CLI_IN || o->kind == CLI_IN_ANY) continue;
-        for (int j = 0; j < n; j++) {
-            const cli_file *x = &files[j];
-            const int how = j == i || !x->path || !strcmp(x->flag, o->flag) ? 0 : collision(o, x);
-            if (how == 2)
-                return cli_fail(2, "%s '%s' is named like a step file of %s '%s' (--save-every): one would "
-                                "overwrite the other; give another path", x->flag, x->path, o->flag, o->path);
-            if (how == 3)
-                return cli_fail(2, "%s '%s' is a file of the model folder %s '%s': writing it would replace the "
-                                "model; give another path", o->flag, o->path, x->flag, x->path);
-            if (how == 1 && (x->kind == CLI_IN || x->kind == CLI_IN_ANY))
-                return cli_fail(2, "%s '%s' is the same file as %s '%s': writing it would replace that input; give "
-                                "another path", o->flag, o->path, x->flag, x->path);
-            if (how == 1)
-                return cli_fail(2, "%s '%s' and %s '%s' are the same file: one would overwrite the other; give "
-                                "another path", o->flag, o->path, x->flag, x->path);
+        for (int j = 0; j < s->n; j++) {
+            const cli_file *x = &s->f[j];
+            const int how = j == i || !x->path || !strcmp(x->flag, o->flag) ? 0 : collision(o, x, step, sizeof step);
+            if (how) return identity_error(o, x, s->folder[j], how, step);
         }
     }
     return 0;
 }
 
 int cli_check_files(const cli_file *files, int n) {
-    int rc = check_identity(files, n);
+    file_set set = {0};
+    int rc = expand(files, n, &set) ? check_identity(&set) : cli_fail(1, "out of memory");
+    set_free(&set);
     for (int i = 0; !rc && i < n; i++)
         if (files[i].path && (files[i].kind == CLI_IN || files[i].kind == CLI_IN_ANY)) rc = check_readable(&files[i]);
     for (int i = 0; !rc && i < n; i++)

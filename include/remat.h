@@ -1175,6 +1175,15 @@ const char *rm_hf_notes(const rm_hf *m);
 /* The folder's tensors (all shards), in name order; views valid until rm_hf_close. */
 int rm_hf_tensor_count(const rm_hf *m);
 rm_status rm_hf_tensor(const rm_hf *m, int i, rm_tensor_info *out);
+/* The files rm_hf_open read, as it named them (dir/NAME): config.json,
+ * then model.safetensors, or model.safetensors.index.json and each shard
+ * it names, once. rm_hf_file answers NULL for i out of range; the names
+ * are valid until rm_hf_close. A program that writes files compares them
+ * with these by device and inode (stat follows links): a Hugging Face
+ * cache's files are links to blobs, and an output written over a blob by
+ * its own name would replace the model (docs/RELIABILITY.md). */
+int rm_hf_file_count(const rm_hf *m);
+const char *rm_hf_file(const rm_hf *m, int i);
 /* Loads the folder's weights into s, each tensor into the parameter of the
  * same name and shape, converted from its dtype (BF16, F16: exactly).
  * Every tensor must find its parameter (a tied lm_head.weight must equal

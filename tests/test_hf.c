@@ -168,6 +168,9 @@ static void test_load_dtypes(void) {
         CHECK(rm_hf_open(dir, &m, err, sizeof err) == RM_OK, "%s: %s", dtypes[d], err);
         if (!m) continue;
         CHECK(rm_hf_tensor_count(m) == 2 + 9 * 2 + 1, "%s: %d tensors", dtypes[d], rm_hf_tensor_count(m));
+        CHECK(rm_hf_file_count(m) == 2 && strstr(rm_hf_file(m, 0), "/config.json") &&
+              strstr(rm_hf_file(m, 1), "/model.safetensors") && !rm_hf_file(m, 2) && !rm_hf_file(m, -1),
+              "%s: the files read: %d", dtypes[d], rm_hf_file_count(m));
         rm_graph *g;
         rm_model_io io;
         rm_session *s = session_for(m, &g, &io);
@@ -362,7 +365,17 @@ static void test_shards(void) {
         rm_status st = open_err(dir, err, sizeof err);
         const char *want[7] = {NULL, "does not hold", "c.safetensors", "does not map", "weight_map entry",
                                "does not map", "weight_map"};
-        if (which == 0) CHECK(st == RM_OK, "two shards: %s", err);
+        if (which == 0) {
+            CHECK(st == RM_OK, "two shards: %s", err);
+            rm_hf *m = NULL;
+            rm_hf_open(dir, &m, err, sizeof err);
+            /* config.json, the index, each shard once (the index names each many times) */
+            CHECK(rm_hf_file_count(m) == 4 && strstr(rm_hf_file(m, 1), "/model.safetensors.index.json") &&
+                  strstr(rm_hf_file(m, 2), "/a.safetensors") && strstr(rm_hf_file(m, 3), "/b.safetensors") &&
+                  !rm_hf_file(m, 4), "two shards: the files read: %d", rm_hf_file_count(m));
+            rm_hf_close(m);
+            CHECK(rm_hf_file_count(NULL) == 0 && !rm_hf_file(NULL, 0), "no folder, no files");
+        }
         else CHECK(st != RM_OK && strstr(err, want[which]), "shards case %d: %d '%s'", which, st, err);
     }
 }

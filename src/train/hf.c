@@ -39,6 +39,8 @@ void rm_hf_close(rm_hf *m) {
     }
     free(m->files);
     free(m->file_paths);
+    free(m->config_path);
+    free(m->index_path);
     free(m->tensors);
     free(m);
 }
@@ -296,6 +298,10 @@ static rm_status open_folder(rm_hf *m, char *err, size_t errlen) {
         return RM_ERR_IO;
     }
     join(path, sizeof path, m->dir, "config.json");
+    if (!(m->config_path = strdup(path))) {
+        rm_st_seterr(err, errlen, "'%s': out of memory", m->dir);
+        return RM_ERR_NOMEM;
+    }
     rm_status st = rm_read_file(path, (size_t)1 << 20, &text, &len, err, errlen);
     if (st == RM_OK) st = rm_hf_parse_config(text, len, path, &m->cfg, m->notes, sizeof m->notes, err, errlen);
     free(text);
@@ -308,6 +314,10 @@ static rm_status open_folder(rm_hf *m, char *err, size_t errlen) {
             rm_st_seterr(err, errlen, "'%s' has no model.safetensors or model.safetensors.index.json (remat reads "
                          "safetensors weights only)", m->dir);
             return RM_ERR_IO;
+        }
+        if (!(m->index_path = strdup(path))) {
+            rm_st_seterr(err, errlen, "'%s': out of memory", m->dir);
+            return RM_ERR_NOMEM;
         }
         st = open_index(m, path, err, errlen);
     }
@@ -377,6 +387,14 @@ rm_status rm_hf_store_frozen(const rm_hf *m, rm_graph *g, int *n) {
 int rm_hf_max_positions(const rm_hf *m) { return m ? m->cfg.max_positions : 0; }
 const char *rm_hf_notes(const rm_hf *m) { return m ? m->notes : ""; }
 int rm_hf_tensor_count(const rm_hf *m) { return m ? m->n_tensors : 0; }
+int rm_hf_file_count(const rm_hf *m) { return m ? 1 + !!m->index_path + m->n_files : 0; }
+
+const char *rm_hf_file(const rm_hf *m, int i) {
+    if (!m || i < 0 || i >= rm_hf_file_count(m)) return NULL;
+    if (i == 0) return m->config_path;
+    if (m->index_path && i == 1) return m->index_path;
+    return m->file_paths[i - 1 - !!m->index_path];
+}
 
 rm_status rm_hf_tensor(const rm_hf *m, int i, rm_tensor_info *out) {
     if (!m || !out || i < 0 || i >= m->n_tensors) return RM_ERR_ARG;

@@ -40,6 +40,7 @@ struct rm_hf {
     int n_files;
     rm_st_file **files;  /* mapped (rm_st_open_mapped) */
     char **file_paths;   /* for messages */
+    char *config_path, *index_path; /* the other files read (index_path NULL: one weight file) */
     int n_tensors;
     rm_hf_entry *tensors; /* sorted by name */
 };
