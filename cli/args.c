@@ -186,6 +186,18 @@ int cli_parse_list(const char *flag, const char *s, int max, const char *example
     }
 }
 
+int cli_parse_set(const char *flag, const char *s, int max, const char *example, cli_list *l) {
+    if (!cli_parse_list(flag, s, max, example, l)) return 0;
+    for (const char *p = s;; p++) { /* each item against those before it */
+        const size_t n = strcspn(p, ",");
+        for (const char *q = s; q < p; q += strcspn(q, ",") + 1)
+            if (strcspn(q, ",") == n && !strncmp(q, p, n))
+                return cli_fail(2, "%s lists '%.*s' twice: give each once", flag, (int)n, p), 0;
+        p += n;
+        if (!*p) return 1;
+    }
+}
+
 /* "0.9,0.999": AdamW's beta1 and beta2, each in [0, 1) */
 static int parse_betas(const char *s, float *b1, float *b2) {
     cli_list l;
@@ -240,7 +252,7 @@ static int set_value(cli_args *a, const char *flag, const char *v) {
         if (!*v || strlen(v) >= sizeof ((rm_run_info *)0)->freeze)
             ok = (cli_fail(2, "%s expects comma-separated globs on parameter names (e.g. 'model.embed_tokens,"
                            "model.layers.0'), at most 255 characters; got '%.40s'", flag, v), 0);
-        else ok = cli_parse_list(flag, v, INT_MAX, "'model.embed_tokens,lm_head'", NULL);
+        else ok = cli_parse_set(flag, v, INT_MAX, "'model.embed_tokens,lm_head'", NULL);
         if (IS("--freeze")) a->freeze = v;
         else a->train_only = v;
     } else if (IS("--lora")) ok = cli_parse_int(flag, v, 1, 1 << 16, &a->lora_rank);
@@ -250,7 +262,7 @@ static int set_value(cli_args *a, const char *flag, const char *v) {
         if (!*v || strlen(v) >= sizeof ((rm_lora_config *)0)->targets)
             ok = (cli_fail(2, "--lora-targets expects comma-separated module names such as q_proj,v_proj, at most "
                            "159 characters; got '%.40s'", v), 0);
-        else ok = cli_parse_list(flag, v, INT_MAX, "q_proj,v_proj", NULL);
+        else ok = cli_parse_set(flag, v, INT_MAX, "q_proj,v_proj", NULL);
         a->lora_targets = v;
     } else if (IS("--save-adapters")) a->save_adapters = v;
     else if (IS("--out")) a->out = v;

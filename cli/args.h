@@ -84,6 +84,10 @@ typedef struct cli_list {
     char item[CLI_LIST_MAX][CLI_ITEM_MAX];
 } cli_list;
 int cli_parse_list(const char *flag, const char *s, int max, const char *example, cli_list *l);
+/* cli_parse_list for a list of names, a set (--strategies, --freeze,
+ * --train-only, --lora-targets, --page): no item twice either. Sequences
+ * (--widths, --adam-betas) may repeat a value. */
+int cli_parse_set(const char *flag, const char *s, int max, const char *example, cli_list *l);
 /* A flag given twice with two values: the last is used, as in most
  * tools (a script's defaults, then an override), and a warning names both
  * so that the first is not dropped silently. *seen holds the value before
@@ -175,6 +179,9 @@ void cli_precision_note(const cli_args *a);
 int cli_options(const cli_args *a, const char *budget, rm_options *o);
 /* --scratch, --scratch-bandwidth, --page into o (cli_options calls it); 2 after a usage error, else 0. */
 int cli_paging_options(const cli_args *a, rm_options *o);
+/* --scratch DIR's name: not empty, not longer than the library takes
+ * (exit 2 naming the flag); the folder itself is the library's to check. */
+int cli_check_scratch(const char *dir);
 /* paging.c: what the steps of a run paged (--scratch), summed over the
  * steps after the first (its I/O also warms up), for the report
  * ("paged_out_bytes", "io_ms", "io_overlap", ...) and the summary line;

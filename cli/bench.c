@@ -74,16 +74,12 @@ static double now_s(void) {
 /* --strategies: each a strategy rm_parse_strategy reads, none twice. */
 static int parse_strategies(const char *s, cli_list *l) {
     char err[256];
-    if (!cli_parse_list("--strategies", s, 64, "none,blocks,sqrt", l)) return 0;
+    if (!cli_parse_set("--strategies", s, 64, "none,blocks,sqrt", l)) return 0; /* (--rounds R repeats a point) */
     for (int i = 0; i < l->n; i++) {
         rm_strategy st;
         int param;
         if (rm_parse_strategy(l->item[i], &st, &param, err, sizeof err) != RM_OK)
             return cli_fail(2, "--strategies: %s", err), 0;
-        for (int j = 0; j < i; j++)
-            if (!strcmp(l->item[j], l->item[i]))
-                return cli_fail(2, "--strategies lists '%s' twice (--rounds R runs every point R times)",
-                                l->item[i]), 0;
     }
     return 1;
 }
@@ -124,6 +120,7 @@ static int split_flags(int argc, char **argv, bench_flags *bf, char **rest, int 
     if (bf->help) return 1;
     if (bf->scratch_bandwidth && !bf->scratch)
         return cli_fail(2, "--scratch-bandwidth is the disk bandwidth of bench's --scratch DIR: add --scratch DIR"), 0;
+    if (cli_check_scratch(bf->scratch)) return 0;
     if (bf->scratch && !cli_canonical(bf->scratch, bf->scratch_abs, sizeof bf->scratch_abs))
         return cli_fail(2, "--scratch: the folder's name '%s' is too long", bf->scratch), 0;
     if (bf->x && strcmp(bf->x, "rss") && strcmp(bf->x, "act"))

@@ -7,6 +7,7 @@
 #include "args.h"
 #include "hf.h"
 #include "paths.h"
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,18 +115,21 @@ static int build(evaluator *e) {
 
 static int report(const evaluator *e, const rm_eval_result *res) {
     const cli_args *a = e->a;
+    /* the mean loss is finite (rm_evaluate_part refuses a batch whose loss is not); its exp may not be */
+    char ppl[64] = "beyond 1.8e308 (exp of the mean loss overflows a double)", ppl_json[32] = "null";
+    if (isfinite(res->perplexity))
+        snprintf(ppl, sizeof ppl, "%.4f", res->perplexity), snprintf(ppl_json, sizeof ppl_json, "%.9g", res->perplexity);
     printf("eval: %s on '%s': %llu tokens in %llu batches of %d x %d (%zu tokens after the last batch unscored): "
-           "mean loss %.6f, perplexity %.4f\n", a->init ? a->init : a->load, a->data, (unsigned long long)res->tokens,
+           "mean loss %.6f, perplexity %s\n", a->init ? a->init : a->load, a->data, (unsigned long long)res->tokens,
            (unsigned long long)res->batches, a->batch, a->context,
-           e->data.n - 1 - (size_t)(res->tokens < e->data.n ? res->tokens : e->data.n - 1), res->mean_loss,
-           res->perplexity);
+           e->data.n - 1 - (size_t)(res->tokens < e->data.n ? res->tokens : e->data.n - 1), res->mean_loss, ppl);
     if (!a->report) return 0;
     char err[600];
     rm_out *o;
     if (rm_out_open(a->report, &o, err, sizeof err) != RM_OK) return cli_fail(1, "--report: %s", err);
     FILE *f = rm_out_file(o);
-    fprintf(f, "{\n  \"model\": \"%s\",\n  \"mean_loss\": %.9g,\n  \"perplexity\": %.9g,\n  \"batches\": %llu,\n"
-            "  \"tokens\": %llu,\n  \"batch\": %d,\n  \"context\": %d\n}\n", a->model, res->mean_loss, res->perplexity,
+    fprintf(f, "{\n  \"model\": \"%s\",\n  \"mean_loss\": %.9g,\n  \"perplexity\": %s,\n  \"batches\": %llu,\n"
+            "  \"tokens\": %llu,\n  \"batch\": %d,\n  \"context\": %d\n}\n", a->model, res->mean_loss, ppl_json,
             (unsigned long long)res->batches, (unsigned long long)res->tokens, a->batch, a->context);
     if (rm_out_close(o, 1, err, sizeof err) != RM_OK) return cli_fail(1, "--report: %s", err);
     return 0;

@@ -48,6 +48,8 @@ int cli_export(const cli_args *a) {
         return cli_fail(2, "export needs --merge-lora --out FILE and/or --adapters DIR (see remat export --help)");
     if (a->merge_lora != (a->out != NULL))
         return cli_fail(2, "--merge-lora and --out FILE go together: the merged model is written to --out");
+    if (a->base_model && !*a->base_model)
+        return cli_fail(2, "--base-model needs a name (the base model's Hugging Face id or folder), got ''");
     if (a->base_model && !a->adapters)
         return cli_fail(2, "--base-model names the base model in the adapter_config.json of --adapters DIR: add "
                         "--adapters DIR, or drop --base-model");

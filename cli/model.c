@@ -61,12 +61,14 @@ int cli_options(const cli_args *a, const char *budget, rm_options *o) {
 }
 
 /* --page activations,moments,params (or all): what to page whatever the
- * plan would choose; 0 for none given. -1: not a list of those. */
+ * plan would choose; 0 for none given. -1: not a list of those; -2: refused
+ * by the rule of every list (cli_parse_set, which said why). */
 static int parse_page(const char *v) {
     int flags = 0;
-    char buf[128];
-    snprintf(buf, sizeof buf, "%s", v);
-    for (char *save = NULL, *w = strtok_r(buf, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+    cli_list l;
+    if (!cli_parse_set("--page", v, 4, "activations,moments", &l)) return -2; /* said why */
+    for (int i = 0; i < l.n; i++) {
+        const char *w = l.item[i];
         if (!strcmp(w, "activations")) flags |= RM_PAGE_ACTIVATIONS;
         else if (!strcmp(w, "moments")) flags |= RM_PAGE_MOMENTS;
         else if (!strcmp(w, "params")) flags |= RM_PAGE_PARAMS | RM_PAGE_MOMENTS;
@@ -76,11 +78,20 @@ static int parse_page(const char *v) {
     return flags ? flags : -1;
 }
 
+int cli_check_scratch(const char *dir) {
+    if (dir && !*dir) return cli_fail(2, "--scratch needs a folder name (a directory on a disk to page to), got ''");
+    if (dir && strlen(dir) > RM_SCRATCH_DIR_MAX)
+        return cli_fail(2, "--scratch: the folder's name is %zu bytes long; the limit is %d (give a shorter path to "
+                        "it, or a link)", strlen(dir), RM_SCRATCH_DIR_MAX);
+    return 0;
+}
+
 int cli_paging_options(const cli_args *a, rm_options *o) {
     char err[256];
     if (!a->scratch && (a->scratch_bandwidth || a->page))
         return cli_fail(2, "%s needs --scratch DIR (a directory on a disk to page to)",
                         a->page ? "--page" : "--scratch-bandwidth");
+    if (cli_check_scratch(a->scratch)) return 2;
     o->scratch_dir = a->scratch;
     if (a->scratch_bandwidth) {
         char bw[64];
@@ -93,7 +104,8 @@ int cli_paging_options(const cli_args *a, rm_options *o) {
             return cli_fail(2, "--scratch-bandwidth '%s': give bytes per second, e.g. 2GB/s or 500MB", a->scratch_bandwidth);
         o->scratch_bandwidth = (double)bytes;
     }
-    if (a->page && (o->page = parse_page(a->page)) < 0)
+    if (a->page && (o->page = parse_page(a->page)) == -2) return 2;
+    if (a->page && o->page < 0)
         return cli_fail(2, "--page '%s': a comma-separated list of activations, moments, params (or all)", a->page);
     if ((o->page & (RM_PAGE_MOMENTS | RM_PAGE_PARAMS)) && !a->fuse_optimizer)
         return cli_fail(2, "--page %s: the training state is paged through the fused optimizer: add --fuse-optimizer "

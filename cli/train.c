@@ -93,7 +93,10 @@ static int evaluate(trainer *t, float *out) {
         return 1;
     }
     if (rm_data_num_batches(&t->data, RM_DATA_VAL, t->a->batch, t->a->context) == 0) return 0;
-    return rm_evaluate(t->s, &t->io, &t->data, 20, out) == RM_OK;
+    if (rm_evaluate(t->s, &t->io, &t->data, 20, out) == RM_OK) return 1;
+    /* no mean loss (a batch's loss is not finite): said, not printed as nan */
+    if (!t->a->quiet) fprintf(stderr, "remat: warning: no validation loss: %s\n", rm_session_errmsg(t->s));
+    return 0;
 }
 
 static void print_progress(int tty, int step, int steps, float loss, double ms, double tok_s, double act_mib) {
@@ -479,9 +482,11 @@ static void print_summary(const trainer *t, int n_done, float loss, float val_lo
     strategy_name(a, strategy, sizeof strategy);
     printf("done: %d steps", a->steps);
     if (a->resume) printf(" (%d after resuming)", n_done);
-    printf(", final loss %.4f", loss);
+    if (isfinite(loss)) printf(", final loss %.4f", loss);
+    else printf(", none run now: no final loss or step time"); /* --steps 0, or --resume at --steps already */
     if (have_val) printf(", val loss %.4f", val_loss);
-    printf(", %.1f ms/step median, %.0f tok/s\n", median, tok_s);
+    if (isfinite(loss)) printf(", %.1f ms/step median, %.0f tok/s", median, tok_s);
+    printf("\n");
     char grads[96];
     if (a->fuse_optimizer) snprintf(grads, sizeof grads, "grads fused (%.2f MiB of the planned peak)",
                                     m.grad_arena_bytes / 1048576.0);

@@ -284,7 +284,7 @@ typedef struct rm_options {
      * an I/O error while paging fails the step with RM_ERR_IO, a block that
      * reads back different from what was written (verify_recompute: each
      * paged block is checksummed) with RM_ERR_IO too. Weights are bit for bit
-     * those of a run that pages nothing. */
+     * those of a run that pages nothing. At most RM_SCRATCH_DIR_MAX bytes. */
     const char *scratch_dir;
     /* The scratch file's bandwidth in bytes/s the plan assumes for both
      * directions (0: measured at rm_compile by a short write and read). */
@@ -311,6 +311,9 @@ typedef struct rm_options {
     rm_precision precision;
     const char *precision_name; /* "fp32" or "bf16"; replaces precision when not NULL */
 } rm_options;
+
+/* The longest rm_options.scratch_dir, in bytes. */
+#define RM_SCRATCH_DIR_MAX 511
 
 /* rm_options.page: every activation whose buffer idles between two uses;
  * every trainable parameter's AdamW moments; every trainable parameter (and
@@ -996,7 +999,9 @@ rm_status rm_data_fill_rows(rm_session *s, const rm_model_io *io, const rm_datas
 
 /* Evaluation: the mean loss of rm_forward (no dropout) over the first
  * max_batches (0: all) sequential batches of the validation part, filled
- * as rm_data_fill does. RM_ERR_ARG if that part holds no batch. */
+ * as rm_data_fill does. RM_ERR_ARG if that part holds no batch. A batch
+ * whose loss is not finite (NaN, inf) stops it with RM_ERR_STATE naming
+ * the first such batch (on any rank): there is no mean to give. */
 rm_status rm_evaluate(rm_session *s, const rm_model_io *io, const rm_dataset *d,
                       uint64_t max_batches, float *mean_loss);
 /* The same over either part, with the perplexity: held-out text loaded as
@@ -1009,7 +1014,8 @@ typedef struct rm_eval_result {
     uint64_t batches;   /* batches run */
     uint64_t tokens;    /* targets scored: batches * B * T */
 } rm_eval_result;
-/* RM_ERR_ARG when the part holds no batch (or part is neither of the two). */
+/* RM_ERR_ARG when the part holds no batch (or part is neither of the two);
+ * RM_ERR_STATE at the first batch whose loss is not finite, as rm_evaluate. */
 rm_status rm_evaluate_part(rm_session *s, const rm_model_io *io, const rm_dataset *d, rm_data_part part,
                            uint64_t max_batches, rm_eval_result *out);
 

@@ -73,7 +73,7 @@ fuzz() {
 }
 
 fuzz fuzz_load "$LOAD_SECONDS" fuzz/corpus 8192 \
-    "src/train/safetensors.c src/train/st_write.c src/train/checksum.c src/train/params.c src/train/optim.c src/dist/comm.c src/util/util.c src/exec/errors.c src/exec/ref.c src/util/jsonerr.c src/exec/pagestate.c src/util/scratch.c src/exec/options.c src/graph/graph.c" \
+    "src/train/safetensors.c src/train/st_write.c src/train/checksum.c src/train/params.c src/train/narrow.c src/train/optim.c src/dist/comm.c src/util/util.c src/exec/errors.c src/exec/ref.c src/util/jsonerr.c src/exec/pagestate.c src/util/scratch.c src/exec/options.c src/graph/graph.c" \
     fuzz/safetensors.dict
 fuzz fuzz_data "$EACH_SECONDS" fuzz/corpus_data 4096 "src/train/data.c src/util/philox.c src/util/util.c"
 fuzz fuzz_chain "$EACH_SECONDS" fuzz/corpus_chain 600 "src/plan/chain/chainfile.c src/plan/rotor/rotor.c src/plan/rotor/rotor_dp.c src/plan/rotor/rotor_least.c src/util/util.c src/util/jsonerr.c" \

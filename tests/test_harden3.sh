@@ -6,6 +6,18 @@
 #     folder's index and shards, a step file that already exists as a link;
 #     every output flag of train, eval, bench, export (exit 2, nothing
 #     written, the input unchanged).
+#  2. eval's answer is finite or there is none: a batch whose loss is not
+#     finite is exit 1 naming the batch (it printed "mean loss -nan" and
+#     exited 0); a perplexity past a double is said, and null in --report.
+#  3. the narrowing rule: --frozen-dtype f16 (or bf16) refuses, before step
+#     0, a weight it cannot hold, naming the tensor and suggesting bf16/f32,
+#     for a Hugging Face folder and a remat file, in train and eval.
+#  6. a NUL character in the JSON of a Hugging Face folder (after
+#     config.json's object, in a tensor name, in a weight_map shard name)
+#     is exit 1 "... contains a NUL character".
+#  7. messages and lists: every list of names refuses an item twice and an
+#     empty item (--lora-targets, --freeze, --train-only, --page,
+#     --strategies); --scratch '' names the flag; --steps 0 prints no nan.
 # Every command runs under `timeout`: a hang is a failure (exit 124).
 BUILD=${BUILD:-build}
 R=$(cd "$(dirname "$BUILD/remat")" && pwd)/remat
@@ -99,6 +111,115 @@ run "$R" eval --init $S $HF --data data.txt --report blobs-link/w1
 refused 2 "eval --report through a linked folder onto the weights blob"
 run "$R" eval --init $S $HF --data data.txt --report report.json
 check '[ $rc -eq 0 ] && [ -s report.json ] && blobs_kept' "eval --report elsewhere: exit $rc $(cat err)"
+
+# ---- 2, 3, 6: files crafted with Python's struct and json ----------------------
+# edit SRC DST TENSOR INDEX VALUE: a copy of SRC with element INDEX of
+# TENSOR (F32) set to VALUE (INDEX -1: all of them); DST's checksum dropped
+edit() {
+    python3 - "$@" <<'PY'
+import json, struct, sys
+src, dst, name, index, value = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), float(sys.argv[5])
+b = bytearray(open(src, 'rb').read())
+n = struct.unpack('<Q', b[:8])[0]
+h = json.loads(b[8:8 + n])
+lo, hi = h[name]['data_offsets']
+at = range((hi - lo) // 4) if index < 0 else [index]
+for i in at:
+    b[8 + n + lo + 4 * i:8 + n + lo + 4 * i + 4] = struct.pack('<f', value)
+h.get('__metadata__', {}).pop('remat_checksum', None)
+j = json.dumps(h).encode()
+j += b' ' * ((8 - len(j) % 8) % 8)
+open(dst, 'wb').write(struct.pack('<Q', len(j)) + j + b[8 + n:])
+PY
+}
+# folder NAME WEIGHTS: a Hugging Face folder of the config above and WEIGHTS
+folder() { mkdir -p "$1" && cp hub/blobs/c1 "$1/config.json" && cp "$2" "$1/model.safetensors"; }
+if command -v python3 >/dev/null 2>&1; then
+    # 2. a head whose logits overflow: every batch's loss is NaN
+    edit merged.st huge.st lm_head.weight -1 3e38 && folder huge huge.st
+    run "$R" eval --init huge $HF --data data.txt --report huge.json
+    check '[ $rc -eq 1 ] && grep -q "batch 0 of [0-9]* .*NaN" err && ! grep -qi "nan" out && [ ! -e huge.json ]' \
+        "eval of a model whose loss is NaN: exit $rc: $(cat out err)"
+    # a finite loss past 709: its perplexity overflows a double: said, null in the report
+    edit merged.st far.st lm_head.weight -1 0 && python3 - far.st <<'PY'
+import json, struct, sys
+b = bytearray(open(sys.argv[1], 'rb').read())
+n = struct.unpack('<Q', b[:8])[0]
+h = json.loads(b[8:8 + n])
+lo, hi = h['lm_head.weight']['data_offsets']
+rows, cols = h['lm_head.weight']['shape']
+for r in range(rows):  # column 0 of token 0's row: 1e6, so a target other than 0 costs ~1e6 * |h0|
+    b[8 + n + lo + 4 * r * cols:8 + n + lo + 4 * r * cols + 4] = struct.pack('<f', 1e6 if r == 0 else 0.0)
+open(sys.argv[1], 'wb').write(b)
+PY
+    folder far far.st
+    run "$R" eval --init far $HF --data data.txt --report far.json
+    check '[ $rc -eq 0 ] && grep -q "perplexity beyond" out && grep -q "\"perplexity\": null" far.json' \
+        "eval with a perplexity past a double: exit $rc: $(cat out err) $(cat far.json 2>/dev/null)"
+    # 3. a weight above F16's 65504 (and one halfway past it, -65520), by every loader
+    for v in 70000 -65520; do
+        edit merged.st w$v.st model.layers.0.self_attn.q_proj.weight 5 $v && folder w$v w$v.st
+        for cmd in "train --init w$v $HF --steps 1 --lora 2 --frozen-dtype f16 --save x.st" \
+            "eval --init w$v $HF --data data.txt --frozen-dtype f16" \
+            "train --init w$v.st $LLAMA --steps 1 --lora 2 --frozen-dtype f16 --save x.st"; do
+            # shellcheck disable=SC2086
+            run "$R" $cmd
+            check '[ $rc -eq 1 ] && grep -q "q_proj.weight.*does not fit F16.*bf16 or f32" err && ! grep -q "^step\|diverged\|saved" out err && [ ! -e x.st ]' \
+                "$cmd: exit $rc: $(cat err)"
+        done
+        run "$R" train --init w$v $HF --steps 1 --lora 2 --frozen-dtype bf16
+        check '[ $rc -eq 0 ]' "a weight of $v in bf16: exit $rc $(cat err)"
+    done
+    edit merged.st w65504.st model.layers.0.self_attn.q_proj.weight 5 65504 && folder w65504 w65504.st
+    run "$R" train --init w65504 $HF --steps 1 --lora 2 --frozen-dtype f16
+    check '[ $rc -eq 0 ]' "65504, F16's largest, was refused: $(cat err)"
+    # 6. NUL characters in a folder's JSON
+    mkdir -p nul1 && cp merged.st nul1/model.safetensors && { cat hub/blobs/c1; printf '\0junk'; } > nul1/config.json
+    python3 - merged.st nul2.st <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], 'rb').read()
+n = struct.unpack('<Q', b[:8])[0]
+h = json.loads(b[8:8 + n])
+h['model.norm.weight\u0000x'] = h.pop('model.norm.weight')  # remat read 'model.norm.weight', Python another name
+j = json.dumps(h).encode()
+j += b' ' * ((8 - len(j) % 8) % 8)
+open(sys.argv[2], 'wb').write(struct.pack('<Q', len(j)) + j + b[8 + n:])
+PY
+    folder nul2 nul2.st
+    mkdir -p nul3 && cp hub/blobs/c1 nul3/config.json && cp merged.st "nul3/part.safetensors"
+    sed 's/part-a.bin.safetensors/part.safetensors\\u0000.bin/g' hub/blobs/i2 > nul3/model.safetensors.index.json
+    mkdir -p nul4 && cp merged.st nul4/model.safetensors
+    sed 's/"vocab_size"/"note": "a\\u0000b", "vocab_size"/' hub/blobs/c1 > nul4/config.json
+    for d in nul1 nul2 nul3 nul4; do
+        run "$R" train --init $d $HF --steps 1
+        check '[ $rc -eq 1 ] && grep -q "contains a NUL character" err' "a NUL in $d's JSON: exit $rc: $(cat err)"
+        run "$R" eval --init $d $HF --data data.txt
+        check '[ $rc -eq 1 ] && grep -q "contains a NUL character" err' "eval: a NUL in $d's JSON: exit $rc: $(cat err)"
+    done
+else
+    echo "test_harden3.sh: no python3 to craft files; classes 2, 3 and 6 are in test_harden3.c only"
+fi
+
+# ---- 7. lists, empty values, nothing printed as nan -----------------------------
+G="--layers 1 --dim 16 --heads 2 --context 8 --batch 2 --threads 1 --quiet"
+for args in "train $LLAMA --lora 2 --lora-targets q_proj,q_proj" "train $LLAMA --lora 2 --lora-targets q_proj,v_proj,q_proj" \
+    "train $G --freeze transformer.wte,transformer.wte" "train $G --train-only lm_head,lm_head" \
+    "train $G --scratch . --page activations,activations" "train $G --scratch . --page ,activations" \
+    "train $G --scratch . --page activations," "plan $G --scratch . --page activations,,moments" \
+    "bench $G --strategies none,sqrt,none --steps 1" "train $LLAMA --lora 2 --lora-targets ,q_proj" \
+    "train $G --scratch ''" "plan $G --scratch '' --memory-budget 50%" "bench $G --scratch '' --steps 1" \
+    "export --load lora.st --adapters ad5 --base-model ''"; do
+    eval "set -- $args"
+    run "$R" "$@"
+    refused 2 "$args"
+    check '! grep -q "rm_options\|rm_compile" err' "$args: the library's names in the message: $(cat err)"
+done
+run "$R" train --layers 1 --dim 16 --heads 2 --context 8 --batch 2 --threads 1 --steps 0 --save zero.st
+check '[ $rc -eq 0 ] && ! grep -qi "nan" out err && grep -q "no final loss" out' "--steps 0: exit $rc: $(cat out err)"
+run "$R" train --resume zero.st --steps 0 --threads 1
+check '[ $rc -eq 0 ] && ! grep -qi "nan" out err' "--resume at its --steps: exit $rc: $(cat out err)"
+run "$R" train $G --adam-betas 0.9,0.9 --steps 1
+check '[ $rc -eq 0 ]' "a sequence may repeat a value (--adam-betas 0.9,0.9): exit $rc $(cat err)"
 
 echo "test_harden3.sh: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

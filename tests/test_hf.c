@@ -107,7 +107,7 @@ static int write_st(const char *path, tensors *ts, int first, int last, const ch
             }
         }
         ts->data[i] = b;
-        ts->t[i] = (rm_st_tensor){ts->names[i], dtype, ts->ndim[i], ts->shapes[i], b, (uint64_t)n * es};
+        ts->t[i] = (rm_st_tensor){ts->names[i], dtype, ts->ndim[i], ts->shapes[i], b, (uint64_t)n * es, NULL, NULL};
     }
     char err[512];
     rm_status st = rm_st_write(path, last - first, ts->t + first, 0, NULL, NULL, err, sizeof err);

@@ -194,9 +194,10 @@ rm_status rm_session_options(rm_session *s, const rm_options *o) {
     if (!(p->scratch_bandwidth >= 0 && p->scratch_bandwidth < 1e15))
         return rm_graph_fail(g, RM_ERR_ARG, "rm_compile: rm_options.scratch_bandwidth %g is not a bandwidth in "
                              "bytes/s (0: measure it)", p->scratch_bandwidth);
-    if (p->scratch_dir && (!*p->scratch_dir || strlen(p->scratch_dir) >= sizeof s->page.dir))
-        return rm_graph_fail(g, RM_ERR_ARG, "rm_compile: rm_options.scratch_dir is %s", *p->scratch_dir ? "too long"
-                             : "empty");
+    _Static_assert(RM_SCRATCH_DIR_MAX < sizeof s->page.dir, "rm_session.page.dir holds RM_SCRATCH_DIR_MAX bytes");
+    if (p->scratch_dir && (!*p->scratch_dir || strlen(p->scratch_dir) > RM_SCRATCH_DIR_MAX))
+        return rm_graph_fail(g, RM_ERR_ARG, "rm_compile: rm_options.scratch_dir is %s", *p->scratch_dir
+                             ? "too long (at most RM_SCRATCH_DIR_MAX, 511 bytes)" : "empty (NULL: no paging)");
     if (p->scratch_dir) snprintf(s->page.dir, sizeof s->page.dir, "%s", p->scratch_dir);
     if (p->budget_bytes > 0) snprintf(s->budget_name, sizeof s->budget_name, "%lld", (long long)p->budget_bytes);
     else if (budget) snprintf(s->budget_name, sizeof s->budget_name, "%.17g%%", 100.0 * p->budget_fraction);

@@ -83,19 +83,14 @@ static int glob_match(const char *pat, const char *name) {
 
 /* Marks in hit[] the parameters one of the comma-separated patterns of
  * `list` matches; RM_ERR_ARG naming a pattern that matches none. The list
- * is checked whole first: no empty pattern (no comma first, last or twice),
- * none too long, none with white space, as the command line checks it. */
+ * is checked whole first (rm_list_problem: no empty pattern, none too
+ * long, none with white space, none twice), as the command line checks it. */
 static rm_status match_list(rm_graph *g, const char *list, const char *what, char *hit) {
-    for (const char *p = list;; p++) {
-        size_t n = strcspn(p, ","), k = 0;
-        while (k < n && !isspace((unsigned char)p[k])) k++;
-        if (n == 0 || n >= RM_NAME_LEN || k < n)
-            return rm_graph_fail(g, RM_ERR_ARG, "%s: '%s' has an empty, too long or blank-holding pattern "
-                                 "(comma-separated globs on parameter names, no comma first, last or twice, no "
-                                 "white space, e.g. 'model.embed_tokens,lm_head')", what, list);
-        p += n;
-        if (!*p) break;
-    }
+    char why[128];
+    if (rm_list_problem(list, RM_NAME_LEN, 1, why, sizeof why))
+        return rm_graph_fail(g, RM_ERR_ARG, "%s: '%s' has %s (comma-separated globs on parameter names, no comma "
+                             "first, last or twice, no white space, none twice, e.g. 'model.embed_tokens,lm_head')",
+                             what, list, why);
     for (const char *p = list; *p;) {
         size_t n = strcspn(p, ",");
         char pat[RM_NAME_LEN];

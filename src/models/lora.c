@@ -19,12 +19,13 @@ rm_status rm_model_lora_finish(rm_graph *g, const rm_lora_config *lora, const ch
     char known[256] = "";
     for (int i = 0; i < n_modules; i++)
         snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", i ? "," : "", modules[i]);
+    char why[128];
+    if (*lora->targets && rm_list_problem(lora->targets, sizeof lora->targets, 1, why, sizeof why))
+        return rm_graph_fail(g, RM_ERR_ARG, "%s: LoRA targets '%s' have %s (comma-separated module names, no comma "
+                             "first, last or twice, none twice, e.g. q_proj,v_proj)", model, lora->targets, why);
     for (const char *p = lora->targets; *p;) {
         const char *end = strchr(p, ',');
         int k = end ? (int)(end - p) : (int)strlen(p), found = 0;
-        if (k == 0 || (end && !end[1]))
-            return rm_graph_fail(g, RM_ERR_ARG, "%s: LoRA targets '%s' have an empty item (comma-separated module "
-                                 "names, no comma first, last or twice, e.g. q_proj,v_proj)", model, lora->targets);
         for (int i = 0; i < n_modules; i++)
             found |= (int)strlen(modules[i]) == k && strncmp(p, modules[i], (size_t)k) == 0;
         if (!found)

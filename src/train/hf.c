@@ -90,17 +90,17 @@ static rm_status open_index(rm_hf *m, const char *ipath, char *err, size_t errle
     size_t len = 0;
     rm_status st = rm_read_file(ipath, HF_MAX_INDEX_BYTES, &text, &len, err, errlen);
     if (st != RM_OK) return st;
-    cJSON *root = cJSON_ParseWithLength(text, len);
+    char why[300];
+    cJSON *root = rm_json_parse_len(text, len, why, sizeof why); /* as config.json: no NUL, no key twice */
     free(text);
     const cJSON *map = cJSON_IsObject(root) ? cJSON_GetObjectItemCaseSensitive(root, "weight_map") : NULL;
     st = RM_ERR_FORMAT;
-    if (!cJSON_IsObject(map)) {
-        rm_st_seterr(err, errlen, "'%s': not a JSON object with a \"weight_map\" object", ipath);
+    if (!root) {
+        rm_st_seterr(err, errlen, "'%s': %s", ipath, why);
         goto done;
     }
-    const char *dup = rm_json_duplicate(map);
-    if (dup) {
-        rm_st_seterr(err, errlen, "'%s': weight_map names tensor '%.60s' twice", ipath, dup);
+    if (!cJSON_IsObject(map)) {
+        rm_st_seterr(err, errlen, "'%s': not a JSON object with a \"weight_map\" object", ipath);
         goto done;
     }
     int n_map = 0;
@@ -487,6 +487,17 @@ rm_status rm_hf_load(rm_hf *m, rm_session *s, int *n_loaded, char *err, size_t e
     rm_status st = param ? RM_OK : RM_ERR_NOMEM;
     if (!param) snprintf(e, sizeof e, "'%.300s': out of memory", m->dir);
     for (int i = 0; i < m->n_tensors && st == RM_OK; i++) st = match(m, s, m->tensors[i].t, &param[i], e, sizeof e);
+    for (int i = 0; i < m->n_tensors && st == RM_OK; i++) { /* the narrowing rule, before a value is written */
+        const rm_value *v = param[i] >= 0 ? &s->g->vals[s->g->params[param[i]]] : NULL;
+        int64_t at = -1;
+        float x = 0;
+        if (v && (st = rm_st_first_unfit(m->files[m->tensors[i].file], m->tensors[i].t, v->store, &at, &x)) != RM_OK)
+            snprintf(e, sizeof e, "'%.300s': out of memory", m->dir);
+        if (at >= 0) {
+            rm_st_unfit_error(e, sizeof e, m->dir, v->name, at, x, v->store);
+            st = RM_ERR_FORMAT;
+        }
+    }
     if (st == RM_OK) st = check_tied(m, e, sizeof e);
     int loaded = 0;
     for (int i = 0; i < m->n_tensors && st == RM_OK; i++) {

@@ -22,11 +22,6 @@ typedef struct rm_hf_config {
 rm_status rm_hf_parse_config(const char *json, size_t len, const char *name, rm_hf_config *c, char *notes,
                              size_t notes_cap, char *err, size_t errlen);
 
-/* The first key that appears twice in a JSON object, or NULL (Python's
- * json keeps the last, cJSON's lookups the first: such a file is refused). */
-struct cJSON;
-const char *rm_json_duplicate(const struct cJSON *obj);
-
 /* One tensor of the folder: its view and the file (shard) it lies in. */
 typedef struct rm_hf_entry {
     const rm_st_tensor *t;

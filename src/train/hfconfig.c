@@ -15,6 +15,7 @@
  * is not one to guess). Nothing in the text is trusted: numbers must be
  * exact integers in range, strings and booleans of the right type. */
 #include "train/hf.h"
+#include "util/util.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -37,13 +38,6 @@ static int fail(cfg_ctx *c, const char *fmt, const char *field, const char *deta
         c->st = RM_ERR_FORMAT;
     }
     return 0;
-}
-
-const char *rm_json_duplicate(const cJSON *obj) {
-    for (const cJSON *a = obj ? obj->child : NULL; a; a = a->next)
-        for (const cJSON *b = a->next; b; b = b->next)
-            if (a->string && b->string && strcmp(a->string, b->string) == 0) return a->string;
-    return NULL;
 }
 
 /* The field, or NULL when absent or JSON null (LlamaConfig's None: the default). */
@@ -196,19 +190,15 @@ rm_status rm_hf_parse_config(const char *json, size_t len, const char *name, rm_
         rm_st_seterr(err, errlen, "rm_hf_parse_config: bad arguments");
         return RM_ERR_ARG;
     }
-    cJSON *root = cJSON_ParseWithLength(json, len);
+    char why[300];
+    /* one object, nothing after it, no key twice, no NUL character: what Python's json reads too */
+    cJSON *root = rm_json_parse_len(json, len, why, sizeof why);
     if (!root || !cJSON_IsObject(root)) {
+        rm_st_seterr(err, errlen, "'%s': %s", name, root ? "not a JSON object" : why);
         cJSON_Delete(root);
-        rm_st_seterr(err, errlen, "'%s': not a JSON object", name);
         return RM_ERR_FORMAT;
     }
     cfg_ctx c = {root, name, err, errlen, RM_OK};
-    const char *dup = rm_json_duplicate(root);
-    if (dup) {
-        char k[64];
-        snprintf(k, sizeof k, "%.60s", dup);
-        fail(&c, "key '%s' appears twice: readers of JSON differ on which one counts%s", k, NULL);
-    }
     rm_hf_config h = {.rope_theta = 10000.0f, .norm_eps = 1e-6f};
     if (c.st == RM_OK) check_kind(&c);
     get_int(&c, "hidden_size", 2, 1 << 16, 1, &h.dim);

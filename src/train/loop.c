@@ -93,6 +93,15 @@ rm_status rm_evaluate_part(rm_session *s, const rm_model_io *io, const rm_datase
         float l;
         if ((st = rm_data_fill(s, io, d, part, RM_SAMPLE_SEQUENTIAL, 0, k)) != RM_OK) return st;
         if ((st = rm_forward(s, &l)) != RM_OK) return st;
+        /* a loss that is not finite has no mean: the first such batch, agreed by the ranks */
+        double bad = isfinite(l) ? 0.0 : 1.0;
+        rm_dist_sum(s, &bad, 1);
+        if (bad > 0)
+            return rm_session_fail(s, RM_ERR_STATE, "batch %llu of %llu (sequential, %d x %d tokens) of "
+                                   "'%s' gives a loss that is %s: the model's outputs are not finite there, so "
+                                   "there is no mean loss (weights too large for their dtype?)",
+                                   (unsigned long long)k, (unsigned long long)nb, B * P, T, d->name,
+                                   isfinite(l) ? "not finite on another rank" : isnan(l) ? "NaN" : "infinite");
         sum += l;
     }
     rm_dist_sum(s, &sum, 1); /* every rank's mean over its rows, in rank order of the sum */

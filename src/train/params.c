@@ -253,6 +253,17 @@ rm_status rm_load_from(rm_session *s, rm_optim *o, const rm_st_file *f, const ch
                            &src[(size_t)(w + 1) * g->n_params + i], err, errlen);
         }
     }
+    for (int i = 0; i < g->n_params && st == RM_OK; i++) { /* the narrowing rule (narrow.c) */
+        const rm_value *p = &g->vals[g->params[i]];
+        int64_t at = -1;
+        float x = 0;
+        if (src[i] && (st = rm_st_first_unfit(f, src[i], p->store, &at, &x)) != RM_OK)
+            param_fail(s, st, err, errlen, "'%s': cannot read tensor '%s'", fname, p->name);
+        if (at >= 0) {
+            rm_st_unfit_error(e, sizeof e, fname, p->name, at, x, p->store);
+            st = param_fail(s, RM_ERR_FORMAT, err, errlen, "%s", e);
+        }
+    }
     for (int i = 0; i < g->n_params && st == RM_OK; i++) {
         const rm_value *p = &g->vals[g->params[i]];
         float *dst[3] = {s->params, m, v};

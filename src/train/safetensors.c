@@ -316,6 +316,12 @@ static rm_status parse_header(rm_st_file *f, const unsigned char *buf, size_t le
         rm_st_seterr(err, errlen, "'%s': header is not a JSON object", fname);
         return RM_ERR_FORMAT;
     }
+    const long long nul = rm_json_nul_at(hdr, (size_t)hlen); /* a name would end there for remat, not for Python */
+    if (nul >= 0) {
+        rm_st_seterr(err, errlen, "'%s': header contains a NUL character (byte %lld): readers differ on the names "
+                     "around it", fname, nul);
+        return RM_ERR_FORMAT;
+    }
     const char *end = NULL;
     f->root = cJSON_ParseWithLengthOpts(hdr, (size_t)hlen, &end, 0);
     if (!f->root) {

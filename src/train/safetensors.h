@@ -121,6 +121,15 @@ float rm_st_element(const rm_st_tensor *t, uint64_t i);
  * -1. RM_ERR_IO (the file shrank), RM_ERR_NOMEM. */
 rm_status rm_st_convert(const rm_st_file *f, const rm_st_tensor *t, void *dst, uint64_t n, rm_dtype store,
                         int64_t *bad);
+/* narrow.c, the narrowing rule: the first element of t (of file f) that is
+ * finite but not kept as `store` (F16 above 65504, BF16 above 3.3895e38:
+ * infinity), its index in *first and value in *value; *first -1 when all
+ * fit. Values that are not finite are the callers' own check. RM_ERR_IO
+ * (the file shrank), RM_ERR_NOMEM. rm_st_unfit_error words the refusal. */
+rm_status rm_st_first_unfit(const rm_st_file *f, const rm_st_tensor *t, rm_dtype store, int64_t *first,
+                            float *value);
+void rm_st_unfit_error(char *err, size_t errlen, const char *file, const char *tensor, int64_t i, float x,
+                       rm_dtype store);
 /* The safetensors name of a parameter's storage: "F32", "BF16", "F16". */
 const char *rm_st_dtype_name(rm_dtype store);
 /* vsnprintf into err (if any): the one-line messages of train/. */

@@ -3,8 +3,11 @@
  * message for text that cJSON refused. A file with anything but white space
  * after its object (trailing junk, a second object) or a key twice in one
  * object is refused, not read up to where the object ends
- * or with its second value ignored. The library is given C strings: a
- * NUL byte inside a file is the CLI's to refuse (cli/plan.c, read_json). */
+ * or with its second value ignored, and so is a NUL character, a byte or
+ * the escape \u0000 in a string (cJSON's strings end at it, Python's do
+ * not). rm_json_parse is given C strings (a NUL byte inside a chain or
+ * graph file is the CLI's to refuse: cli/plan.c, read_json); the Hugging
+ * Face reader's texts (config.json, the index) come with their length. */
 #include "util/util.h"
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -46,14 +49,60 @@ const char *rm_json_dup_key(const cJSON *root) {
     return d;
 }
 
+long long rm_json_nul_at(const char *text, size_t len) {
+    int in_string = 0;
+    for (size_t i = 0; i < len; i++) {
+        const char c = text[i];
+        if (c == 0) return (long long)i;
+        if (!in_string) in_string = c == '"';
+        else if (c == '"') in_string = 0;
+        else if (c == '\\' && i + 1 < len) {
+            if (text[i + 1] == 'u' && i + 5 < len && !memcmp(text + i + 2, "0000", 4)) return (long long)i;
+            i++; /* the escaped character: \" does not end the string */
+        }
+    }
+    return -1;
+}
+
+static void dup_error(const char *dup, char *err, size_t errlen) {
+    snprintf(err, errlen, "invalid JSON: the key '%.60s' appears twice in one object (which one counts?): give each "
+             "key once", dup);
+}
+
+static void nul_error(long long at, char *err, size_t errlen) {
+    snprintf(err, errlen, "invalid JSON: it contains a NUL character (byte %lld): remat reads text up to a NUL, "
+             "Python's json past it, so the two would read different names or values; remove it", at);
+}
+
 cJSON *rm_json_parse(const char *text, char *err, size_t errlen) {
     const char *end = NULL;
-    cJSON *root = cJSON_ParseWithOpts(text, &end, 1); /* 1: nothing but white space after the value */
+    const long long nul = rm_json_nul_at(text, strlen(text)); /* a \u0000 escape: the text itself has no NUL */
+    cJSON *root = nul >= 0 ? NULL : cJSON_ParseWithOpts(text, &end, 1); /* 1: nothing but white space after it */
     const char *dup = rm_json_dup_key(root);
-    if (!root) rm_json_error(text, end, err, errlen);
-    else if (dup) snprintf(err, errlen, "invalid JSON: the key '%.60s' appears twice in one object (which one "
-                           "counts?): give each key once", dup);
+    if (nul >= 0) nul_error(nul, err, errlen);
+    else if (!root) rm_json_error(text, end, err, errlen);
+    else if (dup) dup_error(dup, err, errlen);
     if (dup) cJSON_Delete(root), root = NULL;
+    return root;
+}
+
+cJSON *rm_json_parse_len(const char *text, size_t len, char *err, size_t errlen) {
+    const long long nul = rm_json_nul_at(text, len);
+    if (nul >= 0) return nul_error(nul, err, errlen), NULL;
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    if (!root) {
+        size_t at = end && end >= text && end <= text + len ? (size_t)(end - text) : 0;
+        snprintf(err, errlen, "not a JSON object: invalid JSON near byte %zu of %zu", at, len);
+        return NULL;
+    }
+    const char *p = end;
+    while (p < text + len && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) p++;
+    const char *dup = p < text + len ? NULL : rm_json_dup_key(root);
+    if (p < text + len)
+        snprintf(err, errlen, "invalid JSON: bytes after the JSON object, at byte %zu: remove them", (size_t)(p - text));
+    else if (dup) dup_error(dup, err, errlen);
+    if (p < text + len || dup) cJSON_Delete(root), root = NULL;
     return root;
 }
 

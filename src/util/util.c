@@ -149,3 +149,20 @@ uint64_t rm_hash_bytes(const void *p, size_t n) {
     for (; i < n; i++) h = (h ^ b[i]) * 0x94D049BB133111EBull;
     return h ^ (h >> 29);
 }
+
+int rm_list_problem(const char *list, size_t max_item, int unique, char *why, size_t cap) {
+    for (const char *p = list;; p++) {
+        const size_t n = strcspn(p, ",");
+        const int shown = (int)(n < 60 ? n : 60);
+        size_t k = 0, twice = 0;
+        while (k < n && !isspace((unsigned char)p[k])) k++;
+        for (const char *q = list; unique && !twice && q < p; q += strcspn(q, ",") + 1)
+            twice = strcspn(q, ",") == n && !strncmp(q, p, n);
+        if (n == 0) return snprintf(why, cap, "an empty item"), 1;
+        if (k < n) return snprintf(why, cap, "white space in the item '%.*s'", shown, p), 1;
+        if (n >= max_item) return snprintf(why, cap, "the item '%.*s...' (too long)", shown, p), 1;
+        if (twice) return snprintf(why, cap, "the item '%.*s' twice", shown, p), 1;
+        p += n;
+        if (!*p) return 0;
+    }
+}

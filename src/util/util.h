@@ -80,5 +80,18 @@ struct cJSON;
 struct cJSON *rm_json_parse(const char *text, char *err, size_t errlen);
 /* A key that appears twice in one object of `root` (at any depth), or NULL. */
 const char *rm_json_dup_key(const struct cJSON *root);
+/* The one rule of comma lists (rm_freeze_params' globs, a LoRA config's
+ * targets; the command line's lists follow it too): no empty item (no
+ * comma first, last or twice), no white space in an item, none max_item
+ * bytes or longer, and in a list of names (unique) none twice. 0 when the
+ * list holds to it, else 1 and what is wrong in why ("an empty item", "the
+ * item 'q_proj' twice", ...). */
+int rm_list_problem(const char *list, size_t max_item, int unique, char *why, size_t cap);
+/* rm_json_parse for a text of len bytes read from a file (config.json, an
+ * index), which may hold NUL bytes: those are refused too. */
+struct cJSON *rm_json_parse_len(const char *text, size_t len, char *err, size_t errlen);
+/* Where text holds a NUL character, a NUL byte or a \u0000 escape inside a
+ * string (cJSON's strings end there, Python's do not), or -1. */
+long long rm_json_nul_at(const char *text, size_t len);
 
 #endif
