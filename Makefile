@@ -1,4 +1,5 @@
-# remat: a plain Makefile. `make` builds libremat.a and the remat CLI,
+# remat: a plain Makefile. `make` builds the remat CLI, libremat.a and
+# libremat.so (what docs/PYTORCH.md and a program on the library need),
 # `make test` runs the whole test suite, `make run` trains the default GPT.
 CC      ?= cc
 OPT     ?= -O2 -g
@@ -91,7 +92,7 @@ HDRS := $(wildcard include/*.h src/*.h src/*/*.h src/*/*/*.h tests/*.h cli/*.h)
 # the losses quoted in docs and tests drifted; it no longer changes.
 
 .PHONY: all test run clean bench asan install examples FORCE
-all: $(BUILD)/remat
+all: $(BUILD)/remat $(BUILD)/libremat.a $(BUILD)/libremat.so
 
 # The library sees its internal headers (-Isrc); cli/ is a client of the
 # public API only: it is compiled with -Iinclude alone.

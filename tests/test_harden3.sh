@@ -203,7 +203,7 @@ fi
 # ---- 7. lists, empty values, nothing printed as nan -----------------------------
 G="--layers 1 --dim 16 --heads 2 --context 8 --batch 2 --threads 1 --quiet"
 for args in "train $LLAMA --lora 2 --lora-targets q_proj,q_proj" "train $LLAMA --lora 2 --lora-targets q_proj,v_proj,q_proj" \
-    "train $G --freeze transformer.wte,transformer.wte" "train $G --train-only lm_head,lm_head" \
+    "train $G --freeze transformer.wte,transformer.wte" "train $G --train-only transformer.wte,transformer.wte" \
     "train $G --scratch . --page activations,activations" "train $G --scratch . --page ,activations" \
     "train $G --scratch . --page activations," "plan $G --scratch . --page activations,,moments" \
     "bench $G --strategies none,sqrt,none --steps 1" "train $LLAMA --lora 2 --lora-targets ,q_proj" \

@@ -55,5 +55,24 @@ $CC -std=c11 -o "$T/hello_static" "$T/hello.c" -I"$P/include" "$P/lib/libremat.a
 check '[ $? -eq 0 ]' "static build: $(head -5 "$T/log")"
 "$T/hello_static" > "$T/out" 2>&1
 check '[ $? -eq 0 ] && grep -q "loss" "$T/out"' "run (static): $(cat "$T/out")"
+# `make` alone builds what a user of the library needs: the CLI, libremat.a
+# and libremat.so (docs/PYTORCH.md loads the .so; it used to need `make
+# install` or `make test` first)
+make -n BUILD="$T/fresh" ${REMAT_MPI_BUILD:+MPI=$REMAT_MPI_BUILD} > "$T/plan" 2>&1
+check 'grep -q -- "-shared .*-o $T/fresh/libremat.so" "$T/plan" && grep -q "ar rcs $T/fresh/libremat.a" "$T/plan" &&
+       grep -q -- "-o $T/fresh/remat " "$T/plan"' "plain make does not build the CLI, libremat.a and libremat.so"
+# DESTDIR (packaging): everything under DESTDIR/PREFIX, remat.pc naming PREFIX
+# alone, the .so links relative, nothing written to PREFIX itself
+S=$T/stage
+make -s install BUILD="$BUILD" ${REMAT_MPI_BUILD:+MPI=$REMAT_MPI_BUILD} PREFIX=/opt/remat-test DESTDIR="$S" > "$T/log" 2>&1
+check '[ $? -eq 0 ]' "make install DESTDIR= failed: $(tail -3 "$T/log")"
+for f in include/remat.h lib/libremat.a lib/libremat.so lib/pkgconfig/remat.pc bin/remat; do
+    check '[ -e "$S/opt/remat-test/$f" ]' "not installed under DESTDIR: $f"
+done
+check 'grep -qx "prefix=/opt/remat-test" "$S/opt/remat-test/lib/pkgconfig/remat.pc"' \
+    "remat.pc's prefix under DESTDIR: $(head -1 "$S/opt/remat-test/lib/pkgconfig/remat.pc")"
+check '[ "$(readlink "$S/opt/remat-test/lib/libremat.so")" = "$(readlink "$P/lib/libremat.so")" ] &&
+       case "$(readlink "$S/opt/remat-test/lib/libremat.so")" in /*) false ;; *) true ;; esac' "the .so link is not relative"
+check '[ ! -e /opt/remat-test ]' "make install DESTDIR= wrote to PREFIX itself"
 echo "test_install: $pass passed, $fail failed"
 [ $fail -eq 0 ]
