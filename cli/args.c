@@ -58,7 +58,7 @@ int cli_fail_rank = -1;
 int cli_fail(int status, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    char msg[1024], rank[32] = "";
+    char msg[2048], rank[32] = ""; /* a memory limit's breakdown with its least limits (cli/limit.c) */
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     if (cli_fail_rank >= 0) snprintf(rank, sizeof rank, "rank %d: ", cli_fail_rank);

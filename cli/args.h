@@ -139,6 +139,8 @@ int cli_dist_finish(int rc);
  * One process: value itself. */
 int cli_dist_any(int value);
 int cli_dist_from_rank0(int value);
+/* Collective: every rank's n doubles, rank by rank, into all (n x ranks). */
+void cli_dist_allgather(const double *mine, int n, double *all);
 /* The ranks agreed on the exit status: cli_dist_finish ends with
  * MPI_Finalize on every rank, not MPI_Abort. */
 void cli_dist_agreed(void);
@@ -188,7 +190,18 @@ int cli_check_scratch(const char *dir);
  * `outside`: a step's time outside rm_step (the data, an unfused update). */
 typedef struct cli_paging { double io_ms, wait_ms; double out, in; int steps; double outside; } cli_paging;
 void cli_paging_step(cli_paging *acc, const rm_session *s, int i, double outside_ms);
-void cli_paging_report(const rm_session *s, const cli_paging *acc, double step_ms, int micro_batches, FILE *f);
+void cli_paging_report(const rm_session *s, const cli_paging *acc, double step_ms, int micro_batches, int resumed,
+                       FILE *f);
+/* The scratch bandwidth of the checkpoint file (docs/RECOMPUTE.md): save
+ * writes what every rank's plan assumed (metadata scratch_write_bps and
+ * scratch_read_bps, one figure per rank; a collective under mpirun), and
+ * --resume with --scratch plans with the figures of its rank again, unless
+ * --scratch-bandwidth is given (a figure, or `measure`) or the rank count
+ * differs. cli_paging_resumed returns 1 when it set o's bandwidth (and says
+ * so unless quiet). */
+enum { CLI_BPS_RANKS = 64, CLI_BPS_META = 24 * CLI_BPS_RANKS }; /* more ranks: measured on resume */
+void cli_paging_meta(const rm_session *s, char write[CLI_BPS_META], char read[CLI_BPS_META]);
+int cli_paging_resumed(const cli_args *a, const rm_file *f, rm_options *o);
 void cli_paging_summary(const rm_session *s, const cli_paging *acc, FILE *f);
 /* The graph of the model the flags describe. */
 rm_status cli_build_model(const cli_args *a, rm_graph *g, rm_model_io *io, int keep_logits);

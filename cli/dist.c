@@ -80,6 +80,13 @@ int cli_dist_from_rank0(int value) {
     return value;
 }
 
+void cli_dist_allgather(const double *mine, int n, double *all) {
+    memcpy(all, mine, sizeof *mine * (size_t)n);
+#ifdef REMAT_MPI
+    if (mpi_on && world_size > 1) MPI_Allgather(mine, n, MPI_DOUBLE, all, n, MPI_DOUBLE, MPI_COMM_WORLD);
+#endif
+}
+
 #ifdef REMAT_MPI
 /* FNV-1a: a 64-bit digest of a string (equal strings, equal digests). */
 static uint64_t digest(const char *s) {

@@ -55,6 +55,7 @@ int cli_limit_options(const cli_args *a, rm_options *o, cli_limit *l) {
                         "the model; raise the limit above %.2f MiB", mib(l->limit), mib(l->startup),
                         mib(l->margin), mib(l->startup + l->margin));
     o->limit_bytes = l->limit - l->startup - l->margin;
+    l->scratch = a->scratch != NULL;
     return 0;
 }
 
@@ -94,13 +95,20 @@ int cli_limit_refused(const cli_limit *l, const char *msg) {
         return cli_fail(1, "--memory-limit %.2f MiB (start-up %.2f + margin %.2f MiB): %s", mib(l->limit),
                         mib(l->startup), mib(l->margin), msg);
     /* and with a scratch directory (issue 20), when the library names it */
-    const char *pkey = "paging the training state) it is ";
-    const char *pat = strstr(msg, pkey);
-    double paged = 0;
-    char with[160] = "";
+    const char *pkey = "paging the training state) it is ", *fkey = "with the fused optimizer and a scratch "
+                                                                         "directory it is ";
+    const char *pat = strstr(msg, pkey), *fat = strstr(msg, fkey);
+    double paged = 0, fused = 0;
+    char with[400] = "";
+    size_t k = 0;
     if (pat && sscanf(pat + strlen(pkey), "%lf", &paged) == 1 && paged > 0)
-        snprintf(with, sizeof with, "; with --scratch DIR (paging the training state to a disk) it is %.2fMiB",
-                 mib(l->startup + l->margin) + paged + startup_jitter_mib(l));
+        k = (size_t)snprintf(with, sizeof with, "; with --scratch DIR (paging the training state to a disk) it is "
+                             "%.2fMiB", mib(l->startup + l->margin) + paged + startup_jitter_mib(l));
+    /* unfused: the trainable state pages only with --fuse-optimizer --grad-clip 0 (issue 28) */
+    if (fat && sscanf(fat + strlen(fkey), "%lf", &fused) == 1 && fused > 0)
+        snprintf(with + k, sizeof with - k, "; %s--scratch DIR pages the trainable state only with --fuse-optimizer "
+                 "--grad-clip 0, and with them it is %.2fMiB", l->scratch ? "the --scratch given pages activations "
+                 "and frozen weights only: " : "", mib(l->startup + l->margin) + fused + startup_jitter_mib(l));
     return cli_fail(1, "--memory-limit %.2f MiB: start-up %.2f + margin %.2f MiB, then remat's own %s; "
                     "the least --memory-limit that works is %.2fMiB%s", mib(l->limit), mib(l->startup),
                     mib(l->margin), msg, mib(l->startup + l->margin) + least + startup_jitter_mib(l), with);

@@ -8,6 +8,7 @@ typedef struct cli_limit {
     int64_t limit;   /* --memory-limit in bytes (0: none) */
     int64_t startup; /* VmRSS before the session: libraries, corpus, data, the graph */
     int64_t margin;  /* stated: OpenBLAS/OpenMP buffers and thread stacks, stdio, step-time arrays */
+    int scratch;     /* --scratch given (for the refusal's words) */
 } cli_limit;
 
 /* The process's resident bytes now (VmRSS) or at their peak (VmHWM); -1 if unknown. */

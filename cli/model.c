@@ -92,8 +92,14 @@ int cli_paging_options(const cli_args *a, rm_options *o) {
         return cli_fail(2, "%s needs --scratch DIR (a directory on a disk to page to)",
                         a->page ? "--page" : "--scratch-bandwidth");
     if (cli_check_scratch(a->scratch)) return 2;
+    if (a->scratch && !a->memory_limit && !a->memory_budget && !a->page && !a->quiet && cli_dist_rank() == 0 &&
+        a->command && !strcmp(a->command, "train")) /* (plan --sweep plans budgets) */
+        fprintf(stderr, "remat: note: --scratch pages what a --memory-limit or --memory-budget needs paged (or what "
+                "--page names); with neither, nothing is paged\n");
     o->scratch_dir = a->scratch;
-    if (a->scratch_bandwidth) {
+    if (a->scratch_bandwidth && !strcmp(a->scratch_bandwidth, "measure")) {
+        o->scratch_bandwidth = 0; /* the probe, even on --resume */
+    } else if (a->scratch_bandwidth) {
         char bw[64];
         int64_t bytes = 0;
         double frac = 0;
@@ -101,7 +107,8 @@ int cli_paging_options(const cli_args *a, rm_options *o) {
         size_t n = strlen(bw);
         if (n > 2 && !strcmp(bw + n - 2, "/s")) bw[n - 2] = 0;
         if (rm_parse_size(bw, &bytes, &frac, err, sizeof err) != RM_OK || frac > 0 || bytes <= 0)
-            return cli_fail(2, "--scratch-bandwidth '%s': give bytes per second, e.g. 2GB/s or 500MB", a->scratch_bandwidth);
+            return cli_fail(2, "--scratch-bandwidth '%s': give bytes per second, e.g. 2GB/s or 500MB, or 'measure'",
+                            a->scratch_bandwidth);
         o->scratch_bandwidth = (double)bytes;
     }
     if (a->page && (o->page = parse_page(a->page)) == -2) return 2;

@@ -2,7 +2,10 @@
  * issue 20): the bytes a step pages out and in, the I/O thread's time, how
  * long the steps waited for it and so how much of it overlapped compute. */
 #include "args.h"
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 void cli_paging_step(cli_paging *acc, const rm_session *s, int i, double outside_ms) {
     rm_paging_info p;
@@ -27,7 +30,8 @@ static void means(const cli_paging *acc, double *io, double *wait, double *out, 
     *outside = acc->outside / n;
 }
 
-void cli_paging_report(const rm_session *s, const cli_paging *acc, double step_ms, int micro_batches, FILE *f) {
+void cli_paging_report(const rm_session *s, const cli_paging *acc, double step_ms, int micro_batches, int resumed,
+                       FILE *f) {
     rm_paging_info p;
     rm_paging(s, &p);
     rm_plan_info pl;
@@ -47,6 +51,12 @@ void cli_paging_report(const rm_session *s, const cli_paging *acc, double step_m
                 p.predicted_step_ms * micro_batches + outside);
     else
         fprintf(f, ",\n  \"rm_step_ms_predicted\": null,\n  \"step_ms_predicted\": null");
+    /* where the plan's bandwidth came from, and the probe's rounds (docs/RECOMPUTE.md) */
+    fprintf(f, ",\n  \"scratch_bandwidth_source\": \"%s\",\n  \"scratch_probe_rounds\": %d,\n"
+            "  \"scratch_write_bps_min\": %.0f,\n  \"scratch_write_bps_max\": %.0f,\n"
+            "  \"scratch_read_bps_min\": %.0f,\n  \"scratch_read_bps_max\": %.0f",
+            !p.enabled ? "none" : resumed ? "resumed" : p.probe_rounds ? "measured" : "given", p.probe_rounds,
+            p.write_bps_min, p.write_bps_max, p.read_bps_min, p.read_bps_max);
     fprintf(f, ",\n  \"step_ms_predicted_waits\": %.3f",
             step_ms - pl.ms_recompute - wait + p.predicted_recompute_ms + p.predicted_wait_ms);
     fprintf(f, ",\n  \"scratch\": %s,\n  \"scratch_direct\": %s,\n  \"scratch_bytes\": %llu,\n"
@@ -72,4 +82,51 @@ void cli_paging_summary(const rm_session *s, const cli_paging *acc, FILE *f) {
             p.values_paged, p.moments_paged, p.params_paged, p.scratch_bytes / 1048576.0,
             p.direct ? "O_DIRECT" : "page cache", out / 1048576.0, in / 1048576.0, io, wait,
             io > 0 ? 100.0 * (wait < io ? 1.0 - wait / io : 0.0) : 0.0);
+}
+
+/* Figures "a,b,c" (one per rank) into text. */
+static void join_figures(const double *x, int n, int stride, char *out, size_t cap) {
+    size_t k = 0;
+    out[0] = 0;
+    for (int r = 0; r < n && k < cap; r++) k += (size_t)snprintf(out + k, cap - k, "%s%.0f", r ? "," : "", x[r * stride]);
+}
+
+void cli_paging_meta(const rm_session *s, char write[CLI_BPS_META], char read[CLI_BPS_META]) {
+    rm_paging_info p;
+    rm_paging(s, &p);
+    const double mine[2] = {p.write_bps, p.read_bps};
+    const int n = cli_dist_size();
+    double all[2 * CLI_BPS_RANKS];
+    write[0] = read[0] = 0;
+    if (n > CLI_BPS_RANKS) return; /* the same on every rank: none gathers */
+    cli_dist_allgather(mine, 2, all);
+    int every = 1;
+    for (int r = 0; r < n; r++) every &= all[2 * r] > 0 && all[2 * r + 1] > 0;
+    if (every) join_figures(all, n, 2, write, CLI_BPS_META), join_figures(all + 1, n, 2, read, CLI_BPS_META);
+}
+
+/* This rank's figure of the list `text` of `ranks` figures; 0 if malformed. */
+static double rank_figure(const char *text, int rank, int ranks) {
+    double x = 0;
+    int n = 0;
+    for (const char *p = text; p && *p; n++) {
+        char *end = NULL;
+        double v = strtod(p, &end);
+        if (end == p || (*end && *end != ',') || !(v > 0 && v < 1e15)) return 0;
+        if (n == rank) x = v;
+        p = *end ? end + 1 : end;
+    }
+    return n == ranks ? x : 0;
+}
+
+int cli_paging_resumed(const cli_args *a, const rm_file *f, rm_options *o) {
+    if (!f || !a->scratch || cli_given(a, "--scratch-bandwidth")) return 0;
+    const char *w = rm_file_meta(f, "scratch_write_bps"), *r = rm_file_meta(f, "scratch_read_bps");
+    const double wb = rank_figure(w, cli_dist_rank(), cli_dist_size()), rb = rank_figure(r, cli_dist_rank(), cli_dist_size());
+    if (!(wb > 0 && rb > 0)) return 0; /* none recorded (no --scratch then), another rank count: measured */
+    o->scratch_bandwidth = wb, o->scratch_read_bandwidth = rb;
+    if (!a->quiet && cli_dist_rank() == 0)
+        fprintf(stderr, "remat: note: --resume plans the paging with the scratch bandwidth the run planned with before "
+                "(write %.2f, read %.2f GB/s); --scratch-bandwidth measure measures it again\n", wb / 1e9, rb / 1e9);
+    return 1;
 }

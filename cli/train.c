@@ -68,6 +68,7 @@ typedef struct trainer {
     int32_t *gy;            /* and targets */
     cli_limit limit;        /* --memory-limit (limit.h) */
     cli_paging paging_ms;   /* --scratch: what the steps paged (args.h) */
+    int bw_resumed;         /* --scratch: the bandwidth of the --resume file, not measured */
 } trainer;
 
 /* encdec evaluates on 20 batches drawn with another seed than training's
@@ -151,7 +152,7 @@ static int write_report(const trainer *t, float final_loss, float val_loss, int 
             a->steps > (int)t->start ? t->comm_ms / (a->steps - (int)t->start) : 0.0,
             a->fuse_optimizer ? "true" : "false", m.grad_arena_bytes, count_params(t->g, 0), count_params(t->g, 1),
             frozen, t->step_ms_first, t->step_ms_steady, a->precision, rm_bf16_kernel());
-    cli_paging_report(t->s, &t->paging_ms, median_ms, a->micro_batches > 1 ? a->micro_batches : 1, f);
+    cli_paging_report(t->s, &t->paging_ms, median_ms, a->micro_batches > 1 ? a->micro_batches : 1, t->bw_resumed, f);
     fputs("\n}\n", f);
     if (rm_out_close(o, 1, err, sizeof err) != RM_OK) /* at the end: say what was kept */
         return cli_fail(1, "--report: %s%s%s%s", err, a->save ? "; the state is saved in '" : "", a->save ? a->save : "",
@@ -189,10 +190,14 @@ static int save_state(const trainer *t, const char *path, uint64_t step) {
     cli_run_info(t->a, data, t->data.n, step, (uint64_t)((int64_t)step + t->batch_offset), &r);
     int rc = cli_dist_rank() == 0 ? nonfinite_param(t, path, step) : 0;
     if (rm_optim_unshard(t->opt) != RM_OK) return cli_fail(1, "%s", rm_session_errmsg(t->s));
-    const char *keys[3], *values[3]; /* the divergence rule's state: a resumed run is judged as one */
-    char window[DIV_WINDOW * 16], run[16], reference[32];
+    const char *keys[5], *values[5]; /* the divergence rule's state: a resumed run is judged as one */
+    char window[DIV_WINDOW * 16], run[16], reference[32], wbps[CLI_BPS_META], rbps[CLI_BPS_META];
     cli_divergence_meta(&t->div, keys, window, run, reference, values);
-    if (!rc && cli_dist_rank() == 0 && rm_save_run(t->s, t->opt, path, &r, 3, keys, values, err, sizeof err) != RM_OK)
+    int n_meta = 3;
+    if (t->a->scratch) cli_paging_meta(t->s, wbps, rbps); /* and the scratch bandwidth the plan assumed */
+    if (t->a->scratch && *wbps)
+        keys[3] = "scratch_write_bps", values[3] = wbps, keys[4] = "scratch_read_bps", values[4] = rbps, n_meta = 5;
+    if (!rc && cli_dist_rank() == 0 && rm_save_run(t->s, t->opt, path, &r, n_meta, keys, values, err, sizeof err) != RM_OK)
         rc = cli_fail(1, "%s", err);
     rm_optim_reshard(t->opt);
     rc = cli_dist_from_rank0(rc);
@@ -291,6 +296,7 @@ static int build_session(trainer *t) {
     if (rc) return rc;
     rm_options o;
     if ((rc = cli_options(a, a->memory_budget, &o)) != 0) return rc;
+    t->bw_resumed = cli_paging_resumed(a, t->resume, &o); /* plans the paging as the run did before */
     if (!a->threads && cli_dist_size() > 1) o.threads = cli_dist_threads();
     t->threads = o.threads ? o.threads : rm_default_threads();
     cli_run_info(a, "", 0, 0, 0, &r);

@@ -287,8 +287,13 @@ typedef struct rm_options {
      * those of a run that pages nothing. At most RM_SCRATCH_DIR_MAX bytes. */
     const char *scratch_dir;
     /* The scratch file's bandwidth in bytes/s the plan assumes for both
-     * directions (0: measured at rm_compile by a short write and read). */
+     * directions (0: measured at rm_compile: the median of several rounds
+     * of 32 MiB written and read back, about a second; rm_paging says what
+     * was measured). Give the figures a first run measured (rm_paging's
+     * write_bps and read_bps) to plan a resumed run as that run did. */
     double scratch_bandwidth;
+    /* For reads only, when it differs (0: scratch_bandwidth). */
+    double scratch_read_bandwidth;
     /* RM_PAGE_* or'ed: page these whatever the plan would choose (tests,
      * and forcing a choice); 0: the plan chooses. Needs scratch_dir; the
      * training state (moments, parameters) needs fuse_optimizer. */
@@ -549,6 +554,8 @@ typedef struct rm_paging_info {
     int enabled;                  /* a scratch file is open */
     int direct;                   /* O_DIRECT (else through the page cache) */
     double write_bps, read_bps;   /* the bandwidth the plan assumed (measured, or scratch_bandwidth) */
+    int probe_rounds;             /* measured: the rounds whose median it is (0: given) */
+    double write_bps_min, write_bps_max, read_bps_min, read_bps_max; /* the slowest and fastest round */
     uint64_t scratch_bytes;       /* the file's size (allocated at rm_compile) */
     uint64_t state_bytes;         /* of it, the training state that lives there */
     int values_paged;             /* activations paged out per step */

@@ -10,8 +10,13 @@
  *  6. a NUL character in JSON (a byte, or \u0000 in a string) is refused
  *     by every JSON reader: config.json, the index, a safetensors header;
  *  7. every list of names has no item twice (rm_freeze_params' globs,
- *     LoRA targets), besides no empty item and no white space. */
+ *     LoRA targets), besides no empty item and no white space;
+ *  4. a limit refused without the fused optimizer names the least limit
+ *     with it (the trainable state pages only through it);
+ *  5. the scratch bandwidth: a median of rounds, their spread told by
+ *     rm_paging; given figures (both directions) skip the probe. */
 #include "check.h"
+#include "scratch_dir.h"
 #include "remat.h"
 #include "train/hf.h"
 #include "train/safetensors.h"
@@ -138,6 +143,32 @@ static void narrowing(float big, rm_dtype dt, const char *name) {
     }
 }
 
+/* Class 3 at initialisation: a frozen weight kept in F16 whose init draws
+ * values past 65504 (std 1e5) is refused by rm_compile, naming it. */
+static void narrowing_init(void) {
+    for (int k = 0; k < 2; k++) {
+        rm_graph *g = rm_graph_new();
+        const int64_t xs[2] = {2, 8}, ws[2] = {4, 8}, ys[1] = {2};
+        rm_val x = rm_input(g, "x", RM_DTYPE_F32, 2, xs), y = rm_input(g, "y", RM_DTYPE_I32, 1, ys);
+        rm_val w = rm_param(g, "big", 2, ws, RM_INIT_NORMAL, k ? 1.0f : 1e5f, 1);
+        rm_val t = rm_param(g, "t", 2, ws, RM_INIT_NORMAL, 0.1f, 1); /* something to train */
+        rm_param_freeze(g, w);
+        rm_set_loss(g, rm_softmax_ce(g, rm_add(g, rm_linear(g, x, w, -1), rm_linear(g, x, t, -1)), y));
+        CHECK(rm_param_store(g, w, RM_DTYPE_F16) == RM_OK, "store: %s", rm_graph_errmsg(g));
+        rm_options o;
+        rm_options_default(&o);
+        o.threads = 1;
+        rm_session *s = NULL;
+        rm_status st = rm_compile(g, &o, &s);
+        if (k == 0)
+            CHECK(st == RM_ERR_ARG && strstr(rm_graph_errmsg(g), "'big'") && strstr(rm_graph_errmsg(g), "does not fit F16"),
+                  "a frozen F16 weight of std 1e5: %d '%s'", (int)st, rm_graph_errmsg(g));
+        else CHECK(st == RM_OK, "a frozen F16 weight of std 1: %s", rm_graph_errmsg(g));
+        rm_session_free(s);
+        rm_graph_free(g);
+    }
+}
+
 /* Class 6: NUL characters in the JSON of config.json, an index, a header. */
 static void json_nul(void) {
     char err[512], notes[256];
@@ -209,14 +240,60 @@ static void lists_of_names(void) {
     rm_graph_free(g);
 }
 
+/* Classes 4 and 5 through rm_compile with a scratch folder. */
+static void paging(void) {
+    char scratch[256];
+    if (scratch_tmpdir(scratch, sizeof scratch, "harden3_scratch")) {
+        CHECK(0, "no scratch folder on a disk");
+        return;
+    }
+    rm_gpt_config c = {.layers = 2, .dim = 64, .heads = 4, .context = 32, .vocab = 64, .batch = 4};
+    for (int k = 0; k < 4; k++) {
+        rm_graph *g = rm_graph_new();
+        rm_model_io io;
+        rm_options o;
+        rm_options_default(&o);
+        o.threads = 1, o.scratch_dir = scratch, o.page = RM_PAGE_ACTIVATIONS;
+        if (k == 1) o.scratch_bandwidth = 2e9, o.scratch_read_bandwidth = 3e9;
+        if (k == 2) o.scratch_read_bandwidth = 3e9; /* without scratch_bandwidth: refused */
+        if (k == 3) o.page = 0, o.limit_bytes = (int64_t)1 << 20; /* unfused, under a limit too small */
+        rm_session *s = NULL;
+        rm_status st = rm_gpt_build(g, &c, &io) == RM_OK ? rm_compile(g, &o, &s) : RM_ERR_ARG;
+        rm_paging_info p;
+        rm_paging(s, &p);
+        if (k == 0)
+            CHECK(st == RM_OK && p.probe_rounds >= 3 && p.probe_rounds % 2 == 1 && p.write_bps_min > 0 &&
+                      p.write_bps_min <= p.write_bps && p.write_bps <= p.write_bps_max && p.read_bps_min <= p.read_bps &&
+                      p.read_bps <= p.read_bps_max,
+                  "the probe: %d rounds, write %g [%g, %g]: %s", p.probe_rounds, p.write_bps, p.write_bps_min,
+                  p.write_bps_max, rm_graph_errmsg(g));
+        if (k == 1)
+            CHECK(st == RM_OK && p.probe_rounds == 0 && p.write_bps == 2e9 && p.read_bps == 3e9,
+                  "given bandwidths: %d rounds, %g %g", p.probe_rounds, p.write_bps, p.read_bps);
+        if (k == 2)
+            CHECK(st == RM_ERR_ARG && strstr(rm_graph_errmsg(g), "scratch_read_bandwidth"), "read bandwidth alone: '%s'",
+                  rm_graph_errmsg(g));
+        if (k == 3)
+            CHECK(st == RM_ERR_BUDGET && strstr(rm_graph_errmsg(g), "only through the fused optimizer") &&
+                      strstr(rm_graph_errmsg(g), "with the fused optimizer and a scratch directory it is"),
+                  "unfused under a small limit: %d '%s'", (int)st, rm_graph_errmsg(g));
+        rm_session_free(s);
+        rm_graph_free(g);
+    }
+    CHECK(scratch_dir_entries(scratch) == 0, "files left in the scratch folder");
+    check_rmdir(scratch);
+}
+
 int main(void) {
     if (check_tmpdir(dir, sizeof dir, "harden3")) return 1;
     eval_not_finite();
     narrowing(70000.0f, RM_DTYPE_F16, "f16");
     narrowing(-65520.0f, RM_DTYPE_F16, "f16_halfway"); /* rounds to -inf: the smallest misfit */
     narrowing(3.4e38f, RM_DTYPE_BF16, "bf16");
+    narrowing_init();
     json_nul();
     lists_of_names();
+    paging();
     check_rmdir(dir);
     return check_done("test_harden3");
 }

@@ -18,6 +18,11 @@
 #  7. messages and lists: every list of names refuses an item twice and an
 #     empty item (--lora-targets, --freeze, --train-only, --page,
 #     --strategies); --scratch '' names the flag; --steps 0 prints no nan.
+#  4. --scratch that cannot page what the limit needs says why and what
+#     would (the fused optimizer), with that least limit, which then works;
+#  5. the scratch bandwidth: the median of the probe's rounds, in the report
+#     with its spread, and in the checkpoint file: --resume plans with it
+#     unless --scratch-bandwidth (a figure, or measure) says otherwise.
 # Every command runs under `timeout`: a hang is a failure (exit 124).
 BUILD=${BUILD:-build}
 R=$(cd "$(dirname "$BUILD/remat")" && pwd)/remat
@@ -220,6 +225,53 @@ run "$R" train --resume zero.st --steps 0 --threads 1
 check '[ $rc -eq 0 ] && ! grep -qi "nan" out err' "--resume at its --steps: exit $rc: $(cat out err)"
 run "$R" train $G --adam-betas 0.9,0.9 --steps 1
 check '[ $rc -eq 0 ]' "a sequence may repeat a value (--adam-betas 0.9,0.9): exit $rc $(cat err)"
+
+# ---- 4, 5. paging to a scratch folder (on the build's disk: /tmp may be tmpfs) ----
+S=$(mktemp -d "$(cd "$(dirname "$R")" && pwd)/harden3_sh.XXXXXX")
+trap 'rm -rf "$T" "$S"' EXIT
+P="--layers 2 --dim 128 --heads 4 --context 64 --batch 4 --threads 1 --steps 2 --quiet"
+for scratch in "--scratch $S" ""; do
+    run "$R" train $P --memory-limit 24MiB $scratch
+    least=$(sed -n 's/.*--grad-clip 0, and with them it is \([0-9.]*\)MiB.*/\1/p' err)
+    check '[ $rc -eq 1 ] && [ -n "$least" ] && grep -q "fused optimizer" err' \
+        "unfused ${scratch:+with --scratch }under a small limit: exit $rc, no least limit with --fuse-optimizer: $(cat err)"
+    if [ -n "$scratch" ]; then
+        check 'grep -q "the --scratch given pages activations and frozen weights only" err' \
+            "--scratch given: the refusal does not say why it cannot help: $(cat err)"
+    fi
+done
+run "$R" train $P --memory-limit "${least}MiB" --scratch "$S" --fuse-optimizer --grad-clip 0 --report lim.json
+check '[ $rc -eq 0 ] && grep -q "\"paged_moments\": [1-9]" lim.json' \
+    "the least limit named (${least}MiB) with --fuse-optimizer --grad-clip 0 and --scratch: exit $rc: $(cat err)"
+# a frozen base (LoRA) pages unfused: both least limits are named
+run "$R" train --model llama --layers 2 --dim 128 --heads 4 --context 64 --batch 4 --threads 1 --quiet --steps 2 --lora 2 \
+    --memory-limit 18MiB --scratch "$S"
+check '[ $rc -eq 1 ] && grep -q "with --scratch DIR (paging the training state to a disk) it is .*--grad-clip 0, and with them it is" err' \
+    "LoRA unfused with --scratch: exit $rc: $(cat err)"
+# 5. the probe's median and spread in the report; the checkpoint file's bandwidth on --resume
+run "$R" train $P --scratch "$S" --page activations --save bw.st --report bw1.json
+check '[ $rc -eq 0 ] && grep -q "\"scratch_bandwidth_source\": \"measured\"" bw1.json &&
+       [ "$(field bw1.json scratch_probe_rounds)" -ge 3 ] &&
+       awk -v lo="$(field bw1.json scratch_write_bps_min)" -v m="$(field bw1.json scratch_write_bps)" -v hi="$(field bw1.json scratch_write_bps_max)" "BEGIN { exit !(lo > 0 && lo <= m && m <= hi) }"' \
+    "the probe's rounds in the report: exit $rc: $(cat err) $(grep scratch bw1.json)"
+w=$(field bw1.json scratch_write_bps); r=$(field bw1.json scratch_read_bps)
+check '"$R" inspect bw.st | grep -q "scratch_write_bps = $w" && "$R" inspect bw.st | grep -q "scratch_read_bps = $r"' \
+    "the checkpoint file lacks the bandwidth the plan used ($w, $r)"
+run "$R" train --resume bw.st --steps 3 --threads 1 --scratch "$S" --page activations --report bw2.json
+check '[ $rc -eq 0 ] && grep -q "\"scratch_bandwidth_source\": \"resumed\"" bw2.json &&
+       [ "$(field bw2.json scratch_write_bps)" = "$w" ] && [ "$(field bw2.json scratch_read_bps)" = "$r" ] &&
+       grep -q "plans the paging with the scratch bandwidth the run planned with before" err' \
+    "--resume did not plan with the file's bandwidth: exit $rc: $(cat err) $(grep scratch bw2.json)"
+run "$R" train --resume bw.st --steps 3 --threads 1 --quiet --scratch "$S" --page activations --scratch-bandwidth 2GB/s --report bw3.json
+check '[ $rc -eq 0 ] && grep -q "\"scratch_bandwidth_source\": \"given\"" bw3.json && [ "$(field bw3.json scratch_read_bps)" = 2000000000 ]' \
+    "--resume with --scratch-bandwidth 2GB/s: exit $rc: $(cat err) $(grep scratch bw3.json)"
+run "$R" train --resume bw.st --steps 3 --threads 1 --quiet --scratch "$S" --page activations --scratch-bandwidth measure --report bw4.json
+check '[ $rc -eq 0 ] && grep -q "\"scratch_bandwidth_source\": \"measured\"" bw4.json' \
+    "--resume with --scratch-bandwidth measure: exit $rc: $(cat err) $(grep scratch bw4.json)"
+run "$R" train ${P% --quiet} --scratch "$S"
+check '[ $rc -eq 0 ] && grep -q "note: --scratch pages what a --memory-limit or --memory-budget needs" err' \
+    "--scratch with nothing to page is not said: exit $rc: $(cat err)"
+check '[ -z "$(ls -A "$S")" ]' "files left in the scratch folder: $(ls -A "$S")"
 
 echo "test_harden3.sh: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

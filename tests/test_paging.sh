@@ -18,7 +18,11 @@
 BUILD=${BUILD:-build}
 R=$(cd "$(dirname "$BUILD/remat")" && pwd)/remat
 . "$(dirname "$0")/lib.sh"
-sha() { sha256sum "$1" | cut -d' ' -f1; }
+# the state a file holds: a paged run's file also records the scratch
+# bandwidth its plan assumed (metadata scratch_*_bps, issue 28), which a run
+# that pages nothing does not have
+ST_STATE=$(cd "$(dirname "$0")" && pwd)/st_state.py
+sha() { python3 "$ST_STATE" "$1"; }
 meta() { "$R" inspect "$1" | sed -n "s/^  $2 = //p"; }
 json() { sed -n "s/.*\"$2\": \([^,]*\),*/\1/p" "$1"; }
 

@@ -85,6 +85,8 @@ struct rm_session {
         rm_ioq q;
         int open;
         double write_bps, read_bps;
+        int probe_rounds;       /* the probe's rounds (0: the bandwidth was given) */
+        double probe_write[2], probe_read[2]; /* its slowest and fastest round */
         char *moments, *params; /* per parameter: paged (NULL: none) */
         char *values;           /* per value: the plan pages it (NULL: none) */
         int staged;             /* between steps: the unit staged at the arena's start, + 1 (0: none) */
@@ -120,6 +122,8 @@ rm_status rm_store_check(rm_graph *g);
 /* Whether v is a frozen parameter that only ops taking 2-byte weights read. */
 int rm_store_eligible(const rm_graph *g, rm_val v);
 void rm_store_round(float *w, void *dst, int64_t n, rm_dtype dtype);
+/* A 2-byte value of dtype (BF16 or F16) widened, exactly. */
+float rm_store_value(const uint16_t *h, rm_dtype dtype);
 /* exec/errors.c: RM_OK when s can run steps; RM_ERR_STATE, with a message
  * naming fn, for a session compiled with dry_run (a plan only: no
  * parameters, inputs or arena). Every call that needs them asks first. */
@@ -186,6 +190,10 @@ rm_status rm_session_budget_paging(rm_session *s, int64_t budget, rm_program *ou
 /* The least limit that works when the whole training state is paged (0:
  * none found), for the refusal's message. */
 size_t rm_session_least_paged(rm_session *s, size_t (*fixed)(rm_session *s));
+/* The same for an unfused session as if it were fused (0: fused already,
+ * accumulating, or none found): what the refusal names as the way to
+ * page the trainable state (docs/RECOMPUTE.md, "Beyond RAM"). */
+size_t rm_session_least_paged_fused(rm_session *s, size_t (*fixed)(rm_session *s));
 const void *rm_session_state_view(rm_session *s, int pi, int what, uint64_t off, uint64_t *len);
 rm_status rm_session_state_store(rm_session *s, int pi, int what, const float *src);
 /* n bytes of it from byte `off` on, from src (a piece of a checkpoint file). */

@@ -52,12 +52,21 @@ static size_t fixed_bytes(rm_session *s);
 
 static rm_status refuse(rm_session *s, size_t fixed, size_t need, const char *why) {
     const rm_limit_info *l = &s->limit;
-    /* and the least limit with the training state paged to a scratch file */
-    char paged[160] = "";
-    size_t least_paged = rm_session_least_paged(s, fixed_bytes);
+    /* and the least limit with the training state paged to a scratch file;
+     * unfused, only activations and frozen parameters page: the trainable
+     * state pages through the fused optimizer, so its least limit too */
+    char paged[640] = "";
+    size_t least_paged = rm_session_least_paged(s, fixed_bytes), k = 0;
+    size_t least_fused = rm_session_least_paged_fused(s, fixed_bytes);
     if (least_paged > 0)
-        snprintf(paged, sizeof paged, "; with a scratch directory (rm_options.scratch_dir, paging the training "
-                 "state) it is %.2f MiB", mib((double)least_paged) + 0.01);
+        k = (size_t)snprintf(paged, sizeof paged, "; with a scratch directory (paging the training state) it is %.2f "
+                             "MiB", mib((double)least_paged) + 0.01);
+    if (least_fused > 0 && (!least_paged || least_fused < least_paged))
+        snprintf(paged + k, sizeof paged - k, "; unfused, %sthe trainable state (parameters, gradients, moments) "
+                 "stays in memory: it pages only through the fused optimizer (updates in the backward pass, no "
+                 "gradient clipping), and with the fused optimizer and a scratch directory it is %.2f MiB",
+                 s->page.open ? "a scratch directory pages activations and frozen parameters only; " : "",
+                 mib((double)least_fused) + 0.01);
     return rm_graph_fail(s->g, RM_ERR_BUDGET,
                          "memory limit %.2f MiB: parameters %.2f + gradients %.2f%s + optimizer %.2f + inputs %.2f + "
                          "margin %.2f MiB leave %.2f MiB for activations%s; %s needs %.2f MiB: the least limit that "

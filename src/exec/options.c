@@ -194,6 +194,11 @@ rm_status rm_session_options(rm_session *s, const rm_options *o) {
     if (!(p->scratch_bandwidth >= 0 && p->scratch_bandwidth < 1e15))
         return rm_graph_fail(g, RM_ERR_ARG, "rm_compile: rm_options.scratch_bandwidth %g is not a bandwidth in "
                              "bytes/s (0: measure it)", p->scratch_bandwidth);
+    if (!(p->scratch_read_bandwidth >= 0 && p->scratch_read_bandwidth < 1e15) ||
+        (p->scratch_read_bandwidth > 0 && !(p->scratch_bandwidth > 0)))
+        return rm_graph_fail(g, RM_ERR_ARG, "rm_compile: rm_options.scratch_read_bandwidth %g is not a bandwidth in "
+                             "bytes/s, or is given without scratch_bandwidth (0: as scratch_bandwidth)",
+                             p->scratch_read_bandwidth);
     _Static_assert(RM_SCRATCH_DIR_MAX < sizeof s->page.dir, "rm_session.page.dir holds RM_SCRATCH_DIR_MAX bytes");
     if (p->scratch_dir && (!*p->scratch_dir || strlen(p->scratch_dir) > RM_SCRATCH_DIR_MAX))
         return rm_graph_fail(g, RM_ERR_ARG, "rm_compile: rm_options.scratch_dir is %s", *p->scratch_dir

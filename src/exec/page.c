@@ -19,8 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The probe: 32 MiB written and read back in 4 MiB transfers. */
-#define PROBE_BYTES ((size_t)32 << 20)
+/* The probe: rounds of 16 MiB written and read back in 2 MiB transfers. */
+#define PROBE_BYTES ((size_t)16 << 20)
 #define PROBE_BUF ((size_t)4 << 20)
 /* The most bytes of moments (m and v) one unit stages. */
 #define MOMENT_CHUNK_BYTES ((size_t)8 << 20)
@@ -82,14 +82,55 @@ static double measure_update_ms_per_float(int threads, int64_t limit) {
     return best > 0 ? best / (double)n : 0;
 }
 
-/* The file's bandwidth as the steps will see it: PROBE_BYTES written then
- * read back through the queue (io_uring: two halves of the buffer in
- * flight at once), after a synchronous 4 KiB transfer that tells a disk
- * too full or a file system that fails (its message names the bytes). */
+/* The probe's rounds: the median of PROBE_ROUNDS (odd) rounds of
+ * PROBE_BYTES written and read back, after a first write that allocates
+ * the file's blocks (slower, not counted). A single 32 MiB pass, as it
+ * was, read 0.9 to 3.5 GB/s from run to run on one disk: a spike of the
+ * shared disk, or its first allocation, set the plan (what is paged, the
+ * predicted step). Fewer rounds past PROBE_MS (a slow disk), never fewer
+ * than 3 (docs/RECOMPUTE.md, "How stable is the bandwidth"). */
+#define PROBE_ROUNDS 9
+#define PROBE_MS 1000.0
+
+/* One pass of `bytes` written (write) or read through the queue, two
+ * halves of the buffer in flight; its bandwidth in *bps, or an errno. */
+static int probe_pass(rm_ioq *q, unsigned char *buf, size_t bytes, int write, double *bps) {
+    const size_t half = PROBE_BUF / 2;
+    int e = 0;
+    double t0 = rm_now_ms();
+    for (size_t off = 0, k = 0; off < bytes && !e; off += half, k++) {
+        const int slot = (int)(k % 2);
+        if (k >= 2) e = rm_ioq_wait(q, slot); /* the slot's last transfer, before it is reused */
+        q->req[slot] = (rm_io_req){.buf = buf + (size_t)slot * half, .bytes = half, .off = off, .write = write,
+                                   .region = -1};
+        if (!e) rm_ioq_submit(q, slot);
+    }
+    for (int slot = 0; slot < 2 && !e; slot++) e = rm_ioq_wait(q, slot);
+    double dt = rm_now_ms() - t0;
+    *bps = (double)bytes / ((dt > 1e-3 ? dt : 1e-3) * 1e-3);
+    return e;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The median of n figures (sorted in place); the slowest and fastest in range. */
+static double median_of(double *x, int n, double range[2]) {
+    qsort(x, (size_t)n, sizeof *x, cmp_double);
+    range[0] = x[0], range[1] = x[n - 1];
+    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
+/* The file's bandwidth as the steps will see it (the queue, io_uring or
+ * the I/O thread), the median of the rounds; after a synchronous 4 KiB
+ * transfer that tells a disk too full or a file system that fails (its
+ * message names the bytes). */
 static rm_status probe(rm_session *s, unsigned char *buf, char *err, size_t errlen) {
     rm_scratch *sc = &s->page.file;
     size_t bytes = PROBE_BYTES, half = PROBE_BUF / 2;
-    double bps[2] = {0, 0};
+    double bps[2] = {0, 0}, w[PROBE_ROUNDS], r[PROBE_ROUNDS];
     int save_w = sc->n_writes, save_r = sc->n_reads;
     rm_status rc = rm_scratch_probe(sc, buf, RM_PAGE_ALIGN, RM_PAGE_ALIGN, &bps[0], &bps[1], err, errlen);
     if (rc != RM_OK) return rc;
@@ -97,22 +138,20 @@ static rm_status probe(rm_session *s, unsigned char *buf, char *err, size_t errl
     if (fstatfs(sc->fd, &fs) == 0 && (uint64_t)fs.f_bavail * (uint64_t)fs.f_bsize / 8 < bytes)
         bytes = (size_t)((uint64_t)fs.f_bavail * (uint64_t)fs.f_bsize / 8) / half * half;
     rm_ioq q;
-    if (bytes < 2 * half || rm_ioq_start(&q, sc, 2, 0, 0) != RM_OK)
-        return rm_scratch_probe(sc, buf, PROBE_BUF, bytes, &s->page.write_bps, &s->page.read_bps, err, errlen);
+    if (bytes < 2 * half || rm_ioq_start(&q, sc, 2, 0, 0) != RM_OK) {
+        s->page.probe_rounds = 1;
+        rc = rm_scratch_probe(sc, buf, PROBE_BUF, bytes, &s->page.write_bps, &s->page.read_bps, err, errlen);
+        s->page.probe_write[0] = s->page.probe_write[1] = s->page.write_bps;
+        s->page.probe_read[0] = s->page.probe_read[1] = s->page.read_bps;
+        return rc;
+    }
     memset(buf, 0x5a, PROBE_BUF);
-    int e = 0;
-    for (int write = 1; write >= 0 && !e; write--) {
-        double t0 = rm_now_ms();
-        for (size_t off = 0, k = 0; off < bytes && !e; off += half, k++) {
-            const int slot = (int)(k % 2);
-            if (k >= 2) e = rm_ioq_wait(&q, slot); /* the slot's last transfer, before it is reused */
-            q.req[slot] = (rm_io_req){.buf = buf + (size_t)slot * half, .bytes = half, .off = off, .write = write,
-                                      .region = -1};
-            if (!e) rm_ioq_submit(&q, slot);
-        }
-        for (int slot = 0; slot < 2 && !e; slot++) e = rm_ioq_wait(&q, slot);
-        double dt = rm_now_ms() - t0;
-        bps[write] = (double)bytes / ((dt > 1e-3 ? dt : 1e-3) * 1e-3);
+    double t0 = rm_now_ms(), first;
+    int e = probe_pass(&q, buf, bytes, 1, &first), n = 0; /* allocates the blocks: not counted */
+    while (!e && n < PROBE_ROUNDS && (n < 3 || rm_now_ms() - t0 < PROBE_MS)) {
+        e = probe_pass(&q, buf, bytes, 1, &w[n]);
+        if (!e) e = probe_pass(&q, buf, bytes, 0, &r[n]);
+        n += !e;
     }
     rm_ioq_stop(&q);
     sc->n_writes = save_w, sc->n_reads = save_r; /* the probe does not count for injected faults */
@@ -121,7 +160,10 @@ static rm_status probe(rm_session *s, unsigned char *buf, char *err, size_t errl
                  "bytes): %s", sc->dir, (double)bytes / 1048576.0, bytes, strerror(e));
         return RM_ERR_IO;
     }
-    s->page.write_bps = bps[1], s->page.read_bps = bps[0];
+    if (n % 2 == 0 && n > 1) n--; /* an odd count: the median is a measured round */
+    s->page.write_bps = median_of(w, n, s->page.probe_write);
+    s->page.read_bps = median_of(r, n, s->page.probe_read);
+    s->page.probe_rounds = n;
     return RM_OK;
 }
 
@@ -134,8 +176,9 @@ rm_status rm_session_scratch_open(rm_session *s) {
     rm_status rc = rm_scratch_open(&s->page.file, s->page.dir, err, sizeof err);
     if (rc != RM_OK) return rm_graph_fail(s->g, rc, "%s", err);
     s->page.open = 1;
-    if (s->opt.scratch_bandwidth > 0) {
-        s->page.write_bps = s->page.read_bps = s->opt.scratch_bandwidth;
+    if (s->opt.scratch_bandwidth > 0) { /* given (or a resumed run's): no probe */
+        s->page.write_bps = s->opt.scratch_bandwidth;
+        s->page.read_bps = s->opt.scratch_read_bandwidth > 0 ? s->opt.scratch_read_bandwidth : s->opt.scratch_bandwidth;
         return RM_OK;
     }
     void *buf = NULL;
@@ -321,6 +364,9 @@ void rm_paging(const rm_session *s, rm_paging_info *pi) {
     pi->enabled = 1;
     pi->direct = s->page.file.direct;
     pi->write_bps = s->page.write_bps, pi->read_bps = s->page.read_bps;
+    pi->probe_rounds = s->page.probe_rounds;
+    pi->write_bps_min = s->page.probe_write[0], pi->write_bps_max = s->page.probe_write[1];
+    pi->read_bps_min = s->page.probe_read[0], pi->read_bps_max = s->page.probe_read[1];
     pi->scratch_bytes = s->page.file.reserved;
     pi->state_bytes = p->state_scratch_bytes;
     for (int u = 0; u < p->n_units; u++) {

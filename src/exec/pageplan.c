@@ -545,6 +545,22 @@ size_t rm_session_least_paged(rm_session *s, size_t (*fixed)(rm_session *s)) {
     return least;
 }
 
+size_t rm_session_least_paged_fused(rm_session *s, size_t (*fixed)(rm_session *s)) {
+    if (s->opt.fuse_optimizer || s->opt.accumulate || s->g->train_floats == 0) return 0;
+    /* the same session planned as a fused one: gradients as arena buffers
+     * (g->fuse_grads, as rm_compile sets it), the trainable state pageable;
+     * then as it was */
+    const int fuse = s->g->fuse_grads;
+    const rm_auto_info saved = s->autoplan;
+    s->opt.fuse_optimizer = 1, s->g->fuse_grads = 1;
+    s->autoplan.min_budget = 0; /* the unfused least plan is not the fused one's */
+    size_t least = rm_session_least_paged(s, fixed);
+    s->opt.fuse_optimizer = 0, s->g->fuse_grads = fuse;
+    s->autoplan = saved;
+    fixed(s);
+    return least;
+}
+
 rm_status rm_session_budget_paging(rm_session *s, int64_t budget, rm_program *out) {
     /* activations only: the budget covers the arena, not the state */
     cand best = {0};

@@ -2,6 +2,7 @@
  * memory layout, one allocation per group of tensors) and running steps. */
 #include "exec/exec.h"
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,16 +24,27 @@ static float init_value(const rm_session *s, const rm_value *v, int i, int64_t e
 }
 
 /* Parameter i's first values into w, kept as the parameter is (floats,
- * or 2 bytes rounded: exec/store.c). */
-static void init_param(const rm_session *s, int i, void *w) {
+ * or 2 bytes rounded: exec/store.c). The narrowing rule
+ * (docs/RELIABILITY.md): RM_ERR_ARG when a value the init draws is
+ * infinite in the parameter's 2 bytes (a frozen F16 weight of std 1e5). */
+static rm_status init_param(rm_session *s, int i, void *w) {
     const rm_value *v = &s->g->vals[s->g->params[i]];
+    int64_t bad = INT64_MAX;
     /* each element depends only on (seed, i, e): parallel, same values */
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) reduction(min : bad)
     for (int64_t e = 0; e < v->numel; e++) {
         float x = init_value(s, v, i, e);
         if (v->store == RM_DTYPE_F32) ((float *)w)[e] = x;
         else rm_store_round(&x, (uint16_t *)w + e, 1, v->store);
+        if (v->store != RM_DTYPE_F32 && isfinite(x) && !isfinite(rm_store_value((uint16_t *)w + e, v->store)) && e < bad)
+            bad = e;
     }
+    if (bad == INT64_MAX) return RM_OK;
+    return rm_graph_fail(s->g, RM_ERR_ARG, "rm_compile: the initial value %g of parameter '%s' (element %lld) does "
+                         "not fit %s, which it is kept in (rm_param_store): keep it in %s, or initialise it smaller",
+                         (double)init_value(s, v, i, bad), v->name, (long long)bad,
+                         v->store == RM_DTYPE_F16 ? "F16 (largest 65504)" : "BF16", v->store == RM_DTYPE_F16
+                         ? "BF16 or F32" : "F32");
 }
 
 /* Every parameter's first values. A parameter paged to the scratch file
@@ -43,12 +55,14 @@ static rm_status init_params(rm_session *s) {
     if (!s->page.params) memset(s->params, 0, g->param_floats * sizeof(float)); /* the padding too */
     for (int i = 0; i < g->n_params; i++) {
         const rm_value *v = &g->vals[g->params[i]];
+        rm_status rc;
         if (!rm_session_state_paged(s, i, 0)) {
-            init_param(s, i, s->params + v->param_off);
+            if ((rc = init_param(s, i, s->params + v->param_off)) != RM_OK) return rc;
             continue;
         }
-        init_param(s, i, (float *)s->arena); /* the whole parameter fits: its staged buffer is in the arena */
-        rm_status rc = rm_session_state_store(s, i, 0, (float *)s->arena);
+        /* the whole parameter fits: its staged buffer is in the arena */
+        if ((rc = init_param(s, i, (float *)s->arena)) != RM_OK) return rc;
+        rc = rm_session_state_store(s, i, 0, (float *)s->arena);
         if (rc != RM_OK) return rm_graph_fail(s->g, rc, "%s", s->errmsg);
     }
     return RM_OK;

@@ -83,3 +83,7 @@ void rm_store_round(float *w, void *dst, int64_t n, rm_dtype dtype) {
     uint16_t *h = dst;
     for (int64_t i = 0; i < n; i++) h[i] = dtype == RM_DTYPE_BF16 ? rm_f32_to_bf16(w[i]) : rm_f32_to_f16(w[i]);
 }
+
+float rm_store_value(const uint16_t *h, rm_dtype dtype) {
+    return dtype == RM_DTYPE_BF16 ? rm_bf16_to_f32(*h) : rm_f16_to_f32(*h);
+}

@@ -133,7 +133,7 @@ struct rm_graph {
     rm_precision precision;
     int precision_users;
     rm_status status;
-    char errmsg[512]; /* room for a memory limit's whole breakdown (exec/limit.c) */
+    char errmsg[1024]; /* room for a memory limit's whole breakdown (exec/limit.c) */
 };
 
 /* Sets the graph's sticky error and returns the status. */
