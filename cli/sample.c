@@ -86,6 +86,20 @@ static int pick(const float *logits, int V, float temperature, int top_k, float 
     return best;
 }
 
+/* The finite-result rule (docs/RELIABILITY.md): logits that are not all
+ * finite (weights whose sums overflow) give no token; exit 1 naming the
+ * position instead of printing what argmax makes of NaN. */
+static int finite_logits(const float *logits, int V, int k) {
+    for (int i = 0; i < V; i++)
+        if (!isfinite(logits[i])) {
+            putchar('\n');
+            return cli_fail(1, "the model's output for generated token %d is not finite (logit %d is %g): no token can "
+                            "be drawn from it; the model's weights make its sums overflow (check the file)", k, i,
+                            (double)logits[i]);
+        }
+    return 0;
+}
+
 /* encdec: greedy (or, with --temperature, sampled) decoding of a target for
  * a->source, one token per forward pass, until EOS or the context is full. */
 static int decode(const cli_args *a, rm_session *s, const rm_model_io *io, float *probs) {
@@ -99,6 +113,7 @@ static int decode(const cli_args *a, rm_session *s, const rm_model_io *io, float
     for (int t = 0; t < T; t++) {
         if (rm_forward(s, NULL) != RM_OK) return cli_fail(1, "%s", rm_session_errmsg(s));
         const float *logits = (const float *)rm_value_data(s, io->logits) + (size_t)t * (size_t)V;
+        if (finite_logits(logits, V, t)) return 1;
         float u = rm_philox_uniform(a->seed, 0x73616d70u, 1, (uint64_t)t);
         int next = pick(logits, V, temp, a->top_k, u, probs);
         if (next == RM_ENCDEC_EOS || next == RM_ENCDEC_PAD) break;
@@ -222,6 +237,7 @@ int cli_sample(const cli_args *a0) {
             goto done;
         }
         const float *logits = (const float *)rm_value_data(s, io.logits) + (len - 1) * (size_t)V;
+        if ((rc = finite_logits(logits, V, k)) != 0) goto done;
         float u = rm_philox_uniform(a.seed, 0x73616d70u, 0, (uint64_t)k);
         int next = pick(logits, V, a.temperature, a.top_k, u, probs);
         seq[n++] = next;

@@ -8,7 +8,8 @@
 #     written, the input unchanged).
 #  2. eval's answer is finite or there is none: a batch whose loss is not
 #     finite is exit 1 naming the batch (it printed "mean loss -nan" and
-#     exited 0); a perplexity past a double is said, and null in --report.
+#     exited 0); a perplexity past a double is said, and null in --report;
+#     sample draws no token from logits that are not finite.
 #  3. the narrowing rule: --frozen-dtype f16 (or bf16) refuses, before step
 #     0, a weight it cannot hold, naming the tensor and suggesting bf16/f32,
 #     for a Hugging Face folder and a remat file, in train and eval.
@@ -145,6 +146,10 @@ if command -v python3 >/dev/null 2>&1; then
     run "$R" eval --init huge $HF --data data.txt --report huge.json
     check '[ $rc -eq 1 ] && grep -q "batch 0 of [0-9]* .*NaN" err && ! grep -qi "nan" out && [ ! -e huge.json ]' \
         "eval of a model whose loss is NaN: exit $rc: $(cat out err)"
+    # sample from the same weights: no token from logits that are not finite (it printed NUL bytes, exit 0)
+    edit lora.st hugel.st lm_head.weight -1 3e38
+    run "$R" sample --load hugel.st --tokens 4 --prompt ab
+    check '[ $rc -eq 1 ] && grep -q "generated token 0 is not finite" err' "sample of logits that overflow: exit $rc: $(cat err)"
     # a finite loss past 709: its perplexity overflows a double: said, null in the report
     edit merged.st far.st lm_head.weight -1 0 && python3 - far.st <<'PY'
 import json, struct, sys
