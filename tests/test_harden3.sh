@@ -235,8 +235,15 @@ check '[ $rc -eq 0 ]' "a sequence may repeat a value (--adam-betas 0.9,0.9): exi
 S=$(mktemp -d "$(cd "$(dirname "$R")" && pwd)/harden3_sh.XXXXXX")
 trap 'rm -rf "$T" "$S"' EXIT
 P="--layers 2 --dim 128 --heads 4 --context 64 --batch 4 --threads 1 --steps 2 --quiet"
+# limits above the start-up RSS and margin (under ASan the start-up is larger): FLOOR + MiB for remat
+floor() {
+    "$R" train "$@" --memory-limit 1MiB 2>&1 | sed -n 's/.*raise the limit above \([0-9.]*\) MiB.*/\1/p'
+}
+above() { awk -v f="$1" -v m="$2" 'BEGIN { printf "%.2fMiB", f + m }'; }
+F=$(floor $P)
+check '[ -n "$F" ]' "no start-up floor from --memory-limit 1MiB"
 for scratch in "--scratch $S" ""; do
-    run "$R" train $P --memory-limit 24MiB $scratch
+    run "$R" train $P --memory-limit "$(above "$F" 4)" $scratch
     least=$(sed -n 's/.*--grad-clip 0, and with them it is \([0-9.]*\)MiB.*/\1/p' err)
     check '[ $rc -eq 1 ] && [ -n "$least" ] && grep -q "fused optimizer" err' \
         "unfused ${scratch:+with --scratch }under a small limit: exit $rc, no least limit with --fuse-optimizer: $(cat err)"
@@ -249,8 +256,9 @@ run "$R" train $P --memory-limit "${least}MiB" --scratch "$S" --fuse-optimizer -
 check '[ $rc -eq 0 ] && grep -q "\"paged_moments\": [1-9]" lim.json' \
     "the least limit named (${least}MiB) with --fuse-optimizer --grad-clip 0 and --scratch: exit $rc: $(cat err)"
 # a frozen base (LoRA) pages unfused: both least limits are named
-run "$R" train --model llama --layers 2 --dim 128 --heads 4 --context 64 --batch 4 --threads 1 --quiet --steps 2 --lora 2 \
-    --memory-limit 18MiB --scratch "$S"
+L="--model llama --layers 2 --dim 128 --heads 4 --context 64 --batch 4 --threads 1 --quiet --steps 2 --lora 2"
+F=$(floor $L)
+run "$R" train $L --memory-limit "$(above "$F" 1.5)" --scratch "$S"
 check '[ $rc -eq 1 ] && grep -q "with --scratch DIR (paging the training state to a disk) it is .*--grad-clip 0, and with them it is" err' \
     "LoRA unfused with --scratch: exit $rc: $(cat err)"
 # 5. the probe's median and spread in the report; the checkpoint file's bandwidth on --resume
