@@ -7,7 +7,11 @@ OPT     ?= -O2 -g
 # cost model: the rows of a causal softmax, and other loops of variable
 # length, stayed scalar (exp 5x slower). Compilers without the flag skip it.
 VECTORIZE := $(shell $(CC) -fvect-cost-model=dynamic -E -x c /dev/null >/dev/null 2>&1 && echo -fvect-cost-model=dynamic)
-CFLAGS  := $(OPT) $(VECTORIZE) -std=c11 -Wall -Wextra -D_POSIX_C_SOURCE=200809L -Iinclude -fopenmp -march=native
+# ARCH: the CPU the code is built for. The default builds for this machine; a
+# library to ship (pip install ./python, tools/pack_gpu.sh) is built with
+# ARCH="-march=x86-64-v2" or another portable target.
+ARCH    ?= -march=native
+CFLAGS  := $(OPT) $(VECTORIZE) -std=c11 -Wall -Wextra -D_POSIX_C_SOURCE=200809L -Iinclude -fopenmp $(ARCH)
 LDLIBS  += -lm -fopenmp $(SAN)
 CFLAGS  += $(SAN)
 BUILD   ?= build

@@ -423,9 +423,85 @@ static void test_chain_selective(void) {
           "ab_sel alone refused: %s", err);
 }
 
+/* A chain of n stages as JSON; ck (NULL: absent) each stage's "ck_last". */
+static char *chain_json(int n, const int *ck, unsigned seed) {
+    size_t cap = 200 + (size_t)n * 160, len = 0;
+    char *out = malloc(cap);
+    len += (size_t)snprintf(out + len, cap - len, "{\"stages\":[");
+    for (int i = 0; i < n; i++) {
+        seed = seed * 1103515245u + 12345u;
+        int ab = 200 + (int)(seed >> 16) % 400, a = 50 + (int)(seed >> 8) % 100;
+        len += (size_t)snprintf(out + len, cap - len, "%s{\"uf\":%d,\"ub\":%d,\"a\":%d,\"ab\":%d,\"bt\":%d", i ? "," : "",
+                                1 + i % 3, 2 + i % 2, a, ab, 40);
+        if (ck && i < n - 1) len += (size_t)snprintf(out + len, cap - len, ",\"ck_last\":%d", ck[i]);
+        len += (size_t)snprintf(out + len, cap - len, "}");
+    }
+    snprintf(out + len, cap - len, "]}");
+    return out;
+}
+
+/* Every checkpointed range of the answer's sequence (Fck s, Fn s+1 .. Fn k)
+ * within ck_last: k <= ck[s]. */
+static int ranges_ok(const char *ans, const int *ck) {
+    const char *p = strstr(ans, "\"sequence\"");
+    int open = -1, last = -1;
+    for (p = p ? strchr(p, '[') : NULL; p && *p && *p != ']'; p++) {
+        char op[8];
+        int st;
+        if (*p != '"' || sscanf(p + 1, "%7s %d", op, &st) != 2) continue;
+        if (open >= 0 && strcmp(op, "Fn") != 0) {
+            if (last > ck[open]) return 0;
+            open = -1;
+        }
+        if (!strcmp(op, "Fck")) open = last = st;
+        else if (!strcmp(op, "Fn")) last = st;
+        p = strchr(p + 1, '"');
+    }
+    return open < 0 || last <= ck[open];
+}
+
+/* rm_plan_chain with "ck_last" (how far a checkpointed range may reach): the
+ * plans keep to it at every budget, on an exact chain and on one long
+ * enough to be planned over groups; no limit plans as without the field; a
+ * limit can only raise the least budget; bad values are refused. */
+static void test_chain_ranges(void) {
+    for (int n = 8; n <= 300; n += 292) {
+        int *ck = malloc(sizeof *ck * (size_t)n), *none = malloc(sizeof *none * (size_t)n);
+        for (int i = 0; i < n; i++) ck[i] = i % 5 == 0 ? -1 : i % 5 == 1 ? i : i + 1 < n ? i + 1 : i, none[i] = n - 1;
+        char *plain = chain_json(n, NULL, 7), *lim = chain_json(n, ck, 7), *all = chain_json(n, none, 7);
+        char *a = NULL, *b = NULL, *c = NULL, err[256];
+        rm_plan_chain(plain, 1 << 30, &a, err, sizeof err);
+        rm_plan_chain(all, 1 << 30, &c, err, sizeof err);
+        CHECK(a && c && !strcmp(a, c), "n=%d: ck_last = n-1 everywhere plans as without it", n);
+        free(c), c = NULL;
+        rm_plan_chain(lim, 1 << 30, &b, err, sizeof err);
+        double least0 = a ? atof(strstr(a, "\"min_budget_bytes\":") + 19) : 0;
+        double least1 = b ? atof(strstr(b, "\"min_budget_bytes\":") + 19) : 0;
+        CHECK(least1 >= least0 && least0 > 0, "n=%d: a limit raises the least: %g >= %g", n, least1, least0);
+        free(a), free(b), a = b = NULL;
+        int bad = 0, plans = 0;
+        for (int k = 0; k <= 6; k++) {
+            int64_t budget = (int64_t)(least1 + (least1 * 3) * k / 6);
+            if (rm_plan_chain(lim, budget, &b, err, sizeof err) == RM_OK && b) plans++, bad += !ranges_ok(b, ck);
+            free(b), b = NULL;
+        }
+        CHECK(plans == 7 && bad == 0, "n=%d: %d of 7 budgets planned, %d with a range beyond ck_last", n, plans, bad);
+        free(plain), free(lim), free(all), free(ck), free(none);
+    }
+    const char *bad[] = {"2.5", "-2", "3"};
+    for (int k = 0; k < 3; k++) {
+        char json[256], *a = NULL, err[256];
+        snprintf(json, sizeof json, "{\"stages\":[{\"uf\":1,\"ub\":2,\"a\":100,\"ab\":400,\"ck_last\":%s},"
+                 "{\"uf\":1,\"ub\":2,\"a\":100,\"ab\":400},{\"uf\":0.1,\"ub\":0.1,\"a\":100,\"ab\":100}]}", bad[k]);
+        CHECK(rm_plan_chain(json, 800, &a, err, sizeof err) == RM_ERR_FORMAT && !a && strstr(err, "ck_last"),
+              "ck_last %s refused: %s", bad[k], err);
+    }
+}
+
 int main(void) {
     test_plan_graph();
     test_chain_selective();
+    test_chain_ranges();
     test_price_graph();
     test_large_graph();
     test_fast_search();

@@ -1,16 +1,17 @@
 #!/bin/sh
 # test_python.sh: the Python package rematplan (python/) as a user installs it
-# (README, "PyTorch"): `make install` into a scratch prefix, a venv with
-# --system-site-packages (Debian's python3-torch; PEP 668 keeps pip off the
-# system Python), `pip install --no-build-isolation ./python`, then
-# tests/python_rematplan.py with that venv's Python, libremat found through
-# pkg-config. Without torch (or venv, pip) it says it is skipped. Under the
-# ASan build libremat.so needs libasan loaded first: it is preloaded.
+# (README, "PyTorch"): a venv with --system-site-packages (Debian's
+# python3-torch and python3-torchvision; PEP 668 keeps pip off the system
+# Python), `pip install --no-build-isolation ./python`, which builds libremat
+# with portable flags and bundles it, then tests/python_rematplan.py with that
+# venv's Python. Under the ASan build the package bundles that build's
+# libremat.so instead (REMAT_PREBUILT), with libasan preloaded. Without torch
+# (or venv, pip) it says it is skipped.
 BUILD=${BUILD:-build}
 . "$(dirname "$0")/lib.sh"
 PY=${PYTHON:-/usr/bin/python3}
-if ! [ -x "$PY" ] || ! "$PY" -c 'import torch' >/dev/null 2>&1; then
-    echo "test_python: torch is absent ($PY cannot import torch); skipping python/ (rematplan)"
+if ! [ -x "$PY" ] || ! "$PY" -c 'import torch, torchvision' >/dev/null 2>&1; then
+    echo "test_python: torch or torchvision is absent ($PY cannot import them); skipping python/ (rematplan)"
     echo "test_python: 0 passed, 0 failed, 1 skipped"
     exit 0
 fi
@@ -19,19 +20,22 @@ if ! "$PY" -c 'import venv, ensurepip' >/dev/null 2>&1 && ! "$PY" -m pip --versi
     echo "test_python: 0 passed, 0 failed, 1 skipped"
     exit 0
 fi
-P=$T/prefix
-make -s install BUILD="$BUILD" ${REMAT_MPI_BUILD:+MPI=$REMAT_MPI_BUILD} PREFIX="$P" > "$T/log" 2>&1
-check '[ $? -eq 0 ]' "make install failed: $(tail -3 "$T/log")"
 "$PY" -m venv --system-site-packages "$T/venv" > "$T/log" 2>&1
 check '[ $? -eq 0 ]' "python3 -m venv --system-site-packages: $(tail -3 "$T/log")"
-cp -r python "$T/src"  # pip builds in the folder it installs: not in the work tree
-"$T/venv/bin/pip" install --no-build-isolation --no-deps --no-index -q "$T/src" > "$T/log" 2>&1
-check '[ $? -eq 0 ]' "pip install ./python: $(tail -5 "$T/log")"
 PRE=
-objdump -p "$P/lib/libremat.so" | grep -q "NEEDED *libasan" && PRE=$(${CC:-cc} -print-file-name=libasan.so)
+if objdump -p "$BUILD/libremat.so" 2>/dev/null | grep -q "NEEDED *libasan"; then
+    PRE=$(${CC:-cc} -print-file-name=libasan.so)
+    export REMAT_PREBUILT="$PWD/$BUILD/libremat.so"
+fi
+start=$(date +%s)
+"$T/venv/bin/pip" install --no-build-isolation --no-deps --no-index -q ./python > "$T/log" 2>&1
+check '[ $? -eq 0 ]' "pip install ./python: $(tail -5 "$T/log")"
+echo "test_python: pip install ./python took $(( $(date +%s) - start )) s"
+"$T/venv/bin/python" -c 'import rematplan, sys; sys.exit(rematplan._lib.bundled() is None)'
+check '[ $? -eq 0 ]' "pip install ./python bundles libremat.so in the package"
 # from another folder, so that the installed package is imported, not python/
-cd "$T" && PKG_CONFIG_PATH="$P/lib/pkgconfig" LD_PRELOAD=$PRE ASAN_OPTIONS=detect_leaks=0 \
-    "$T/venv/bin/python" "$OLDPWD/tests/python_rematplan.py" --remat "$P/bin/remat" > "$T/out" 2>&1
+cd "$T" && LD_PRELOAD=$PRE ASAN_OPTIONS=detect_leaks=0 \
+    "$T/venv/bin/python" "$OLDPWD/tests/python_rematplan.py" --remat "$OLDPWD/$BUILD/remat" > "$T/out" 2>&1
 rc=$?
 cd "$OLDPWD"
 grep -v '^test_python: [0-9]* passed' "$T/out"

@@ -4,119 +4,187 @@
     model = rematplan.apply(model, plan)
     rematplan.verify(model, example_inputs)
 
-The model's forward must return the loss. Planning is libremat's C code
-(rm_plan_graph, rm_plan_chain, rm_price_graph) loaded through ctypes; see
-docs/PYTORCH.md in remat's repository.
+The model's forward returns the loss (alone, in a tuple, or as .loss).
+Planning is libremat's C code (rm_plan_graph, rm_plan_chain,
+rm_price_graph) loaded through ctypes; see docs/PYTORCH.md in remat's
+repository.
 """
-from ._lib import RematError, LibraryNotFound, version as libremat_version
+import math
+
+from ._lib import LibraryError, LibraryNotFound, RematError, version as libremat_version
+from ._version import __version__  # noqa: F401
 from .planning import BudgetError, Plan, human, plan_graph
-from ._verify import VerifyError, verify
-from . import _apply as _apply_mod
 
-__version__ = "0.1.0"
-__all__ = ["plan", "apply", "verify", "plan_graph", "Plan", "BudgetError", "VerifyError", "RematError",
-           "LibraryNotFound", "libremat_version", "use_as_compile_solver"]
+__all__ = ["__version__", "plan", "apply", "verify", "plan_graph", "Plan", "BudgetError", "VerifyError", "RematError",
+           "LibraryError", "LibraryNotFound", "libremat_version", "use_as_compile_solver", "forget"]
 
 
-def plan(model, example_inputs, budget, device=None, repeats=3, verbose=True, check=True, reuse=None):
-    """Profiles model(*example_inputs) (which returns the loss) on the inputs' device and plans
-    what to keep and what to recompute within `budget`: bytes (int), a fraction of what storing
-    every activation needs (float in (0, 1]), or a string ("3GiB", "500MB", "50%").
+def __getattr__(name):  # torch is imported when a model is planned, not to plan a graph file
+    if name == "VerifyError":
+        from ._verify import VerifyError
+        return VerifyError
+    if name == "_apply_mod":
+        from . import _apply
+        return _apply
+    raise AttributeError("module 'rematplan' has no attribute %r" % name)
+
+
+def verify(model, inputs, device=None, check_memory=True, raise_on_mismatch=True):
+    """One step of an applied model: every recomputed saved tensor compared bit for bit with its
+    first computation, and the measured peak against the plan (see _verify.verify)."""
+    from ._verify import verify as f
+    return f(model, inputs, device, check_memory, raise_on_mismatch)
+
+
+def forget(model):
+    """Drops the profiles kept for the model (after its structure changed)."""
+    from .profile import forget as f
+    return f(model)
+
+
+def _device_of(example_inputs):
+    from .capture import flat_tensors
+    ts = list(flat_tensors(example_inputs))
+    return ts[0].device if ts else None
+
+
+def plan(model, example_inputs, budget, device=None, repeats=1, verbose=True, check=True, reuse=None):
+    """Records one training step of model(*example_inputs) (which returns the loss) on the inputs'
+    device and plans what to keep and what to recompute within `budget`: bytes (int), a fraction of
+    the step's measured store-all peak (float in (0, 1]), or a string ("3GiB", "500MB", "50%").
     Raises BudgetError, naming the least budget that works, when it cannot be met.
-    Prints the predicted peak and overhead unless verbose=False.
-    check: run the plan once and measure its peak (PyTorch's allocator count on CPU, which costs
-    a profiled step; max_memory_allocated on CUDA); while it exceeds the budget, plan again for
-    the budget less the excess (what the profile does not see: autograd's own buffers).
-    reuse: an earlier plan of the same model and inputs, whose profile is used again."""
-    from .profile import profile
-    if device is None:
-        import torch
-        ts = [t for t in (example_inputs if isinstance(example_inputs, (tuple, list)) else (example_inputs,))
-              if isinstance(t, torch.Tensor)]
-        device = ts[0].device if ts else None
-    from . import planning
+    check: measure the store-all step and the plan's step (PyTorch's allocator count on CPU,
+    max_memory_allocated on CUDA): the profile's bytes are scaled to the measured store-all, and
+    while a plan's measured peak exceeds the budget it is planned again for the budget less the
+    excess. Prints the predicted (and measured) peak and overhead unless verbose=False.
+    reuse: an earlier plan of the same model and inputs (profiles are kept per model anyway)."""
     import torch
+    from . import planning
+    from . import _apply as _apply_mod
+    from .profile import profile_of
+    args = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
+    if device is None:
+        device = _device_of(args)
     planning.REGION_BYTES = torch.get_rng_state().numel()
     planning.SAC = _apply_mod.sac_available()
     if device is not None and torch.device(device).type == "cuda":
         planning.REGION_BYTES += torch.cuda.get_rng_state(device).numel()
-    if reuse is not None and reuse.model is model:
-        gm, prof = reuse.graph_module, reuse.profile
-    else:
-        gm, prof = profile(model, example_inputs, repeats=repeats, device=device)
-    graph = prof.graph
-
-    def make(budget=budget, **kw):
-        P = plan_graph(graph, budget, **kw)
-        P.graph_module, P.members, P.model, P.profile = gm, prof.members, model, prof
-        return P
-
+    prof = reuse.profile if reuse is not None and reuse.model is model else profile_of(model, args, device, repeats)
+    ctx = _Context(model, args, device, prof, check)
     try:
-        P = make()
+        P = ctx.make(budget)
     except BudgetError as e:
-        if check:  # the least named must hold when measured too
-            e = _measured_least(make, e, model, example_inputs, device)
-        raise e
+        P = ctx.least_or_raise(e)
     if check:
-        P = _checked(make, P, model, example_inputs, device)
+        P = ctx.checked(P)
     if verbose:
         print(P.summary())
     return P
 
 
-def _measured(P, model, inputs, device):
-    from ._verify import measure_step
-    if P.n_regions() == 0 and P.planner == "store-all":
-        P.measured_peak = measure_step(model, inputs, device)
-    else:
-        P.measured_peak = measure_step(_apply_mod.apply(model, P), inputs, device)
-    return P.measured_peak
+class _Context:
+    """One plan() call: the profile, the measured steps, and how a plan is made."""
+
+    def __init__(self, model, args, device, prof, check):
+        self.model, self.args, self.device, self.prof, self.check = model, args, device, prof, check
+        self.scale, self.full = 1.0, None
+        if check:
+            if prof.measured_store_all is None:
+                from ._verify import measure_step
+                prof.measured_store_all = measure_step(model, args, device)
+            profile_all = planning_store_all(prof.graph)
+            self.full = prof.measured_store_all
+            self.scale = self.full / max(profile_all, 1)
+
+    def make(self, budget, **kw):
+        P = plan_graph(self.prof.graph, budget, structure=self.prof.structure, scale=self.scale,
+                       store_all_bytes=self.full, **kw)
+        P.model, P.structure, P.profile = self.model, self.prof.structure, self.prof
+        if P.planner == "store-all" and self.full is not None:
+            P.measured_peak = self.full
+        return P
+
+    def measure(self, P):
+        from . import _apply as _apply_mod
+        from ._verify import measure_step
+        from .profile import plan_key
+        if P.planner == "store-all" and self.full is not None:
+            return self.full
+        key = plan_key(P)
+        if key not in self.prof.measured:
+            self.prof.measured[key] = measure_step(_apply_mod.apply(self.model, P), self.args, self.device)
+        P.measured_peak = self.prof.measured[key]
+        return P.measured_peak
+
+    def checked(self, P):
+        """Plans again, lower, while the measured peak exceeds the budget (at most 4 times); the least
+        plan when that does not find one."""
+        from .planning import BudgetError as BE
+        want, inner = P.budget_bytes, P.planner_budget * self.scale
+        for _ in range(4):
+            m = self.measure(P)
+            if m <= want:
+                return P
+            inner -= m - want
+            try:
+                P = self.make(want, inner=int(inner))
+            except BE:
+                break
+        else:
+            if self.measure(P) <= want:
+                return P
+        least, LP = self.least(P.least_bytes if P.regions is not None else want)
+        if least <= want:
+            return LP
+        raise self.refusal(want, least)
+
+    def least_or_raise(self, e):
+        if not self.check:
+            raise e
+        least, LP = self.least(e.least_bytes)
+        if least <= e.want:
+            return LP
+        raise self.refusal(e.want, least)
+
+    def least(self, start):
+        """The least budget whose plan's measured peak fits it, and that plan (kept in the profile):
+        from the planners' least, raised to the measured peak and the margin until it holds."""
+        from .planning import MARGIN
+        if self.prof.least is not None:
+            return self.prof.least
+        least = start
+        for _ in range(8):
+            try:
+                P = self.make(least)
+            except BudgetError as e2:
+                least = max(least + 1, e2.least_bytes)
+                continue
+            m = self.measure(P)
+            if m <= least:
+                self.prof.least = (least, P)
+                return self.prof.least
+            least = int(math.ceil(m / (1 - MARGIN))) + 1
+        P = self.make(self.full)  # store-all: its measured peak is the step's
+        self.prof.least = (self.full, P)
+        return self.prof.least
+
+    def refusal(self, want, least):
+        return BudgetError("rematplan: budget %s (%d bytes) cannot be met: the least budget that works is %s "
+                           "(%d bytes, its plan measured; store-all %s); raise the budget to at least %d bytes"
+                           % (human(want), want, human(least), least, human(self.full), least),
+                           least, self.full, want)
 
 
-def _checked(make, P, model, inputs, device):
-    """Plans again, lower, while the measured peak exceeds the budget (at most 4 times)."""
-    inner = P.planner_budget
-    for _ in range(4):
-        m = _measured(P, model, inputs, device)
-        if m <= P.budget_bytes:
-            return P
-        inner -= m - P.budget_bytes
-        try:
-            P = make(inner=inner)
-        except BudgetError as e:
-            raise _measured_least(make, e, model, inputs, device) from None
-    if _measured(P, model, inputs, device) > P.budget_bytes:
-        raise BudgetError("rematplan: no plan found whose measured peak (%d bytes) stays within %d bytes"
-                          % (P.measured_peak, P.budget_bytes), P.measured_peak, P.store_all_bytes)
-    return P
-
-
-def _measured_least(make, e, model, inputs, device):
-    """The refusal, naming a least budget whose plan also holds when measured: from the planned
-    least, raised to the measured peak (and the margin) until a plan's measured peak fits it."""
-    import math
-    from .planning import MARGIN
-    least = e.least_bytes
-    for _ in range(6):
-        try:
-            P = make(budget=least)
-        except BudgetError as e2:
-            least = max(least + 1, e2.least_bytes)
-            continue
-        m = _measured(P, model, inputs, device)
-        if m <= least:
-            break
-        least = int(math.ceil(m / (1 - MARGIN))) + 1
-    return BudgetError("rematplan: budget %s (%d bytes) cannot be met: the least budget that works is %s "
-                       "(%d bytes, its plan measured; store-all %s); raise the budget to at least %d bytes"
-                       % (human(e.want), e.want, human(least), least, human(e.store_all_bytes), least),
-                       least, e.store_all_bytes, e.want)
+def planning_store_all(graph):
+    from .planning import store_all
+    return store_all(graph)["store_all_bytes"]
 
 
 def apply(model, plan):
     """The model with the plan applied: a module with the model's own submodules, parameters and
-    buffers (same names, same order) whose forward runs the plan's regions under
-    torch.utils.checkpoint (non-reentrant)."""
+    buffers (same names, same order) whose forward runs the model with the plan's regions under
+    torch.utils.checkpoint (non-reentrant). The model itself is left as it was."""
+    from . import _apply as _apply_mod
     return _apply_mod.apply(model, plan)
 
 

@@ -1,29 +1,37 @@
-"""Applying a plan: the traced model rewritten so each region runs under
-torch.utils.checkpoint (non-reentrant), nested where the plan nests.
+"""Applying a plan without touching the user's code: the modules a region
+starts at have their forward replaced (on the instance, as accelerate's
+hooks do) by one that, while the plan's model runs, runs the region under
+non-reentrant torch.utils.checkpoint; the other calls of a fused region
+hand its output on. Inactive (the model called on its own, a deepcopy),
+the replaced forward is the module's own.
 
-A region becomes a submodule (`remat_region_K`) whose forward is
-checkpoint(run, ...). Its inputs are not handed to checkpoint (whose torch
-1.13 form holds them in a closure for the whole step, so a region nested in
-another would keep its inputs even while the outer one is dropped): they
-are saved by a small autograd Function, through whatever saved-tensor
-hooks are active, i.e. dropped with the outer region and recomputed with
-it, as torch >= 2.1's own nested checkpoint does. The RNG state is
-checkpoint's (preserve_rng_state): dropout draws the same masks again.
+Region inputs are not handed to checkpoint (whose torch 1.13 form holds
+them in a closure for the whole step, so a region nested in another would
+keep its inputs even while the outer one is dropped): a small autograd
+Function saves them through whatever saved-tensor hooks are active, i.e.
+they are dropped with the outer region and recomputed with it, as torch >=
+2.1's own nested checkpoint does. The RNG state is checkpoint's
+(preserve_rng_state): dropout draws the same masks again.
 
-BatchNorm (pytorch#96136): in training mode a recomputation would update
-the running statistics a second time. Inside a region, BatchNorm modules
-and F.batch_norm calls go through a wrapper that, while recomputing, calls
-batch_norm with no running statistics: the same batch statistics, the same
-output bit for bit, and no update.
+On torch >= 2.4 a region may carry a selective policy: the ops the plan
+saves (by name and occurrence in the region) are MUST_SAVE, the rest
+PREFER_RECOMPUTE (torch.utils.checkpoint.create_selective_checkpoint_contexts).
+
+Module state (pytorch#96136): a recomputation would update BatchNorm's
+running statistics, or any buffer an op of the region writes, a second
+time. The buffers a region writes are copied when it first runs; while it
+recomputes they hold those copies (the recomputation sees what the first
+run saw) and get their values back after it, written through .data so no
+version counter moves.
 """
-import operator
+import functools
 import threading
+import types
 
 import torch
-import torch.fx
-import torch.nn as nn
-import torch.nn.functional as F
 import torch.utils.checkpoint as tc
+
+from .capture import BUFFER, PARAM, Nothing, flat_tensors
 
 _state = threading.local()
 
@@ -54,8 +62,7 @@ class _SaveInputs(torch.autograd.Function):
         return (None,) * (1 + len(ctx.saved_tensors))
 
 
-_hooks = None  # verify.py's saved-tensor hook wrapper, when verifying
-stat_copies = None  # and the addresses of the statistics' copies it does not compare
+_hooks = None  # _verify's saved-tensor hook mirror, while verifying
 
 
 def sac_available():
@@ -80,282 +87,284 @@ def _takes_respect_hooks():
     return _respect[0]
 
 
-def _policy(ctx, op, *args, **kwargs):
-    from torch.utils.checkpoint import CheckpointPolicy
-    return CheckpointPolicy.MUST_SAVE if getattr(_state, "save", False) else CheckpointPolicy.PREFER_RECOMPUTE
+def _sac_context(keys):
+    """The selective policy of one region instance: MUST_SAVE for the (op, occurrence) in keys."""
+    from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
+    counts = {False: {}, True: {}}
+
+    def policy(ctx, op, *args, **kwargs):
+        c = counts[bool(ctx.is_recompute)]
+        name = str(op)
+        k = c.get(name, 0)
+        c[name] = k + 1
+        return CheckpointPolicy.MUST_SAVE if (name, k) in keys else CheckpointPolicy.PREFER_RECOMPUTE
+    return create_selective_checkpoint_contexts(policy)
 
 
-class Saved(nn.Module):
-    """An op of a region the plan keeps: its aten ops are MUST_SAVE for the selective policy."""
+class RunRegion:
+    """A region made runnable: its modules, its body, where each call takes the one before's
+    output, its selective keys and the buffers it writes."""
 
-    def __init__(self, fn):
-        super().__init__()
-        if isinstance(fn, nn.Module):
-            self.mod = fn
+    def __init__(self, name, modules, items, places, keys, buffers):
+        self.name, self.modules, self.items, self.places = name, modules, items, places
+        self.keys, self.buffers = keys, buffers
+        self.last_out, self.pending = None, 0
+
+
+def _substitute(args, kwargs, place, x):
+    """args/kwargs with the tensor at `place` (("a", i) or ("k", name)) replaced by x."""
+    if place[0] == "a":
+        args = args[:place[1]] + (x,) + args[place[1] + 1:]
+    else:
+        kwargs = dict(kwargs)
+        kwargs[place[1]] = x
+    return args, kwargs
+
+
+def _first_tensor(out):
+    return next(iter(flat_tensors(out)))
+
+
+def run_body(rr, args, kwargs):
+    """The region's items in order, each taking the output of the one before."""
+    out = None
+    for k, it in enumerate(rr.items):
+        if k:
+            args, kwargs = _substitute(args, kwargs, rr.places[k], _first_tensor(out))
+        if isinstance(it, RunRegion):
+            out = run_region(it, args, kwargs)
         else:
-            self.fn = fn
-
-    def forward(self, *args, **kwargs):
-        before = getattr(_state, "save", False)
-        _state.save = True
-        try:
-            return (self.mod if hasattr(self, "mod") else self.fn)(*args, **kwargs)
-        finally:
-            _state.save = before
+            _state.body = it
+            try:
+                out = it(*args, **kwargs)
+            finally:
+                _state.body = None
+    return out
 
 
-def run_region(body, inputs, name, sac=False):
-    """body(*inputs) under non-reentrant checkpoint, inputs saved through the active hooks."""
-    is_t = [isinstance(x, torch.Tensor) for x in inputs]
-    tensors = [x for x, t in zip(inputs, is_t) if t]
+class _Guard:
+    """A region's buffers: their values at its first run while it recomputes, then back."""
+
+    def __init__(self, buffers):
+        self.buffers = buffers
+        self.first = [b.detach().clone() for b in buffers]
+
+    def __enter__(self):
+        self.now = [b.detach().clone() for b in self.buffers]
+        with torch.no_grad():
+            for b, v in zip(self.buffers, self.first):
+                b.data.copy_(v)
+
+    def __exit__(self, *exc):
+        with torch.no_grad():
+            for b, v in zip(self.buffers, self.now):
+                b.data.copy_(v)
+
+
+def run_region(rr, args, kwargs):
+    """rr's body under non-reentrant checkpoint, its tensor inputs saved through the active hooks."""
+    flat, rebuild = _flatten((args, kwargs))
+    # each tensor once, and where it goes: a tensor passed twice comes back as one object (code such
+    # as MultiheadAttention's `query is key` takes another path otherwise)
+    tensors, where = [], []
+    for x in flat:
+        k = next((j for j, t in enumerate(tensors) if t is x), None) if isinstance(x, torch.Tensor) else None
+        if isinstance(x, torch.Tensor) and k is None:
+            tensors.append(x)
+            k = len(tensors) - 1
+        where.append(k)
     device = tensors[0].device if tensors else torch.device("cpu")
     dummy = torch.zeros(0, device=device, requires_grad=True)
-    box = [_SaveInputs.apply(dummy, *tensors)]  # the token; dropped once the inputs are taken back
-    cell = [inputs]
-    record = _hooks.region(name) if _hooks is not None else None
+    box = [_SaveInputs.apply(dummy, *tensors)]  # the token; let go once the inputs are taken back
+    cell = [flat]
+    template = [None if k is not None else x for x, k in zip(flat, where)]
+    record = _hooks.region(rr.name) if _hooks is not None else None
+    guard = _Guard(rr.buffers) if rr.buffers else None
+    plan = getattr(_state, "active", None)
 
     def run(_anchor):
         xs = cell[0]
         if xs is None:  # recomputation: inputs from the token (maybe recomputed by an outer region)
-            # checkpoint recomputes a region once: the token (and through it an outer region's
-            # copy of these inputs) is let go now, the inputs living on in what the ops save
             token = box.pop()
-            saved = iter(token.grad_fn.saved_tensors)
+            saved = list(token.grad_fn.saved_tensors)
             del token
-            xs = [next(saved) if t else x for x, t in zip(inputs_template, is_t)]
-            with _Recompute():
-                return _call(body, xs, record, recompute=True)
+            xs = [saved[k] if k is not None else x for x, k in zip(template, where)]
+            with _Active(plan), _Recompute(), guard if guard is not None else Nothing():
+                return _call(rr, rebuild(xs), record, recompute=True)
         if recomputing():  # a first run inside an outer region's recomputation
-            return _call(body, xs, None, recompute=False)
-        return _call(body, xs, record, recompute=False)
+            return _call(rr, rebuild(xs), None, recompute=False)
+        return _call(rr, rebuild(xs), record, recompute=False)
 
-    # non-tensor inputs (sizes) are kept as they are; tensors only through the token
-    inputs_template = [None if t else x for x, t in zip(inputs, is_t)]
-    anchor = torch.zeros(0, device=device)  # checkpoint stashes the RNG of the devices of its arguments
+    anchor = torch.zeros(0, device=device)  # checkpoint stashes the RNG of its arguments' devices
     extra = {}
-    if sac:
-        import functools
-        extra["context_fn"] = functools.partial(tc.create_selective_checkpoint_contexts, _policy)
-        if _takes_respect_hooks():  # the behaviour of today, said explicitly (no warning)
+    if rr.keys is not None:
+        extra["context_fn"] = functools.partial(_sac_context, rr.keys)
+        if _takes_respect_hooks():
             extra["respect_saved_tensors_hooks"] = False
     out = tc.checkpoint(run, anchor, use_reentrant=False, preserve_rng_state=True, **extra)
     cell[0] = None
     return out
 
 
-def _call(body, xs, record, recompute):
+class _Active:
+    """The plan whose regions run (thread-local: the backward may run on another thread)."""
+
+    def __init__(self, plan):
+        self.plan = plan
+
+    def __enter__(self):
+        self.before = getattr(_state, "active", None)
+        _state.active = self.plan
+
+    def __exit__(self, *exc):
+        _state.active = self.before
+
+
+def _call(rr, a, record, recompute):
+    args, kwargs = a
     if record is None:
-        return body(*xs)
+        return run_body(rr, args, kwargs)
     with record.hooks(recompute):
-        return body(*xs)
+        return run_body(rr, args, kwargs)
 
 
-class Region(nn.Module):
-    """One checkpointed region of the plan."""
+def _flatten(v):
+    """The leaves of nested tuples, lists and dicts, and a function that rebuilds v from them."""
+    leaves = []
 
-    def __init__(self, body, name, sac=False):
-        super().__init__()
-        self.body = body
-        self.region_name = name
-        self.sac = sac
-
-    def forward(self, *inputs):
-        return run_region(self.body, inputs, self.region_name, self.sac)
-
-
-def _stat_copy(t):
-    """A copy of a running statistic for a recomputation to update (verify.py skips it)."""
-    if t is None:
+    def spec(x):
+        if isinstance(x, (tuple, list)) and type(x) in (tuple, list):
+            return (type(x), [spec(y) for y in x])
+        if isinstance(x, dict) and type(x) is dict:
+            return (dict, [(k, spec(y)) for k, y in x.items()])
+        leaves.append(x)
         return None
-    c = t.clone()
-    if stat_copies is not None:  # verifying (the backward may run on another thread): kept alive
-        stat_copies[c.data_ptr()] = c  # so that no later tensor takes the address
-    return c
+    s = spec(v)
+
+    def rebuild(xs):
+        it = iter(xs)
+
+        def build(s):
+            if s is None:
+                return next(it)
+            kind, parts = s
+            if kind is dict:
+                return {k: build(p) for k, p in parts}
+            return kind(build(p) for p in parts)
+        return build(s)
+    return leaves, rebuild
 
 
-class OnceBatchNorm(nn.Module):
-    """A BatchNorm module that does not update its statistics while recomputing."""
+# ---- the replaced forward --------------------------------------------------------------
 
-    def __init__(self, bn):
-        super().__init__()
-        self.bn = bn
-
-    def forward(self, x):
-        bn = self.bn
-        if recomputing() and bn.training and bn.track_running_stats:
-            # copies of the statistics take the update: the same call, the same saved tensors
-            # (checkpoint matches them by order), the same batch statistics, the module untouched
-            rm, rv = _stat_copy(bn.running_mean), _stat_copy(bn.running_var)
-            return F.batch_norm(x, rm, rv, bn.weight, bn.bias, True, 0.0, bn.eps)
-        return bn(x)
-
-
-def once_batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1,
-                    eps=1e-5):
-    """F.batch_norm, without the statistics update while recomputing."""
-    if recomputing() and training:
-        running_mean, running_var = _stat_copy(running_mean), _stat_copy(running_var)
-    return F.batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)
-
-
-def _is_bn(gm, n):
-    if n.op == "call_module":
-        return isinstance(gm.get_submodule(n.target), nn.modules.batchnorm._BatchNorm)
-    return n.op == "call_function" and n.target is F.batch_norm
+def _patched_forward(self, *args, **kwargs):
+    """The forward of a module some plan starts or continues a region at."""
+    orig = self.__dict__.get("_remat_forward")
+    call = orig if orig is not None else functools.partial(type(self).forward, self)
+    plan = getattr(_state, "active", None)
+    if getattr(_state, "body", None) is self:  # run by a region's body: the module itself
+        _state.body = None
+        return call(*args, **kwargs)
+    role = plan.roles.get(self) if plan is not None else None
+    if role is None or not torch.is_grad_enabled():
+        return call(*args, **kwargs)
+    kind, rr = role
+    if kind == "pass":  # a later call of a fused region: its output was made by the first
+        out = rr.last_out
+        rr.pending -= 1
+        if rr.pending <= 0:
+            rr.last_out = None
+        return out
+    out = run_region(rr, args, kwargs)
+    if len(rr.modules) > 1:
+        rr.last_out, rr.pending = out, len(rr.modules) - 1
+    return out
 
 
-class _Builder:
-    def __init__(self, root, saved=()):
-        self.gm = root
+def _install(m):
+    if isinstance(m.__dict__.get("forward"), types.MethodType) and m.__dict__["forward"].__func__ is _patched_forward:
+        return
+    if "forward" in m.__dict__:  # the user's own instance forward (accelerate's hooks...)
+        object.__setattr__(m, "_remat_forward", m.__dict__["forward"])
+    m.forward = types.MethodType(_patched_forward, m)
+
+
+class Runtime:
+    """A plan made runnable on its model: roles by module ("start" or "pass", RunRegion)."""
+
+    def __init__(self, plan):
+        S = plan.structure
+        self.roles = {}
         self.count = 0
-        self.bn = {}
-        self.saved = set(saved)  # fx nodes kept by the selective policy
-        self.n_saved = 0
+        for r in plan.regions:
+            rr = self._make(r, S, plan)
+            self.roles[S.calls[r.calls[0]].module] = ("start", rr)
+            for c in r.calls[1:]:
+                self.roles[S.calls[c].module] = ("pass", rr)
+        for m in self.roles:
+            _install(m)
 
-    def region_module(self, items):
-        """A Region submodule for items (fx nodes and nested ("region", items, range)), registered on gm."""
-        inside = set(self.flatten(items))
-        inputs, seen = [], set()
-        for n in self.flatten(items):
-            for a in n.all_input_nodes:
-                if a not in inside and a not in seen and a.op != "get_attr":
-                    seen.add(a)
-                    inputs.append(a)
-        outputs = [n for n in self.flatten(items) if any(u not in inside for u in n.users)]
-        sub = torch.fx.Graph()
-        env = {}
-        for a in inputs:
-            env[a] = sub.placeholder(a.name)
-        self.emit(sub, items, env, inside_region=True)
-        sub.output(tuple(env[o] for o in outputs))
+    def _make(self, r, S, plan):
+        from .planning import Region
+        items, places = [], []
+        prev = None
+        for it in r.items:
+            first = it.calls[0] if isinstance(it, Region) else it
+            places.append(S.chain_place(S.calls[prev], S.calls[first]) if prev is not None else None)
+            items.append(self._make(it, S, plan) if isinstance(it, Region) else S.calls[it].module)
+            prev = it.calls[-1] if isinstance(it, Region) else it
         name = "remat_region_%d" % self.count
         self.count += 1
-        body = torch.fx.GraphModule(self.gm, sub, name)
-        self.gm.add_module(name, Region(body, name, sac=any(n in self.saved for n in inside)))
-        return name, inputs, outputs
-
-    def flatten(self, items):
-        for it in items:
-            if isinstance(it, tuple):
-                yield from self.flatten(it[1])
-            else:
-                yield it
-
-    def emit(self, g, items, env, inside_region):
-        for it in items:
-            if isinstance(it, tuple):
-                name, inputs, outputs = self.region_module(it[1])
-                r = g.call_module(name, tuple(env[a] for a in inputs))
-                for k, o in enumerate(outputs):
-                    env[o] = g.call_function(operator.getitem, (r, k))
-                continue
-            n = it
-            for a in n.all_input_nodes:  # a parameter or buffer read inside: its own get_attr
-                if a not in env and a.op == "get_attr":
-                    env[a] = g.get_attr(a.target)
-            if inside_region and n in self.saved:
-                env[n] = self.saved_op(g, n, env)
-            elif inside_region and _is_bn(self.gm, n):
-                env[n] = self.once_bn(g, n, env)
-            else:
-                env[n] = g.node_copy(n, lambda a: env[a])
-
-    def saved_op(self, g, n, env):
-        """n as a Saved module: the selective policy saves what it computes."""
-        args = torch.fx.node.map_arg(n.args, lambda a: env[a])
-        kwargs = torch.fx.node.map_arg(n.kwargs, lambda a: env[a])
-        if n.op == "call_module":
-            fn = self.gm.get_submodule(n.target)
-        elif n.op == "call_function":
-            fn = n.target
-        else:
-            name = n.target
-            fn = lambda obj, *a, **k: getattr(obj, name)(*a, **k)  # noqa: E731
-        mod = "remat_saved_%d" % self.n_saved
-        self.n_saved += 1
-        self.gm.add_module(mod, Saved(fn))
-        return g.call_module(mod, args, kwargs)
-
-    def once_bn(self, g, n, env):
-        args = torch.fx.node.map_arg(n.args, lambda a: env[a])
-        kwargs = torch.fx.node.map_arg(n.kwargs, lambda a: env[a])
-        if n.op == "call_function":
-            return g.call_function(once_batch_norm, args, kwargs)
-        if n.target not in self.bn:
-            name = "remat_once_bn_%d" % len(self.bn)
-            self.gm.add_module(name, OnceBatchNorm(self.gm.get_submodule(n.target)))
-            self.bn[n.target] = name
-        return g.call_module(self.bn[n.target], args, kwargs)
+        return RunRegion(name, [S.calls[c].module for c in r.calls], items, places,
+                         _keys(r, S, plan) if r.sac is not None else None, _buffers(r, S, plan))
 
 
-def to_fx_items(gm, members, tree):
-    """The plan's tree over remat node ids as fx items: a region spans the fx nodes from its first
-    node's to its last node's (views and sizes between them included)."""
-    order = [n for n in gm.graph.nodes if n.op not in ("placeholder", "get_attr", "output")]
-    pos = {n: i for i, n in enumerate(order)}
+def _span(r, S):
+    return S.calls[r.calls[0]].first, S.calls[r.calls[-1]].end
 
-    def span(items):
-        ids = []
 
-        def walk(its):
-            for it in its:
-                if isinstance(it, tuple):
-                    walk(it[1])
-                else:
-                    ids.append(it)
-        walk(items)
-        return pos[members[min(ids)]], pos[members[max(ids)]]
+def _keys(r, S, plan):
+    """The selective policy's saved ops: (op name, its occurrence in the region)."""
+    first, end = _span(r, S)
+    ops = S.rec.ops[first:end]
+    occ, counts = {}, {}
+    for op in ops:
+        k = counts.get(op.name, 0)
+        counts[op.name] = k + 1
+        occ[op.idx] = (op.name, k)
+    return frozenset(occ[S.node_ops[i][0]] for i in r.sac if S.node_ops[i][0] in occ)
 
-    def build(items, lo, hi):
-        """fx items for positions lo..hi, with the regions among items nested."""
-        regions = sorted(((span(it[1]), it) for it in items if isinstance(it, tuple)), key=lambda x: x[0])
-        out, p = [], lo
-        for (a, b), it in regions:
-            out.extend(order[p:a])
-            out.append(("region", build(it[1], a, b)))
-            p = b + 1
-        out.extend(order[p:hi + 1])
-        return out
 
-    return build(tree, 0, len(order) - 1)
+def _buffers(r, S, plan):
+    first, end = _span(r, S)
+    names = {S.rec.storages[s].name for op in S.rec.ops[first:end] for s in op.writes
+             if S.rec.storages[s].kind in (BUFFER, PARAM)}
+    m = plan.model
+    out = []
+    for n in sorted(names):
+        try:
+            out.append(m.get_buffer(n))
+        except AttributeError:
+            out.append(m.get_parameter(n))
+    return out
 
 
 def apply(model, plan):
-    """The model with the plan's regions checkpointed: an fx GraphModule that shares the model's
-    parameters and buffers (train it, or pass model.parameters() to the optimizer: the same)."""
-    gm = plan.graph_module
-    if gm is None:
-        raise ValueError("rematplan.apply: this plan has no traced model (it was planned from a graph file)")
+    """A module with the model's own submodules, parameters and buffers (the same names, the same
+    order) whose forward runs the model with the plan's regions."""
+    if getattr(plan, "structure", None) is None:
+        raise ValueError("rematplan.apply: this plan has no captured model (it was planned from a graph file)")
     if model is not plan.model:
         raise ValueError("rematplan.apply: the plan was made for another model object; plan this model")
-    # a fresh holder of the model's own submodules, parameters and buffers, for the regions
-    root = nn.Module()
-    for name, mod in gm.named_children():
-        root.add_module(name, mod)
-    for name, p in gm.named_parameters(recurse=False):
-        root.register_parameter(name, p)
-    for name, buf in gm.named_buffers(recurse=False):
-        root.register_buffer(name, buf)
-    items = to_fx_items(gm, plan.members, plan.tree())
-    b = _Builder(root, {plan.members[i] for i in getattr(plan, "sac_saved", ())})
-    g = torch.fx.Graph()
-    env = {}
-    for n in gm.graph.nodes:
-        if n.op in ("placeholder", "get_attr"):
-            env[n] = g.node_copy(n, lambda a: env[a])
-    b.emit(g, items, env, inside_region=False)
-    out = next(n for n in gm.graph.nodes if n.op == "output")
-    g.output(torch.fx.node.map_arg(out.args[0], lambda a: env[a]))
-    graph = torch.fx.GraphModule(root, g, model.__class__.__name__ + "Remat")
-    return RematModel(model, graph, plan)
+    return RematModel(model, Runtime(plan), plan)
 
 
-class RematModel(nn.Module):
-    """The applied model: the original's submodules, parameters and buffers, registered in the
-    original's order under the same names (so state_dict() and parameters() are the model's), and
-    the rewritten graph (held aside, not registered) that runs them with the regions."""
+class RematModel(torch.nn.Module):
+    """The applied model: the original's submodules, parameters and buffers registered under the
+    same names in the same order (state_dict() and parameters() are the model's); calling it runs
+    the original model with the plan active."""
 
-    def __init__(self, model, graph, plan):
+    def __init__(self, model, runtime, plan):
         super().__init__()
         for name, child in model.named_children():
             self.add_module(name, child)
@@ -363,18 +372,16 @@ class RematModel(nn.Module):
             self.register_parameter(name, p)
         for name, b in model.named_buffers(recurse=False):
             self.register_buffer(name, b, persistent=name not in getattr(model, "_non_persistent_buffers_set", ()))
-        object.__setattr__(self, "remat_graph", graph)
+        object.__setattr__(self, "remat_model", model)
+        object.__setattr__(self, "remat_runtime", runtime)
         object.__setattr__(self, "remat_plan", plan)
         self.train(model.training)
 
     def train(self, mode=True):
         super().train(mode)
-        self.remat_graph.train(mode)  # the region and BatchNorm wrappers
+        self.remat_model.train(mode)
         return self
 
-    @property
-    def code(self):
-        return self.remat_graph.code
-
     def forward(self, *args, **kwargs):
-        return self.remat_graph(*args, **kwargs)
+        with _Active(self.remat_runtime):
+            return self.remat_model(*args, **kwargs)

@@ -1,10 +1,14 @@
-"""The installed libremat, through ctypes: the planners are libremat's C code.
+"""libremat, through ctypes: the planners are libremat's C code.
 
 Where the library is looked for, in order:
-  1. $REMAT_LIBRARY (a path to libremat.so),
-  2. pkg-config's libdir of `remat` (what `make install` writes),
-  3. the dynamic loader's search (ctypes.util.find_library),
-  4. /usr/local/lib, ~/.local/lib and /usr/lib.
+  1. $REMAT_LIBRARY (a path to libremat.so; nothing else is tried),
+  2. the copy `pip install ./python` built and bundled (rematplan/_native),
+  3. pkg-config's libdir of `remat` (what `make install` writes),
+  4. the dynamic loader's search (ctypes.util.find_library),
+  5. /usr/local/lib, ~/.local/lib and /usr/lib.
+On load the library must have every function rematplan calls and say the
+package's version (rm_version); a file that is not libremat, an older or a
+partial one is a LibraryError that names the file and what is wrong.
 """
 import ctypes
 import ctypes.util
@@ -12,22 +16,34 @@ import json
 import os
 import subprocess
 
+from ._version import __version__
+
 _lib = None
+NEEDED = ("rm_version", "rm_status_name", "rm_parse_size", "rm_plan_graph", "rm_plan_chain", "rm_price_graph")
 
 
 class RematError(RuntimeError):
     """An error libremat reported (its status name and message)."""
 
 
-class LibraryNotFound(RematError):
+class LibraryError(RematError):
+    """libremat could not be loaded, or the file loaded is not the libremat this package needs."""
+
+
+class LibraryNotFound(LibraryError):
     pass
 
 
+def bundled():
+    """The library `pip install` bundled with the package, if any."""
+    p = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_native", "libremat.so")
+    return p if os.path.exists(p) else None
+
+
 def _candidates():
-    env = os.environ.get("REMAT_LIBRARY")
-    if env:
-        yield env
-        return
+    b = bundled()
+    if b:
+        yield b
     try:
         out = subprocess.run(["pkg-config", "--variable=libdir", "remat"], capture_output=True, text=True, timeout=10)
         if out.returncode == 0 and out.stdout.strip():
@@ -41,35 +57,60 @@ def _candidates():
         yield os.path.join(d, "libremat.so")
 
 
+def load(path):
+    """Loads and checks one file: the library, or LibraryError saying what is wrong with it."""
+    try:
+        L = ctypes.CDLL(path)
+    except OSError as e:
+        raise LibraryError("%s cannot be loaded as a shared library (%s); rebuild libremat (`pip install "
+                           "./python`, or `make install`)" % (path, e)) from None
+    missing = [f for f in NEEDED if not hasattr(L, f)]
+    if "rm_version" in missing:
+        raise LibraryError("%s is not libremat (it has no rm_version); point REMAT_LIBRARY at libremat.so"
+                           % path)
+    L.rm_version.restype = ctypes.c_char_p
+    L.rm_version.argtypes = []
+    v = (L.rm_version() or b"").decode(errors="replace")
+    if missing:
+        raise LibraryError("%s (libremat %s) lacks %s, which rematplan %s calls: install libremat %s (`pip "
+                           "install ./python` builds and bundles it)" % (path, v, ", ".join(missing), __version__,
+                                                                          __version__))
+    if v != __version__:
+        raise LibraryError("%s is libremat %s, but rematplan %s needs libremat %s: reinstall both from the same "
+                           "tree (`pip install ./python`)" % (path, v, __version__, __version__))
+    _declare(L)
+    L.path = path
+    return L
+
+
 def lib():
     """The loaded libremat (loaded once)."""
     global _lib
     if _lib is not None:
         return _lib
+    env = os.environ.get("REMAT_LIBRARY")
+    if env:
+        if not os.path.exists(env):
+            raise LibraryNotFound("REMAT_LIBRARY=%s: no such file" % env)
+        _lib = load(env)
+        return _lib
     tried = []
     for path in _candidates():
-        tried.append(path)
         if os.path.sep in path and not os.path.exists(path):
+            tried.append(path + " (absent)")
             continue
         try:
-            L = ctypes.CDLL(path)
-        except OSError as e:
-            tried[-1] += " (%s)" % e
-            continue
-        _declare(L)
-        L.path = path
-        _lib = L
-        return L
-    raise LibraryNotFound("libremat.so not found (tried: %s); run `make install` in remat's repository "
-                          "(PREFIX=... for another prefix) or set REMAT_LIBRARY=/path/to/libremat.so"
-                          % ", ".join(tried or ["nothing"]))
+            _lib = load(path)
+            return _lib
+        except LibraryError as e:
+            tried.append(str(e))
+    raise LibraryNotFound("libremat.so not found (tried: %s); `pip install ./python` in remat's repository builds "
+                          "and bundles it, or set REMAT_LIBRARY=/path/to/libremat.so" % "; ".join(tried or ["nothing"]))
 
 
 def _declare(L):
     c = ctypes
     out = c.POINTER(c.c_void_p)
-    L.rm_version.restype = c.c_char_p
-    L.rm_version.argtypes = []
     L.rm_status_name.restype = c.c_char_p
     L.rm_status_name.argtypes = [c.c_int]
     L.rm_parse_size.restype = c.c_int
@@ -78,9 +119,8 @@ def _declare(L):
         f = getattr(L, name)
         f.restype = c.c_int
         f.argtypes = [c.c_char_p, c.c_int64, out, c.c_char_p, c.c_size_t]
-    if hasattr(L, "rm_price_graph"):
-        L.rm_price_graph.restype = c.c_int
-        L.rm_price_graph.argtypes = [c.c_char_p, c.c_char_p, out, c.c_char_p, c.c_size_t]
+    L.rm_price_graph.restype = c.c_int
+    L.rm_price_graph.argtypes = [c.c_char_p, c.c_char_p, out, c.c_char_p, c.c_size_t]
     # the answers are malloc()ed by libremat: free() them with the C library's free
     libc = c.CDLL(None)
     L.c_free = libc.free
@@ -103,7 +143,7 @@ def parse_size(text):
     return b.value, f.value
 
 
-RM_OK, RM_ERR_BUDGET = 0, 5
+RM_OK, RM_ERR_BUDGET = 0, 6  # rm_status (include/remat.h)
 
 
 def _call_json(fn, *args):
@@ -133,7 +173,4 @@ def plan_chain(chain, budget):
 def price_graph(graph, plan):
     """rm_price_graph: the peak and recomputation time of a given plan (modes, blocks) on graph."""
     L = lib()
-    if not hasattr(L, "rm_price_graph"):
-        raise RematError("this libremat (%s) has no rm_price_graph: install libremat %s or newer"
-                         % (version(), "0.1.0"))
     return _call_json(L.rm_price_graph, json.dumps(graph).encode(), json.dumps(plan).encode())

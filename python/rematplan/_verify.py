@@ -25,6 +25,8 @@ import torch
 import torch.autograd.graph
 
 from . import _apply
+from ._lib import RematError
+from .capture import ModelState, loss_of
 
 
 class VerifyError(AssertionError):
@@ -56,14 +58,12 @@ class _HookMirror:
 
         A._push_saved_tensors_default_hooks, A._pop_saved_tensors_default_hooks = push, pop
         _apply._hooks = self
-        _apply.stat_copies = {}
         return self
 
     def __exit__(self, *exc):
         A = torch._C._autograd
         A._push_saved_tensors_default_hooks, A._pop_saved_tensors_default_hooks = self.push0, self.pop0
         _apply._hooks = None
-        _apply.stat_copies = None
 
     def region(self, name):
         return _Record(self, name)
@@ -87,8 +87,8 @@ class _Record:
         k = [0]
 
         def mine(t):
-            if t.data_ptr() in m.skip or t.data_ptr() in _apply.stat_copies:
-                return pack(t) if pack else t  # parameters, buffers, statistics' copies
+            if t.data_ptr() in m.skip:
+                return pack(t) if pack else t  # parameters, buffers
             d = digest(t)
             if recompute:
                 i = k[0]
@@ -158,41 +158,27 @@ def measure(step, device=None, allocator=True, rss=True):
     return out
 
 
-class _Kept:
-    """Saves what a measured step changes (buffers, gradients, RNG) and gives the step parameters'
-    gradients to add into, so they are not counted; restores everything on exit."""
-
-    def __init__(self, model):
-        self.model = model
-
-    def __enter__(self):
-        m = self.model
-        self.params = [p for p in m.parameters() if p.requires_grad]
-        self.grads = [p.grad for p in self.params]
-        self.state = {k: v.detach().clone() for k, v in m.state_dict().items()}
-        self.rng = torch.get_rng_state()
-        for p in self.params:
-            p.grad = torch.zeros_like(p) if p.grad is None else p.grad.clone()
-        return self
-
-    def __exit__(self, *exc):
-        with torch.no_grad():
-            for k, v in self.model.state_dict().items():
-                v.copy_(self.state[k])
-        torch.set_rng_state(self.rng)
-        for p, g in zip(self.params, self.grads):
-            p.grad = g
+def _step(model, args, kept):
+    """One training step as a loop runs it: what the forward returns is held through the backward."""
+    def step():
+        kept.rewind()
+        out = model(*args)
+        try:
+            loss_of(out).backward()
+        except RuntimeError as e:
+            if "modified by an inplace operation" in str(e):
+                raise RematError("rematplan: a recomputed region read a tensor an in-place op changed (%s); "
+                                 "this is a rematplan bug: please report it with the model" % e) from None
+            raise
+    return step
 
 
 def measure_step(model, inputs, device=None):
-    """The activation peak of one training step of model(*inputs) (the loss), in bytes: PyTorch's
-    allocator count on CPU, max_memory_allocated on CUDA. The model is left as it was."""
+    """The activation peak of one training step of model(*inputs), in bytes: PyTorch's allocator
+    count on CPU, max_memory_allocated on CUDA. The model is left as it was."""
     args = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
-    with _Kept(model) as k:
-        def step():
-            torch.set_rng_state(k.rng)
-            model(*args).backward()
-        r = measure(step, device, rss=False)
+    with ModelState(model, zero_grads=True) as k:
+        r = measure(_step(model, args, k), device, rss=False)
     return r.get("cuda_peak", r.get("allocator_peak"))
 
 
@@ -203,11 +189,8 @@ def verify(model, inputs, device=None, check_memory=True, raise_on_mismatch=True
     plan = getattr(model, "remat_plan", None)
     args = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
     res = {}
-    with _Kept(model) as k:  # parameters' gradients exist before the step: not activations
-        def step():
-            torch.set_rng_state(k.rng)
-            model(*args).backward()
-
+    with ModelState(model, zero_grads=True) as k:  # parameters' gradients exist before the step: not activations
+        step = _step(model, args, k)
         with _HookMirror(model) as m:
             step()
         res["recorded"], res["compared"], res["mismatches"] = m.recorded, m.compared, list(m.mismatches)

@@ -1,23 +1,33 @@
 """Compile mode: libremat as the solver behind torch.compile's
 torch._functorch.config.activation_memory_budget.
 
-Where the partitioner accepts a solver object (newer torch: an instance of
-torch._inductor.custom_graph_pass.CustomKnapsackSolver; some versions took
+The min-cut partitioner (torch >= 2.4) accepts a solver object (an instance
+of torch._inductor.custom_graph_pass.CustomKnapsackSolver; some versions took
 a plain callable), which it calls as SOLVER(memory, joint_graph, max_memory,
-node_info, all_recomputable_banned_nodes) for (saved, recomputed) index lists,
-use_as_compile_solver() installs one that hands libremat's graph planner
-(rm_plan_graph) the candidates as a graph: each candidate a node whose
-output (its `memory` entry, scaled to bytes) its own backward reads, its
-inputs among the candidates as edges, its forward time the partitioner's
-own runtime estimate, and a last node for the loss. What the planner keeps
-is saved; the rest is recomputed. With no such hook (torch 1.13, or a torch
-whose partitioner takes no callable) it raises, saying so.
+node_info, all_recomputable_banned_nodes) for (saved, recomputed) index
+lists. use_as_compile_solver() installs one that hands libremat's graph
+planner (rm_plan_graph) the candidates as a graph: each candidate a node
+whose output (its `memory` entry, scaled to bytes) its own backward reads,
+its inputs among the candidates as edges, a last node for the loss. What
+the planner keeps is saved; the rest is recomputed.
+
+Its time is estimated from the node's shapes alone (its meta values):
+FLOPs of matmuls, convolutions and attention (torch.utils.flop_counter's
+formulas where this torch has them, else our own for the common ones), and
+for every op the bytes it reads and writes at a balance of 100 FLOP per
+byte. Nothing is run: the partitioner calls the solver inside
+`no_dispatch()`, where torch's own estimate_runtime would build real
+tensors of garbage from the meta values and run the node on the device (an
+index op then reads out of bounds: CUDA's "vectorized gather kernel index
+out of bounds" assert). With no such hook (torch 1.13) it raises, saying so.
 """
 import inspect
+import math
 
 from . import _lib
 
 SCALE = 1 << 20  # the partitioner's memory is in its own units (often fractions); libremat wants integers
+BALANCE = 100.0  # FLOP per byte moved: an op's time is max(FLOPs, BALANCE * bytes)
 
 
 def _solver_class():
@@ -45,12 +55,66 @@ def hook_available():
         return None
 
 
-def _runtime(node):
+def _size(d):
+    """A dimension as an int (a symbolic one by its hint, else 4096, as the partitioner does)."""
     try:
-        from torch._functorch.partitioners import estimate_runtime
-        return float(estimate_runtime(node))
-    except Exception:  # the estimator needs meta values some nodes lack
-        return 1.0
+        return int(d)
+    except Exception:  # a SymInt without a hint
+        node = getattr(d, "node", None)
+        hint = getattr(node, "hint", None) if node is not None else None
+        return int(hint) if isinstance(hint, int) else 4096
+
+
+def _meta(x):
+    """The meta value (a tensor with shape and dtype) of an fx node argument, or None."""
+    v = getattr(x, "meta", {}).get("val") if hasattr(x, "meta") else None
+    return v if hasattr(v, "shape") and hasattr(v, "dtype") else None
+
+
+def _bytes(v):
+    if v is None:
+        return 0
+    n = 1
+    for d in v.shape:
+        n *= _size(d)
+    try:
+        return n * v.element_size()
+    except Exception:
+        return n * 4
+
+
+def _flops(node):
+    """FLOPs of a node from its shapes, or 0."""
+    target = node.target
+    packet = getattr(target, "_overloadpacket", target)
+    args = [_meta(a) if hasattr(a, "meta") else a for a in node.args]
+    out = node.meta.get("val") if hasattr(node, "meta") else None
+    try:
+        from torch.utils.flop_counter import flop_registry
+        f = flop_registry.get(packet)
+        if f is not None:
+            kwargs = {k: _meta(v) if hasattr(v, "meta") else v for k, v in node.kwargs.items()}
+            return float(f(*args, out_val=out, **kwargs))
+    except Exception:  # a formula that wants what this graph does not give: our own, below
+        pass
+    name = str(packet).split(".")[-1]
+    shapes = [[_size(d) for d in a.shape] for a in args if hasattr(a, "shape")]
+    if name in ("mm", "addmm", "bmm", "baddbmm", "matmul") and len(shapes) >= 2:
+        a, b = shapes[-2], shapes[-1]
+        batch = math.prod(a[:-2]) if len(a) > 2 else 1
+        return 2.0 * batch * a[-2] * a[-1] * b[-1]
+    if name == "convolution" and len(shapes) >= 2 and out is not None:
+        w = shapes[1]
+        return 2.0 * math.prod(_size(d) for d in out.shape) * math.prod(w[1:])
+    return 0.0
+
+
+def estimate(node):
+    """A node's time, from its shapes alone: max(FLOPs, BALANCE * bytes read and written)."""
+    moved = _bytes(node.meta.get("val") if hasattr(node, "meta") else None)
+    for a in getattr(node, "all_input_nodes", []):
+        moved += _bytes(_meta(a))
+    return max(_flops(node), BALANCE * moved, 1.0)
 
 
 def solve(memory, joint_graph, max_memory, node_info=None, candidates=None):
@@ -61,27 +125,26 @@ def solve(memory, joint_graph, max_memory, node_info=None, candidates=None):
     cands = list(candidates) if candidates is not None else [None] * n
     index = {c: i for i, c in enumerate(cands) if c is not None}
     scale = SCALE / max(max(memory), 1e-30)
+    times = [estimate(c) if c is not None else 1.0 for c in cands]
+    unit = max(times) / 1e6  # libremat's times are doubles; keep them in a sane range
     nodes, edges = [], []
     for i in range(n):
         c = cands[i]
-        nodes.append({"name": str(i), "forward_time": _runtime(c) if c is not None else 1.0,
-                      "backward_time": 0.0, "output_bytes": int(memory[i] * scale) + 1,
-                      "backward_reads_output": True})
-        if c is not None:
-            for a in getattr(c, "all_input_nodes", []):
-                j = index.get(a)
-                if j is not None and j < i:
-                    edges.append({"producer": j, "consumer": i, "backward_reads": False})
+        nodes.append({"name": str(i), "forward_time": times[i] / unit, "backward_time": 0.0,
+                      "output_bytes": int(memory[i] * scale) + 1, "backward_reads_output": True})
+        for a in getattr(c, "all_input_nodes", []) if c is not None else []:
+            j = index.get(a)
+            if j is not None and j < i:
+                edges.append({"producer": j, "consumer": i, "backward_reads": False})
     nodes.append({"name": "loss", "forward_time": 0.0, "backward_time": 0.0, "output_bytes": 0})
     for i in range(n):
         edges.append({"producer": i, "consumer": n, "backward_reads": False})
-    budget = int(max_memory * scale)
-    rc, ans, _ = _lib.plan_graph({"nodes": nodes, "edges": edges}, budget)
+    graph = {"nodes": nodes, "edges": edges}
+    rc, ans, _ = _lib.plan_graph(graph, int(max_memory * scale))
     if not ans or not ans.get("feasible"):
-        rc, ans, _ = _lib.plan_graph({"nodes": nodes, "edges": edges}, int(ans["min_budget_bytes"]) if ans else -1)
+        rc, ans, _ = _lib.plan_graph(graph, int(ans["min_budget_bytes"]) if ans else -1)
     keep = {int(k) for k in ans.get("keep", []) if k != "loss"}
-    saved = sorted(keep)
-    return saved, [i for i in range(n) if i not in keep]
+    return sorted(keep), [i for i in range(n) if i not in keep]
 
 
 def use_as_compile_solver(enable=True):

@@ -46,6 +46,23 @@ static rm_status parse_selective(const cJSON *st, int i, rm_chain_model *m, char
     return RM_OK;
 }
 
+/* The optional "ck_last" of stage i: the last stage a checkpointed range
+ * starting at i may reach (an integer; below i: no range starts there). */
+static rm_status parse_ck_last(const cJSON *st, int i, rm_chain_model *m, char *err, size_t errlen) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(st, "ck_last");
+    if (!v) return RM_OK;
+    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || !(v->valuedouble >= -1) ||
+        !(v->valuedouble < m->n)) {
+        snprintf(err, errlen, "stage %d: ck_last must be an integer from -1 to %d (the last stage a checkpointed "
+                 "range starting here may reach)", i, m->n - 1);
+        return RM_ERR_FORMAT;
+    }
+    if (!m->ck_last && rm_chain_model_alloc_ranges(m) != RM_OK)
+        return snprintf(err, errlen, "out of memory"), RM_ERR_NOMEM;
+    m->ck_last[i] = (int)v->valuedouble;
+    return RM_OK;
+}
+
 static rm_status parse_chain(const char *text, rm_chain_model *m, char *err, size_t errlen) {
     cJSON *root = rm_json_parse(text, err, errlen); /* one object, no key twice */
     const cJSON *stages = root ? cJSON_GetObjectItemCaseSensitive(root, "stages") : NULL;
@@ -74,7 +91,7 @@ static rm_status parse_chain(const char *text, rm_chain_model *m, char *err, siz
         }
         m->a[i] = (int64_t)ceil(a), m->ab[i] = (int64_t)ceil(ab), m->ft[i] = (int64_t)ceil(ft);
         m->bt[i] = (int64_t)ceil(bt);
-        if (parse_selective(st, i, m, err, errlen) != RM_OK) {
+        if (parse_selective(st, i, m, err, errlen) != RM_OK || parse_ck_last(st, i, m, err, errlen) != RM_OK) {
             rm_chain_model_free(m);
             cJSON_Delete(root);
             return RM_ERR_FORMAT;

@@ -30,6 +30,13 @@ rm_status rm_chain_model_alloc_selective(rm_chain_model *c) {
     return c->ub2 && c->ab2 && c->bt2 ? RM_OK : RM_ERR_NOMEM;
 }
 
+rm_status rm_chain_model_alloc_ranges(rm_chain_model *c) {
+    c->ck_last = malloc(((size_t)c->n + 1) * sizeof *c->ck_last);
+    if (!c->ck_last) return RM_ERR_NOMEM;
+    for (int i = 0; i <= c->n; i++) c->ck_last[i] = c->n - 1;
+    return RM_OK;
+}
+
 rm_status rm_chain_model_add_paging(rm_chain_model *c, double bw, double lat) {
     free(c->ubp);
     c->ubp = calloc((size_t)c->n + 1, sizeof *c->ubp);
@@ -45,7 +52,7 @@ rm_status rm_chain_model_add_paging(rm_chain_model *c, double bw, double lat) {
 
 void rm_chain_model_free(rm_chain_model *c) {
     free(c->uf), free(c->ub), free(c->a), free(c->ab), free(c->ft), free(c->bt);
-    free(c->ub2), free(c->ab2), free(c->bt2), free(c->ubp);
+    free(c->ub2), free(c->ab2), free(c->bt2), free(c->ubp), free(c->ck_last);
     memset(c, 0, sizeof *c);
 }
 

@@ -25,6 +25,11 @@ typedef struct rm_chain_model {
      * back for its backward, whose time is then ubp[i] (ub[i] and what the
      * transfers are predicted to add); NULL when absent */
     double *ubp;
+    /* optional: how far a checkpointed range may reach (a framework that can
+     * checkpoint only some ranges, e.g. rematplan's module calls): a range
+     * Fck i, Fn i+1 .. Fn k may start at stage i only if k <= ck_last[i]
+     * (ck_last[i] < i: none starts there); NULL when absent: any range */
+    int *ck_last;
 } rm_chain_model;
 
 /* The largest total of a chain's bytes (the sum of every a, ab, ft, bt) the
@@ -52,6 +57,8 @@ size_t rm_rotor_table_bytes(int n, int slots);
 rm_status rm_chain_model_alloc(rm_chain_model *c, int n);
 /* Adds the arrays of the second (selective) option. */
 rm_status rm_chain_model_alloc_selective(rm_chain_model *c);
+/* Adds ck_last, every range allowed (ck_last[i] = n - 1). */
+rm_status rm_chain_model_alloc_ranges(rm_chain_model *c);
 /* Adds the third (paged) option: ubp[i] = ub[i] + the time its transfers
  * (writing and reading ab[i] - a[i+1] bytes at bw bytes per unit of time,
  * lat each) outlast the next stage's forward and backward, which they

@@ -53,6 +53,7 @@ typedef struct dpc {
     char *how;          /* per option and underlying stage: F, S or I */
     int *how_at;        /* per option: its first letter in how */
     int *first;         /* n+1: the underlying stages of s are first[s] .. first[s+1]-1 */
+    int *lim;           /* n+1: a checkpointed range from s may reach stage lim[s] (ck_last) */
     int loss_last;      /* the last stage is the loss (kept by L only) */
     double *base;       /* n x (M+1): C(m, s, s) from each group's own program, or NULL */
     double *cost;       /* n (n+1) / 2 rows of M+1 cells, INFINITY = infeasible */
@@ -65,6 +66,7 @@ static size_t row(const dpc *d, int s, int t) { return ((size_t)t * (size_t)(t +
 static void dpc_free(dpc *d) {
     free(d->a), free(d->pf), free(d->pr), free(d->uf), free(d->ob), free(d->ab), free(d->ft), free(d->bt);
     free(d->ub), free(d->how), free(d->how_at), free(d->first), free(d->base), free(d->cost), free(d->choice);
+    free(d->lim);
     free(d->best), free(d->arg);
     memset(d, 0, sizeof *d);
 }
@@ -76,12 +78,13 @@ static int dpc_alloc(dpc *d, int n, int M, int n_opt, int letters) {
     size_t k = (size_t)n + 2, o = (size_t)n_opt + 1;
     d->a = calloc(k, sizeof *d->a), d->pf = calloc(k, sizeof *d->pf), d->pr = calloc(k, sizeof *d->pr);
     d->uf = calloc(k, sizeof *d->uf), d->ob = calloc(k, sizeof *d->ob), d->first = calloc(k, sizeof *d->first);
+    d->lim = calloc(k, sizeof *d->lim);
     d->ab = calloc(o, sizeof *d->ab), d->ft = calloc(o, sizeof *d->ft), d->bt = calloc(o, sizeof *d->bt);
     d->ub = calloc(o, sizeof *d->ub), d->how_at = calloc(o, sizeof *d->how_at);
     d->how = calloc((size_t)letters + 1, 1);
     d->best = malloc(sizeof *d->best * ((size_t)M + 1)), d->arg = malloc(sizeof *d->arg * ((size_t)M + 1));
-    return d->a && d->pf && d->pr && d->uf && d->ob && d->first && d->ab && d->ft && d->bt && d->ub && d->how_at &&
-           d->how && d->best && d->arg;
+    return d->a && d->pf && d->pr && d->uf && d->ob && d->first && d->lim && d->ab && d->ft && d->bt && d->ub &&
+           d->how_at && d->how && d->best && d->arg;
 }
 
 static int64_t gcd64(int64_t x, int64_t y) {
@@ -108,6 +111,16 @@ static int up(int64_t x, int64_t unit, int M) {
     return s > M + 1 ? M + 1 : (int)s;
 }
 
+/* lim[s]: the last program stage a range checkpointed from s may reach, the
+ * underlying stages of the range within c->ck_last of its first. */
+static void set_limits(const rm_chain_model *c, dpc *d) {
+    for (int s = 0; s < d->n; s++) {
+        int last = c->ck_last ? c->ck_last[d->first[s]] : c->n - 1, e = s - 1;
+        while (e + 1 < d->n && d->first[e + 2] - 1 <= last) e++;
+        d->lim[s] = e;
+    }
+}
+
 /* Stages lo..hi of c, one dpc stage each, kept whole (F), selectively (S)
  * or on disk (P: only the output x_{s+1} stays; the backward needs ab again
  * on top of what it holds, and takes ubp). */
@@ -117,6 +130,7 @@ static int dpc_stages(const rm_chain_model *c, int lo, int hi, int64_t unit, int
     if (!dpc_alloc(d, n, M, n * per, n * per)) return 0;
     for (int s = 0; s <= n; s++) d->a[s] = up(c->a[lo + s], unit, M), d->first[s] = lo + s;
     d->a[n + 1] = 0;
+    set_limits(c, d);
     int o = 0;
     for (int s = 0; s < n; s++) {
         int i = lo + s;
@@ -173,7 +187,7 @@ static void fill_row(dpc *d, int s, int t) {
     if (lb > M) return;
     for (int m = lb; m <= M; m++) best[m] = INFINITY, arg[m] = -1;
     double fsum = 0;
-    for (int j = s + 1; j <= t; j++) {
+    for (int j = s + 1; j <= t && j - 1 <= d->lim[s]; j++) {
         fsum += d->uf[j - 1];
         const double *right = d->cost + row(d, j, t) - d->a[j], *left = d->cost + row(d, s, j - 1);
         double jd = j;
@@ -269,6 +283,7 @@ static int front(const rm_chain_model *c, int p, int q, int64_t unit, int M, int
     for (int w = 0; w <= W; w++) t[w] = w == 0 ? 0 : INFINITY;
     for (int i = 0; i < k; i++) {
         int s = p + i, wt[3] = {up(c->ab[s], unit, M), c->ab2 ? up(c->ab2[s], unit, M) : W + 1, up(c->a[s + 1], unit, M)};
+        if (c->ck_last && c->ck_last[s] < s) wt[2] = W + 1; /* I checkpoints the stage alone */
         double tt[3] = {c->ub[s], c->ab2 ? c->ub2[s] : INFINITY, c->uf[s] + c->ub[s]};
         const double *prev = t + (size_t)i * (W + 1);
         double *cur = t + (size_t)(i + 1) * (W + 1);
@@ -349,6 +364,7 @@ static int dpc_groups(const rm_chain_model *c, int groups, int64_t unit, int M, 
     for (int g = 0; g <= G; g++) d->first[g] = (int)((long)n * g / G);
     for (int g = 0; g <= G; g++) d->a[g] = up(c->a[d->first[g]], unit, M);
     d->a[G + 1] = 0;
+    set_limits(c, d);
     int o = 0, ok = 1;
     for (int g = 0; g < G && ok; g++)
         ok = coarse_group(c, &st, d, g, &o, unit) &&

@@ -54,7 +54,7 @@ static void least_cell(const rm_chain_model *c, int64_t *M, int *ch, int s, int 
         int64_t need = a[s + 1] + ft[s];
         for (int j = s + 1; j < t; j++) need = max64(need, a[j] + a[j + 1] + ft[j]);
         const int64_t lb = a[t + 1] + need;
-        for (int j = s + 1; j <= t; j++) { /* the first best checkpoint, as rotor_dp.c */
+        for (int j = s + 1; j <= t && (!c->ck_last || j - 1 <= c->ck_last[s]); j++) { /* the first best one */
             int64_t right = M[cell(j, t)], left = M[cell(s, j - 1)];
             if (right == NONE || left == NONE) continue;
             int64_t v = max64(lb, max64(a[j] + right, left));

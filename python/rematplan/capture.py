@@ -1,0 +1,549 @@
+"""Capture: one real training step of an eager model, recorded while it runs.
+
+torch.fx traces symbolically and fails on what eager PyTorch runs every day
+(data-dependent control flow, shape arithmetic, `torch.arange(t,
+device=idx.device)` on torch 1.13, transformers' models). This records a
+step instead, whatever Python the model runs:
+  - every aten op below autograd (a TorchDispatchMode, in torch 1.13 too):
+    the storages it reads, the ones it creates (identity, bytes, device),
+    the ones it writes in place (the schema's `(a!)` arguments, version
+    counters, and BatchNorm's running statistics, which torch 1.13's schema
+    does not mark), its time (perf_counter around the kernel on CPU, CUDA
+    events on a GPU) and, on CUDA, the allocator's peak while it runs, and
+    whether it drew random numbers (the RNG state moved);
+  - every module call (each module's forward wrapped for the step): the ops
+    it ran, its arguments and its output, so a plan can checkpoint modules
+    at any depth of the module tree without touching the user's code;
+  - what backward saves (a saved-tensor pack hook sees every saved tensor's
+    storage) and whose backward reads it: post-hooks on every autograd Node
+    mark where one Node's backward ends, so the Node that unpacks a saved
+    tensor is known, and each Node is mapped to the op that created it;
+  - each op's backward time (the time between two Nodes' hooks).
+Every forward output is held until the pass ends, so a storage's address is
+never reused within a pass (a capture therefore holds more than a plain
+step: plan() measures the plain step apart). The model, its buffers, its
+parameters' gradients and the RNG are left as they were.
+"""
+import statistics
+import time
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+PARAM, BUFFER, INPUT, ACT, CONST = "param", "buffer", "input", "act", "const"
+
+
+def flat_tensors(v):
+    """The tensors in nested tuples, lists and dicts (and objects with a to_tuple, e.g. HF outputs)."""
+    if isinstance(v, torch.Tensor):
+        yield v
+    elif isinstance(v, (tuple, list)):
+        for x in v:
+            yield from flat_tensors(x)
+    elif isinstance(v, dict):
+        for x in v.values():
+            yield from flat_tensors(x)
+
+
+def storage_key(t):
+    """(device, address, bytes) of t's whole storage."""
+    s = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
+    nbytes = s.nbytes() if callable(getattr(s, "nbytes", None)) else s.size() * t.element_size()
+    return (str(t.device), s.data_ptr()), int(nbytes)
+
+
+class Storage:
+    __slots__ = ("sid", "nbytes", "producer", "kind", "name", "device")
+
+    def __init__(self, sid, nbytes, producer, kind, name, device):
+        self.sid, self.nbytes, self.producer, self.kind, self.name, self.device = \
+            sid, nbytes, producer, kind, name, device
+
+
+class Op:
+    """One aten op of the forward pass."""
+    __slots__ = ("idx", "name", "reads", "writes", "new", "dead", "call", "ms", "bwd_ms", "random",
+                 "grad_bytes", "has_grad", "ws", "bwd_ws")
+
+    def __init__(self, idx, name, call):
+        self.idx, self.name, self.call = idx, name, call
+        self.reads, self.writes, self.new, self.dead = [], [], [], []
+        self.ms = self.bwd_ms = 0.0
+        self.random = self.has_grad = False
+        self.grad_bytes = self.ws = self.bwd_ws = 0  # ws: its forward's workspace, bwd_ws: its backward's
+
+
+class Call:
+    """One module call: ops first..end-1 ran inside it. Its arguments are kept as a signature
+    (tensors and other objects by identity, which holds within a pass, plain values by value)."""
+    __slots__ = ("idx", "module", "path", "parent", "first", "end", "sig", "out_ids", "out_sids", "children",
+                 "args", "kwargs")
+
+    def __init__(self, idx, module, path, parent, first, args, kwargs):
+        self.idx, self.module, self.path, self.parent, self.first = idx, module, path, parent, first
+        self.end, self.children, self.args, self.kwargs = first, [], args, kwargs
+        self.sig, self.out_ids, self.out_sids = (), [], set()
+
+
+PLAIN = (int, float, bool, str, type(None), torch.dtype, torch.device)
+
+
+def signature(args, kwargs):
+    """((place, kind, value), ...): "T" a tensor (its id), "V" a plain value, "O" another object (id)."""
+    out = []
+
+    def walk(place, v):
+        if isinstance(v, torch.Tensor):
+            out.append((place, "T", id(v)))
+        elif isinstance(v, (tuple, list)):
+            out.append((place, type(v).__name__, len(v)))
+            for i, x in enumerate(v):
+                walk(place + (i,), x)
+        elif isinstance(v, dict):
+            out.append((place, "dict", tuple(sorted(map(str, v)))))
+            for k in sorted(v, key=str):
+                walk(place + (str(k),), v[k])
+        elif isinstance(v, PLAIN):
+            out.append((place, "V", v))
+        else:
+            out.append((place, "O", id(v)))
+    for i, a in enumerate(args):
+        walk(("a", i), a)
+    for k in sorted(kwargs):
+        walk(("k", k), kwargs[k])
+    return tuple(out)
+
+
+class _Saved:
+    __slots__ = ("t", "i")
+
+    def __init__(self, t, i):
+        self.t, self.i = t, i
+
+
+def _cuda(dev):
+    return dev is not None and torch.device(dev).type == "cuda"
+
+
+class _Pass(TorchDispatchMode):
+    """One training step under the mode and the hooks."""
+
+    def __init__(self, model, inputs, device, peaks=None):
+        super().__init__()
+        self.cuda = _cuda(device) and torch.cuda.is_available()
+        self.peaks = peaks  # memory.CpuPeaks on a measured CPU pass
+        self.storages, self.by_key = [], {}
+        self.ops, self.calls, self.stack = [], [], []
+        self.saves = []        # [sid, op index at pack time, reader op or None]
+        self.keep = []         # every forward output: addresses are not reused within the pass
+        self.held = []         # every call's arguments and output: ids are not reused either
+        self.pending = None    # (op, outputs) whose autograd Nodes are read at the next event
+        self.node_op = {}      # autograd Node -> op that created it
+        self.events = []       # CUDA: (op, start, end) events
+        for name, p in model.named_parameters():
+            self._register(p, -1, PARAM, name)
+        for name, b in model.named_buffers():
+            self._register(b, -1, BUFFER, name)
+        for i, t in enumerate(flat_tensors(inputs)):
+            self._register(t, -1, INPUT, "input %d" % i)
+
+    # ---- storages ----
+    def _register(self, t, producer, kind, name=None):
+        key, nbytes = storage_key(t)
+        if key in self.by_key or nbytes == 0:
+            return self.by_key.get(key)
+        s = Storage(len(self.storages), nbytes, producer, kind, name, key[0])
+        self.storages.append(s)
+        self.by_key[key] = s.sid
+        return s.sid
+
+    def sid(self, t):
+        key, nbytes = storage_key(t)
+        if nbytes == 0:
+            return None
+        s = self.by_key.get(key)
+        return s if s is not None else self._register(t, -1, CONST)
+
+    # ---- the ops ----
+    def settle(self):
+        """The autograd Nodes of the last op's outputs (set once its autograd wrapper returned)."""
+        if self.pending is None:
+            return
+        op, outs = self.pending
+        self.pending = None
+        for t in outs:
+            g = t.grad_fn
+            if g is not None and g not in self.node_op:
+                self.node_op[g] = op.idx
+            if t.requires_grad:
+                op.has_grad = True
+        seen = set()
+        for t in outs:
+            key = storage_key(t)[0]
+            sid = self.by_key.get(key)
+            if t.requires_grad and sid in op.new and sid not in seen:
+                seen.add(sid)
+                op.grad_bytes += t.numel() * t.element_size()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        self.settle()
+        ins = list(flat_tensors((args, kwargs)))
+        op = Op(len(self.ops), str(func), self.stack[-1].idx if self.stack else -1)
+        op.reads = [self.sid(t) for t in ins]
+        versions = [t._version for t in ins]
+        rng = self._rng()
+        out, op.ms, op.ws = self._run(op, func, args, kwargs, ins)
+        op.random = rng is not None and not self._same_rng(rng)
+        outs = list(flat_tensors(out))
+        written = _schema_writes(func, args, kwargs)
+        for t, sid, v in zip(ins, op.reads, versions):
+            if sid is not None and (t._version != v or any(t is w for w in written)):
+                op.writes.append(sid)
+        for t in outs:
+            key, nbytes = storage_key(t)
+            if key not in self.by_key and nbytes:
+                op.new.append(self._register(t, op.idx, ACT))
+        self.keep.append(out)
+        self.ops.append(op)
+        self.pending = (op, outs)
+        return out
+
+    def _run(self, op, func, args, kwargs, ins):
+        """(output, ms on CPU, CUDA workspace): the op, timed (CUDA: events, read after the pass)."""
+        on_cuda = self.cuda and (any(t.is_cuda for t in ins) or not ins)
+        if not on_cuda:
+            t0 = time.perf_counter()
+            if self.peaks is not None:
+                with self.peaks.marker(op.idx):
+                    out = func(*args, **kwargs)
+            else:
+                out = func(*args, **kwargs)
+            return out, (time.perf_counter() - t0) * 1e3, 0
+        base = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        out = func(*args, **kwargs)
+        b.record()
+        self.events.append((op, a, b))
+        return out, 0.0, max(torch.cuda.max_memory_allocated() - base - _new_bytes(self, out), 0)
+
+    def _rng(self):
+        return (torch.get_rng_state(), torch.cuda.get_rng_state() if self.cuda else None)
+
+    def _same_rng(self, rng):
+        now = self._rng()
+        return torch.equal(rng[0], now[0]) and (rng[1] is None or torch.equal(rng[1], now[1]))
+
+    # ---- module calls ----
+    def enter(self, module, path, args, kwargs):
+        self.settle()
+        parent = self.stack[-1] if self.stack else None
+        c = Call(len(self.calls), module, path, parent.idx if parent else -1, len(self.ops), args, kwargs)
+        if parent is not None:
+            parent.children.append(c.idx)
+        self.calls.append(c)
+        self.stack.append(c)
+        return c
+
+    def leave(self, c, out):
+        self.settle()
+        c.end = len(self.ops)
+        c.sig = signature(c.args, c.kwargs)
+        self.held.append((c.args, c.kwargs, out))  # alive until the pass ends: the ids stay unique
+        c.args = c.kwargs = None
+        outs = list(flat_tensors(out))
+        c.out_ids = [id(t) for t in outs]
+        c.out_sids = {self.by_key.get(storage_key(t)[0]) for t in outs} - {None}
+        self.stack.pop()
+
+    # ---- saved tensors ----
+    def pack(self, t):
+        self.settle()
+        self.saves.append([self.sid(t), len(self.ops) - 1, None])
+        return _Saved(t, len(self.saves) - 1)
+
+
+def _schema_writes(func, args, kwargs):
+    """The arguments the op writes: the schema's (a!) ones, and BatchNorm's running statistics
+    (torch 1.13's native_batch_norm writes them without saying so)."""
+    out = []
+    try:
+        for i, a in enumerate(func._schema.arguments):
+            if a.alias_info is not None and a.alias_info.is_write:
+                v = args[i] if i < len(args) else kwargs.get(a.name)
+                out.extend(flat_tensors(v))
+    except (AttributeError, IndexError):
+        pass
+    name = str(func)
+    if name.startswith("aten.native_batch_norm") and len(args) > 5 and args[5]:
+        out.extend(t for t in args[3:5] if isinstance(t, torch.Tensor))
+    return out
+
+
+class _Wrapped:
+    """Every module's forward wrapped for one pass (restored on exit)."""
+
+    def __init__(self, model, p):
+        self.model, self.p, self.saved = model, p, []
+
+    def __enter__(self):
+        for path, m in self.model.named_modules():
+            self.saved.append((m, m.__dict__.get("forward")))
+            m.forward = self._wrap(m, path, m.forward)
+        return self
+
+    def _wrap(self, m, path, bound):
+        p = self.p
+
+        def forward(*args, **kwargs):
+            c = p.enter(m, path, args, kwargs)
+            out = None
+            try:
+                out = bound(*args, **kwargs)
+            finally:
+                p.leave(c, out)
+            return out
+        return forward
+
+    def __exit__(self, *exc):
+        for m, f in self.saved:
+            if f is None:
+                del m.forward
+            else:
+                m.forward = f
+
+
+class StepRecord:
+    """What one pass recorded (see the module's docstring)."""
+
+    def __init__(self, p, loss_sid, bwd_ms, readers):
+        self.storages, self.ops, self.calls = p.storages, p.ops, p.calls
+        self.loss_sid, self.bwd_ms = loss_sid, bwd_ms
+        self.saves = [(s[0], s[1], readers.get(i, s[1])) for i, s in enumerate(p.saves) if s[0] is not None]
+
+
+def _nodes_of(loss):
+    seen, order, stack = set(), [], [loss.grad_fn]
+    while stack:
+        g = stack.pop()
+        if g is None or g in seen:
+            continue
+        seen.add(g)
+        order.append(g)
+        stack.extend(f for f, _ in g.next_functions)
+    return order
+
+
+def _new_bytes(p, out):
+    return sum(storage_key(t)[1] for t in flat_tensors(out) if storage_key(t)[0] not in p.by_key)
+
+
+class _Backward:
+    """loss.backward() with a post-hook on every autograd Node: each Node's time (since the Node
+    before it ended), summed per op, and which op's backward unpacked each saved tensor (the
+    engine runs one Node at a time: a Node unpacks what it saved, runs, then its hooks fire)."""
+
+    def __init__(self, p):
+        self.p, self.stamps, self.unpacks = p, [], []
+        self.cuda_peaks = None
+
+    def unpack(self, h):
+        self.unpacks.append((len(self.stamps), h.i))
+        return h.t
+
+    def _hook(self, g):
+        stamps, cuda = self.stamps, self.p.cuda
+
+        def f(grad_in, grad_out):
+            if cuda:
+                e = torch.cuda.Event(enable_timing=True)
+                e.record()
+                stamps.append((e, g))
+                self.cuda_peaks.stamp()
+            else:
+                stamps.append((time.perf_counter(), g))
+        return f
+
+    def workspaces(self, peaks):
+        """Each Node's measured peak above its start, as its op's backward workspace (the largest of
+        its Nodes'); not when the Nodes measured are not the ones hooked."""
+        if len(peaks) != len(self.node_ops):
+            return
+        for o, pk in zip(self.node_ops, peaks):
+            if o is not None:
+                self.p.ops[o].bwd_ws = max(self.p.ops[o].bwd_ws, pk)
+
+    def run(self, loss):
+        p = self.p
+        handles = [g.register_hook(self._hook(g)) for g in _nodes_of(loss)]
+        if p.cuda:
+            from .memory import CudaNodePeaks
+            self.cuda_peaks = CudaNodePeaks()
+        start = torch.cuda.Event(enable_timing=True) if p.cuda else time.perf_counter()
+        if p.cuda:
+            start.record()
+        try:
+            loss.backward()
+        finally:
+            for h in handles:
+                h.remove()
+        if p.cuda:
+            torch.cuda.synchronize()
+        bwd, last_op, prev = {}, None, start
+        self.node_ops = []
+        for t, g in self.stamps:
+            dt = prev.elapsed_time(t) if p.cuda else (t - prev) * 1e3
+            prev = t
+            o = p.node_op.get(g)
+            o = o if o is not None else last_op  # AccumulateGrad and the like: the op before
+            self.node_ops.append(o)
+            if o is not None:
+                bwd[o] = bwd.get(o, 0.0) + dt
+                last_op = o
+        if self.cuda_peaks is not None:
+            self.workspaces(self.cuda_peaks.peaks)
+        readers = {}
+        for k, i in self.unpacks:
+            if k < len(self.stamps):
+                o = p.node_op.get(self.stamps[k][1])
+                if o is not None:
+                    readers.setdefault(i, o)
+        return bwd, readers
+
+
+def one_pass(model, inputs, device, measure_cpu=False):
+    """Runs model(*inputs).backward() once, recorded (measure_cpu: under the profiler, whose memory
+    events give each op's and each Node's peak on CPU). Returns a StepRecord."""
+    from .memory import CpuPeaks
+    peaks = CpuPeaks() if measure_cpu and not (_cuda(device) and torch.cuda.is_available()) else None
+    p = _Pass(model, inputs, device, peaks)
+    b = _Backward(p)
+    with peaks if peaks is not None else Nothing():
+        with _Wrapped(model, p), torch.autograd.graph.saved_tensors_hooks(p.pack, b.unpack):
+            with p:
+                out = model(*inputs)
+            p.settle()
+        loss = loss_of(out)
+        for op, o in zip(p.ops, p.keep):  # Nodes set after the op's own event (a custom Function's)
+            for t in flat_tensors(o):
+                g = t.grad_fn
+                if g is not None and g not in p.node_op:
+                    p.node_op[g] = op.idx
+        loss_sid = p.by_key.get(storage_key(loss)[0])
+        held = {p.by_key.get(storage_key(t)[0]) for t in flat_tensors(
+            out if isinstance(out, (tuple, list, dict)) else getattr(out, "__dict__", {}))}
+        bwd, readers = b.run(loss)  # what the forward returned is held through it, as a training loop does
+        del loss, out
+    if peaks is not None:
+        fwd_peaks, node_peaks = peaks.peaks()
+        for op in p.ops:
+            made = sum(p.storages[s].nbytes for s in op.new)
+            op.ws = max(fwd_peaks.get(op.idx, 0) - made, 0)
+        b.workspaces(node_peaks)
+    if p.cuda:
+        for op, e0, e1 in p.events:
+            op.ms = e0.elapsed_time(e1)
+    for o, ms in bwd.items():
+        p.ops[o].bwd_ms = ms
+    rec = StepRecord(p, loss_sid, bwd, readers)
+    rec.held = held - {None, loss_sid}
+    return rec
+
+
+class Nothing:
+    """A context that does nothing (where one is optional)."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def loss_of(out):
+    """The loss in what the model's forward returned: a scalar tensor that requires grad, alone, in a
+    tuple or list (nanoGPT's (logits, loss)), or as .loss / ["loss"] (transformers' outputs)."""
+    cand = out
+    if not isinstance(out, torch.Tensor):
+        loss = getattr(out, "loss", None)
+        if loss is None and isinstance(out, dict):
+            loss = out.get("loss")
+        if loss is None and isinstance(out, (tuple, list)):
+            scalars = [t for t in out if isinstance(t, torch.Tensor) and t.dim() == 0 and t.requires_grad]
+            loss = scalars[0] if len(scalars) == 1 else None
+        cand = loss
+    if not (isinstance(cand, torch.Tensor) and cand.dim() == 0 and cand.requires_grad):
+        raise TypeError("rematplan: the model's forward must return the loss (a scalar tensor that requires "
+                        "grad), alone, in a tuple, or as .loss; wrap the model and its loss function in one "
+                        "nn.Module")
+    return cand
+
+
+class ModelState:
+    """Leaves the model as it was: its buffers, its parameters' gradients, the RNG (CPU and CUDA).
+    zero_grads: give the step gradients to add into (so a measured step does not count them)."""
+
+    def __init__(self, model, zero_grads=False):
+        self.model, self.zero_grads = model, zero_grads
+
+    def __enter__(self):
+        m = self.model
+        self.buffers = [(b, b.detach().clone()) for b in m.buffers()]
+        self.rng = torch.get_rng_state()
+        self.cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and \
+            torch.cuda.is_initialized() else None
+        self.grads = [(p, p.grad) for p in m.parameters()]
+        if self.zero_grads:
+            for p, g in self.grads:
+                if p.requires_grad:
+                    p.grad = torch.zeros_like(p) if g is None else g.clone()
+        return self
+
+    def rewind(self):
+        """The RNG as it was at the start."""
+        torch.set_rng_state(self.rng)
+        if self.cuda_rng is not None:
+            torch.cuda.set_rng_state_all(self.cuda_rng)
+
+    def reset(self):
+        """Before a pass that makes gradients of its own: none, and the RNG as at the start."""
+        for p, _ in self.grads:
+            p.grad = None
+        self.rewind()
+
+    def __exit__(self, *exc):
+        with torch.no_grad():
+            for b, v in self.buffers:
+                b.data.copy_(v)
+        self.rewind()
+        for p, g in self.grads:
+            p.grad = g
+
+
+def capture(model, inputs, device=None, repeats=1):
+    """Records model(*inputs).backward(): a first pass warms up (lazy allocations, kernels chosen:
+    nothing of it is used), one pass gives the structure and the memory (on CPU under the
+    profiler), and `repeats` more give the per-op times (forward and backward; medians)."""
+    args = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
+    with ModelState(model) as k:
+        k.reset()
+        one_pass(model, args, device)
+        k.reset()
+        rec = one_pass(model, args, device, measure_cpu=True)
+        fwd = [[] for _ in rec.ops]
+        bwd = [[] for _ in rec.ops]
+        for _ in range(max(repeats, 1)):
+            k.reset()
+            r = one_pass(model, args, device)
+            if len(r.ops) != len(rec.ops):  # the step took another path: its times do not line up
+                continue
+            for i, op in enumerate(r.ops):
+                fwd[i].append(op.ms)
+                bwd[i].append(op.bwd_ms)
+            del r
+    for i, op in enumerate(rec.ops):
+        if fwd[i]:
+            op.ms, op.bwd_ms = statistics.median(fwd[i]), statistics.median(bwd[i])
+    return rec
