@@ -95,7 +95,7 @@ HDRS := $(wildcard include/*.h src/*.h src/*/*.h src/*/*/*.h tests/*.h cli/*.h)
 # from the sources at build time, so every commit trained on other text and
 # the losses quoted in docs and tests drifted; it no longer changes.
 
-.PHONY: all test run clean bench asan install examples FORCE
+.PHONY: all test run clean bench asan install examples test-torch2 FORCE
 all: $(BUILD)/remat $(BUILD)/libremat.a $(BUILD)/libremat.so
 
 # The library sees its internal headers (-Isrc); cli/ is a client of the
@@ -173,6 +173,16 @@ $(BUILD)/tests/test_oracle: LDLIBS += -lglpk
 
 test: $(BUILD)/remat $(TEST_BIN) $(MPI_TEST_BIN) $(HELPER_BIN) $(EX_BIN) $(BUILD)/libremat.so
 	@BUILD=$(BUILD) REMAT_MPI_BUILD=$(MPI) sh tests/run_all.sh $(TEST_BIN)
+
+# rematplan with torch >= 2.4 and transformers from PyPI, in a venv (not in
+# `make test`: the wheels are gigabytes): tests/python_rematplan_hf.py, the
+# same checks as tests/test_python.sh plus transformers' GPT-2 and Llama,
+# selective checkpointing and compile mode. TORCH2_PYTHON is that venv's
+# python (docs/PYTORCH.md, "Tests").
+TORCH2_PYTHON ?= python3
+test-torch2: $(BUILD)/remat $(BUILD)/libremat.so
+	REMAT_LIBRARY=$(abspath $(BUILD))/libremat.so PYTHONPATH=python KINETO_LOG_LEVEL=5 \
+	    $(TORCH2_PYTHON) tests/python_rematplan_hf.py --remat $(BUILD)/remat
 
 run: $(BUILD)/remat
 	sh tools/run_demo.sh $(BUILD)/remat

@@ -116,24 +116,33 @@ class _Context:
         P.measured_peak = self.prof.measured[key]
         return P.measured_peak
 
-    def checked(self, P):
-        """Plans again, lower, while the measured peak exceeds the budget (at most 4 times); the least
-        plan when that does not find one."""
-        from .planning import BudgetError as BE
-        want, inner = P.budget_bytes, P.planner_budget * self.scale
-        for _ in range(4):
+    def fitting(self, want, P=None, inner=None):
+        """(a plan for `want` whose measured peak is within it, or None; a budget to try next): the
+        plan measured, and planned again for less (the excess taken off) while it is over. inner:
+        the planners' budget to start from (default: want less the margin)."""
+        for _ in range(5):
+            if P is None:
+                try:
+                    P = self.make(want, inner=inner)
+                except BudgetError as e:
+                    return None, e.least_bytes
             m = self.measure(P)
             if m <= want:
-                return P
-            inner -= m - want
-            try:
-                P = self.make(want, inner=int(inner))
-            except BE:
+                return P, want
+            inner = int((inner if inner is not None else P.planner_budget * self.scale) - (m - want))
+            P = None
+            if inner <= 0:
                 break
-        else:
-            if self.measure(P) <= want:
-                return P
-        least, LP = self.least(P.least_bytes if P.regions is not None else want)
+        return None, want
+
+    def checked(self, P):
+        """P if its measured peak fits its budget, else a plan for less that does, else the least plan
+        (when its budget is within this one), else a refusal naming it."""
+        want = P.budget_bytes
+        F, _ = self.fitting(want, P)
+        if F is not None:
+            return F
+        least, LP = self.least(P.least_bytes)
         if least <= want:
             return LP
         raise self.refusal(want, least)
@@ -148,25 +157,37 @@ class _Context:
 
     def least(self, start):
         """The least budget whose plan's measured peak fits it, and that plan (kept in the profile):
-        from the planners' least, raised to the measured peak and the margin until it holds."""
-        from .planning import MARGIN
+        from the planners' least, raised 2% at a time until a plan fits."""
         if self.prof.least is not None:
             return self.prof.least
         least = start
-        for _ in range(8):
-            try:
-                P = self.make(least)
-            except BudgetError as e2:
-                least = max(least + 1, e2.least_bytes)
-                continue
-            m = self.measure(P)
-            if m <= least:
-                self.prof.least = (least, P)
+        for _ in range(12):
+            P, hint = self.fitting(least)
+            if P is not None:
+                self.prof.least = self.lower(least, P)
                 return self.prof.least
-            least = int(math.ceil(m / (1 - MARGIN))) + 1
+            least = max(int(least * 1.02) + 1, hint)
+            if least >= self.full:
+                break
         P = self.make(self.full)  # store-all: its measured peak is the step's
         self.prof.least = (self.full, P)
         return self.prof.least
+
+    def lower(self, least, P):
+        """(least, P), lowered while the model's own margin allows: where P measured below its
+        prediction, a budget at P's measured peak is planned with the planners given that much more
+        room (the model's bytes over the allocator's, as P showed)."""
+        from .planning import MARGIN
+        for _ in range(3):
+            m, pred = P.measured_peak, P.peak_bytes
+            low = int(math.ceil(m / (1 - MARGIN))) + 1
+            if low >= least or pred <= m:
+                break
+            Q, _ = self.fitting(low, inner=int(low * (1 - MARGIN) * pred / m))
+            if Q is None:
+                break
+            least, P = low, Q
+        return least, P
 
     def refusal(self, want, least):
         return BudgetError("rematplan: budget %s (%d bytes) cannot be met: the least budget that works is %s "

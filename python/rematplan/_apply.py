@@ -142,6 +142,16 @@ def run_body(rr, args, kwargs):
     return out
 
 
+def _no_modes():
+    """A context outside the dispatch modes in force (a selective policy's, which would count the
+    guard's copies as ops of the region)."""
+    try:
+        from torch.utils._python_dispatch import _disable_current_modes
+        return _disable_current_modes()
+    except ImportError:  # torch 1.13: no selective checkpointing, nothing to step outside of
+        return Nothing()
+
+
 class _Guard:
     """A region's buffers: their values at its first run while it recomputes, then back."""
 
@@ -150,13 +160,13 @@ class _Guard:
         self.first = [b.detach().clone() for b in buffers]
 
     def __enter__(self):
-        self.now = [b.detach().clone() for b in self.buffers]
-        with torch.no_grad():
+        with _no_modes(), torch.no_grad():
+            self.now = [b.detach().clone() for b in self.buffers]
             for b, v in zip(self.buffers, self.first):
                 b.data.copy_(v)
 
     def __exit__(self, *exc):
-        with torch.no_grad():
+        with _no_modes(), torch.no_grad():
             for b, v in zip(self.buffers, self.now):
                 b.data.copy_(v)
 

@@ -19,6 +19,7 @@ Parameters' gradients are allocated before the step, so neither counts
 them: the plan's budget is the activations' (with their gradients and the
 kernels' workspaces), as remat's is.
 """
+import gc
 import hashlib
 
 import torch
@@ -135,8 +136,11 @@ def _allocator_peak(prof):
 
 
 def measure(step, device=None, allocator=True, rss=True):
-    """Runs step() once; returns {"rss_delta", "allocator_peak" or "cuda_peak"} in bytes."""
+    """Runs step() once; returns {"rss_delta", "allocator_peak" or "cuda_peak"} in bytes. Python's
+    garbage is collected first: tensors freed by a collection during the step (of garbage from
+    before it) would count against the step's own allocations."""
     out = {}
+    gc.collect()
     dev = torch.device(device) if device is not None else torch.device("cpu")
     if dev.type == "cuda":
         torch.cuda.synchronize(dev)
@@ -152,6 +156,7 @@ def measure(step, device=None, allocator=True, rss=True):
         _, hwm = _rss()
         out["rss_delta"] = max(hwm - rss0, 0)
     if allocator:
+        gc.collect()
         with torch.autograd.profiler.profile(profile_memory=True) as prof:
             step()
         out["allocator_peak"] = _allocator_peak(prof)

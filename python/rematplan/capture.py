@@ -449,6 +449,8 @@ def one_pass(model, inputs, device, measure_cpu=False):
         p.ops[o].bwd_ms = ms
     rec = StepRecord(p, loss_sid, bwd, readers)
     rec.held = held - {None, loss_sid}
+    p.keep, p.held, p.pending, p.node_op, p.events = [], [], None, {}, []  # the pass's tensors go now
+    b.stamps, b.unpacks = [], []
     return rec
 
 

@@ -67,10 +67,10 @@ def chain_of(G, S, stages, long_lived, sac):
     out, options = [], []
     for s, st in enumerate(stages):
         prev = stages[s - 1].x if s else None
-        x_in = held if s == 0 else (0 if prev in long_lived else nodes[prev]["output_bytes"])
+        x_in = held if s == 0 else (0 if prev is None or prev in long_lived else nodes[prev]["output_bytes"])
         a = x_in + pl.REGION_BYTES
         last = s == len(stages) - 1
-        out_b = 0 if last or st.x in long_lived else nodes[st.x]["output_bytes"]
+        out_b = 0 if last or st.x is None or st.x in long_lived else nodes[st.x]["output_bytes"]
         ab = sum(GL.g["nodes"][i]["output_bytes"] for i in range(st.lo, st.hi + 1) if G.saves(i) or i == st.x)
         peak = _price(GL, st.lo, st.hi)["peak_bytes"]
         fpeak = _price(GL, st.lo, st.hi, forward_only=True)["peak_bytes"]

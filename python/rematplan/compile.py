@@ -72,7 +72,10 @@ def _meta(x):
 
 
 def _bytes(v):
-    if v is None:
+    """Bytes of a meta value: a tensor, or the tensors in a tuple or list of them."""
+    if isinstance(v, (tuple, list)):
+        return sum(_bytes(x) for x in v)
+    if not (hasattr(v, "shape") and hasattr(v, "dtype")):
         return 0
     n = 1
     for d in v.shape:

@@ -8,12 +8,12 @@ inside a loss wrapper) or when its children chain through it (a
 Sequential: its calls are finer stages, and a range of them is the same
 region as the whole).
 
-Stages: units joined until a cut where exactly one tensor made in the stage
-is read after it (the residual stream between blocks, the feature map
-between layers). Other tensors may cross a cut when they were made earlier
-and are read far later (a U-Net's skips, transformers' masks and position
-embeddings): they are counted as held for the whole step (in the chain's
-input), once.
+Stages: units joined until a cut where at most one tensor made in the
+stage is read after it and dies in the next unit (the residual stream
+between blocks, the feature map between layers): the flow. Other tensors
+may cross a cut (a U-Net's skips, transformers' masks and position
+embeddings, what was made earlier): they are counted as held for the whole
+step (in the chain's input), once.
 
 Which ranges of stages are regions (the chain's "ck_last"): a stage that is
 one call that may be a region (with the calls that only hand its output
@@ -25,7 +25,8 @@ its calls then fused into one region.
 
 class Stage:
     """Nodes lo..hi; calls: the stage's call and its followers when the stage is one call that may
-    be a region (else empty); x: the node whose output the next stage reads (None: the last)."""
+    be a region (else empty); x: the flow, the node whose output the next stage reads (None: the
+    last stage, or a cut where only tensors held for the whole step cross)."""
 
     def __init__(self, lo, hi, calls):
         self.lo, self.hi, self.calls, self.x = lo, hi, calls, None
@@ -102,13 +103,14 @@ def build(G, S):
         if k + 1 == len(us):
             break
         crossing = [i for i in range(b) if reach[i] >= b and "part_of" not in G.g["nodes"][i]]
-        made = [i for i in crossing if i >= cur_lo]
-        early = [i for i in crossing if i < cur_lo]
-        if len(made) != 1:
+        # the flow: what this stage made that dies in the next unit; a tensor read further on (a
+        # skip, a mask, position embeddings) or made before is held for the whole step
+        flow = [i for i in crossing if i >= cur_lo and reach[i] <= us[k + 1][2]]
+        if len(flow) > 1:
             continue
         st = Stage(cur_lo, hi, _calls(S, cur_units))
-        st.x = made[0]
-        long_lived |= set(early)
+        st.x = flow[0] if flow else None
+        long_lived |= set(crossing) - set(flow)
         stages.append(st)
         cur_lo, cur_units = b, []
     stages.append(Stage(cur_lo, G.n - 1, []))

@@ -1,0 +1,180 @@
+"""make test-torch2: tests/python_rematplan.py's checks with torch >= 2.4
+from PyPI (a venv; the wheels are gigabytes, so not in `make test`), plus
+  - transformers' GPT2LMHeadModel and LlamaForCausalLM (small configs,
+    random weights, SDPA attention) at 0.5 and 0.25 of their measured
+    store-all step: planned (or the least named and planned), the measured
+    peak within the budget, gradients bit for bit;
+  - selective checkpointing: a decoder layer as one region whose policy
+    saves its matmuls (by op and occurrence): gradients bit for bit, every
+    recomputed tensor equal to its first computation, less memory than
+    storing everything; and whether the planner chose such regions;
+  - compile mode: torch.compile with activation_memory_budget and libremat
+    as the solver: gradients equal eager's within fp tolerance, and the
+    solver runs no node of the joint graph (each node's target replaced by
+    one that raises while it solves).
+Without torchvision in the venv the torchvision models are left out, saying
+so. Prints "test_python: N passed, N failed"."""
+import argparse
+import contextlib
+import io
+import os
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import python_rematplan as base  # noqa: E402
+import python_rematplan_small as small  # noqa: E402
+import rematplan_models as M  # noqa: E402
+import rematplan  # noqa: E402
+
+check = base.check
+
+
+class LM(torch.nn.Module):
+    """A transformers causal LM and its loss (labels = inputs): returns its output (.loss, .logits).
+    use_cache=False, as transformers' own gradient checkpointing sets it: a KV cache filled again
+    by a recomputation would grow (docs/PYTORCH.md, "What cannot be planned")."""
+
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, ids):
+        return self.m(input_ids=ids, labels=ids, use_cache=False)
+
+
+def gpt2():
+    from transformers import GPT2Config, GPT2LMHeadModel
+    return LM(GPT2LMHeadModel(GPT2Config(n_layer=4, n_embd=64, n_head=4, vocab_size=128, n_positions=64,
+                                         attn_implementation="sdpa")))
+
+
+def llama():
+    from transformers import LlamaConfig, LlamaForCausalLM
+    return LM(LlamaForCausalLM(LlamaConfig(num_hidden_layers=4, hidden_size=64, num_attention_heads=4,
+                                           num_key_value_heads=2, intermediate_size=172, vocab_size=128,
+                                           max_position_embeddings=64, attn_implementation="sdpa")))
+
+
+def test_hf():
+    idx = torch.randint(0, 128, (4, 64), generator=torch.Generator().manual_seed(3))
+    for name, make in (("gpt2-hf", gpt2), ("llama-hf", llama)):
+        torch.manual_seed(0)
+        base.check_model(name, lambda: make().train(), (idx,))
+
+
+def test_sac():
+    """A decoder layer as one selective region: its matmuls saved, the rest recomputed."""
+    from rematplan.planning import Region
+    torch.manual_seed(0)
+    model = llama().train()
+    idx = torch.randint(0, 128, (4, 64), generator=torch.Generator().manual_seed(4))
+    ref = base.copy.deepcopy(model)
+    _, g_ref, _ = small.step(ref, (idx,), 5)
+    P = base.quiet(rematplan.plan, model, (idx,), 1.0)
+    S = P.structure
+    layer = next(c.idx for c in S.calls if c.path.endswith("layers.1"))
+    lo, hi = S.nodes[layer]
+    mm = [i for i in range(lo, hi + 1) if ":mm#" in P.graph["nodes"][i]["name"] or ":bmm#" in P.graph["nodes"][i]["name"]]
+    P.regions = [Region([layer], [layer], range(lo, hi + 1), mm)]
+    P.planner = "forced selective region"
+    cm = rematplan.apply(model, P)
+    _, g, _ = small.step(cm, (idx,), 5)
+    check(len(mm) >= 4 and small.same(g, g_ref), "a selective region (%d matmuls saved): gradients bit for bit" % len(mm))
+    r = rematplan.verify(cm, (idx,))
+    check(not r["mismatches"] and r["compared"] > 0, "a selective region: verify %s" %
+          {k: r.get(k) for k in ("compared", "mismatches", "measured_peak")})
+    chosen = []
+    for f in (0.7, 0.5, 0.35):
+        try:
+            Q = base.quiet(rematplan.plan, model, (idx,), f)
+            chosen += [r for r in Q.regions if r.sac is not None]
+        except rematplan.BudgetError:
+            pass
+    print("selective regions the planner chose for the Llama at 0.7/0.5/0.35: %d" % len(chosen))
+
+
+def test_compile():
+    """torch.compile at activation_memory_budget 0.5 with libremat's solver: gradients as eager's,
+    and no node of the joint graph run while solving."""
+    import torch._functorch.config as fc
+    from rematplan import compile as rc
+    cfg = M.GPTConfig(block_size=32, vocab_size=64, n_layer=2, n_head=2, n_embd=32, dropout=0.0)
+    torch.manual_seed(0)
+    eager = M.GPT(cfg)
+    model = base.copy.deepcopy(eager)
+    idx = torch.randint(0, 64, (2, 32), generator=torch.Generator().manual_seed(6))
+    _, g_ref, _ = small.step(eager, (idx, idx), 1)
+    calls, ran = [], []
+    solve = rc.solve
+
+    def guarded(memory, joint_graph, max_memory, node_info=None, candidates=None):
+        targets = {}
+        for n in joint_graph.nodes:
+            if n.op == "call_function":
+                targets[n] = n.target
+                n.target = lambda *a, **k: ran.append(1)
+        try:
+            calls.append(len(memory))
+            return solve(memory, joint_graph, max_memory, node_info, candidates)
+        finally:
+            for n, t in targets.items():
+                n.target = t
+    rc.solve = guarded
+    prev = fc.activation_memory_budget
+    import torch._inductor.config as ic
+    ic.fx_graph_cache = False  # a cached graph would skip the partitioner (and the solver)
+    if hasattr(fc, "enable_autograd_cache"):
+        fc.enable_autograd_cache = False
+    try:
+        rematplan.use_as_compile_solver()
+        fc.activation_memory_budget = 0.5
+        torch._dynamo.reset()
+        cm = torch.compile(model)
+        _, g, _ = small.step(cm, (idx, idx), 1)
+    finally:
+        rc.solve = solve
+        fc.activation_memory_budget = prev
+        rematplan.use_as_compile_solver(False)
+    close = all(torch.allclose(a, b, rtol=1e-4, atol=1e-5) for a, b in zip(g, g_ref))
+    check(calls and not ran, "compile mode: libremat solved %s candidates, running no node" % calls)
+    check(close, "compile mode: gradients equal eager's within 1e-4 (max diff %g)"
+          % max(float((a - b).abs().max()) for a, b in zip(g, g_ref)))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--remat", required=True)
+    a = ap.parse_args()
+    torch.set_num_threads(1)
+    t0 = time.perf_counter()
+    try:
+        import torchvision  # noqa: F401
+        vision = True
+    except ImportError:
+        vision = False
+        print("torchvision is not in this venv: ResNet-50 and torchvision's BasicBlock are left out")
+        small.test_untraceable = _untraceable_without_vision
+    small.run(check, a.remat)
+    base.test_budgets(a.remat)
+    base.test_models(vision=vision)
+    for t in (test_hf, test_sac, test_compile):
+        t1 = time.perf_counter()
+        t()
+        print("%s: %.1f s" % (t.__name__, time.perf_counter() - t1))
+    print("torch %s, libremat %s, %.1f s" % (torch.__version__, rematplan.libremat_version(), time.perf_counter() - t0))
+    print("test_python: %d passed, %d failed" % (base.passed, base.failed))
+    return 1 if base.failed else 0
+
+
+def _untraceable_without_vision(check):
+    torch.manual_seed(0)
+    x, y = torch.randint(0, 64, (8, 32)), torch.randint(0, 64, (8, 32))
+    small.check_planned(check, "untraceable (control flow, shapes, in place)", small.Branchy(), (x, y), 0.5)
+
+
+if __name__ == "__main__":
+    with contextlib.redirect_stderr(io.StringIO()) if os.environ.get("REMAT_QUIET_STDERR") else contextlib.nullcontext():
+        sys.exit(main())
