@@ -1,290 +1,384 @@
 #!/usr/bin/python3
 """torch_plan.py: rematplan (python/) against PyTorch's own recomputation, on
-CPU (issue 23's targets; docs/PYTORCH.md, "Measured").
+CPU and, when present, CUDA, in one process (issue 27's targets;
+docs/PYTORCH.md, "Measured").
 
-Models: --model gpt, shape A's GPT of bench/bench_torch.py (the same layout:
-pre-norm blocks, fused qkv, GELU tanh, tied head, learned positions, no
-dropout), or --model uvit, the same blocks with U-Net skips (block i's output
-added to the input of block L-1-i, as remat's --model uvit): not a chain.
-Configurations, each timed for --steps steps after one warm-up, in
---rounds rounds whose order alternates; step times are medians:
-  none                 store everything (the activations' 100%)
-  block                torch.utils.checkpoint(use_reentrant=False) per block
-  seq:K                checkpoint_sequential's split into K segments
-  remat:F              rematplan.plan at F of store-all's measured peak
-  remat@C              rematplan.plan at the measured peak of configuration C
-  amb:F                torch.compile with activation_memory_budget F (torch >= 2.4)
-Memory: the step's activation peak by PyTorch's CPU allocator count (the
-profiler's memory events; parameters' gradients allocated before the step,
-so not counted), once per configuration. Prints one JSON line per
-configuration and a summary; --out FILE writes them all.
-Threads: torch.set_num_threads(--threads); OPENBLAS_NUM_THREADS and
-OMP_NUM_THREADS set before torch loads, OMP_WAIT_POLICY=PASSIVE unless set;
-OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset (for every configuration alike).
+Models (--models): gpt2, GPT-2 124M written as nanoGPT writes it
+(tests/rematplan_models.py: 12 x 768, 12 heads, vocab 50304, SDPA, TF32
+matmuls on CUDA); llama, transformers' LlamaForCausalLM (16 x 2048, 32
+heads, 8 kv heads, ffn 5632, vocab 32000, random weights, SDPA, bf16
+autocast on CUDA). Shapes per device (--cpu-shape/--cuda-shape): "full" is
+the above at batch 8 x 1024 (gpt2) and 4 x 2048 (llama); "tiny" is 2
+layers of width 64 at batch 2 x 64, for a smoke test.
+
+Configurations, each timed for --steps steps after a warm-up, in --rounds
+rounds whose order alternates (medians); memory: the step's peak above
+what was allocated before it, by the device's allocator
+(torch.cuda.max_memory_allocated; on CPU PyTorch's allocator count):
+  none          store everything
+  block         checkpoint per block (non-reentrant; for the Llama
+                transformers' gradient_checkpointing_enable)
+  remat:F       rematplan.plan at F of the measured store-all peak
+  remat@block   rematplan.plan at block's measured peak
+  amb:F         torch.compile, activation_memory_budget F, torch's solver
+  amb-remat:F   the same with libremat as the solver (use_as_compile_solver)
+It prints one JSON line per configuration and a summary (the targets of
+issue 27, each with the figures it rests on); --out FILE writes them all.
+--max-seconds stops adding configurations when the run would outlast it.
+--plan-times: instead, the wall time of rematplan.plan at 0.5 for the four
+CPU models of tests/python_rematplan.py (issue 27: under 5 s each).
+Threads: torch.set_num_threads(--threads); OPENBLAS_CORETYPE and
+OPENBLAS_L2_SIZE unset for every configuration alike.
 """
 import argparse
+import contextlib
+import copy
 import json
-import math
 import os
 import statistics
 import sys
 import time
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+
 
 def parse():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--model", choices=["gpt", "uvit"], default="gpt")
-    ap.add_argument("--layers", type=int, default=12)
-    ap.add_argument("--dim", type=int, default=384)
-    ap.add_argument("--heads", type=int, default=6)
-    ap.add_argument("--context", type=int, default=256)
-    ap.add_argument("--vocab", type=int, default=256)
-    ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--models", default="gpt2,llama")
+    ap.add_argument("--devices", default="cpu,cuda", help="those present are used")
+    ap.add_argument("--cpu-shape", default="tiny", choices=["tiny", "full"])
+    ap.add_argument("--cuda-shape", default="full", choices=["tiny", "full"])
+    ap.add_argument("--fractions", default="0.3,0.5,0.7")
+    ap.add_argument("--amb", default="0.5,0.2", help="activation_memory_budget settings (empty: no compile mode)")
+    ap.add_argument("--amb-models", default="gpt2", help="the models compile mode runs on (it compiles 4 times)")
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--budgets", default="0.5,0.25", help="fractions of store-all for remat:F")
-    ap.add_argument("--segments", default="2,3,4,6", help="checkpoint_sequential segment counts")
-    ap.add_argument("--amb", default="", help="activation_memory_budget fractions (torch >= 2.4), e.g. 0.5,0.25")
-    ap.add_argument("--at-peaks", action="store_true", help="also remat@C at every baseline's measured peak")
-    ap.add_argument("--plan-only", type=int, default=0, help="time planning a GPT of this many blocks and exit")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--max-seconds", type=float, default=1e9)
+    ap.add_argument("--plan-times", action="store_true")
     ap.add_argument("--out")
     return ap.parse_args()
+
+
+class LM:
+    """A transformers causal LM and its loss; use_cache=False as their gradient checkpointing sets."""
+
+    @staticmethod
+    def wrap(torch, m):
+        class Step(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.m = m
+
+            def forward(self, ids):
+                return self.m(input_ids=ids, labels=ids, use_cache=False)
+        return Step()
+
+
+def make_model(torch, name, shape, device):
+    """(module returning the loss or an output holding it, inputs, autocast dtype or None, blocks)."""
+    sys.path.insert(0, os.path.join(HERE, "..", "tests"))
+    import rematplan_models as M
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+    tiny = shape == "tiny"
+    if name == "gpt2":
+        cfg = M.GPTConfig(block_size=64 if tiny else 1024, vocab_size=128 if tiny else 50304,
+                          n_layer=2 if tiny else 12, n_head=2 if tiny else 12, n_embd=64 if tiny else 768)
+        m = M.GPT(cfg)
+        B, T, V = (2, 64, 128) if tiny else (8, 1024, 50304)
+        idx = torch.randint(0, V, (B, T), generator=g)
+        m, idx = m.to(device), idx.to(device)
+        return m, (idx, idx), None, list(m.transformer.h)
+    from transformers import LlamaConfig, LlamaForCausalLM
+    cfg = LlamaConfig(num_hidden_layers=2 if tiny else 16, hidden_size=64 if tiny else 2048,
+                      num_attention_heads=4 if tiny else 32, num_key_value_heads=2 if tiny else 8,
+                      intermediate_size=172 if tiny else 5632, vocab_size=128 if tiny else 32000,
+                      max_position_embeddings=64 if tiny else 2048, attn_implementation="sdpa")
+    hf = LlamaForCausalLM(cfg).to(device)
+    B, T = (2, 64) if tiny else (4, 2048)
+    idx = torch.randint(0, cfg.vocab_size, (B, T), generator=g).to(device)
+    amp = torch.bfloat16 if torch.device(device).type == "cuda" else None
+    return LM.wrap(torch, hf), (idx,), amp, hf
+
+
+@contextlib.contextmanager
+def blockwise(torch, blocks):
+    """Checkpoint per block: nanoGPT's blocks wrapped in non-reentrant checkpoint, or transformers'
+    gradient_checkpointing_enable (non-reentrant)."""
+    from torch.utils.checkpoint import checkpoint
+    if isinstance(blocks, list):
+        saved = [b.__dict__.get("forward") for b in blocks]  # rematplan's, which runs plainly here
+        for b in blocks:
+            b.forward = (lambda f: lambda x: checkpoint(f, x, use_reentrant=False))(b.forward)
+        try:
+            yield
+        finally:
+            for b, f in zip(blocks, saved):
+                if f is None:
+                    del b.forward
+                else:
+                    b.forward = f
+        return
+    blocks.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    try:
+        yield
+    finally:
+        blocks.gradient_checkpointing_disable()
+
+
+class Config:
+    """One configuration: how to run a step (module: a callable returning the loss or an output
+    holding it; params: the nn.Module whose parameters it trains), and what is known of it."""
+
+    def __init__(self, name, module, params, ctx=None, **info):
+        self.name, self.module, self.params, self.info = name, module, params, info
+        self.ctx = ctx or contextlib.nullcontext
+        self.times, self.peak = [], None
+
+
+def sync(torch, device):
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
+
+
+def step_once(torch, c, args, amp, device):
+    from rematplan.capture import loss_of
+    with c.ctx(), autocast(torch, amp, device):
+        loss_of(c.module(*args)).backward()
+
+
+def autocast(torch, amp, device):
+    if amp is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=torch.device(device).type, dtype=amp)
+
+
+def measure_peak(torch, c, args, amp, device):
+    from rematplan._verify import measure_step
+
+    class Run(torch.nn.Module):  # the config's step (its context and autocast) as a module
+        def __init__(self):
+            super().__init__()
+            self.m = c.params  # its parameters' gradients exist before the step, as in training
+
+        def forward(self, *a):
+            with c.ctx(), autocast(torch, amp, device):
+                return c.module(*a)
+    return measure_step(Run(), args, device)
+
+
+def compiled(torch, model, fraction, libremat):
+    """A copy of model under torch.compile with activation_memory_budget = fraction (set while it
+    compiles), its solver torch's or libremat's."""
+    import torch._functorch.config as fc
+    import rematplan
+    m = copy.deepcopy(model)
+    cm = torch.compile(m)
+    state = {"done": False}
+
+    def run(*args):
+        if state["done"]:
+            return cm(*args)
+        prev = fc.activation_memory_budget
+        fc.activation_memory_budget = fraction
+        if libremat:
+            rematplan.use_as_compile_solver()
+        try:
+            return cm(*args)
+        finally:
+            fc.activation_memory_budget = prev
+            if libremat:
+                rematplan.use_as_compile_solver(False)
+            state["done"] = True
+    return run, m
+
+
+def plan_config(torch, name, model, args, amp, device, budget, **info):
+    """rematplan at budget (bytes): the applied model, or a refusal's least planned."""
+    import rematplan
+    t0 = time.perf_counter()
+    with autocast(torch, amp, device):
+        try:
+            P = rematplan.plan(model, args, budget, verbose=False)
+            refused = None
+        except rematplan.BudgetError as e:
+            refused = e.least_bytes
+            P = rematplan.plan(model, args, e.least_bytes, verbose=False)
+    return Config(name, rematplan.apply(model, P), model, budget=budget, refused_least=refused,
+                  predicted_peak=P.peak_bytes, planned_peak=P.measured_peak, planner=P.planner,
+                  regions=P.n_regions(), plan_s=round(time.perf_counter() - t0, 2), **info)
+
+
+def run_model(torch, a, name, device, shape, t_start):
+    """Every configuration of one model on one device, measured: (rows, summary)."""
+    model, args, amp, blocks = make_model(torch, name, shape, device)
+    model.train()
+    for p in model.parameters():
+        p.grad = torch.zeros_like(p)
+    configs = [Config("none", model, model)]
+    configs.append(Config("block", model, model, ctx=lambda: blockwise(torch, blocks)))
+    left = lambda: a.max_seconds - (time.perf_counter() - t_start)  # noqa: E731
+    for c in configs:
+        c.peak = measure_peak(torch, c, args, amp, device)
+    full = configs[0].peak
+    for f in [float(x) for x in a.fractions.split(",") if x]:
+        if left() < 60:
+            print(json.dumps({"skipped": "remat:%g" % f, "why": "--max-seconds"}))
+            continue
+        configs.append(plan_config(torch, "remat:%g" % f, model, args, amp, device, int(f * full), fraction=f))
+    if left() > 60:
+        configs.append(plan_config(torch, "remat@block", model, args, amp, device, configs[1].peak))
+    for c in configs:
+        if c.peak is None:
+            c.peak = measure_peak(torch, c, args, amp, device)
+    timed(torch, configs, args, amp, device, a)
+    if a.amb and name in a.amb_models.split(",") and hasattr(torch, "compile"):
+        configs += compile_configs(torch, a, model, args, amp, device, configs[0], left)
+    return report(torch, name, device, shape, configs)
+
+
+def compile_configs(torch, a, model, args, amp, device, none, left):
+    """Each compile-mode configuration on its own: dynamo reset (a copy of the same model would reuse
+    the graph compiled for another setting), compiled, its peak measured, timed alternating with
+    eager store-all (x_time is against those eager steps)."""
+    import torch._functorch.config as fc
+    import torch._inductor.config as ic
+    ic.fx_graph_cache = False  # a cached graph would skip the partitioner, and the solver
+    if hasattr(fc, "enable_autograd_cache"):
+        fc.enable_autograd_cache = False
+    out = []
+    for f in [float(x) for x in a.amb.split(",") if x]:
+        for lib in (False, True):
+            name = ("amb-remat:%g" if lib else "amb:%g") % f
+            if left() < 120:
+                print(json.dumps({"skipped": name, "why": "--max-seconds"}))
+                continue
+            torch._dynamo.reset()
+            run, m = compiled(torch, model, f, lib)
+            for p in m.parameters():
+                p.grad = torch.zeros_like(p)
+            c = Config(name, run, m, fraction=f)
+            t0 = time.perf_counter()
+            step_once(torch, c, args, amp, device)  # compiles
+            c.info["compile_s"] = round(time.perf_counter() - t0, 1)
+            c.peak = measure_peak(torch, c, args, amp, device)
+            ref = Config("none", none.module, none.params)
+            timed(torch, [c, ref], args, amp, device, a)
+            c.info["eager_ms_alongside"] = round(statistics.median(ref.times), 2)
+            out.append(c)
+            del m, run
+    return out
+
+
+def timed(torch, configs, args, amp, device, a):
+    """Each configuration's step times: --steps after a warm-up, --rounds rounds, order alternating."""
+    for r in range(a.rounds):
+        for c in (configs if r % 2 == 0 else configs[::-1]):
+            c.params.zero_grad(set_to_none=False)
+            step_once(torch, c, args, amp, device)
+            for _ in range(a.steps):
+                sync(torch, device)
+                t0 = time.perf_counter()
+                step_once(torch, c, args, amp, device)
+                sync(torch, device)
+                c.times.append((time.perf_counter() - t0) * 1e3)
+
+
+def report(torch, name, device, shape, configs):
+    base = configs[0]
+    base_ms, full = statistics.median(base.times), base.peak
+    rows = []
+    for c in configs:
+        ms = statistics.median(c.times)
+        ref_ms = c.info.get("eager_ms_alongside", base_ms)
+        row = {"model": name, "device": device, "shape": shape, "config": c.name, "step_ms": round(ms, 2),
+               "x_time": round(ms / ref_ms, 3), "peak_bytes": c.peak, "x_peak": round(c.peak / full, 3)}
+        row.update(c.info)
+        if "budget" in c.info:
+            row["within_budget"] = c.peak <= max(c.info["budget"], c.info.get("refused_least") or 0)
+            row["measured_over_predicted"] = round(c.peak / max(c.info["predicted_peak"], 1), 3)
+        rows.append(row)
+        print(json.dumps(row))
+    return rows, targets(rows)
+
+
+def targets(rows):
+    """Issue 27's CUDA targets, as far as these rows show them."""
+    by = {r["config"]: r for r in rows}
+    out = {}
+    for r in rows:
+        if r["config"].startswith("remat:"):
+            out["within budget at " + r["config"]] = r["within_budget"]
+            out["predicted within 5% at " + r["config"]] = abs(r["measured_over_predicted"] - 1) <= 0.05
+    if "remat@block" in by:
+        out["at block's peak: time / block's (target <= 0.9)"] = round(by["remat@block"]["step_ms"] /
+                                                                       by["block"]["step_ms"], 3)
+    if "remat:0.5" in by:
+        out["at 0.5: time / store-all (target <= 1.08)"] = by["remat:0.5"]["x_time"]
+    for f in ("0.5", "0.2"):
+        mine, theirs = by.get("amb-remat:" + f), by.get("amb:" + f)
+        if mine and theirs:
+            out["compile %s: peak mine/theirs, time mine/theirs (target <= 1, <= 1.02)" % f] = \
+                (round(mine["peak_bytes"] / theirs["peak_bytes"], 3), round(mine["step_ms"] / theirs["step_ms"], 3))
+    return out
+
+
+def plan_times(torch):
+    """rematplan.plan's wall time at 0.5 for the CPU models of tests/python_rematplan.py."""
+    sys.path.insert(0, os.path.join(HERE, "..", "tests"))
+    import rematplan
+    import rematplan_models as M
+    g = torch.Generator().manual_seed(2)
+    idx = torch.randint(0, 128, (4, 64), generator=g)
+    cfg = M.GPTConfig(block_size=64, vocab_size=128, n_layer=4, n_head=4, n_embd=64, dropout=0.1, flash=False)
+    img, seg = torch.randn(2, 3, 96, 96, generator=g), torch.randint(0, 4, (2, 96, 96), generator=g)
+    models = [("nanoGPT", lambda: M.GPT(cfg), (idx, idx)),
+              ("encoder", lambda: M.EncoderLM(vocab=128, d_model=64, nhead=4, layers=4, context=64), (idx, idx)),
+              ("resnet50", M.resnet50, (img, torch.randint(0, 10, (2,), generator=g))),
+              ("unet", lambda: M.UNet(w=8), (img, seg))]
+    for name, make, args in models:
+        torch.manual_seed(0)
+        m = make()
+        t0 = time.perf_counter()
+        try:
+            P = rematplan.plan(m, args, 0.5, verbose=False)
+            what = P.planner
+        except rematplan.BudgetError as e:
+            what = "refused, least %d" % e.least_bytes
+        print(json.dumps({"model": name, "plan_s": round(time.perf_counter() - t0, 2), "result": what}))
 
 
 def main():
     a = parse()
     for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
         os.environ.pop(k, None)
-    # idle OpenMP threads sleep instead of spinning (every configuration alike): on a shared,
-    # loaded machine spinning made a 4-layer GPT's step 20x slower (7.4 s against 0.37 s)
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    os.environ["OPENBLAS_NUM_THREADS"] = os.environ["OMP_NUM_THREADS"] = str(a.threads)
     import torch
-    import torch.nn as nn
-    import torch.nn.functional as F
-    from torch.utils.checkpoint import checkpoint
-    import rematplan
-    from rematplan._verify import measure_step
-
     torch.set_num_threads(a.threads)
-    C, H, T, V, L, B = a.dim, a.heads, a.context, a.vocab, a.layers, a.batch
-
-    class Block(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.ln_1, self.c_attn, self.c_proj = nn.LayerNorm(C), nn.Linear(C, 3 * C), nn.Linear(C, C)
-            self.ln_2, self.c_fc, self.mlp_proj = nn.LayerNorm(C), nn.Linear(C, 4 * C), nn.Linear(4 * C, C)
-            self.register_buffer("mask", torch.tril(torch.ones(T, T, dtype=torch.bool)), persistent=False)
-
-        def forward(self, x):
-            Bx, Tx, Cx = x.shape
-            q, k, v = self.c_attn(self.ln_1(x)).split(C, dim=2)
-            q = q.view(Bx, Tx, H, C // H).transpose(1, 2)
-            k = k.view(Bx, Tx, H, C // H).transpose(1, 2)
-            v = v.view(Bx, Tx, H, C // H).transpose(1, 2)
-            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(C // H))
-            att = att.masked_fill(~self.mask[:Tx, :Tx], float("-inf")).softmax(dim=-1)
-            x = x + self.c_proj((att @ v).transpose(1, 2).reshape(Bx, Tx, C))
-            return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
-
-    class GPT(nn.Module):
-        def __init__(self, layers=L, skips=False):
-            super().__init__()
-            self.wte, self.wpe = nn.Embedding(V, C), nn.Embedding(T, C)
-            self.h = nn.ModuleList([Block() for _ in range(layers)])
-            self.ln_f = nn.LayerNorm(C)
-            self.skips = skips
-            self.mode, self.k = "none", 0
-            self.register_buffer("pos", torch.arange(T), persistent=False)
-            for n, p in self.named_parameters():
-                if p.dim() == 2:
-                    nn.init.normal_(p, 0.0, 0.02 / math.sqrt(2 * layers) if n.endswith("proj.weight") else 0.02)
-                elif n.endswith("bias"):
-                    nn.init.zeros_(p)
-
-        def blocks(self, x):
-            n = len(self.h)
-            if self.skips:  # U-Net: block i's output joins block n-1-i's input
-                outs = []
-                for i, blk in enumerate(self.h):
-                    if i >= n - n // 2:
-                        x = x + outs[n - 1 - i]
-                    x = checkpoint(blk, x, use_reentrant=False) if self.mode == "block" else blk(x)
-                    outs.append(x)
-                return x
-            if self.mode == "block":
-                for blk in self.h:
-                    x = checkpoint(blk, x, use_reentrant=False)
-                return x
-            if self.mode == "seq":  # checkpoint_sequential's split: k segments, the last one not recomputed
-                size = n // self.k
-                end = -1
-                for start in range(0, size * (self.k - 1), size):
-                    end = start + size - 1
-                    x = checkpoint(lambda t, s=start, e=end: seq(self.h, s, e, t), x, use_reentrant=False)
-                return seq(self.h, end + 1, n - 1, x)
-            for blk in self.h:
-                x = blk(x)
-            return x
-
-        def forward(self, idx, targets):
-            x = self.wte(idx) + self.wpe(self.pos[: idx.shape[1]])
-            x = self.ln_f(self.blocks(x))
-            return F.cross_entropy(F.linear(x, self.wte.weight).view(-1, V), targets.view(-1))
-
-    def seq(blocks, s, e, t):
-        for j in range(s, e + 1):
-            t = blocks[j](t)
-        return t
-
-    if a.plan_only:
-        torch.manual_seed(0)
-        m = GPT(layers=a.plan_only, skips=a.model == "uvit")
-        g = torch.Generator().manual_seed(1)
-        idx = torch.randint(0, V, (B, T), generator=g)
-        t0 = time.perf_counter()
-        from rematplan.profile import profile
-        gm, prof = profile(m, (idx, idx), repeats=1)
-        t1 = time.perf_counter()
-        times = []
-        for f in (0.5, 0.25):
-            s = time.perf_counter()
-            P = rematplan.plan_graph(prof.graph, f)
-            times.append(time.perf_counter() - s)
-        print(json.dumps({"blocks": a.plan_only, "nodes": len(prof.graph["nodes"]), "profile_s": round(t1 - t0, 2),
-                          "plan_s_50": round(times[0], 3), "plan_s_25": round(times[1], 3),
-                          "planner": P.planner}))
-        return 0
-
-    torch.manual_seed(1337)
-    model = GPT(skips=a.model == "uvit")
-    g = torch.Generator().manual_seed(1337)
-    data = torch.randint(0, V, (B, T + 1), generator=g)
-    x, y = data[:, :-1].contiguous(), data[:, 1:].contiguous()
-    args = (x, y)
-    for p in model.parameters():
-        p.grad = torch.zeros_like(p)
-
-    configs = {}  # name -> (module, info)
-
-    def add(name, mod, **info):
-        configs[name] = (mod, info)
-
-    add("none", model)
-    base_peak = measure_step(model, args)
-    for kind in (["block"] + ["seq:%s" % k for k in a.segments.split(",") if k and 2 <= int(k) <= L and a.model == "gpt"]):
-        m = GPT(skips=a.model == "uvit")
-        m.load_state_dict(model.state_dict())
-        m.mode, m.k = (kind.split(":")[0], int(kind.split(":")[1]) if ":" in kind else 0)
-        add(kind, m)
-    if a.amb:
-        import torch._functorch.config as fc
-        for f in a.amb.split(","):
-            m = GPT(skips=a.model == "uvit")
-            m.load_state_dict(model.state_dict())
-            run = _compiled(torch, m, float(f), fc)
-            for p in m.parameters():
-                p.grad = torch.zeros_like(p)
-            run(*args).backward()  # compiles (not measured)
-            add("amb:" + f, run, fraction=float(f))
-    peaks = {"none": base_peak}
-    for name, (mod, info) in configs.items():
-        if name != "none":
-            peaks[name] = measure_step(mod, args)
-    first = None
-    for f in [float(v) for v in a.budgets.split(",") if v]:
-        budget = int(f * base_peak)
-        t0 = time.perf_counter()
-        try:
-            P = rematplan.plan(model, args, budget=budget, verbose=False, reuse=first)
-            first = first or P
-        except rematplan.BudgetError as e:
-            print(json.dumps({"config": "remat:%g" % f, "refused": str(e)}))
-            continue
-        add("remat:%g" % f, rematplan.apply(model, P), budget=budget, predicted_peak=P.peak_bytes,
-            predicted_overhead=P.overhead, planner=P.planner, plan_s=time.perf_counter() - t0)
-        peaks["remat:%g" % f] = P.measured_peak
-    if a.at_peaks:
-        for c in [c for c in list(configs) if c != "none" and not c.startswith("remat")]:
-            try:
-                P = rematplan.plan(model, args, budget=peaks[c], verbose=False, reuse=first)
-            except rematplan.BudgetError as e:
-                print(json.dumps({"config": "remat@" + c, "refused": str(e)}))
-                continue
-            add("remat@" + c, rematplan.apply(model, P), budget=peaks[c], predicted_peak=P.peak_bytes,
-                predicted_overhead=P.overhead, planner=P.planner)
-            peaks["remat@" + c] = P.measured_peak
-
-    times = {n: [] for n in configs}
-    order = list(configs)
-    for r in range(a.rounds):
-        for name in (order if r % 2 == 0 else order[::-1]):
-            mod = configs[name][0]
-            mod.zero_grad(set_to_none=False)
-            mod(*args).backward()  # warm-up
-            for _ in range(a.steps):
-                t0 = time.perf_counter()
-                mod(*args).backward()
-                times[name].append((time.perf_counter() - t0) * 1e3)
-    base_ms = statistics.median(times["none"])
-    rows = []
-    for name, (mod, info) in configs.items():
-        ms = statistics.median(times[name])
-        row = {"config": name, "step_ms": round(ms, 1), "x_none": round(ms / base_ms, 4),
-               "peak_bytes": peaks[name], "x_store_all": round(peaks[name] / base_peak, 4)}
-        for k, v in info.items():
-            row[k] = round(v, 4) if isinstance(v, float) else v
-        if "budget" in info:
-            row["within_budget"] = peaks[name] <= info["budget"]
-            row["overhead_measured"] = round(ms / base_ms - 1, 4)
-            row["overhead_target"] = round(1.1 * info["predicted_overhead"] + 0.05, 4)
-        rows.append(row)
-        print(json.dumps(row))
-    summary = {"model": a.model, "torch": torch.__version__, "threads": a.threads, "steps": a.steps,
-               "rounds": a.rounds, "shape": [L, C, H, T, V, B], "store_all_bytes": base_peak,
-               "store_all_ms": round(base_ms, 1)}
-    for f in [float(v) for v in a.budgets.split(",") if v]:
-        name = "remat:%g" % f
-        if name not in configs:
-            continue
-        budget = configs[name][1]["budget"]
-        fit = [r for r in rows if r["config"] in peaks and not r["config"].startswith("remat")
-               and r["config"] != "none" and r["peak_bytes"] <= budget]
-        best = min(fit, key=lambda r: r["step_ms"]) if fit else None
-        mine = next(r for r in rows if r["config"] == name)
-        summary[name] = {"budget": budget, "peak": mine["peak_bytes"], "ms": mine["step_ms"],
-                         "best_baseline_that_fits": best["config"] if best else None,
-                         "ratio_to_best": round(mine["step_ms"] / best["step_ms"], 4) if best else None}
-    print(json.dumps(summary))
+    if a.plan_times:
+        return plan_times(torch)
+    if torch.cuda.is_available():
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    t_start = time.perf_counter()
+    devices = [d for d in a.devices.split(",") if d == "cpu" or (d == "cuda" and torch.cuda.is_available())]
+    results = {"torch": torch.__version__, "devices": devices, "rows": [], "targets": {}}
+    if torch.cuda.is_available():
+        results["gpu"] = torch.cuda.get_device_name()
+    for device in devices:
+        shape = a.cpu_shape if device == "cpu" else a.cuda_shape
+        for name in a.models.split(","):
+            rows, tg = run_model(torch, a, name, device, shape, t_start)
+            results["rows"] += rows
+            results["targets"]["%s on %s (%s)" % (name, device, shape)] = tg
+            print(json.dumps({"targets": "%s on %s" % (name, device), **{k: str(v) for k, v in tg.items()}}))
+    results["seconds"] = round(time.perf_counter() - t_start, 1)
+    print(json.dumps({"seconds": results["seconds"]}))
     if a.out:
         with open(a.out, "w") as f:
-            json.dump({"rows": rows, "summary": summary}, f, indent=1)
+            json.dump(results, f, indent=1)
     return 0
-
-
-def _compiled(torch, m, fraction, fc):
-    """m under torch.compile with activation_memory_budget = fraction (set while it compiles)."""
-    cm = torch.compile(m)
-
-    class Run(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.m = m
-            self.compiled = False
-
-        def forward(self, *args):
-            if not self.compiled:
-                prev = fc.activation_memory_budget
-                fc.activation_memory_budget = fraction
-                try:
-                    out = cm(*args)
-                finally:
-                    fc.activation_memory_budget = prev
-                self.compiled = True
-                return out
-            return cm(*args)
-    return Run()
 
 
 if __name__ == "__main__":

@@ -325,8 +325,8 @@ def test_compile_solver(check):
     with Count():
         saved, recomputed = rc.solve(memory, g, 4.0, None, nodes)
     check(not ran and Count.ops == 0, "the solver ran %d nodes and dispatched %d ops" % (len(ran), Count.ops))
-    check(sorted(saved + recomputed) == list(range(len(nodes))) and 0 < len(saved) <= 6,
-          "the solver saves within the budget: saved %s" % saved)
+    check(sorted(saved + recomputed) == list(range(len(nodes))) and 2 <= len(saved) <= 4,
+          "the solver saves what fits the budget (4 of 12 equal candidates): saved %s" % saved)
 
 
 def test_library(check):

@@ -8,8 +8,10 @@ node_info, all_recomputable_banned_nodes) for (saved, recomputed) index
 lists. use_as_compile_solver() installs one that hands libremat's graph
 planner (rm_plan_graph) the candidates as a graph: each candidate a node
 whose output (its `memory` entry, scaled to bytes) its own backward reads,
-its inputs among the candidates as edges, a last node for the loss. What
-the planner keeps is saved; the rest is recomputed.
+its inputs among the candidates as edges, a last node for the loss that
+reads none of them (no gradients either: the knapsack weighs what is saved,
+alive from its forward to its backward). What the planner keeps is
+saved; the rest is recomputed.
 
 Its time is estimated from the node's shapes alone (its meta values):
 FLOPs of matmuls, convolutions and attention (torch.utils.flop_counter's
@@ -134,14 +136,15 @@ def solve(memory, joint_graph, max_memory, node_info=None, candidates=None):
     for i in range(n):
         c = cands[i]
         nodes.append({"name": str(i), "forward_time": times[i] / unit, "backward_time": 0.0,
-                      "output_bytes": int(memory[i] * scale) + 1, "backward_reads_output": True})
+                      "output_bytes": int(memory[i] * scale) + 1, "gradient_bytes": 0,  # the knapsack's
+                      "backward_reads_output": True})  # bytes are what is saved, no gradients
         for a in getattr(c, "all_input_nodes", []) if c is not None else []:
             j = index.get(a)
             if j is not None and j < i:
                 edges.append({"producer": j, "consumer": i, "backward_reads": False})
+    # the loss, last, reading none of them: a candidate lives from its forward to its backward
+    # (what the knapsack saves), not until the loss is computed
     nodes.append({"name": "loss", "forward_time": 0.0, "backward_time": 0.0, "output_bytes": 0})
-    for i in range(n):
-        edges.append({"producer": i, "consumer": n, "backward_reads": False})
     graph = {"nodes": nodes, "edges": edges}
     rc, ans, _ = _lib.plan_graph(graph, int(max_memory * scale))
     if not ans or not ans.get("feasible"):

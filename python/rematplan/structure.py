@@ -103,7 +103,7 @@ class Structure:
             return None
         best = None
         for d in self._starting_at(c.end):
-            if self.may_follow(d, c) and self.chain_place(c, d) is not None and \
+            if d.idx > c.idx and self.may_follow(d, c) and self.chain_place(c, d) is not None and \
                     (best is None or self.depth[d.idx] > self.depth[best.idx]):
                 best = d
         return best.idx if best is not None else None
