@@ -8,8 +8,10 @@ Models (--models): gpt2, GPT-2 124M written as nanoGPT writes it
 matmuls on CUDA); llama, transformers' LlamaForCausalLM (16 x 2048, 32
 heads, 8 kv heads, ffn 5632, vocab 32000, random weights, SDPA, bf16
 autocast on CUDA). Shapes per device (--cpu-shape/--cuda-shape): "full" is
-the above at batch 8 x 1024 (gpt2) and 4 x 2048 (llama); "tiny" is 2
-layers of width 64 at batch 2 x 64, for a smoke test.
+the above at batch 8 x 1024 (gpt2) and 4 x 2048 (llama); "small" (a CPU's)
+is gpt2 6 x 384 (6 heads, vocab 8192) at 4 x 256 and llama 4 x 512 (8
+heads, 2 kv heads, ffn 1376, vocab 8192) at 2 x 256; "tiny" is 2 layers of
+width 64 at 2 x 64, for a smoke test.
 
 Configurations, each timed for --steps steps after a warm-up, in --rounds
 rounds whose order alternates (medians); memory: the step's peak above
@@ -46,8 +48,8 @@ def parse():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--models", default="gpt2,llama")
     ap.add_argument("--devices", default="cpu,cuda", help="those present are used")
-    ap.add_argument("--cpu-shape", default="tiny", choices=["tiny", "full"])
-    ap.add_argument("--cuda-shape", default="full", choices=["tiny", "full"])
+    ap.add_argument("--cpu-shape", default="small", choices=["tiny", "small", "full"])
+    ap.add_argument("--cuda-shape", default="full", choices=["tiny", "small", "full"])
     ap.add_argument("--fractions", default="0.3,0.5,0.7")
     ap.add_argument("--amb", default="0.5,0.2", help="activation_memory_budget settings (empty: no compile mode)")
     ap.add_argument("--amb-models", default="gpt2", help="the models compile mode runs on (it compiles 4 times)")
@@ -75,29 +77,29 @@ class LM:
         return Step()
 
 
+SHAPES = {  # layers, width, heads, kv heads, ffn, vocab, batch, context
+    ("gpt2", "tiny"): (2, 64, 2, 2, 256, 128, 2, 64), ("gpt2", "small"): (6, 384, 6, 6, 1536, 8192, 4, 256),
+    ("gpt2", "full"): (12, 768, 12, 12, 3072, 50304, 8, 1024),
+    ("llama", "tiny"): (2, 64, 4, 2, 172, 128, 2, 64), ("llama", "small"): (4, 512, 8, 2, 1376, 8192, 2, 256),
+    ("llama", "full"): (16, 2048, 32, 8, 5632, 32000, 4, 2048)}
+
+
 def make_model(torch, name, shape, device):
     """(module returning the loss or an output holding it, inputs, autocast dtype or None, blocks)."""
     sys.path.insert(0, os.path.join(HERE, "..", "tests"))
     import rematplan_models as M
     torch.manual_seed(0)
     g = torch.Generator().manual_seed(1)
-    tiny = shape == "tiny"
+    L, C, H, KV, FF, V, B, T = SHAPES[(name, shape)]
     if name == "gpt2":
-        cfg = M.GPTConfig(block_size=64 if tiny else 1024, vocab_size=128 if tiny else 50304,
-                          n_layer=2 if tiny else 12, n_head=2 if tiny else 12, n_embd=64 if tiny else 768)
-        m = M.GPT(cfg)
-        B, T, V = (2, 64, 128) if tiny else (8, 1024, 50304)
-        idx = torch.randint(0, V, (B, T), generator=g)
-        m, idx = m.to(device), idx.to(device)
+        m = M.GPT(M.GPTConfig(block_size=T, vocab_size=V, n_layer=L, n_head=H, n_embd=C)).to(device)
+        idx = torch.randint(0, V, (B, T), generator=g).to(device)
         return m, (idx, idx), None, list(m.transformer.h)
     from transformers import LlamaConfig, LlamaForCausalLM
-    cfg = LlamaConfig(num_hidden_layers=2 if tiny else 16, hidden_size=64 if tiny else 2048,
-                      num_attention_heads=4 if tiny else 32, num_key_value_heads=2 if tiny else 8,
-                      intermediate_size=172 if tiny else 5632, vocab_size=128 if tiny else 32000,
-                      max_position_embeddings=64 if tiny else 2048, attn_implementation="sdpa")
+    cfg = LlamaConfig(num_hidden_layers=L, hidden_size=C, num_attention_heads=H, num_key_value_heads=KV,
+                      intermediate_size=FF, vocab_size=V, max_position_embeddings=T, attn_implementation="sdpa")
     hf = LlamaForCausalLM(cfg).to(device)
-    B, T = (2, 64) if tiny else (4, 2048)
-    idx = torch.randint(0, cfg.vocab_size, (B, T), generator=g).to(device)
+    idx = torch.randint(0, V, (B, T), generator=g).to(device)
     amp = torch.bfloat16 if torch.device(device).type == "cuda" else None
     return LM.wrap(torch, hf), (idx,), amp, hf
 
