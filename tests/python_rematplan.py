@@ -139,6 +139,50 @@ def test_budgets(remat):
     small.check_reproduce(check, m, (x, y), remat)
 
 
+class HeldLogits(torch.nn.Module):
+    """A language model whose forward returns its logits with the loss, as transformers' and
+    nanoGPT's do."""
+
+    def __init__(self, vocab=512, dim=64, layers=6):
+        super().__init__()
+        self.emb = torch.nn.Embedding(vocab, dim)
+        self.blocks = torch.nn.ModuleList(torch.nn.Sequential(torch.nn.Linear(dim, 4 * dim), torch.nn.GELU(),
+                                                              torch.nn.Linear(4 * dim, dim)) for _ in range(layers))
+        self.head = torch.nn.Linear(dim, vocab)
+
+    def forward(self, idx, targets):
+        x = self.emb(idx)
+        for b in self.blocks:
+            x = x + b(x)
+        logits = self.head(x)
+        return logits, torch.nn.functional.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+
+
+def test_held_logits():
+    """What the forward returns besides the loss is held to the end of the step and counted once,
+    in the loss node, which names the node that made it ("holds"): the chain's loss stage does not
+    count its input again. Before, the chain counted the logits twice (transformers' Llama on CPU:
+    measured 0.81x the predicted peak; this model 0.73x, now 0.86-0.88x: the chain's model of the
+    blocks over-counts too, but never under)."""
+    torch.manual_seed(0)
+    m = HeldLogits()
+    g = torch.Generator().manual_seed(3)
+    x, y = torch.randint(0, 512, (4, 64), generator=g), torch.randint(0, 512, (4, 64), generator=g)
+    logits_bytes = 4 * 64 * 512 * 4
+    for f in (0.7, 0.5):
+        P, _, _ = planned(m, (x, y), f)
+        loss = P.graph["nodes"][-1]
+        check(loss.get("holds") and P.graph["nodes"][loss["holds"][0]]["name"].startswith("head"),
+              "held logits: the loss node holds the head's output: %s" % loss.get("holds"))
+        if check(P.chain is not None, "held logits at %g: a chain plan (%s)" % (f, P.planner)):
+            check(P.chain["stages"][-1]["a"] < logits_bytes,
+                  "held logits at %g: the loss stage's input not counted again: %s" % (f, P.chain["stages"][-1]))
+        ratio = P.measured_peak / max(P.peak_bytes, 1)
+        check(0.8 <= ratio <= 1.0, "held logits at %g: measured / predicted %d / %d = %.3f in [0.8, 1]"
+              % (f, P.measured_peak, P.peak_bytes, ratio))
+    rematplan.forget(m)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--remat", required=True)
@@ -148,6 +192,7 @@ def main():
     t0 = time.perf_counter()
     small.run(check, a.remat)
     test_budgets(a.remat)
+    test_held_logits()
     if not a.skip_models:
         test_models()
     print("torch %s, libremat %s (%s), %.1f s" % (torch.__version__, rematplan.libremat_version(),

@@ -9,6 +9,7 @@ Planning is libremat's C code (rm_plan_graph, rm_plan_chain,
 rm_price_graph) loaded through ctypes; see docs/PYTORCH.md in remat's
 repository.
 """
+import copy
 import math
 
 from ._lib import LibraryError, LibraryNotFound, RematError, version as libremat_version
@@ -88,6 +89,7 @@ class _Context:
     def __init__(self, model, args, device, prof, check):
         self.model, self.args, self.device, self.prof, self.check = model, args, device, prof, check
         self.scale, self.full = 1.0, None
+        self.fittest = None  # (measured peak, plan): the lowest measured peak of any plan tried
         if check:
             if prof.measured_store_all is None:
                 from ._verify import measure_step
@@ -114,6 +116,8 @@ class _Context:
         if key not in self.prof.measured:
             self.prof.measured[key] = measure_step(_apply_mod.apply(self.model, P), self.args, self.device)
         P.measured_peak = self.prof.measured[key]
+        if self.fittest is None or P.measured_peak < self.fittest[0]:
+            self.fittest = (P.measured_peak, P)
         return P.measured_peak
 
     def fitting(self, want, P=None, inner=None):
@@ -166,9 +170,20 @@ class _Context:
             if P is not None:
                 self.prof.least = self.lower(least, P)
                 return self.prof.least
+            if self.fittest is not None and self.fittest[0] <= least:
+                break  # a plan tried on the way measured within this budget
             least = max(int(least * 1.02) + 1, hint)
             if least >= self.full:
                 break
+        if self.fittest is not None and self.fittest[0] < self.full:
+            # the plan of lowest measured peak: where plans of the planners' budgets measure far
+            # above their prediction (timings moved the choice to one the model prices badly), one
+            # tried on the way still fits, and its measured peak is a budget that works
+            m, P = self.fittest
+            P = copy.copy(P)
+            P.budget_bytes = m
+            self.prof.least = (m, P)
+            return self.prof.least
         P = self.make(self.full)  # store-all: its measured peak is the step's
         self.prof.least = (self.full, P)
         return self.prof.least

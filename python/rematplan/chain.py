@@ -77,6 +77,10 @@ def chain_of(G, S, stages, long_lived, sac):
         row = {"uf": sum(nodes[i]["forward_time"] for i in range(st.lo, st.hi + 1)),
                "ub": sum(nodes[i]["backward_time"] for i in range(st.lo, st.hi + 1) if nodes[i].get("backward", True)),
                "a": a, "ab": ab, "ft": max(fpeak - out_b, 0), "bt": max(peak - ab, 0) + a}
+        if last and x_in and s and prev in nodes[G.n - 1].get("holds", ()):
+            # the loss node holds its input (the forward returned the logits): those bytes are in
+            # its ab already, so the input is not counted again (its gradient stays in bt)
+            row["a"] = a - x_in
         if not last:
             row["ck_last"] = st.ck_last
         opt = None if last or not SELECTIVE else selective_option(GL, S, st, a, ab, row["ub"], sac)

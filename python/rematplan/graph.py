@@ -130,8 +130,10 @@ def build(rec):
     params = {s.sid: s.nbytes for s in st if s.kind == PARAM}
     for i, nd in enumerate(nodes):
         main, priv, dead, reads_out = _split(nd, i, rec, fwd_readers, saved_by, i == loss_node)
+        holds = []
         if i == loss_node:  # what the forward returned besides the loss lives to the end of the step
             main += sum(st[s].nbytes for s in getattr(rec, "held", ()) if st[s].kind == ACT)
+            holds = sorted({owners.get(s, loss_op) for s in getattr(rec, "held", ()) if st[s].kind == ACT} - {None, i})
         ops = [rec.ops[o] for o in nd.ops]
         node = {"name": _name(rec, nd, len(out_nodes)), "forward_time": round(sum(o.ms for o in ops), 5),
                 "backward_time": round(sum(o.bwd_ms for o in ops), 5),
@@ -147,6 +149,8 @@ def build(rec):
             node["side_effect"] = sorted(set(nd.buffers))
         if nd.pinned:
             node["pinned"] = True
+        if holds:  # the grouped ids of the nodes whose outputs it holds (renumbered below)
+            node["holds"] = holds
         if any(st[s].kind == ACT for o in ops for s in o.writes):
             node["inplace"] = True
         k = len(out_nodes)
@@ -242,3 +246,6 @@ def _renumber(edges, nodes, out_nodes):
     for e in edges:
         if e.pop("_grouped", False):
             e["producer"] = index[e["producer"]]
+    for nd in out_nodes:
+        if "holds" in nd:
+            nd["holds"] = [index[o] for o in nd["holds"]]
