@@ -24,7 +24,10 @@ fi
 check '[ $? -eq 0 ]' "python3 -m venv --system-site-packages: $(tail -3 "$T/log")"
 PRE=
 if objdump -p "$BUILD/libremat.so" 2>/dev/null | grep -q "NEEDED *libasan"; then
-    PRE=$(${CC:-cc} -print-file-name=libasan.so)
+    # libstdc++ preloaded after libasan, so that ASan's __cxa_throw interceptor finds the real one
+    # at start-up (torch throws C++ exceptions that it turns into Python's; without it ASan's
+    # CHECK "real___cxa_throw != 0" aborts the interpreter at the first)
+    PRE="$(${CC:-cc} -print-file-name=libasan.so) $(${CC:-cc} -print-file-name=libstdc++.so.6)"
     export REMAT_PREBUILT="$PWD/$BUILD/libremat.so"
 fi
 start=$(date +%s)
