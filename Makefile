@@ -42,6 +42,20 @@ CFLAGS  += -DREMAT_HAVE_BLAS -DREMAT_BLAS_SO='"$(BLAS_LIBDIR)/libopenblas.so.0"'
 LDLIBS  += -ldl
 endif
 
+# oneDNN (libdnnl-dev) is optional too: --precision bf16 multiplies on its
+# brgemm matmul where the processor has bf16 (src/util/onednn.c). Found by
+# its header and its library's full path, loaded with dlopen when a bf16
+# session compiles; without it bf16 products take OpenBLAS's sgemm or
+# remat's own kernel. REMAT_NO_DNNL=1 builds without it.
+ifeq ($(REMAT_NO_DNNL),)
+DNNL_SO := $(shell $(CC) -print-file-name=libdnnl.so.2)
+DNNL_H := $(shell echo '\#include <oneapi/dnnl/dnnl.h>' | $(CC) -E -x c - >/dev/null 2>&1 && echo yes)
+endif
+ifneq ($(and $(DNNL_H),$(filter /%,$(DNNL_SO))),)
+CFLAGS  += -DREMAT_HAVE_DNNL -DREMAT_DNNL_SO='"$(abspath $(DNNL_SO))"'
+LDLIBS  += -ldl
+endif
+
 # MPI (data-parallel training, docs/SCALING.md): `make MPI=1` builds with
 # Open MPI's mpicc, `make MPI=0` without; by default mpicc is used when it is
 # on the PATH. Without MPI the library builds and runs as before, and its

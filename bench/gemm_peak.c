@@ -1,12 +1,14 @@
 /* gemm_peak.c: this machine's cblas_sgemm speed on matrix shapes like the
  * benchmark models', with a given thread count, as JSON on stdout.
  *
- *   gemm_peak THREADS [bf16 | bf16-portable] [MxNxK[:TT] ...]
+ *   gemm_peak THREADS [bf16 | bf16-PATH] [MxNxK[:TT] ...]
  *
  * bf16: libremat's rm_gemm_bf16 instead (the product of --precision bf16:
- * bf16 A and B, fp32 sums and C), on the micro-kernel it picks for this
- * processor (AVX512-BF16 where it has it); bf16-portable forces the
- * portable micro-kernel. The FLOP count is the same 2*M*N*K.
+ * bf16 A and B, fp32 sums and C), on the path it picks here (oneDNN's
+ * brgemm where the processor has bf16, else OpenBLAS's sgemm on widened
+ * operands, else remat's own kernel); bf16-onednn, bf16-sgemm,
+ * bf16-avx512_bf16, bf16-portable force one (refused where it is not
+ * available). The FLOP count is the same 2*M*N*K.
  *
  * Row-major C (MxN) = op(A) (MxK) * op(B) (KxN); TT is two letters, N or T,
  * for op(A) and op(B) (default NT: a linear layer's forward, x @ W^T).
@@ -86,13 +88,15 @@ static float *filled(size_t n, unsigned seed) {
     return p;
 }
 
+static rm_mm_scratch mm; /* rm_gemm_bf16's scratch, as a session plans it */
+
 /* One call of the product measured: sgemm, or rm_gemm_bf16 on bf16 copies. */
 static void product(int bf16, const shape *s, const float *A, const float *B, const uint16_t *Ah, const uint16_t *Bh,
                     float *C) {
     int lda = s->ta ? s->m : s->k, ldb = s->tb ? s->k : s->n;
     if (bf16) {
         rm_gemm_bf16(s->ta, s->tb, s->m, s->n, s->k, 1.0f, Ah, RM_DTYPE_BF16, lda, Bh, RM_DTYPE_BF16, ldb, 0.0f, C,
-                     RM_DTYPE_F32, s->n);
+                     RM_DTYPE_F32, s->n, &mm);
         return;
     }
     cblas_sgemm(CblasRowMajor, s->ta ? CblasTrans : CblasNoTrans, s->tb ? CblasTrans : CblasNoTrans, s->m, s->n, s->k,
@@ -107,14 +111,18 @@ static uint16_t *narrowed(const float *x, size_t n) {
 
 int main(int argc, char **argv) {
     if (argc < 2 || atoi(argv[1]) < 1) {
-        fprintf(stderr, "usage: %s THREADS [bf16 | bf16-portable] [MxNxK[:NT] ...]\n", argv[0]);
+        fprintf(stderr, "usage: %s THREADS [bf16 | bf16-PATH] [MxNxK[:NT] ...]\n", argv[0]);
         return 2;
     }
     int threads = atoi(argv[1]), bf16 = 0;
-    if (argc > 2 && (!strcmp(argv[2], "bf16") || !strcmp(argv[2], "bf16-portable"))) {
+    if (argc > 2 && !strncmp(argv[2], "bf16", 4)) {
         bf16 = 1;
-        rm_gemm_bf16_force_portable(!strcmp(argv[2], "bf16-portable"));
+        if (argv[2][4] && (argv[2][4] != '-' || !rm_gemm_bf16_force(argv[2] + 5))) {
+            fprintf(stderr, "gemm_peak: %s: no such bf16 path here (bf16 runs %s)\n", argv[2], rm_bf16_kernel());
+            return 2;
+        }
         argv[2] = argv[1], argv++, argc--; /* the shapes follow */
+        mm = (rm_mm_scratch){malloc(rm_gemm_bf16_scratch(threads, 1 << 30)), threads, 1 << 30};
     }
 #ifdef _OPENMP
     omp_set_num_threads(threads);
@@ -181,5 +189,6 @@ int main(int argc, char **argv) {
     }
     printf("  ],\n  \"peak_gflops\": %.2f\n}\n", peak);
     free(sh);
+    free(mm.p);
     return 0;
 }

@@ -209,10 +209,12 @@ typedef enum rm_precision { RM_PRECISION_FP32 = 0, RM_PRECISION_BF16 } rm_precis
 rm_status rm_parse_precision(const char *s, rm_precision *out, char *err, size_t errlen);
 /* "fp32", "bf16" ("?" for another value). */
 const char *rm_precision_name(rm_precision p);
-/* The one-line note for bf16 on this processor: "" where it has AVX512-BF16
- * (products run on it), else what the portable kernel means. */
+/* The one-line note for bf16 here: "" where products run on oneDNN's bf16
+ * brgemm, else why not and what runs them instead. */
 const char *rm_bf16_note(void);
-/* The kernel of bf16 products here: "avx512_bf16" or "portable". */
+/* The path of bf16 products here (chosen once, from the processor and the
+ * libraries found: docs/PERFORMANCE.md): "onednn", "sgemm" (bf16 operands
+ * widened, OpenBLAS), "avx512_bf16" or "portable" (remat's own kernel). */
 const char *rm_bf16_kernel(void);
 
 typedef struct rm_options {

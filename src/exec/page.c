@@ -26,8 +26,8 @@
 #define MOMENT_CHUNK_BYTES ((size_t)8 << 20)
 
 /* One product of the session's precision: fp32, or bf16 inputs (--precision bf16). */
-static void product(int bf16, int n, const float *a, const float *b, float *c) {
-    if (bf16) rm_gemm_bf16(0, 0, n, n, n, 1.0f, a, RM_DTYPE_F32, n, b, RM_DTYPE_F32, n, 0.0f, c, RM_DTYPE_F32, n);
+static void product(int bf16, int n, const float *a, const float *b, float *c, const rm_mm_scratch *mm) {
+    if (bf16) rm_gemm_bf16(0, 0, n, n, n, 1.0f, a, RM_DTYPE_F32, n, b, RM_DTYPE_F32, n, 0.0f, c, RM_DTYPE_F32, n, mm);
     else rm_sgemm(0, 0, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
 }
 
@@ -36,15 +36,16 @@ static void product(int bf16, int n, const float *a, const float *b, float *c) {
  * of its rate (the rest of a step is slower than its products). */
 static double measure_flops_per_ms(int threads, int bf16) {
     const int n = 512;
-    float *a = malloc((size_t)n * n * 3 * sizeof(float));
+    float *a = malloc((size_t)n * n * 3 * sizeof(float) + (bf16 ? rm_gemm_bf16_scratch(threads, n) : 0));
     if (!a) return 5e7;
     for (size_t i = 0; i < (size_t)n * n * 3; i++) a[i] = (float)(i % 7) * 0.125f;
+    const rm_mm_scratch mm = {a + (size_t)n * n * 3, threads, n};
     rm_set_threads(threads);
-    product(bf16, n, a, a + n * n, a + 2 * n * n); /* warm up (loads OpenBLAS) */
+    product(bf16, n, a, a + n * n, a + 2 * n * n, &mm); /* warm up (loads OpenBLAS) */
     double best = 1e30;
     for (int k = 0; k < 3; k++) {
         double t0 = rm_now_ms();
-        product(bf16, n, a, a + n * n, a + 2 * n * n);
+        product(bf16, n, a, a + n * n, a + 2 * n * n, &mm);
         double dt = rm_now_ms() - t0;
         if (dt < best) best = dt;
     }

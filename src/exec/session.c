@@ -163,6 +163,7 @@ static rm_status compile(rm_graph *g, const rm_options *o, rm_session **out) {
         *out = s;
         return RM_OK;
     }
+    if (s->opt.precision == RM_PRECISION_BF16) rm_gemm_bf16_prepare(); /* oneDNN's primitives: not in a step */
     if ((rc = rm_session_scratch_start(s)) != RM_OK) {
         rm_session_free(s);
         return rc;

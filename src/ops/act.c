@@ -17,14 +17,15 @@ void rm_act_write(void *p, rm_dtype t, int64_t off, int64_t n, const float *buf)
     for (int64_t i = 0; i < n; i++) h[i] = rm_f32_to_bf16(buf[i]);
 }
 
-void rm_op_gemm(const rm_node *n, int transA, int transB, int M, int N, int K, float alpha, const void *A,
+void rm_op_gemm(const rm_kernel_ctx *c, int transA, int transB, int M, int N, int K, float alpha, const void *A,
                 rm_dtype at, int lda, const void *B, rm_dtype bt, int ldb, float beta, void *C, rm_dtype ct, int ldc) {
-    if (n->bf16) rm_gemm_bf16(transA, transB, M, N, K, alpha, A, at, lda, B, bt, ldb, beta, C, ct, ldc);
+    if (c->node->bf16) rm_gemm_bf16(transA, transB, M, N, K, alpha, A, at, lda, B, bt, ldb, beta, C, ct, ldc, &c->mm);
     else rm_sgemm(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
-void rm_op_gemm_w(const rm_node *n, int transW, int M, int N, int K, float alpha, const void *A, rm_dtype at, int lda,
-                  const void *W, rm_dtype wt, int ldw, float beta, void *C, rm_dtype ct, int ldc, float *scratch) {
-    if (n->bf16) rm_gemm_bf16(0, transW, M, N, K, alpha, A, at, lda, W, wt, ldw, beta, C, ct, ldc);
+void rm_op_gemm_w(const rm_kernel_ctx *c, int transW, int M, int N, int K, float alpha, const void *A, rm_dtype at,
+                  int lda, const void *W, rm_dtype wt, int ldw, float beta, void *C, rm_dtype ct, int ldc,
+                  float *scratch) {
+    if (c->node->bf16) rm_gemm_bf16(0, transW, M, N, K, alpha, A, at, lda, W, wt, ldw, beta, C, ct, ldc, &c->mm);
     else rm_gemm_w(transW, M, N, K, alpha, A, lda, W, wt, ldw, beta, C, ldc, scratch);
 }

@@ -43,7 +43,7 @@ static rm_attn_head head_of(const rm_kernel_ctx *c, void *out, void *att, int bh
                           .p = rm_act_at(att, pt, (int64_t)bh * T * T),
                           .o = out ? rm_act_at(out, ot, (int64_t)b * T * C + h * hd) : NULL, .ldo = C, .Tq = T,
                           .Tk = T, .hd = hd, .causal = 1, .scale = 1.0f / sqrtf((float)hd), .bf16 = c->node->bf16,
-                          .qt = xt, .kt = xt, .vt = xt, .pt = pt, .ot = ot, .s = s};
+                          .qt = xt, .kt = xt, .vt = xt, .pt = pt, .ot = ot, .s = s, .mm = c->mm};
 }
 
 /* qkv is (B,T,3C), out is (B,T,C), att is (B,H,T,T); work: a (RM_ATT_BLOCK,T)

@@ -58,7 +58,7 @@ static void forward_bf16(const rm_attn_head *a) {
     for (int r0 = 0; r0 < a->Tq; r0 += RM_ATT_BLOCK) {
         const int r1 = min_int(r0 + RM_ATT_BLOCK, a->Tq), cols = block_cols(a, r1);
         rm_gemm_bf16(0, 1, r1 - r0, cols, a->hd, a->scale, rm_act_at(a->q, a->qt, (int64_t)r0 * a->ldq), a->qt, a->ldq,
-                     a->k, a->kt, a->ldk, 0.0f, a->s, RM_DTYPE_F32, a->Tk);
+                     a->k, a->kt, a->ldk, 0.0f, a->s, RM_DTYPE_F32, a->Tk, &a->mm);
         for (int i = r0; i < r1; i++) {
             const int end = a->causal ? min_int(i + 1, a->Tk) : a->Tk;
             float *row = a->s + (size_t)(i - r0) * a->Tk;
@@ -67,7 +67,7 @@ static void forward_bf16(const rm_attn_head *a) {
             else rm_act_write(a->p, a->pt, (int64_t)i * a->Tk, a->Tk, row);
         }
         rm_gemm_bf16(0, 0, r1 - r0, a->hd, cols, 1.0f, rm_act_at(a->p, a->pt, (int64_t)r0 * a->Tk), a->pt, a->Tk, a->v,
-                     a->vt, a->ldv, 0.0f, rm_act_at(a->o, a->ot, (int64_t)r0 * a->ldo), a->ot, a->ldo);
+                     a->vt, a->ldv, 0.0f, rm_act_at(a->o, a->ot, (int64_t)r0 * a->ldo), a->ot, a->ldo, &a->mm);
     }
 }
 
@@ -143,23 +143,24 @@ static void backward_bf16(const rm_attn_head *a, const float *dO, int lddo, floa
         const int zc = a->causal ? min_int(r0 + rstep, Tk) : Tk;
         float *d = ds + (size_t)r0 * Tk;
         rm_gemm_bf16(0, 1, r1 - r0, cols, hd, 1.0f, dO + (size_t)r0 * lddo, RM_DTYPE_F32, lddo, a->v, a->vt, a->ldv,
-                     0.0f, d, RM_DTYPE_F32, Tk);
+                     0.0f, d, RM_DTYPE_F32, Tk, &a->mm);
         if (a->pt == RM_DTYPE_BF16) softmax_grad_bf16(a, ds, r0, r1, zc);
         else softmax_grad(a, ds, r0, r1, zc);
         if (dq)
             rm_gemm_bf16(0, 0, r1 - r0, hd, cols, a->scale, d, RM_DTYPE_F32, Tk, a->k, a->kt, a->ldk, bq,
-                         dq + (size_t)r0 * lddq, RM_DTYPE_F32, lddq);
+                         dq + (size_t)r0 * lddq, RM_DTYPE_F32, lddq, &a->mm);
     }
     for (int c0 = 0; c0 < Tk; c0 += cstep) {
         const int c1 = min_int(c0 + cstep, Tk), rs = a->causal ? min_int(c0, Tq) : 0;
         const int64_t at = (int64_t)rs * Tk + c0;
         if (dv)
             rm_gemm_bf16(1, 0, c1 - c0, hd, Tq - rs, 1.0f, rm_act_at(a->p, a->pt, at), a->pt, Tk,
-                         dO + (size_t)rs * lddo, RM_DTYPE_F32, lddo, bv, dv + (size_t)c0 * lddkv, RM_DTYPE_F32, lddkv);
+                         dO + (size_t)rs * lddo, RM_DTYPE_F32, lddo, bv, dv + (size_t)c0 * lddkv, RM_DTYPE_F32, lddkv,
+                         &a->mm);
         if (dk)
             rm_gemm_bf16(1, 0, c1 - c0, hd, Tq - rs, a->scale, ds + at, RM_DTYPE_F32, Tk,
                          rm_act_at(a->q, a->qt, (int64_t)rs * a->ldq), a->qt, a->ldq, bk, dk + (size_t)c0 * lddkv,
-                         RM_DTYPE_F32, lddkv);
+                         RM_DTYPE_F32, lddkv, &a->mm);
     }
 }
 

@@ -45,7 +45,7 @@ static void linear_forward(const rm_kernel_ctx *c) {
             else rm_act_write(c->out[0], yt, (int64_t)i * OUT, OUT, b);
         }
     }
-    rm_op_gemm_w(c->node, 1, N, OUT, IN, 1.0f, c->in[0], c->vin[0]->dtype, IN, w, c->vin[1]->store, IN, b ? 1.0f : 0.0f,
+    rm_op_gemm_w(c, 1, N, OUT, IN, 1.0f, c->in[0], c->vin[0]->dtype, IN, w, c->vin[1]->store, IN, b ? 1.0f : 0.0f,
                  c->out[0], yt, OUT, c->work);
 }
 
@@ -58,10 +58,10 @@ static void linear_backward(const rm_kernel_ctx *c) {
     const void *w = c->in[1]; /* dW exists only for a trainable (fp32) W */
     int N = (int)rm_rows(c->vin[0]), IN = (int)rm_cols(c->vin[0]), OUT = (int)c->vin[1]->shape[0];
     if (c->din[0])
-        rm_op_gemm_w(c->node, 0, N, IN, OUT, 1.0f, dy, RM_DTYPE_F32, OUT, w, c->vin[1]->store, IN,
+        rm_op_gemm_w(c, 0, N, IN, OUT, 1.0f, dy, RM_DTYPE_F32, OUT, w, c->vin[1]->store, IN,
                      c->acc[0] ? 1.0f : 0.0f, c->din[0], RM_DTYPE_F32, IN, c->work);
     if (c->din[1])
-        rm_op_gemm(c->node, 1, 0, OUT, IN, N, 1.0f, dy, RM_DTYPE_F32, OUT, c->in[0], c->vin[0]->dtype, IN,
+        rm_op_gemm(c, 1, 0, OUT, IN, N, 1.0f, dy, RM_DTYPE_F32, OUT, c->in[0], c->vin[0]->dtype, IN,
                    c->acc[1] ? 1.0f : 0.0f, c->din[1], RM_DTYPE_F32, IN);
     if (c->din[2]) {
         float *db = c->din[2];

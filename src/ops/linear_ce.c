@@ -85,7 +85,7 @@ RM_WIDE_VECTORS static void linear_ce_forward(const rm_kernel_ctx *c) {
     for (int64_t n = 0; n < N; n++) mx[n] = -INFINITY, sum[n] = 0.0f;
     for (int64_t v0 = 0; v0 < V; v0 += P) {
         const int64_t p = V - v0 < P ? V - v0 : P;
-        rm_op_gemm_w(c->node, 1, (int)N, (int)p, (int)C, 1.0f, x, xt, (int)C, w_rows(c->in[1], wt, v0, C), wt, (int)C,
+        rm_op_gemm_w(c, 1, (int)N, (int)p, (int)C, 1.0f, x, xt, (int)C, w_rows(c->in[1], wt, v0, C), wt, (int)C,
                      0.0f, z, RM_DTYPE_F32, (int)p, panel);
 #pragma omp parallel for schedule(static)
         for (int64_t n = 0; n < N; n++) {
@@ -123,7 +123,7 @@ RM_WIDE_VECTORS static void linear_ce_backward(const rm_kernel_ctx *c) {
     for (int64_t v0 = 0; v0 < V; v0 += P) {
         const int64_t p = V - v0 < P ? V - v0 : P;
         const void *wp = w_rows(c->in[1], wt, v0, C);
-        rm_op_gemm_w(c->node, 1, (int)N, (int)p, (int)C, 1.0f, x, xt, (int)C, wp, wt, (int)C, 0.0f, z, RM_DTYPE_F32,
+        rm_op_gemm_w(c, 1, (int)N, (int)p, (int)C, 1.0f, x, xt, (int)C, wp, wt, (int)C, 0.0f, z, RM_DTYPE_F32,
                      (int)p, panel);
 #pragma omp parallel for schedule(static)
         for (int64_t n = 0; n < N; n++) {
@@ -134,10 +134,10 @@ RM_WIDE_VECTORS static void linear_ce_backward(const rm_kernel_ctx *c) {
         }
         /* dx (+)= dz W_p;  dW_p = dz^T x */
         if (dx)
-            rm_op_gemm_w(c->node, 0, (int)N, (int)C, (int)p, 1.0f, z, RM_DTYPE_F32, (int)p, wp, wt, (int)C,
+            rm_op_gemm_w(c, 0, (int)N, (int)C, (int)p, 1.0f, z, RM_DTYPE_F32, (int)p, wp, wt, (int)C,
                          v0 > 0 || c->acc[0] ? 1.0f : 0.0f, dx, RM_DTYPE_F32, (int)C, panel);
         if (dw)
-            rm_op_gemm(c->node, 1, 0, (int)p, (int)C, (int)N, 1.0f, z, RM_DTYPE_F32, (int)p, x, xt, (int)C,
+            rm_op_gemm(c, 1, 0, (int)p, (int)C, (int)N, 1.0f, z, RM_DTYPE_F32, (int)p, x, xt, (int)C,
                        c->acc[1] ? 1.0f : 0.0f, dw + v0 * C, RM_DTYPE_F32, (int)C);
     }
 }

@@ -134,13 +134,13 @@ static void lora_forward(const rm_kernel_ctx *c) {
             else rm_act_write(c->out[0], yt, (int64_t)i * d.OUT, d.OUT, bias);
         }
     }
-    rm_op_gemm_w(c->node, 1, d.N, d.OUT, d.IN, 1.0f, c->in[X], xt, d.IN, c->in[W], c->vin[W]->store, d.IN,
+    rm_op_gemm_w(c, 1, d.N, d.OUT, d.IN, 1.0f, c->in[X], xt, d.IN, c->in[W], c->vin[W]->store, d.IN,
                  bias ? 1.0f : 0.0f, c->out[0], yt, d.OUT, panel_of(c, (float *)c->work + wide_floats(c->node, c->vin[X])));
     rm_dtype dt;
     const void *xd = dropped_input(c, c->work, &dt);
-    rm_op_gemm(c->node, 0, 1, d.N, d.r, d.IN, 1.0f, xd, dt, d.IN, a, RM_DTYPE_F32, d.IN, 0.0f, h, RM_DTYPE_F32,
+    rm_op_gemm(c, 0, 1, d.N, d.r, d.IN, 1.0f, xd, dt, d.IN, a, RM_DTYPE_F32, d.IN, 0.0f, h, RM_DTYPE_F32,
                d.r);                                                                         // h = xd A^T
-    rm_op_gemm(c->node, 0, 1, d.N, d.OUT, d.r, d.s, h, RM_DTYPE_F32, d.r, bm, RM_DTYPE_F32, d.r, 1.0f, c->out[0], yt,
+    rm_op_gemm(c, 0, 1, d.N, d.OUT, d.r, d.s, h, RM_DTYPE_F32, d.r, bm, RM_DTYPE_F32, d.r, 1.0f, c->out[0], yt,
                d.OUT);                                                                       // y += s h B^T
 }
 
@@ -151,27 +151,27 @@ static void lora_backward(const rm_kernel_ctx *c) {
     const rm_dtype F = RM_DTYPE_F32, xt = c->vin[X]->dtype;
     float *dh = (float *)c->work, *wide = dh + (((size_t)d.N * d.r + 15) / 16 * 16);
     float *panel = panel_of(c, wide + wide_floats(c->node, c->vin[X])); /* W kept in 2 bytes is widened here */
-    if (c->din[B]) rm_op_gemm(c->node, 1, 0, d.OUT, d.r, d.N, d.s, dy, F, d.OUT, c->out[1], F, d.r,
+    if (c->din[B]) rm_op_gemm(c, 1, 0, d.OUT, d.r, d.N, d.s, dy, F, d.OUT, c->out[1], F, d.r,
                               c->acc[B] ? 1.0f : 0.0f, c->din[B], F, d.r);                   // dB = s dy^T h
     if (c->din[A] || c->din[X])
-        rm_op_gemm(c->node, 0, 0, d.N, d.r, d.OUT, d.s, dy, F, d.OUT, bm, F, d.r, 0.0f, dh, F, d.r); // dh = s dy B
+        rm_op_gemm(c, 0, 0, d.N, d.r, d.OUT, d.s, dy, F, d.OUT, bm, F, d.r, 0.0f, dh, F, d.r); // dh = s dy B
     if (c->din[A]) {
         rm_dtype dt;
         const void *xd = dropped_input(c, wide, &dt);
-        rm_op_gemm(c->node, 1, 0, d.r, d.IN, d.N, 1.0f, dh, F, d.r, xd, dt, d.IN, c->acc[A] ? 1.0f : 0.0f, c->din[A],
+        rm_op_gemm(c, 1, 0, d.r, d.IN, d.N, 1.0f, dh, F, d.r, xd, dt, d.IN, c->acc[A] ? 1.0f : 0.0f, c->din[A],
                    F, d.IN);                                                                 // dA = dh^T xd
     }
     if (c->din[X]) {
-        rm_op_gemm_w(c->node, 0, d.N, d.IN, d.OUT, 1.0f, dy, F, d.OUT, c->in[W], c->vin[W]->store, d.IN,
+        rm_op_gemm_w(c, 0, d.N, d.IN, d.OUT, 1.0f, dy, F, d.OUT, c->in[W], c->vin[W]->store, d.IN,
                      c->acc[X] ? 1.0f : 0.0f, c->din[X], F, d.IN, panel);                    // dy W
         if (!c->train || d.p == 0.0f) {
-            rm_op_gemm(c->node, 0, 0, d.N, d.IN, d.r, 1.0f, dh, F, d.r, a, F, d.IN, 1.0f, c->din[X], F, d.IN); // += dh A
+            rm_op_gemm(c, 0, 0, d.N, d.IN, d.r, 1.0f, dh, F, d.r, a, F, d.IN, 1.0f, c->din[X], F, d.IN); // += dh A
         } else {
-            rm_op_gemm(c->node, 0, 0, d.N, d.IN, d.r, 1.0f, dh, F, d.r, a, F, d.IN, 0.0f, wide, F, d.IN);
+            rm_op_gemm(c, 0, 0, d.N, d.IN, d.r, 1.0f, dh, F, d.r, a, F, d.IN, 0.0f, wide, F, d.IN);
             rm_dropout_apply(c, d.p, wide, c->din[X], 1); // += dropout'(dh A)
         }
     }
-    if (c->din[W]) rm_op_gemm(c->node, 1, 0, d.OUT, d.IN, d.N, 1.0f, dy, F, d.OUT, c->in[X], xt, d.IN,
+    if (c->din[W]) rm_op_gemm(c, 1, 0, d.OUT, d.IN, d.N, 1.0f, dy, F, d.OUT, c->in[X], xt, d.IN,
                               c->acc[W] ? 1.0f : 0.0f, c->din[W], F, d.IN);                  // dW = dy^T x
     if (c->din[BIAS]) {
         float *db = c->din[BIAS];

@@ -20,6 +20,7 @@ typedef struct rm_kernel_ctx {
     float *din[RM_MAX_IN];            /* gradients of the inputs (backward) */
     int acc[RM_MAX_IN];               /* 1: add into din[i]; 0: overwrite it */
     void *work;                       /* workspace of workspace() bytes */
+    rm_mm_scratch mm;                 /* bf16 products' scratch (node->bf16; rm_node_workspace) */
     int threads;
     uint64_t seed, step;              /* dropout keys */
     int64_t row0;                     /* the global batch row of this micro-batch's row 0 */
@@ -98,19 +99,27 @@ static inline void *rm_act_at(const void *p, rm_dtype t, int64_t off) {
     return (char *)p + (size_t)off * (t == RM_DTYPE_BF16 ? 2u : 4u);
 }
 /* An op's matrix product: C = alpha * op(A) op(B) + beta * C. Under
- * --precision bf16 (node n's bf16) rm_gemm_bf16 on the operands' dtypes;
- * else rm_sgemm (every operand F32). */
-void rm_op_gemm(const rm_node *n, int transA, int transB, int M, int N, int K, float alpha, const void *A,
+ * --precision bf16 (c->node->bf16) rm_gemm_bf16 on the operands' dtypes,
+ * with c->mm; else rm_sgemm (every operand F32). */
+void rm_op_gemm(const rm_kernel_ctx *c, int transA, int transB, int M, int N, int K, float alpha, const void *A,
                 rm_dtype at, int lda, const void *B, rm_dtype bt, int ldb, float beta, void *C, rm_dtype ct, int ldc);
 /* The same with a weight W kept as wt (F32, or a frozen BF16/F16):
  * C = alpha * A op(W) + beta * C. bf16: rm_gemm_bf16 reads W as it is
  * (a bf16 base directly); fp32: rm_gemm_w, which widens a 2-byte W into
  * scratch. */
-void rm_op_gemm_w(const rm_node *n, int transW, int M, int N, int K, float alpha, const void *A, rm_dtype at, int lda,
-                  const void *W, rm_dtype wt, int ldw, float beta, void *C, rm_dtype ct, int ldc, float *scratch);
+void rm_op_gemm_w(const rm_kernel_ctx *c, int transW, int M, int N, int K, float alpha, const void *A, rm_dtype at,
+                  int lda, const void *W, rm_dtype wt, int ldw, float beta, void *C, rm_dtype ct, int ldc,
+                  float *scratch);
 
 /* ops/registry.c: the definition of an op kind (NULL out of range). */
 const rm_op_def *rm_op_get(rm_op_kind k);
+/* The workspace of node n's forward (0) or backward (1): the op's, after
+ * the scratch of its bf16 products when n->bf16 (rm_gemm_bf16_scratch;
+ * the executor hands the kernels both). Planners and programs count this. */
+size_t rm_node_workspace(const rm_node *n, const rm_value *vals, int backward, int threads);
+/* The longest side (M, N or K) any product of node n may have: its
+ * values' dimensions and row counts, the largest (sizes its scratch). */
+int64_t rm_node_mm_dim(const rm_node *n, const rm_value *vals);
 /* What the backward of node n reads (after autodiff): bwd_reads, or the
  * op's bwd_reads_of for this node. */
 unsigned rm_node_bwd_reads(const rm_node *n, const rm_value *vals);
@@ -174,6 +183,7 @@ typedef struct rm_attn_head {
     int bf16;
     rm_dtype qt, kt, vt, pt, ot;
     float *s;
+    rm_mm_scratch mm; /* the products' scratch (the kernel context's) */
 } rm_attn_head;
 /* The forward's scratch of one thread under bf16 (0 in fp32). */
 static inline size_t rm_attn_head_scratch(const rm_node *n, int64_t Tk) {

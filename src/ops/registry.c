@@ -35,3 +35,21 @@ unsigned rm_node_bwd_reads(const rm_node *n, const rm_value *vals) {
     const rm_op_def *d = rm_op_get(n->op);
     return d->bwd_reads_of ? d->bwd_reads_of(n, vals) : d->bwd_reads;
 }
+
+int64_t rm_node_mm_dim(const rm_node *n, const rm_value *vals) {
+    int64_t d = 1;
+    for (int i = 0; i < n->n_in + n->n_out; i++) {
+        const int v = i < n->n_in ? n->in[i] : n->out[i - n->n_in];
+        if (v < 0 || vals[v].ndim < 1) continue;
+        if (rm_rows(&vals[v]) > d) d = rm_rows(&vals[v]);
+        for (int k = 0; k < vals[v].ndim; k++)
+            if (vals[v].shape[k] > d) d = vals[v].shape[k];
+    }
+    return d;
+}
+
+size_t rm_node_workspace(const rm_node *n, const rm_value *vals, int backward, int threads) {
+    const rm_op_def *d = rm_op_get(n->op);
+    const size_t ws = d->workspace ? d->workspace(n, vals, backward, threads) : 0;
+    return ws + (n->bf16 ? rm_gemm_bf16_scratch(threads, rm_node_mm_dim(n, vals)) : 0);
+}

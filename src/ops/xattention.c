@@ -98,7 +98,7 @@ static rm_attn_head head_of(const rm_kernel_ctx *c, int bh, float *s) {
                           .p = rm_act_at(c->out[1], pt, (int64_t)bh * Tq * Tk), .o = rm_act_at(c->out[0], ot, qo),
                           .ldo = C, .Tq = Tq, .Tk = Tk, .hd = hd, .causal = c->node->iarg[1],
                           .scale = 1.0f / sqrtf((float)hd), .mask = mask ? mask + (size_t)b * Tk : NULL,
-                          .bf16 = c->node->bf16, .qt = qt, .kt = kt, .vt = vt, .pt = pt, .ot = ot, .s = s};
+                          .bf16 = c->node->bf16, .mm = c->mm, .qt = qt, .kt = kt, .vt = vt, .pt = pt, .ot = ot, .s = s};
 }
 
 /* q is (B,Tq,C), k and v are (B,Tk,Ckv), mask is (B,Tk) i32 or absent;

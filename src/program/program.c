@@ -318,13 +318,12 @@ static rm_status add_instr(builder *b, const rm_sched_item *it, int threads) {
     for (int j = 0; j < RM_MAX_OUT; j++) ins->out_buf[j] = ins->dout_buf[j] = -1;
     if (!rm_instr_runs_node(it->kind)) return add_page_instr(b, it, ins);
     const rm_node *nd = &b->g->nodes[it->node];
-    const rm_op_def *op = rm_op_get(nd->op);
     int backward = it->kind == RM_INSTR_BACKWARD;
     rm_status rc = read_inputs(b, nd, ins, backward);
     if (rc == RM_OK && backward) rc = read_outputs_and_grads(b, nd, ins);
     if (rc == RM_OK) rc = backward ? write_input_grads(b, nd, ins) : define_outputs(b, nd, ins);
     if (rc != RM_OK) return rc;
-    size_t ws = op->workspace ? op->workspace(nd, b->g->vals, backward, threads) : 0;
+    size_t ws = rm_node_workspace(nd, b->g->vals, backward, threads);
     if (ws) {
         ins->work_buf = new_buf(b->p, -1, ws, b->p->n_instrs);
         if (ins->work_buf < 0) return fail(b, RM_ERR_NOMEM, "out of memory building the step program");

@@ -15,12 +15,12 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
+#include <sys/resource.h>
+#include <unistd.h>
 #ifdef REMAT_HAVE_BLAS
 #include <cblas.h>
 #include <dlfcn.h>
 #include <pthread.h>
-#include <sys/resource.h>
-#include <unistd.h>
 
 static __typeof__(&cblas_sgemm) blas_sgemm;
 static __typeof__(&openblas_set_num_threads) blas_set_threads;
@@ -29,20 +29,11 @@ static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
 /* Whether OpenBLAS's start-up buffers (128 MiB for each thread and one more)
  * fit under RLIMIT_AS beside what the process maps already. */
 static int blas_fits_address_space(void) {
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return 1;
-    unsigned long long mapped = 0, pages;
-    FILE *f = fopen("/proc/self/statm", "r");
-    if (f) {
-        if (fscanf(f, "%llu", &pages) == 1) mapped = pages * (unsigned long long)sysconf(_SC_PAGESIZE);
-        fclose(f);
-    }
     int threads = 1;
 #ifdef _OPENMP
     threads = omp_get_max_threads() > omp_get_num_procs() ? omp_get_max_threads() : omp_get_num_procs();
 #endif
-    unsigned long long need = (unsigned long long)(threads + 1) * (128ull << 20);
-    return mapped + need <= (unsigned long long)rl.rlim_cur;
+    return rm_address_space_room((unsigned long long)(threads + 1) * (128ull << 20));
 }
 
 static void blas_load(void) {
@@ -60,6 +51,18 @@ static int blas_ready(void) {
     return blas_sgemm != NULL;
 }
 #endif
+
+int rm_address_space_room(unsigned long long need) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return 1;
+    unsigned long long mapped = 0, pages;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f) {
+        if (fscanf(f, "%llu", &pages) == 1) mapped = pages * (unsigned long long)sysconf(_SC_PAGESIZE);
+        fclose(f);
+    }
+    return mapped + need <= (unsigned long long)rl.rlim_cur;
+}
 
 int rm_gemm_has_blas(void) {
 #ifdef REMAT_HAVE_BLAS

@@ -1,285 +1,346 @@
 /* gemm_bf16.c: the matrix product of --precision bf16 (rm_options.precision):
- * bfloat16 inputs, fp32 sums, as PyTorch's CPU autocast runs a matmul.
  *
- *   C = alpha * bf16(op(A)) bf16(op(B)) + beta * C
+ *   C = alpha * op(A) op(B) + beta * C,   bf16 inputs, fp32 sums
  *
- * Each operand is read as bf16: a BF16 tensor as it is, an F32 (or F16)
- * one rounded to nearest even as it is packed (an fp32 master weight, a
- * gradient), so no bf16 copy of anything is kept. The product of two bf16
- * is exact in fp32, and the sums are fp32 in a fixed order (k blocks in
- * order, pairs of k in order), the same at any thread count. C is F32, or
- * BF16: rounded once, after the whole sum.
+ * as PyTorch's CPU autocast runs a matmul. A and B are F32, BF16 or F16; C
+ * is F32, or BF16 (rounded once, after the whole sum). One of these paths,
+ * chosen once per process from what is there, never from a timing (two
+ * runs of one program on one machine take the same path, so the same bits):
+ *  - "onednn": oneDNN's brgemm matmul (onednn.c), where its bf16 matmul is
+ *    one (avx512_core_bf16, AMX). Operands are rounded to bf16 as they are
+ *    packed into the blocks it reads (no bf16 copy of a weight is kept).
+ *  - "sgemm": where it is not (AVX2; AVX-512 without bf16, where oneDNN 2.x
+ *    emulates bf16 slower than fp32) and OpenBLAS is loaded: a BF16 or F16
+ *    operand is widened to fp32 (exactly) a block at a time and OpenBLAS's
+ *    sgemm multiplies; an F32 operand (a weight, a gradient) is read in
+ *    place, unrounded: fp32's speed, bf16's activation bytes.
+ *  - "avx512_bf16", "portable": remat's own kernel (gemm_bf16_own.c), with
+ *    neither library: AVX512-BF16 where the processor has it.
+ * REMAT_BF16_KERNEL=<one of those> picks a path where it is available
+ * (benchmarks); rm_gemm_bf16_force does the same for tests.
  *
- * Blocking as rm_gemm_fallback's: C in tiles of MC x NC, each tile owned by
- * one thread; for each block of KC k's, the tile's rows of op(A) and
- * columns of op(B) are packed on the thread's stack as pairs of bf16 (k,
- * k+1) in one 32-bit word. That is the layout of AVX512-BF16's VDPBF16PS,
- * which multiplies 16 such pairs by a broadcast pair and adds both products
- * into 16 fp32 sums: twice an fp32 FMA's work per instruction. Where the
- * processor has it (detected at run time, and checked once against the
- * portable kernel), micro-tiles of MR x NR run on it; elsewhere the same
- * packed panels go through a portable micro-kernel (GCC vector extensions):
- * correct, about half the speed of OpenBLAS's sgemm on AVX2 (docs/PERFORMANCE.md). */
+ * Every path computes C in tiles, each tile on one thread, its sum over k
+ * in blocks in order, each block on that thread alone (a oneDNN primitive
+ * made for one thread; OpenBLAS inside remat's parallel region, or with one
+ * thread): every sum's order follows from the shapes, so the bits are the
+ * same at any thread count, in a recompute and under any strategy.
+ *
+ * Scratch: a thread running tiles uses one slot of the caller's scratch
+ * (rm_mm_scratch, planned in the arena with the node's workspace): its
+ * tile's fp32 sums, a block of op(A), the blocks of op(B) for the tile's
+ * columns (kept while its next tile has the same columns), oneDNN's
+ * scratchpad. Without scratch the own kernel runs, its panels on the stack. */
+#include "util/gemm_bf16_own.h"
 #include "util/half.h"
-#include "util/util.h"
-#include <math.h>
+#include "util/onednn.h"
 #include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define RM_HAVE_AVX512BF16_KERNEL 1
-#endif
 
-enum { MR = 8, NR = 32, MC = 128, NC = 128, KC = 256, KP = KC / 2 };
+typedef rm_bf16_operand operand;
 
-/* ---- packing ------------------------------------------------------------- */
+enum { DT = 128, DK = 256 }; /* oneDNN's largest block: m, n <= 128, k <= 256 */
+#define B_MOST ((size_t)1 << 20) /* the most op(B) a slot keeps */
 
-/* op(X) seen as (rows, cols): element (i, k) at p[i*ld + k], or p[k*ld + i]
- * when trans. */
-typedef struct operand {
-    const void *p;
-    rm_dtype t;
-    int ld, trans, rows, cols;
-} operand;
+/* A slot for products of sides <= dim (M, N, K). oneDNN: its tile's sums
+ * (t x t fp32), a block of op(A) (t x kt bf16), the blocks of op(B) for a
+ * tile column (at least one block), its scratchpad. The sgemm path, on
+ * tiles of ts (256 from dim 512 on: OpenBLAS repacks its operands at each
+ * call), uses the same bytes: sums (BF16 C only), op(A) and op(B) widened
+ * ts x ts at a time. Each part a multiple of 64 bytes. */
+typedef struct layout { size_t acc, a, b, bytes, ts; } layout;
 
-/* n elements from src + off, stride apart, as bf16 bits into dst (one
- * switch per run, not per element: the loops vectorise) */
-static void to_bf16(const operand *x, size_t off, size_t stride, int n, uint16_t *dst) {
-    if (x->t == RM_DTYPE_BF16) {
-        const uint16_t *s = (const uint16_t *)x->p + off;
-        for (int e = 0; e < n; e++) dst[e] = s[(size_t)e * stride];
-    } else if (x->t == RM_DTYPE_F16) {
-        const uint16_t *s = (const uint16_t *)x->p + off;
-        for (int e = 0; e < n; e++) dst[e] = rm_f32_to_bf16(rm_f16_to_f32(s[(size_t)e * stride]));
-    } else {
-        const float *s = (const float *)x->p + off;
-        for (int e = 0; e < n; e++) dst[e] = rm_f32_to_bf16(s[(size_t)e * stride]);
-    }
+static size_t pow2_at_least(int64_t x, size_t lo, size_t hi) {
+    size_t p = lo;
+    while (p < hi && (int64_t)p < x) p *= 2;
+    return p;
 }
 
-/* Rows [i0, i0 + blk) of op(X), k's [k0, k0 + 2 kp), in groups of R rows:
- * per group g, per pair p, the R rows' pairs (k, k+1) as one word, low
- * half k: out[(g * KP + p) * R + r]. Zero outside op(X), and for the k
- * that pads an odd count. */
-static inline __attribute__((always_inline)) void pack(const operand *x, int i0, int blk, int R, int k0, int kp,
-                                                       uint32_t *out) {
-    uint16_t *o = (uint16_t *)out, run[KC > MC ? (KC > NC ? KC : NC) : (MC > NC ? MC : NC)];
-    const int nr = x->rows - i0 < blk ? x->rows - i0 : blk, nk = x->cols - k0 < 2 * kp ? x->cols - k0 : 2 * kp;
-    if (nr < blk || nk < 2 * kp) memset(out, 0, (size_t)(blk / R) * KP * R * sizeof *out);
-    if (!x->trans) { /* a row of op(X) is contiguous over k */
-        for (int i = 0; i < nr; i++) {
-            to_bf16(x, (size_t)(i0 + i) * (size_t)x->ld + (size_t)k0, 1, nk, run);
-            uint16_t *dst = o + ((size_t)(i / R) * KP * R + (size_t)(i % R)) * 2;
-            for (int p = 0; p < nk / 2; p++) dst[(size_t)p * R * 2] = run[2 * p], dst[(size_t)p * R * 2 + 1] = run[2 * p + 1];
-            if (nk & 1) dst[(size_t)(nk / 2) * R * 2] = run[nk - 1];
-        }
-        return;
-    }
-    for (int k = 0; k < nk; k++) { /* op(X)'s column k is contiguous over i */
-        to_bf16(x, (size_t)(k0 + k) * (size_t)x->ld + (size_t)i0, 1, nr, run);
-        uint16_t *dst = o + ((size_t)(k >> 1) * R) * 2 + (k & 1);
-        for (int g = 0; g * R < nr; g++)
-            for (int r = 0; r < R && g * R + r < nr; r++) dst[((size_t)g * KP * R + (size_t)r) * 2] = run[g * R + r];
-    }
+static size_t most(size_t x, size_t y) { return x > y ? x : y; }
+
+static layout layout_of(int64_t dim) {
+    const size_t t = pow2_at_least(dim, 16, DT), kt = pow2_at_least(dim, 32, DK), d = (size_t)(dim > 0 ? dim : 1);
+    const size_t ts = dim >= 512 ? 256 : t, b = ((d + DK - 1) / DK) * DK * t * 2; /* oneDNN's whole column */
+    layout l = {most(t * t, ts * ts) * 4, most(t * kt * 2, ts * ts * 4), most(b < B_MOST ? b : B_MOST, ts * ts * 4), 0,
+                ts};
+    l.b = most(l.b, kt * t * 2);
+    l.bytes = l.acc + l.a + l.b + RM_DNNL_SCRATCHPAD;
+    return l;
 }
 
-/* ---- micro-kernels: acc (MR x NR, row stride lda) += A pairs . B pairs --- */
-
-typedef float v8f __attribute__((vector_size(32)));
-typedef uint32_t v8u __attribute__((vector_size(32)));
-
-static inline v8f lo_half(v8u w) {
-    v8u s = w << 16;
-    v8f f;
-    memcpy(&f, &s, sizeof f);
-    return f;
+size_t rm_gemm_bf16_scratch(int threads, int64_t dim) {
+    return (size_t)(threads > 0 ? threads : 1) * layout_of(dim).bytes + 64;
 }
 
-static inline v8f hi_half(v8u w) {
-    v8u s = w & 0xffff0000u;
-    v8f f;
-    memcpy(&f, &s, sizeof f);
-    return f;
+typedef struct slot {
+    float *acc;
+    void *a, *b, *pad;
+    size_t b_bytes;
+    int ts; /* the sgemm path's tiles */
+} slot;
+
+static slot slot_at(const rm_mm_scratch *mm, int i) {
+    const layout l = layout_of(mm->dim);
+    char *base = (char *)(((uintptr_t)mm->p + 63) & ~(uintptr_t)63) + (size_t)i * l.bytes;
+    return (slot){(float *)base, base + l.acc, base + l.acc + l.a, base + l.acc + l.a + l.b, l.b, (int)l.ts};
 }
 
-/* One product of two bf16 is exact in fp32, so t + a*b rounds once with or
- * without a fused multiply-add: the same bits either way, and contracting
- * (FMA where the processor has it) is safe here. */
-__attribute__((optimize("fp-contract=fast"))) static void micro_portable(int kp, const uint32_t *a, const uint32_t *b, float *acc, int lda) {
-    for (int r0 = 0; r0 < MR; r0 += 4)
-        for (int c0 = 0; c0 < NR; c0 += 16) {
-            v8f t[4][2];
-            memset(t, 0, sizeof t);
-            for (int p = 0; p < kp; p++) {
-                v8u w0, w1;
-                memcpy(&w0, b + (size_t)p * NR + c0, sizeof w0);
-                memcpy(&w1, b + (size_t)p * NR + c0 + 8, sizeof w1);
-                const v8f b00 = lo_half(w0), b01 = hi_half(w0), b10 = lo_half(w1), b11 = hi_half(w1);
-#pragma GCC unroll 4
-                for (int r = 0; r < 4; r++) { /* unrolled: t stays in registers */
-                    const uint32_t pr = a[(size_t)p * MR + r0 + r];
-                    const v8u wv = {pr, pr, pr, pr, pr, pr, pr, pr}; /* one broadcast, then both halves */
-                    const v8f a0 = lo_half(wv), a1 = hi_half(wv);
-                    t[r][0] += a0 * b00;
-                    t[r][0] += a1 * b01;
-                    t[r][1] += a0 * b10;
-                    t[r][1] += a1 * b11;
-                }
-            }
-            for (int r = 0; r < 4; r++)
-                for (int j = 0; j < 8; j++) {
-                    acc[(size_t)(r0 + r) * lda + c0 + j] += t[r][0][j];
-                    acc[(size_t)(r0 + r) * lda + c0 + 8 + j] += t[r][1][j];
-                }
-        }
+/* ---- choosing the path --------------------------------------------------------- */
+
+enum { P_ONEDNN, P_SGEMM, P_AVX512, P_PORTABLE, P_COUNT };
+static const char *const path_names[P_COUNT] = {"onednn", "sgemm", "avx512_bf16", "portable"};
+static int path = P_PORTABLE, chosen = P_PORTABLE;
+static char note[320];
+static pthread_once_t path_once = PTHREAD_ONCE_INIT;
+
+static int available(int p) {
+    if (p == P_ONEDNN) return rm_dnnl_ready();
+    if (p == P_SGEMM) return rm_gemm_has_blas();
+    return p == P_AVX512 ? rm_bf16_own_avx512() : 1;
 }
 
-#ifdef RM_HAVE_AVX512BF16_KERNEL
-/* VDPBF16PS: lane j += a.lo * b[j].lo + a.hi * b[j].hi, for 16 columns. */
-__attribute__((target("avx512f,avx512bf16"))) static void micro_avx512(int kp, const uint32_t *a, const uint32_t *b,
-                                                                        float *acc, int lda) {
-    __m512 c[MR][2];
-    for (int r = 0; r < MR; r++) c[r][0] = c[r][1] = _mm512_setzero_ps();
-    for (int p = 0; p < kp; p++) {
-        const __m512bh b0 = (__m512bh)_mm512_loadu_si512(b + (size_t)p * NR);
-        const __m512bh b1 = (__m512bh)_mm512_loadu_si512(b + (size_t)p * NR + 16);
-        for (int r = 0; r < MR; r++) {
-            const __m512bh av = (__m512bh)_mm512_set1_epi32((int)a[(size_t)p * MR + r]);
-            c[r][0] = _mm512_dpbf16_ps(c[r][0], av, b0);
-            c[r][1] = _mm512_dpbf16_ps(c[r][1], av, b1);
-        }
-    }
-    for (int r = 0; r < MR; r++) {
-        float *row = acc + (size_t)r * lda;
-        _mm512_storeu_ps(row, _mm512_add_ps(_mm512_loadu_ps(row), c[r][0]));
-        _mm512_storeu_ps(row + 16, _mm512_add_ps(_mm512_loadu_ps(row + 16), c[r][1]));
-    }
-}
-#endif
-
-/* ---- choosing the micro-kernel --------------------------------------------- */
-
-typedef void (*micro_fn)(int kp, const uint32_t *a, const uint32_t *b, float *acc, int lda);
-static micro_fn micro = micro_portable;
-static int forced_portable; /* rm_gemm_bf16_force_portable (tests, benchmarks) */
-static char kernel_note[160] = "";
-static pthread_once_t kernel_once = PTHREAD_ONCE_INIT;
-
-/* A fixed micro-tile through both kernels: each sum is of 2 * P exact
- * products, so the two may differ only by the rounding of the running sums
- * (each within an ulp of the sum of |terms|, mag: the same panels with
- * their signs cleared). */
-static int kernels_agree(micro_fn fast) {
-    enum { P = 37 };
-    uint32_t a[P * MR], b[P * NR], aa[P * MR], ab[P * NR];
-    float want[MR * NR], got[MR * NR], mag[MR * NR];
-    uint32_t seed = 12345u;
-    for (int i = 0; i < P * MR + P * NR; i++) {
-        seed = seed * 1664525u + 1013904223u;
-        const float x = (float)(seed >> 8) / 8388608.0f - 1.0f, y = (float)(seed & 0xffu) / 64.0f - 2.0f;
-        const uint32_t w = rm_f32_to_bf16(x) | (uint32_t)rm_f32_to_bf16(y) << 16;
-        if (i < P * MR) a[i] = w;
-        else b[i - P * MR] = w;
-    }
-    for (int i = 0; i < P * MR; i++) aa[i] = a[i] & 0x7fff7fffu;
-    for (int i = 0; i < P * NR; i++) ab[i] = b[i] & 0x7fff7fffu;
-    memset(want, 0, sizeof want);
-    memset(got, 0, sizeof got);
-    memset(mag, 0, sizeof mag);
-    micro_portable(P, a, b, want, NR);
-    micro_portable(P, aa, ab, mag, NR);
-    fast(P, a, b, got, NR);
-    for (int i = 0; i < MR * NR; i++)
-        if (!(fabsf(got[i] - want[i]) <= 2 * P * 1.2e-7f * mag[i] + 1e-30f)) return 0;
-    return 1;
+static void word_note(int p) {
+    const char *why = rm_dnnl_status();
+    if (p == P_SGEMM)
+        snprintf(note, sizeof note, "bf16: %s; bf16 products widen bf16 operands to fp32 for OpenBLAS's sgemm "
+                 "(fp32's speed, bf16's activation bytes)", why);
+    else if (p == P_AVX512)
+        snprintf(note, sizeof note, "bf16: %s, and OpenBLAS is not loaded; bf16 products run on remat's "
+                 "AVX512-BF16 kernel", why);
+    else if (p == P_PORTABLE)
+        snprintf(note, sizeof note, "bf16: %s, and OpenBLAS is not loaded; bf16 products run on remat's portable "
+                 "kernel (correct, slower than fp32)", why);
+    else
+        note[0] = 0;
 }
 
-static void choose_kernel(void) {
-#ifdef RM_HAVE_AVX512BF16_KERNEL
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512bf16")) {
-        if (kernels_agree(micro_avx512)) {
-            micro = micro_avx512;
-            return;
-        }
-        snprintf(kernel_note, sizeof kernel_note, "bf16: the AVX512-BF16 kernel failed its self-check on this "
-                 "processor; bf16 products use the portable kernel (correct, slower)");
-        return;
-    }
-#endif
-    snprintf(kernel_note, sizeof kernel_note, "bf16: this processor has no AVX512-BF16; bf16 products use the "
-             "portable kernel (correct, slower than fp32)");
+static void choose(void) {
+    int p = 0;
+    while (!available(p)) p++; /* the portable kernel always is */
+    const char *want = getenv("REMAT_BF16_KERNEL");
+    for (int q = 0; want && q < P_COUNT; q++)
+        if (!strcmp(want, path_names[q]) && available(q)) p = q;
+    path = chosen = p;
+    word_note(p);
 }
 
 const char *rm_bf16_kernel(void) {
-    pthread_once(&kernel_once, choose_kernel);
-    return micro != micro_portable && !forced_portable ? "avx512_bf16" : "portable";
+    pthread_once(&path_once, choose);
+    return path_names[path];
 }
 
 const char *rm_bf16_note(void) {
-    pthread_once(&kernel_once, choose_kernel);
-    return kernel_note;
+    pthread_once(&path_once, choose);
+    return note;
 }
 
-void rm_gemm_bf16_force_portable(int on) { forced_portable = on; }
+void rm_gemm_bf16_prepare(void) { pthread_once(&path_once, choose); }
 
-int rm_gemm_bf16_selfcheck(void) {
-    pthread_once(&kernel_once, choose_kernel);
-    return kernels_agree(micro);
-}
-
-/* ---- the product ------------------------------------------------------------ */
-
-/* C tile rows [i0, i0+mc) x cols [j0, j0+nc) from its fp32 sums. */
-static void write_tile(const float *acc, int mc, int nc, float alpha, float beta, void *C, rm_dtype ct, int ldc,
-                       int i0, int j0) {
-    for (int i = 0; i < mc; i++) {
-        const float *s = acc + (size_t)i * NC;
-        const size_t at = (size_t)(i0 + i) * (size_t)ldc + (size_t)j0;
-        if (ct == RM_DTYPE_BF16) {
-            uint16_t *c = (uint16_t *)C + at;
-            for (int j = 0; j < nc; j++)
-                c[j] = rm_f32_to_bf16(beta == 0.0f ? alpha * s[j] : alpha * s[j] + beta * rm_bf16_to_f32(c[j]));
-        } else {
-            float *c = (float *)C + at;
-            if (beta == 0.0f) /* beta 0 must not propagate NaN from old C */
-                for (int j = 0; j < nc; j++) c[j] = alpha * s[j];
-            else
-                for (int j = 0; j < nc; j++) c[j] = alpha * s[j] + beta * c[j];
+int rm_gemm_bf16_force(const char *kernel) {
+    pthread_once(&path_once, choose);
+    for (int q = 0; q < P_COUNT; q++)
+        if (kernel && !strcmp(kernel, path_names[q])) {
+            if (!available(q)) return 0;
+            path = q;
+            return 1;
         }
+    path = chosen;
+    return kernel == NULL;
+}
+
+/* ---- the oneDNN path ------------------------------------------------------------ */
+
+/* The index of the smallest block side >= x: 16 << i for m and n, 32 << i for k. */
+static int side(int x) { return x <= 16 ? 0 : x <= 32 ? 1 : x <= 64 ? 2 : 3; }
+static int kside(int x) { return x <= 32 ? 0 : x <= 64 ? 1 : x <= 128 ? 2 : 3; }
+
+/* acc (m x n) += a b by hand, should oneDNN fail a call: a row-major (row
+ * stride k), b in BA16a{R}b2a; the sum in k's order. */
+static void block_by_hand(int m, int n, int k, const uint16_t *a, const uint16_t *b, float *acc) {
+    const int R = n < 64 ? n : 64;
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            float s = 0.0f;
+            for (int q = 0; q < k; q++)
+                s += rm_bf16_to_f32(a[(size_t)i * k + q]) *
+                     rm_bf16_to_f32(b[((size_t)(j / R) * k + (size_t)(q & ~1)) * R + (size_t)(j % R) * 2 + (q & 1)]);
+            acc[(size_t)i * n + j] += s;
+        }
+}
+
+typedef struct job {
+    const operand *a, *bt;
+    float alpha, beta;
+    void *C;
+    rm_dtype ct;
+    int ldc, mt, nt; /* tiles down and across */
+} job;
+
+/* k block kb of op(A)'s rows [i0, i0 + tm) (row-major), or of op(B)'s
+ * columns [j0, j0 + tn) (BA16a{R}b2a), into dst: as oneDNN reads them */
+static const uint16_t *pack_a(const operand *a, int i0, int tm, int kb, uint16_t *dst) {
+    const int k0 = kb * DK, tk = 32 << kside(a->cols - k0 < DK ? a->cols - k0 : DK);
+    rm_bf16_pack(a, i0, tm, 1, k0, tk / 2, tk / 2, (uint32_t *)dst);
+    return dst;
+}
+
+static const uint16_t *pack_b(const operand *bt, int j0, int tn, int kb, uint16_t *dst) {
+    const int k0 = kb * DK, tk = 32 << kside(bt->cols - k0 < DK ? bt->cols - k0 : DK);
+    rm_bf16_pack(bt, j0, tn, tn < 64 ? tn : 64, k0, tk / 2, tk / 2, (uint32_t *)dst);
+    return dst;
+}
+
+/* Tiles [t0, t1) on one thread. The operand dearer to pack (op(A) when
+ * transposed, else op(B)) has its blocks for a tile's rows (columns) kept
+ * in s->b while the next tile shares them: tiles go row by row (column by
+ * column). The other operand's block is packed for each tile into s->a. */
+static void dnnl_tiles(const job *jb, const slot *s, int t0, int t1) {
+    const operand *a = jb->a, *bt = jb->bt;
+    const int M = a->rows, N = bt->rows, K = a->cols, nkb = (K + DK - 1) / DK, by_rows = a->trans;
+    uint16_t *keep_at = s->b, *each_at = s->a;
+    int cached = -1; /* the row (column) of tiles whose blocks are in s->b */
+    for (int t = t0; t < t1; t++) {
+        const int it = by_rows ? t / jb->nt : t % jb->mt, jt = by_rows ? t % jb->nt : t / jb->mt;
+        const int i0 = it * DT, j0 = jt * DT, mc = M - i0 < DT ? M - i0 : DT, nc = N - j0 < DT ? N - j0 : DT;
+        const int mi = side(mc), ni = side(nc), tm = 16 << mi, tn = 16 << ni, key = by_rows ? it : jt;
+        const size_t blk = (size_t)DK * (by_rows ? tm : tn); /* halfwords of a kept block */
+        const int keep = (size_t)nkb * blk * 2 <= s->b_bytes;
+        for (int kb = 0; keep && cached != key && kb < nkb; kb++)
+            by_rows ? pack_a(a, i0, tm, kb, keep_at + kb * blk) : pack_b(bt, j0, tn, kb, keep_at + kb * blk);
+        cached = keep ? key : -1;
+        memset(s->acc, 0, (size_t)tm * tn * sizeof(float));
+        for (int kb = 0; kb < nkb; kb++) {
+            const int ki = kside(K - kb * DK < DK ? K - kb * DK : DK);
+            const uint16_t *kept = keep ? keep_at + kb * blk
+                                        : by_rows ? pack_a(a, i0, tm, kb, keep_at) : pack_b(bt, j0, tn, kb, keep_at);
+            const uint16_t *ab = by_rows ? kept : pack_a(a, i0, tm, kb, each_at);
+            const uint16_t *bb = by_rows ? pack_b(bt, j0, tn, kb, each_at) : kept;
+            if (!rm_dnnl_block(mi, ni, ki, ab, bb, s->acc, s->pad))
+                block_by_hand(tm, tn, 32 << ki, ab, bb, s->acc);
+        }
+        rm_bf16_write_tile(s->acc, tn, mc, nc, jb->alpha, jb->beta, jb->C, jb->ct, jb->ldc, i0, j0);
     }
 }
 
-static void tile(const operand *a, const operand *bt, int K, micro_fn mk, int i0, int j0, float alpha, float beta,
-                 void *C, rm_dtype ct, int ldc) {
-    uint32_t pa[(MC / MR) * KP * MR], pb[(NC / NR) * KP * NR];
-    float acc[MC * NC];
-    const int mc = a->rows - i0 < MC ? a->rows - i0 : MC, nc = bt->rows - j0 < NC ? bt->rows - j0 : NC;
-    memset(acc, 0, sizeof acc);
-    for (int k0 = 0; k0 < K; k0 += KC) {
-        const int kp = ((K - k0 < KC ? K - k0 : KC) + 1) / 2;
-        pack(a, i0, MC, MR, k0, kp, pa);
-        pack(bt, j0, NC, NR, k0, kp, pb);
-        for (int g = 0; g * MR < mc; g++)
-            for (int h = 0; h * NR < nc; h++)
-                mk(kp, pa + (size_t)g * KP * MR, pb + (size_t)h * KP * NR, acc + (size_t)g * MR * NC + h * NR, NC);
+/* ---- the sgemm path --------------------------------------------------------------- */
+
+/* Rows [r0, r0 + nr), k's [k0, k0 + nk) of op(X) as fp32 for sgemm: in
+ * place when F32, else widened into dst in X's own orientation. *ld gets
+ * the leading dimension. */
+static const float *fp32_block(const operand *x, int r0, int nr, int k0, int nk, float *dst, int *ld) {
+    const size_t at = x->trans ? (size_t)k0 * x->ld + r0 : (size_t)r0 * x->ld + k0;
+    if (x->t == RM_DTYPE_F32) {
+        *ld = x->ld;
+        return (const float *)x->p + at;
     }
-    write_tile(acc, mc, nc, alpha, beta, C, ct, ldc, i0, j0);
+    const uint16_t *src = (const uint16_t *)x->p + at;
+    const int rows = x->trans ? nk : nr, cols = x->trans ? nr : nk, bf = x->t == RM_DTYPE_BF16;
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < cols; j++) {
+            const uint16_t h = src[(size_t)i * x->ld + j];
+            dst[(size_t)i * cols + j] = bf ? rm_bf16_to_f32(h) : rm_f16_to_f32(h);
+        }
+    *ld = cols;
+    return dst;
 }
+
+/* C's tile = beta C's tile, for K = 0 (beta 0 does not keep a NaN) */
+static void scale_tile(float *c, int ldc, int mc, int nc, float beta) {
+    for (int i = 0; i < mc; i++)
+        for (int j = 0; j < nc; j++) c[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[(size_t)i * ldc + j];
+}
+
+/* An F32 C is summed into in place (the first block scales it by beta);
+ * a BF16 C gets the tile's sums, rounded once at the end. */
+static void sgemm_tiles(const job *jb, const slot *s, int t0, int t1) {
+    const operand *a = jb->a, *bt = jb->bt;
+    const int M = a->rows, N = bt->rows, K = a->cols, ts = s->ts, direct = jb->ct == RM_DTYPE_F32;
+    int cached = -1; /* the tile column widened whole into s->b */
+    for (int t = t0; t < t1; t++) {
+        const int i0 = t % jb->mt * ts, jt = t / jb->mt, j0 = jt * ts;
+        const int mc = M - i0 < ts ? M - i0 : ts, nc = N - j0 < ts ? N - j0 : ts;
+        float *c = direct ? (float *)jb->C + (size_t)i0 * jb->ldc + j0 : s->acc;
+        const int ldc = direct ? jb->ldc : nc;
+        /* op(B) in place (F32), or its tile column widened once when it fits, else a block at a time */
+        const int f32b = bt->t == RM_DTYPE_F32, whole_b = f32b || (size_t)K * nc * sizeof(float) <= s->b_bytes;
+        const int kb = a->t != RM_DTYPE_F32 || !whole_b ? ts : K; /* k's per sgemm */
+        int ldb = bt->trans ? nc : K, lda = 0;
+        const float *b = s->b;
+        if (whole_b && K > 0 && (f32b || cached != jt)) b = fp32_block(bt, j0, nc, 0, K, s->b, &ldb);
+        cached = whole_b && !f32b ? jt : -1;
+        if (K == 0) scale_tile(c, ldc, mc, nc, direct ? jb->beta : 0.0f);
+        for (int k0 = 0; k0 < K; k0 += kb) {
+            const int kc = K - k0 < kb ? K - k0 : kb;
+            const float *ab = fp32_block(a, i0, mc, k0, kc, s->a, &lda);
+            const float *bb = whole_b ? b + (bt->trans ? (size_t)k0 * ldb : (size_t)k0)
+                                      : fp32_block(bt, j0, nc, k0, kc, s->b, &ldb);
+            rm_sgemm(a->trans, !bt->trans, mc, nc, kc, direct ? jb->alpha : 1.0f, ab, lda, bb, ldb,
+                     k0 ? 1.0f : direct ? jb->beta : 0.0f, c, ldc);
+        }
+        if (!direct) rm_bf16_write_tile(s->acc, nc, mc, nc, jb->alpha, jb->beta, jb->C, jb->ct, jb->ldc, i0, j0);
+    }
+}
+
+/* ---- the product ------------------------------------------------------------------- */
+
+typedef void (*tiles_fn)(const job *jb, const slot *s, int t0, int t1);
+
+/* The tiles split between the threads of one team, one slot each. Inside a
+ * parallel region (attention's heads) all run on the calling thread. With
+ * one thread, oneDNN and OpenBLAS are told so while it runs. */
+static int run_tiles(tiles_fn fn, const job *jb, const rm_mm_scratch *mm) {
+    const int tiles = jb->mt * jb->nt;
+#ifdef _OPENMP
+    if (omp_in_parallel()) {
+        const int tid = omp_get_thread_num();
+        if (tid >= mm->slots) return 0;
+        const slot s = slot_at(mm, tid);
+        fn(jb, &s, 0, tiles);
+        return 1;
+    }
+    const int max = omp_get_max_threads();
+    int team = max < mm->slots ? max : mm->slots;
+    if (team > tiles) team = tiles;
+    if (team > 1) {
+#pragma omp parallel num_threads(team)
+        {
+            const int tid = omp_get_thread_num(), nth = omp_get_num_threads();
+            const slot s = slot_at(mm, tid);
+            fn(jb, &s, (int)((int64_t)tiles * tid / nth), (int)((int64_t)tiles * (tid + 1) / nth));
+        }
+        return 1;
+    }
+    if (max > 1) omp_set_num_threads(1);
+    const slot s = slot_at(mm, 0);
+    fn(jb, &s, 0, tiles);
+    if (max > 1) omp_set_num_threads(max);
+#else
+    const slot s = slot_at(mm, 0);
+    fn(jb, &s, 0, tiles);
+#endif
+    return 1;
+}
+
+static long short_of_scratch; /* products that fell back to the own kernel for want of scratch */
+
+long rm_gemm_bf16_short(void) { return __atomic_load_n(&short_of_scratch, __ATOMIC_RELAXED); }
 
 void rm_gemm_bf16(int transA, int transB, int M, int N, int K, float alpha, const void *A, rm_dtype at, int lda,
-                  const void *B, rm_dtype bt, int ldb, float beta, void *C, rm_dtype ct, int ldc) {
+                  const void *B, rm_dtype bt, int ldb, float beta, void *C, rm_dtype ct, int ldc,
+                  const rm_mm_scratch *mm) {
     if (M <= 0 || N <= 0) return;
-    pthread_once(&kernel_once, choose_kernel);
-    const micro_fn mk = forced_portable ? micro_portable : micro;
+    pthread_once(&path_once, choose);
     /* op(B)^T is (N, K): its element (j, k) is op(B)(k, j) */
     const operand a = {A, at, lda, transA, M, K}, b = {B, bt, ldb, !transB, N, K};
-    const int mt = (M + MC - 1) / MC, nt = (N + NC - 1) / NC;
-#ifdef _OPENMP
-#pragma omp parallel for schedule(static) if (!omp_in_parallel() && mt * nt > 1)
-#endif
-    for (int t = 0; t < mt * nt; t++) tile(&a, &b, K, mk, (t / nt) * MC, (t % nt) * NC, alpha, beta, C, ct, ldc);
+    const int p = path, fits = mm && mm->p && mm->slots > 0 && M <= mm->dim && N <= mm->dim && K <= mm->dim;
+    const int tile = p == P_ONEDNN || !fits ? DT : (int)layout_of(mm->dim).ts;
+    const job jb = {&a, &b, alpha, beta, C, ct, ldc, (M + tile - 1) / tile, (N + tile - 1) / tile};
+    if ((p == P_ONEDNN || p == P_SGEMM) && fits && run_tiles(p == P_ONEDNN ? dnnl_tiles : sgemm_tiles, &jb, mm))
+        return;
+    if (p == P_ONEDNN || p == P_SGEMM) __atomic_fetch_add(&short_of_scratch, 1, __ATOMIC_RELAXED);
+    rm_bf16_own_gemm(p == P_PORTABLE, &a, &b, alpha, beta, C, ct, ldc);
 }

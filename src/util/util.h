@@ -24,18 +24,33 @@ void rm_gemm_fallback(int transA, int transB, int M, int N, int K, float alpha,
 void rm_gemm_w(int transW, int M, int N, int K, float alpha, const float *A, int lda, const void *W, rm_dtype wt,
                int ldw, float beta, float *C, int ldc, float *scratch);
 size_t rm_gemm_w_scratch(int transW, int N, int K);
-/* gemm_bf16.c: C = alpha * bf16(op(A)) bf16(op(B)) + beta * C, the product
- * of --precision bf16: each operand F32, F16 (rounded to bf16 as it is
- * packed) or BF16; fp32 sums in a fixed order (the same at any thread
- * count); C F32 or BF16 (rounded once). AVX512-BF16 where the processor has
- * it, else a portable kernel on the same packed panels. No scratch. */
+/* gemm_bf16.c: C = alpha * op(A) op(B) + beta * C, the product of
+ * --precision bf16: bf16 inputs (oneDNN's brgemm, or remat's own kernel;
+ * on the sgemm path bf16 operands widened, F32 ones as they are), fp32 sums
+ * in an order fixed by the shapes (the same at any thread count). A and B
+ * F32, F16 or BF16; C F32 or BF16 (rounded once). mm: the scratch, one
+ * slot per thread (NULL: the own kernel on the stack). */
+typedef struct rm_mm_scratch {
+    void *p;     /* rm_gemm_bf16_scratch(slots, dim) bytes */
+    int slots;   /* threads that may run tiles at once */
+    int64_t dim; /* no product's M, N or K exceeds it */
+} rm_mm_scratch;
+size_t rm_gemm_bf16_scratch(int threads, int64_t dim);
 void rm_gemm_bf16(int transA, int transB, int M, int N, int K, float alpha, const void *A, rm_dtype at, int lda,
-                  const void *B, rm_dtype bt, int ldb, float beta, void *C, rm_dtype ct, int ldc);
-/* Tests and benchmarks: 1 runs the portable kernel even where AVX512-BF16 is. */
-void rm_gemm_bf16_force_portable(int on);
-/* The start-up check again: 1 when the kernel in use agrees with the
- * portable one on a fixed micro-tile (within the rounding of its sums). */
-int rm_gemm_bf16_selfcheck(void);
+                  const void *B, rm_dtype bt, int ldb, float beta, void *C, rm_dtype ct, int ldc,
+                  const rm_mm_scratch *mm);
+/* Chooses the path (loading oneDNN and OpenBLAS), once: rm_compile calls
+ * it, so no step does. */
+void rm_gemm_bf16_prepare(void);
+/* Tests: how many products ran the own kernel instead of the chosen path
+ * for want of scratch (none should: rm_node_mm_dim bounds every side). */
+long rm_gemm_bf16_short(void);
+/* Tests: run the path named ("onednn", "sgemm", "avx512_bf16",
+ * "portable"); 0 if it is not available here. NULL: the chosen one again. */
+int rm_gemm_bf16_force(const char *kernel);
+/* 1 when `need` more bytes of address space fit under RLIMIT_AS (ulimit -v)
+ * beside what the process maps: OpenBLAS and oneDNN load only then. */
+int rm_address_space_room(unsigned long long need);
 void rm_set_threads(int n);  /* sets OpenMP and BLAS threads */
 int rm_thread_id(void);      /* this thread's index in the parallel region (0 outside one) */
 

@@ -99,12 +99,10 @@ rm_status rm_chain_model_from_graph(const rm_graph *g, const rm_chain *c, const 
             const rm_op_def *op = rm_op_get(nd->op);
             m->uf[s] += op->flops ? op->flops(nd, g->vals, 0) : 0;
             if (nd->needs_grad) m->ub[s] += op->flops ? op->flops(nd, g->vals, 1) : 0;
-            if (op->workspace) {
-                int64_t wf = (int64_t)op->workspace(nd, g->vals, 0, threads);
-                int64_t wb = (int64_t)op->workspace(nd, g->vals, 1, threads);
-                ws_f = wf > ws_f ? wf : ws_f;
-                ws_b = wb > ws_b ? wb : ws_b;
-            }
+            const int64_t wf = (int64_t)rm_node_workspace(nd, g->vals, 0, threads);
+            const int64_t wb = (int64_t)rm_node_workspace(nd, g->vals, 1, threads);
+            ws_f = wf > ws_f ? wf : ws_f;
+            ws_b = wb > ws_b ? wb : ws_b;
             for (int j = 0; j < nd->n_out; j++) {
                 const rm_value *v = &g->vals[nd->out[j]];
                 if (read_by_bwd[nd->out[j]] || nd->out[j] == out) m->ab[s] += aligned(v);

@@ -22,10 +22,8 @@ rm_status rm_gmodel_from_graph(const rm_graph *g, const rm_profile *prof, int th
         m->fwd[n] = prof ? rm_profile_recompute_ms(prof, n) : op->flops ? op->flops(nd, g->vals, 0) : 0;
         m->bwd[n] = op->flops ? op->flops(nd, g->vals, 1) : 0;
         m->has_bwd[n] = (char)nd->needs_grad;
-        if (op->workspace) {
-            m->ws_f[n] = (int64_t)op->workspace(nd, g->vals, 0, threads);
-            m->ws_b[n] = nd->needs_grad ? (int64_t)op->workspace(nd, g->vals, 1, threads) : 0;
-        }
+        m->ws_f[n] = (int64_t)rm_node_workspace(nd, g->vals, 0, threads);
+        m->ws_b[n] = nd->needs_grad ? (int64_t)rm_node_workspace(nd, g->vals, 1, threads) : 0;
         const unsigned reads = rm_node_bwd_reads(nd, g->vals);
         for (int j = 0; j < nd->n_out; j++) {
             const rm_value *v = &g->vals[nd->out[j]];
