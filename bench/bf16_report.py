@@ -51,7 +51,7 @@ for s in ("A", "B"):
         label = {"fp32": "remat fp32", "bf16": "remat bf16 (%s)" % path,
                  "avx2": "remat bf16, AVX2 path forced (ONEDNN_MAX_CPU_ISA=AVX2: sgemm)"}[t]
         print("  %-62s %8.0f  %s  %.1f GFLOP/s" % (label, step[t], runs[t], flops / step[t] / 1e6))
-    print("  %-62s %8.0f  %s" % ("torch %s bf16 autocast (SDPA)" % tj.get("torch", ""), tb,
+    print("  %-62s %8.0f  %s" % ("torch %s bf16 autocast (SDPA)" % tj.get("torch_version", ""), tb,
                                    [round(J("%s/torch_%s_bf16.%d.json" % (out, s, i))["step_ms_median"])
                                     for i in range(reps)]))
     gf = flops / step["bf16"] / 1e6

@@ -103,19 +103,24 @@ static int available(int p) {
     return p == P_AVX512 ? rm_bf16_own_avx512() : 1;
 }
 
-static void word_note(int p) {
-    const char *why = rm_dnnl_status();
-    if (p == P_SGEMM)
-        snprintf(note, sizeof note, "bf16: %s; bf16 products widen bf16 operands to fp32 for OpenBLAS's sgemm "
-                 "(fp32's speed, bf16's activation bytes)", why);
-    else if (p == P_AVX512)
-        snprintf(note, sizeof note, "bf16: %s, and OpenBLAS is not loaded; bf16 products run on remat's "
-                 "AVX512-BF16 kernel", why);
-    else if (p == P_PORTABLE)
-        snprintf(note, sizeof note, "bf16: %s, and OpenBLAS is not loaded; bf16 products run on remat's portable "
-                 "kernel (correct, slower than fp32)", why);
+/* The note: why path p runs (oneDNN's status, OpenBLAS, or the variable
+ * that asked for it) and what it means; "" for oneDNN as chosen. */
+static void word_note(int p, const char *want) {
+    static const char *const what[P_COUNT] = {
+        "bf16 products run on oneDNN's brgemm",
+        "bf16 products widen bf16 operands to fp32 for OpenBLAS's sgemm (fp32's speed, bf16's activation bytes)",
+        "bf16 products run on remat's AVX512-BF16 kernel",
+        "bf16 products run on remat's portable kernel (correct, slower than fp32)"};
+    char why[240];
+    if (want && strcmp(want, path_names[p]))
+        snprintf(why, sizeof why, "REMAT_BF16_KERNEL=%.40s is not a path here (onednn, sgemm, avx512_bf16, portable "
+                 "where available)%s%s", want, p == P_ONEDNN ? "" : "; ", p == P_ONEDNN ? "" : rm_dnnl_status());
+    else if (want)
+        snprintf(why, sizeof why, "REMAT_BF16_KERNEL=%s", want);
     else
-        note[0] = 0;
+        snprintf(why, sizeof why, "%s%s", rm_dnnl_status(), p > P_SGEMM ? ", and OpenBLAS is not loaded" : "");
+    if (p == P_ONEDNN && !want) note[0] = 0;
+    else snprintf(note, sizeof note, "bf16: %s; %s", why, what[p]);
 }
 
 static void choose(void) {
@@ -125,7 +130,7 @@ static void choose(void) {
     for (int q = 0; want && q < P_COUNT; q++)
         if (!strcmp(want, path_names[q]) && available(q)) p = q;
     path = chosen = p;
-    word_note(p);
+    word_note(p, want);
 }
 
 const char *rm_bf16_kernel(void) {
