@@ -4,11 +4,11 @@
  * product of the operands as the path reads them (bf16-rounded; the sgemm
  * path reads F32 operands unrounded): every transpose, operand dtypes
  * F32/BF16/F16, odd sizes (edges of every block and tile, odd K, K above
- * one block), strides, alpha and beta, an F32 or BF16 result. Then the
- * guarantees: the same bits at 1, 2 and 3 threads and inside a parallel
- * region (attention's heads), for each path; the own kernel's start-up
- * check. Tolerance: each output sums K products in fp32, error ~K * 6e-8
- * of the sum of |terms|. */
+ * one block), every pair of dtypes on several tiles each way, strides,
+ * alpha and beta, an F32 or BF16 result. Then the guarantees: the same
+ * bits at 1, 2 and 3 threads and inside a parallel region (attention's
+ * heads), for each path; the own kernel's start-up check. Tolerance: each
+ * output sums K products in fp32, error ~K * 6e-8 of the sum of |terms|. */
 #include "check.h"
 #include "exec/exec.h"
 #include "util/gemm_bf16_own.h"
@@ -98,6 +98,22 @@ static void test_products(const char *path) {
     CHECK(c[0] == 0 && c[3] == 0, "%s: K = 0, beta 0: %g %g", path, (double)c[0], (double)c[3]);
 }
 
+/* Every pair of operand dtypes on products of several tiles down and across:
+ * a widened panel kept for a row (column) of tiles, and (K 1100) one too big
+ * to keep, widened a block at a time. */
+static void test_panels(const char *path) {
+    static const int shapes[][3] = {{300, 520, 200}, {270, 40, 1100}};
+    static const rm_dtype types[] = {RM_DTYPE_F32, RM_DTYPE_BF16, RM_DTYPE_F16};
+    for (int s = 0; s < 2; s++)
+        for (int d = 0; d < 9; d++) {
+            const int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2], ta = d & 1, tb = (d + s) & 1;
+            const rm_dtype at = types[d / 3], bt = types[d % 3], ct = d & 2 ? RM_DTYPE_BF16 : RM_DTYPE_F32;
+            CHECK(check_product(path, ta, tb, M, N, K, at, bt, ct, 1.0f, (float)(d & 1)),
+                  "%s: rm_gemm_bf16 %dx%dx%d ta %d tb %d dtypes %d %d -> %d", path, M, N, K, ta, tb, (int)at, (int)bt,
+                  (int)ct);
+        }
+}
+
 /* One product at 1, 2 and 3 threads, and on each thread of a parallel
  * region (each thread's slot), into c[0..4]: all must be the same bits. */
 static void products_at(int ta, int M, int N, int K, const void *A, const void *B, float *c[5]) {
@@ -145,6 +161,7 @@ int main(void) {
         }
         printf("path %s: products and thread counts\n", paths[p]);
         test_products(paths[p]);
+        test_panels(paths[p]);
         test_threads(paths[p]);
     }
     rm_gemm_bf16_force(NULL);

@@ -27,8 +27,8 @@
  *
  * Scratch: a thread running tiles uses one slot of the caller's scratch
  * (rm_mm_scratch, planned in the arena with the node's workspace): its
- * tile's fp32 sums, a block of op(A), the blocks of op(B) for the tile's
- * columns (kept while its next tile has the same columns), oneDNN's
+ * tile's fp32 sums, a block of one operand, the other's blocks for the
+ * tile's row or column (kept while the next tile shares them), oneDNN's
  * scratchpad. Without scratch the own kernel runs, its panels on the stack. */
 #include "util/gemm_bf16_own.h"
 #include "util/half.h"
@@ -49,9 +49,11 @@ enum { DT = 128, DK = 256 }; /* oneDNN's largest block: m, n <= 128, k <= 256 */
 /* A slot for products of sides <= dim (M, N, K). oneDNN: its tile's sums
  * (t x t fp32), a block of op(A) (t x kt bf16), the blocks of op(B) for a
  * tile column (at least one block), its scratchpad. The sgemm path, on
- * tiles of ts (256 from dim 512 on: OpenBLAS repacks its operands at each
- * call), uses the same bytes: sums (BF16 C only), op(A) and op(B) widened
- * ts x ts at a time. Each part a multiple of 64 bytes. */
+ * tiles of at most ts (256 from dim 512 on: OpenBLAS repacks its operands
+ * at each call), uses the same bytes: sums (BF16 C only), one operand
+ * widened ts x ts at a time, the other's panel for a row (column) of tiles
+ * widened whole when it fits in b, else ts x ts too. Each part a multiple
+ * of 64 bytes. */
 typedef struct layout { size_t acc, a, b, bytes, ts; } layout;
 
 static size_t pow2_at_least(int64_t x, size_t lo, size_t hi) {
@@ -183,6 +185,7 @@ typedef struct job {
     void *C;
     rm_dtype ct;
     int ldc, mt, nt; /* tiles down and across */
+    int tm, tn;      /* the sgemm path's tile sides (its tiles split M and N evenly) */
 } job;
 
 /* k block kb of op(A)'s rows [i0, i0 + tm) (row-major), or of op(B)'s
@@ -259,32 +262,51 @@ static void scale_tile(float *c, int ldc, int mc, int nc, float beta) {
         for (int j = 0; j < nc; j++) c[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[(size_t)i * ldc + j];
 }
 
-/* An F32 C is summed into in place (the first block scales it by beta);
- * a BF16 C gets the tile's sums, rounded once at the end. */
+/* Rows [r0, r0 + rn) of op(X) over all k, as fp32: in place (F32), or
+ * widened into s->b once for the tiles that share them (*cached: the panel
+ * there), or NULL when they do not fit (widened a block at a time then). */
+static const float *kept_panel(const operand *x, int r0, int rn, int key, const slot *s, int *cached, int *ld) {
+    const int K = x->cols;
+    if (x->t != RM_DTYPE_F32 && (size_t)K * rn * sizeof(float) > s->b_bytes) {
+        *cached = -1;
+        return NULL;
+    }
+    if (x->t != RM_DTYPE_F32 && *cached == key) {
+        *ld = x->trans ? rn : K;
+        return s->b;
+    }
+    *cached = x->t != RM_DTYPE_F32 ? key : -1;
+    return K > 0 ? fp32_block(x, r0, rn, 0, K, s->b, ld) : s->b;
+}
+
+/* The operand to widen (op(A) when it is the only one not F32, else op(B))
+ * keeps its panel for a tile row (column) while the next tiles share it:
+ * tiles go row by row (column by column); the other is read in place or
+ * widened a block at a time. An F32 C is summed into in place (the first
+ * block scales it by beta); a BF16 C gets the tile's sums, rounded once. */
 static void sgemm_tiles(const job *jb, const slot *s, int t0, int t1) {
     const operand *a = jb->a, *bt = jb->bt;
-    const int M = a->rows, N = bt->rows, K = a->cols, ts = s->ts, direct = jb->ct == RM_DTYPE_F32;
-    int cached = -1; /* the tile column widened whole into s->b */
+    const int M = a->rows, N = bt->rows, K = a->cols, direct = jb->ct == RM_DTYPE_F32;
+    const int by_rows = a->t != RM_DTYPE_F32 && bt->t == RM_DTYPE_F32;
+    int cached = -1;
     for (int t = t0; t < t1; t++) {
-        const int i0 = t % jb->mt * ts, jt = t / jb->mt, j0 = jt * ts;
-        const int mc = M - i0 < ts ? M - i0 : ts, nc = N - j0 < ts ? N - j0 : ts;
+        const int it = by_rows ? t / jb->nt : t % jb->mt, jt = by_rows ? t % jb->nt : t / jb->mt;
+        const int i0 = it * jb->tm, j0 = jt * jb->tn, mc = M - i0 < jb->tm ? M - i0 : jb->tm;
+        const int nc = N - j0 < jb->tn ? N - j0 : jb->tn, ldc = direct ? jb->ldc : nc;
         float *c = direct ? (float *)jb->C + (size_t)i0 * jb->ldc + j0 : s->acc;
-        const int ldc = direct ? jb->ldc : nc;
-        /* op(B) in place (F32), or its tile column widened once when it fits, else a block at a time */
-        const int f32b = bt->t == RM_DTYPE_F32, whole_b = f32b || (size_t)K * nc * sizeof(float) <= s->b_bytes;
-        const int kb = a->t != RM_DTYPE_F32 || !whole_b ? ts : K; /* k's per sgemm */
-        int ldb = bt->trans ? nc : K, lda = 0;
-        const float *b = s->b;
-        if (whole_b && K > 0 && (f32b || cached != jt)) b = fp32_block(bt, j0, nc, 0, K, s->b, &ldb);
-        cached = whole_b && !f32b ? jt : -1;
+        const operand *kx = by_rows ? a : bt, *ox = by_rows ? bt : a;
+        int ldk = 0, ldo = 0;
+        const float *kp = kept_panel(kx, by_rows ? i0 : j0, by_rows ? mc : nc, by_rows ? it : jt, s, &cached, &ldk);
+        const int kb = ox->t != RM_DTYPE_F32 || !kp ? s->ts : K; /* k's per sgemm */
         if (K == 0) scale_tile(c, ldc, mc, nc, direct ? jb->beta : 0.0f);
         for (int k0 = 0; k0 < K; k0 += kb) {
             const int kc = K - k0 < kb ? K - k0 : kb;
-            const float *ab = fp32_block(a, i0, mc, k0, kc, s->a, &lda);
-            const float *bb = whole_b ? b + (bt->trans ? (size_t)k0 * ldb : (size_t)k0)
-                                      : fp32_block(bt, j0, nc, k0, kc, s->b, &ldb);
-            rm_sgemm(a->trans, !bt->trans, mc, nc, kc, direct ? jb->alpha : 1.0f, ab, lda, bb, ldb,
-                     k0 ? 1.0f : direct ? jb->beta : 0.0f, c, ldc);
+            const float *kk = kp ? kp + (kx->trans ? (size_t)k0 * ldk : (size_t)k0)
+                                 : fp32_block(kx, by_rows ? i0 : j0, by_rows ? mc : nc, k0, kc, s->b, &ldk);
+            const float *oo = fp32_block(ox, by_rows ? j0 : i0, by_rows ? nc : mc, k0, kc, s->a, &ldo);
+            rm_sgemm(a->trans, !bt->trans, mc, nc, kc, direct ? jb->alpha : 1.0f, by_rows ? kk : oo,
+                     by_rows ? ldk : ldo, by_rows ? oo : kk, by_rows ? ldo : ldk, k0 ? 1.0f : direct ? jb->beta : 0.0f,
+                     c, ldc);
         }
         if (!direct) rm_bf16_write_tile(s->acc, nc, mc, nc, jb->alpha, jb->beta, jb->C, jb->ct, jb->ldc, i0, j0);
     }
@@ -342,8 +364,9 @@ void rm_gemm_bf16(int transA, int transB, int M, int N, int K, float alpha, cons
     /* op(B)^T is (N, K): its element (j, k) is op(B)(k, j) */
     const operand a = {A, at, lda, transA, M, K}, b = {B, bt, ldb, !transB, N, K};
     const int p = path, fits = mm && mm->p && mm->slots > 0 && M <= mm->dim && N <= mm->dim && K <= mm->dim;
-    const int tile = p == P_ONEDNN || !fits ? DT : (int)layout_of(mm->dim).ts;
-    const job jb = {&a, &b, alpha, beta, C, ct, ldc, (M + tile - 1) / tile, (N + tile - 1) / tile};
+    const int tile = p == P_ONEDNN || !fits ? DT : (int)layout_of(mm->dim).ts, mt = (M + tile - 1) / tile;
+    const int nt = (N + tile - 1) / tile;
+    const job jb = {&a, &b, alpha, beta, C, ct, ldc, mt, nt, (M + mt - 1) / mt, (N + nt - 1) / nt};
     if ((p == P_ONEDNN || p == P_SGEMM) && fits && run_tiles(p == P_ONEDNN ? dnnl_tiles : sgemm_tiles, &jb, mm))
         return;
     if (p == P_ONEDNN || p == P_SGEMM) __atomic_fetch_add(&short_of_scratch, 1, __ATOMIC_RELAXED);
