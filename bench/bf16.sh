@@ -19,7 +19,9 @@
 #     refuses bf16 as on an AVX2 host and the sgemm path runs: forced, on
 #     this processor) and PyTorch 2.x (TORCH_PYTHON) with bf16 autocast and
 #     F.scaled_dot_product_attention (bench/bench_torch.py); each run 1 +
-#     STEPS (5) steps, its median step; the median over rounds;
+#     STEPS (5) steps, its median step; the median over rounds; and shape A
+#     under one memory budget, half of fp32's store-all (remat fp32, bf16,
+#     bf16 on the AVX2 path), where bf16 keeps more and recomputes less;
 #  3. the exact counts (plan, no timing);
 #  4. LORA=1 (default): the SmolLM2-135M-shape LoRA fine-tune (a random bf16
 #     folder, r 16 on the seven projections, batch 4, context 512): remat
@@ -78,10 +80,15 @@ with open(sys.argv[1], "wb") as f:
     f.write(struct.pack("<3i", 20240520, 1, n) + bytes(1024 - 12))
     f.write(struct.pack("<%dH" % n, *[random.randrange(50257) for _ in range(n)]))
 EOF
-remat() { # shape precision tag round [env...]
+# 3. exact counts (plan, no timing); the budget of the H runs below
+for p in fp32 bf16; do "$REMAT" plan $A --memory-budget 100% --precision "$p" >"$OUT/plan_all_$p.txt"; done
+half=$(sed -n 's/.*(store-all \([0-9.]*\) MiB.*/\1/p' "$OUT/plan_all_fp32.txt" | awk '{ printf "%.0f", $1 * 1048576 / 2 }')
+for p in fp32 bf16; do "$REMAT" plan $A --memory-budget "$half" --precision "$p" >"$OUT/plan_half_$p.txt"; done
+
+remat() { # shape (A, B, or H: A at half of fp32's store-all) precision tag round [env...]
     s=$1 p=$2 tag=$3 i=$4
     shift 4
-    if [ "$s" = A ]; then sh=$A; else sh="$B --data $OUT/tokens_v50257.bin"; fi
+    case $s in A) sh=$A ;; H) sh="$A --memory-budget $half" ;; *) sh="$B --data $OUT/tokens_v50257.bin" ;; esac
     # shellcheck disable=SC2086
     env "$@" "$REMAT" train $sh --steps $((STEPS + 1)) --threads "$THREADS" --precision "$p" --quiet \
         --report "$OUT/remat_${s}_$tag.$i.json" >/dev/null
@@ -101,13 +108,12 @@ while [ "$i" -lt "$REPS" ]; do
         if [ "$AVX2" = 1 ]; then remat "$s" bf16 avx2 "$i" ONEDNN_MAX_CPU_ISA=AVX2; fi
         torch "$s" "$i"
     done
+    say "round $i, shape A at $half bytes"
+    remat H fp32 fp32 "$i"
+    remat H bf16 bf16 "$i"
+    if [ "$AVX2" = 1 ]; then remat H bf16 avx2 "$i" ONEDNN_MAX_CPU_ISA=AVX2; fi
     i=$((i + 1))
 done
-
-# 3. exact counts
-for p in fp32 bf16; do "$REMAT" plan $A --memory-budget 100% --precision "$p" >"$OUT/plan_all_$p.txt"; done
-half=$(sed -n 's/.*(store-all \([0-9.]*\) MiB.*/\1/p' "$OUT/plan_all_fp32.txt" | awk '{ printf "%.0f", $1 * 1048576 / 2 }')
-for p in fp32 bf16; do "$REMAT" plan $A --memory-budget "$half" --precision "$p" >"$OUT/plan_half_$p.txt"; done
 
 # 4. the LoRA fine-tune
 if [ "$LORA" = 1 ] && [ "${SMOKE:-0}" != 1 ]; then

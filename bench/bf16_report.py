@@ -62,6 +62,14 @@ for s in ("A", "B"):
     if avx2:
         target("%s, AVX2 path forced: bf16 / fp32" % name, step["avx2"] / step["fp32"], 1.0)
 
+print("shape A at half of fp32's store-all (one --memory-budget in bytes), medians, ms (rounds):")
+hs = {t: med([J("%s/remat_H_%s.%d.json" % (out, t, i))["step_ms_median"] for i in range(reps)]) for t in tags}
+for t in tags:
+    print("  %-62s %8.0f  %s" % ({"fp32": "remat fp32", "bf16": "remat bf16 (%s)" % path, "avx2":
+                                  "remat bf16, AVX2 path forced"}[t], hs[t],
+                                 [round(J("%s/remat_H_%s.%d.json" % (out, t, i))["step_ms_median"]) for i in range(reps)]))
+if avx2:
+    target("shape A at half of fp32's store-all, AVX2 path forced: bf16 / fp32", hs["avx2"] / hs["fp32"], 1.0)
 num = lambda f, pat: float(re.search(pat, open(f).read()).group(1))
 sa = {p: num("%s/plan_all_%s.txt" % (out, p), r"store-all ([0-9.]+) MiB") for p in ("fp32", "bf16")}
 rc = {p: num("%s/plan_half_%s.txt" % (out, p), r"recompute ([0-9.]+) =") for p in ("fp32", "bf16")}
