@@ -59,8 +59,10 @@ def plan(model, example_inputs, budget, device=None, repeats=1, verbose=True, ch
     while a plan's measured peak exceeds the budget it is planned again for the budget less the
     excess. Prints the predicted (and measured) peak and overhead unless verbose=False.
     reuse: an earlier plan of the same model and inputs (profiles are kept per model anyway)."""
+    from . import _lib, planning
+    _lib.lib()  # a broken library (LibraryError) and a bad budget cost no capture
+    planning.budget_bytes(budget, 1)
     import torch
-    from . import planning
     from . import _apply as _apply_mod
     from .profile import profile_of
     args = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
