@@ -137,7 +137,9 @@ static int step_file_is(const cli_file *o, const char *x, char *out, size_t cap)
 /* How output o and file x collide: 1 the same file, 2 x is one of o's
  * step files, 3 o is a file of the model folder x, 4 one of o's step files
  * that exists already is x, 0 not at all (or o may replace x). */
-static int is_input(const cli_file *f) { return f->kind == CLI_IN || f->kind == CLI_IN_ANY || f->kind == CLI_MODEL_DIR; }
+static int is_input(const cli_file *f) {
+    return f->kind == CLI_IN || f->kind == CLI_IN_ANY || f->kind == CLI_MODEL_DIR;
+}
 
 static int collision(const cli_file *o, const cli_file *x, char *step, size_t cap) {
     if (o->may_be && !strcmp(o->may_be, x->flag)) return 0;

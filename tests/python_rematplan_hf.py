@@ -184,7 +184,8 @@ def test_compiled_module():
         except Exception as e:  # noqa: B902: which exception is what the test is about
             msg = "%s: %s" % (type(e).__name__, e)
         check(msg.startswith("ModelError") and where in msg and "torch.compile" in msg and "eager" in msg and
-              "use_as_compile_solver" in msg, "%s: a ModelError naming %s and what to do: %s" % (name, where, msg[:300]))
+              "use_as_compile_solver" in msg,
+              "%s: a ModelError naming %s and what to do: %s" % (name, where, msg[:300]))
         check(all("forward" not in mm.__dict__ for mm in m.modules() if type(mm).__name__ != "OptimizedModule") and
               all(p.grad is None for p in m.parameters()), "%s: the model is left as it was" % name)
     torch.manual_seed(0)
