@@ -361,6 +361,7 @@ static int *boolean_flag(cli_args *a, const char *f) {
            : !strcmp(f, "--batchnorm")        ? &a->batchnorm
            : !strcmp(f, "--tie-embeddings")   ? &a->tie_embeddings
            : !strcmp(f, "--merge-lora")       ? &a->merge_lora
+           : !strcmp(f, "--allow-output-in-model-folder") ? &a->new_in_model_folder
                                               : NULL;
 }
 
@@ -416,6 +417,8 @@ static const struct flag_use {
     /* how frozen weights are kept (plan: the planned memory of a bf16 base) */
     {"--frozen-dtype", U_TRAIN | U_PLAN | U_BENCH | U_EVAL, MODEL},
     {"--out", U_EXPORT, 0}, {"--adapters", U_EXPORT, 0}, {"--base-model", U_EXPORT, 0}, {"--merge-lora", U_EXPORT, 0},
+    /* the commands that read a model folder (--init DIR; export's --base-model DIR) and write files */
+    {"--allow-output-in-model-folder", U_TRAIN | U_BENCH | U_EVAL | U_EXPORT, 0},
     /* paging (issue 20): bench takes --scratch DIR as its own flag (the paged sweep) */
     {"--scratch", U_TRAIN | U_PLAN, 0}, {"--scratch-bandwidth", U_TRAIN | U_PLAN, 0}, {"--page", U_TRAIN | U_PLAN, 0},
 };

@@ -26,6 +26,7 @@ typedef struct cli_args {
     /* export: --out FILE (with --merge-lora), --adapters DIR, --base-model NAME */
     const char *out, *adapters, *base_model;
     int merge_lora;
+    int new_in_model_folder;    /* --allow-output-in-model-folder: new outputs may go into a model folder read */
     /* data */
     const char *data;
     int token_bytes;            /* --token-bytes 2|4 (0: llm.c header or bytes) */

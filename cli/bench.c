@@ -408,7 +408,7 @@ static int check_files(const bench_flags *bf, const cli_args *a, bench_point **c
     const cli_file files[] = {{"--data", a->data, CLI_IN, NULL, 0}, {"--init", a->init, CLI_IN_ANY, NULL, 0},
                               {"--compare", bf->compare, CLI_IN, NULL, 0}, {"--csv", bf->csv, CLI_OUT, NULL, 0},
                               {"--svg", bf->svg, CLI_OUT, NULL, 0}};
-    int rc = cli_check_files(files, (int)(sizeof files / sizeof *files));
+    int rc = cli_check_files(files, (int)(sizeof files / sizeof *files), a->new_in_model_folder);
     if (!rc && bf->compare) rc = bench_load_compare(bf->compare, cmp, n_cmp);
     return rc;
 }

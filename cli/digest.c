@@ -147,6 +147,7 @@ int cli_config_items(const cli_args *a, const cli_run_identity *id, cli_config_i
     put_s(&l, "--freeze", a->freeze), put_s(&l, "--train-only", a->train_only), put_i(&l, "--lora", a->lora_rank);
     put_f(&l, "--lora-alpha", a->lora_alpha), put_f(&l, "--lora-dropout", a->lora_dropout);
     put_s(&l, "--lora-targets", a->lora_targets), put_path(&l, "--save-adapters", a->save_adapters);
+    put_i(&l, "--allow-output-in-model-folder", a->new_in_model_folder);
     /* paging changes what the ranks broadcast at the start (a paged parameter stays in its file): each rank
      * may page to its own DIR, but all or none page, and forced paging is the same */
     put_i(&l, "--scratch (given)", a->scratch != NULL), put_s(&l, "--page", a->page);

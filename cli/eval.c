@@ -69,7 +69,7 @@ static int check_eval_flags(const cli_args *a) {
     /* the flags of training are refused at parsing (cli/args.c, flag_uses) */
     const cli_file files[] = {{"--data", a->data, CLI_IN, NULL, 0}, {"--init", a->init, CLI_IN_ANY, NULL, 0},
                               {"--load", a->load, CLI_IN, NULL, 0}, {"--report", a->report, CLI_OUT, NULL, 0}};
-    return cli_check_files(files, (int)(sizeof files / sizeof *files));
+    return cli_check_files(files, (int)(sizeof files / sizeof *files), a->new_in_model_folder);
 }
 
 /* The data, whole: every token is held out. */

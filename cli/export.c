@@ -55,9 +55,10 @@ int cli_export(const cli_args *a) {
                         "--adapters DIR, or drop --base-model");
     /* before loading anything: the outputs writable, none the input or each other */
     char adapter_paths[2][PATH_MAX + 64];
-    cli_file files[5] = {{"--load", a->load, CLI_IN, NULL, 0}, {"--out", a->out, CLI_OUT, NULL, 0}};
-    cli_adapter_files("--adapters", a->adapters, adapter_paths, files + 2);
-    int checked = cli_check_files(files, 5);
+    cli_file files[6] = {{"--load", a->load, CLI_IN, NULL, 0}, {"--out", a->out, CLI_OUT, NULL, 0},
+                         {"--base-model", a->base_model, CLI_MODEL_DIR, NULL, 0}};
+    cli_adapter_files("--adapters", a->adapters, adapter_paths, files + 3);
+    int checked = cli_check_files(files, 6, a->new_in_model_folder);
     if (checked) return checked;
     char err[512];
     rm_file *f = NULL;

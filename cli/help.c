@@ -53,6 +53,8 @@ static const char TRAIN_FLAGS[] =
     "  --eval-every N  --init FILE (.safetensors)  --report FILE (.json)  --quiet\n"
     "  --init DIR (a Hugging Face LlamaForCausalLM folder: config.json and model.safetensors or its\n"
     "    shards; the model flags come from config.json; F32/F16/BF16 weights; docs/MODELS.md)\n"
+    "  --allow-output-in-model-folder (an output may be a new file inside the --init folder; by default\n"
+    "    no output goes there, and a file that is there already is never replaced)\n"
     "  --trace FILE.json (one step for Perfetto / chrome://tracing)  --trace-step N (default 2)\n"
     "  --memory-limit SIZE (peak RSS of the whole process, e.g. 2GiB: plans recomputation to fit;\n"
     "    with --memory-budget the smaller applies; a --checkpoint strategy that does not fit is refused)\n"
@@ -80,7 +82,8 @@ static const char EVAL_FLAGS[] =
     "  --data FILE (held-out tokens, read whole: llm.c token file, or raw ids with --token-bytes 2|4, or text)\n"
     "  --context T --batch B (sequential batches, every target once; --load: the file's by default)\n"
     "  --max-batches N (0: all)  --threads N  --report FILE (.json)  --quiet  --precision fp32|bf16\n"
-    "  --frozen-dtype auto|f32|bf16|f16 (how the weights are kept; auto: a BF16/F16 folder's dtype)\n";
+    "  --frozen-dtype auto|f32|bf16|f16 (how the weights are kept; auto: a BF16/F16 folder's dtype)\n"
+    "  --allow-output-in-model-folder (--report may be a new file inside the --init folder)\n";
 static const char PLAN_FLAGS[] =
     "plan flags:\n"
     "  model and recompute flags as for train (default --memory-budget 50%; --checkpoint S: that strategy), or\n"
@@ -104,7 +107,8 @@ static const char EXPORT_FLAGS[] =
     "  --load FILE (a file of remat train --lora)\n"
     "  --merge-lora --out FILE (the model with the adapters merged into its weights: W + alpha/r B A)\n"
     "  --adapters DIR (the adapters alone: DIR/adapter_model.safetensors and adapter_config.json, PEFT's)\n"
-    "  --base-model NAME (adapter_config.json's base_model_name_or_path)  --threads N\n";
+    "  --base-model NAME (adapter_config.json's base_model_name_or_path; a folder: no output goes inside it\n"
+    "    unless --allow-output-in-model-folder, and then only new files)  --threads N\n";
 
 static const char BENCH_FLAGS[] =
     "bench flags (and the model, data and --threads flags of train):\n"
@@ -116,6 +120,7 @@ static const char BENCH_FLAGS[] =
     "  in the same columns, e.g. from bench/torch_tradeoff.py)\n"
     "  --x rss|act (the chart's x: every point's peak RSS, the default with --compare, or remat's\n"
     "  activation bytes, the default without)\n"
+    "  --allow-output-in-model-folder (--csv, --svg may be new files inside the --init folder)\n"
     "  SIGINT/SIGTERM stops the running child and writes the points measured so far (exit 130/143)\n";
 
 void cli_usage(FILE *f) {

@@ -49,11 +49,12 @@ int cli_limit_options(const cli_args *a, rm_options *o, cli_limit *l) {
     if (l->startup < 0)
         return cli_fail(1, "--memory-limit needs /proc/self/status (Linux) to measure the process's memory");
     l->margin = margin_bytes(a->threads > 0 ? a->threads : rm_default_threads(), cli_dist_size());
+    char lim[RM_MIB_TEXT], held[RM_MIB_TEXT]; /* the two compared: bytes where rounding hides it */
+    rm_mib_pair(l->limit, l->startup + l->margin, lim, held, sizeof lim);
     if (l->startup + l->margin >= l->limit)
-        return cli_fail(1, "--memory-limit %.2f MiB: the process holds %.2f MiB before training (libraries, data, "
+        return cli_fail(1, "--memory-limit %s: the process holds %.2f MiB before training (libraries, data, "
                         "the graph) and %.2f MiB of margin is kept for BLAS/OpenMP (and MPI) buffers, leaving nothing for "
-                        "the model; raise the limit above %.2f MiB", mib(l->limit), mib(l->startup),
-                        mib(l->margin), mib(l->startup + l->margin));
+                        "the model; raise the limit above %s", lim, mib(l->startup), mib(l->margin), held);
     o->limit_bytes = l->limit - l->startup - l->margin;
     l->scratch = a->scratch != NULL;
     return 0;

@@ -113,11 +113,11 @@ static int in_model_folder(const char *path, const char *dir) {
 }
 
 /* A step file of output o (--save-every, up to step o->steps) that exists
- * already and is input x by another name (a hard or symbolic link): its
- * name in out. Writing the step would replace it. */
+ * already and is input x by another name (a hard or symbolic link; x NULL:
+ * any that exists): its name in out. Writing the step would replace it. */
 static int step_file_is(const cli_file *o, const char *x, char *out, size_t cap) {
     struct stat sx, ss;
-    if (o->steps <= 0 || stat(x, &sx) != 0) return 0;
+    if (o->steps <= 0 || (x && stat(x, &sx) != 0)) return 0;
     const char *slash = strrchr(o->path, '/'), *base = slash ? slash + 1 : o->path;
     char dir[PATH_MAX];
     snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - o->path) + 1 : 1, slash ? o->path : ".");
@@ -127,8 +127,8 @@ static int step_file_is(const cli_file *o, const char *x, char *out, size_t cap)
     while (d && !found && (de = readdir(d)) != NULL) {
         uint64_t step;
         found = cli_step_of(base, de->d_name, &step) && step <= (uint64_t)o->steps &&
-                cli_step_path(o->path, step, out, cap) && stat(out, &ss) == 0 && ss.st_dev == sx.st_dev &&
-                ss.st_ino == sx.st_ino;
+                cli_step_path(o->path, step, out, cap) &&
+                (x ? stat(out, &ss) == 0 && ss.st_dev == sx.st_dev && ss.st_ino == sx.st_ino : lstat(out, &ss) == 0);
     }
     if (d) closedir(d);
     return found;
@@ -137,12 +137,16 @@ static int step_file_is(const cli_file *o, const char *x, char *out, size_t cap)
 /* How output o and file x collide: 1 the same file, 2 x is one of o's
  * step files, 3 o is a file of the model folder x, 4 one of o's step files
  * that exists already is x, 0 not at all (or o may replace x). */
+static int is_input(const cli_file *f) {
+    return f->kind == CLI_IN || f->kind == CLI_IN_ANY || f->kind == CLI_MODEL_DIR;
+}
+
 static int collision(const cli_file *o, const cli_file *x, char *step, size_t cap) {
     if (o->may_be && !strcmp(o->may_be, x->flag)) return 0;
     if (cli_same_file(o->path, x->path)) return 1;
-    if (x->kind == CLI_IN_ANY && in_model_folder(o->path, x->path)) return 3;
+    if ((x->kind == CLI_IN_ANY || x->kind == CLI_MODEL_DIR) && in_model_folder(o->path, x->path)) return 3;
     if (o->steps > 0 && is_step_file(o->path, x->path)) return 2;
-    return (x->kind == CLI_IN || x->kind == CLI_IN_ANY) && step_file_is(o, x->path, step, cap) ? 4 : 0;
+    return is_input(x) && step_file_is(o, x->path, step, cap) ? 4 : 0;
 }
 
 /* Folder f can be made or written into. */
@@ -254,8 +258,8 @@ static int expand(const cli_file *files, int n, file_set *s) {
     for (int i = 0; i < n; i++)
         if (!set_add(s, files[i], NULL, NULL)) return 0;
     for (int i = 0; i < n; i++)
-        if (files[i].path && files[i].kind == CLI_IN_ANY && stat(files[i].path, &st) == 0 && S_ISDIR(st.st_mode) &&
-            !add_folder_files(s, &files[i]))
+        if (files[i].path && (files[i].kind == CLI_IN_ANY || files[i].kind == CLI_MODEL_DIR) &&
+            stat(files[i].path, &st) == 0 && S_ISDIR(st.st_mode) && !add_folder_files(s, &files[i]))
             return 0;
     return 1;
 }
@@ -274,7 +278,7 @@ static int identity_error(const cli_file *o, const cli_file *x, const char *fold
     if (how == 1 && folder)
         return cli_fail(2, "%s '%s' is the same file as '%s', which the model folder %s '%s' reads: writing it "
                         "would replace the model; give another path", o->flag, o->path, x->path, x->flag, folder);
-    if (how == 1 && (x->kind == CLI_IN || x->kind == CLI_IN_ANY))
+    if (how == 1 && is_input(x))
         return cli_fail(2, "%s '%s' is the same file as %s '%s': writing it would replace that input; give "
                         "another path", o->flag, o->path, x->flag, x->path);
     return cli_fail(2, "%s '%s' and %s '%s' are the same file: one would overwrite the other; give "
@@ -286,7 +290,7 @@ static int check_identity(const file_set *s) {
     char step[PATH_MAX + 32];
     for (int i = 0; i < s->n; i++) {
         const cli_file *o = &s->f[i];
-        if (!o->path || o->kind == CLI_IN || o->kind == CLI_IN_ANY) continue;
+        if (!o->path || is_input(o)) continue;
         for (int j = 0; j < s->n; j++) {
             const cli_file *x = &s->f[j];
             const int how = j == i || !x->path || !strcmp(x->flag, o->flag) ? 0 : collision(o, x, step, sizeof step);
@@ -296,9 +300,72 @@ static int check_identity(const file_set *s) {
     return 0;
 }
 
-int cli_check_files(const cli_file *files, int n) {
+/* Where model folder entry j keeps its files, canonical, in out: the
+ * folder itself (a CLI_IN_ANY or CLI_MODEL_DIR folder), or the folder of a
+ * file it reads (a Hugging Face cache's snapshots/<rev>/x links to
+ * ../../blobs/<sha>: blobs/). 0 when entry j is not one. */
+static int model_place(const file_set *s, int j, char *out, size_t cap) {
+    struct stat st;
+    const cli_file *f = &s->f[j];
+    if (!f->path) return 0;
+    if (!s->folder[j])
+        return (f->kind == CLI_IN_ANY || f->kind == CLI_MODEL_DIR) && stat(f->path, &st) == 0 &&
+               S_ISDIR(st.st_mode) && cli_canonical(f->path, out, cap);
+    if (!cli_canonical(f->path, out, cap)) return 0;
+    char *slash = strrchr(out, '/');
+    if (slash) slash[slash == out] = 0; /* "/x" -> "/" */
+    return 1;
+}
+
+/* Whether canonical path p is folder d or inside it. */
+static int inside(const char *p, const char *d) {
+    const size_t n = strlen(d);
+    return n == 1 || (strncmp(p, d, n) == 0 && (p[n] == '/' || p[n] == 0));
+}
+
+/* Output o is inside model folder place, which model folder entry x (given
+ * as dir) reads: refused unless allowed and new (issue 36). */
+static int folder_error(const cli_file *o, const cli_file *x, const char *dir, const char *place, int allow) {
+    struct stat st;
+    char cdir[PATH_MAX], step[PATH_MAX + 32], where[PATH_MAX + 64] = "";
+    const int exists = o->kind != CLI_OUT_DIR && lstat(o->path, &st) == 0;
+    const int step_exists = !exists && step_file_is(o, NULL, step, sizeof step);
+    if (allow && !exists && !step_exists) return 0;
+    if (!cli_canonical(dir, cdir, sizeof cdir) || strcmp(cdir, place))
+        snprintf(where, sizeof where, " (in '%s', where it keeps its files)", place);
+    /* the interrupt file is named by no flag: --save names where the state goes instead */
+    const char *fix = o->flag[0] == '-' ? "give a path outside the folder" : "give --save a path outside the folder";
+    if (exists)
+        return cli_fail(2, "%s '%s' is a file of the model folder %s '%s'%s: writing it would replace that file; %s",
+                        o->flag, o->path, x->flag, dir, where, fix);
+    if (step_exists)
+        return cli_fail(2, "%s's step file '%s' (--save-every) is a file of the model folder %s '%s'%s: writing it "
+                        "would replace that file; %s", o->flag, step, x->flag, dir, where, fix);
+    return cli_fail(2, "%s '%s' is inside the model folder %s '%s'%s, which remat reads and does not write into; %s, "
+                    "or add --allow-output-in-model-folder to write this new %s there", o->flag, o->path, x->flag,
+                    dir, where, fix, o->kind == CLI_OUT_DIR ? "folder" : "file");
+}
+
+/* No output inside a model folder, or in a folder holding its files. */
+static int check_model_folders(const file_set *s, int allow) {
+    char place[PATH_MAX], co[PATH_MAX];
+    for (int j = 0; j < s->n; j++) {
+        if (!model_place(s, j, place, sizeof place)) continue;
+        const char *dir = s->folder[j] ? s->folder[j] : s->f[j].path;
+        for (int i = 0; i < s->n; i++) {
+            const cli_file *o = &s->f[i];
+            if (!o->path || is_input(o) || !cli_canonical(o->path, co, sizeof co) || !inside(co, place)) continue;
+            int rc = folder_error(o, &s->f[j], dir, place, allow);
+            if (rc) return rc;
+        }
+    }
+    return 0;
+}
+
+int cli_check_files(const cli_file *files, int n, int new_in_model) {
     file_set set = {0};
     int rc = expand(files, n, &set) ? check_identity(&set) : cli_fail(1, "out of memory");
+    if (!rc && set.n) rc = check_model_folders(&set, new_in_model);
     set_free(&set);
     for (int i = 0; !rc && i < n; i++)
         if (files[i].path && (files[i].kind == CLI_IN || files[i].kind == CLI_IN_ANY)) rc = check_readable(&files[i]);
@@ -324,5 +391,5 @@ int cli_check_outputs(const cli_args *a) {
         {"the interrupt file", a->save ? NULL : CLI_INTERRUPT_PATH, CLI_OUT_LATER, "--resume", 0},
     };
     cli_adapter_files("--save-adapters", a->save_adapters, adapter_paths, files + 7);
-    return cli_check_files(files, 10);
+    return cli_check_files(files, 10, a->new_in_model_folder);
 }

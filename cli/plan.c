@@ -296,10 +296,11 @@ static int plan_model(const plan_flags *pf, const cli_args *a) {
     rm_memory(s, &m);
     if (!pf->sweep) {
         rm_print_plan(s, stdout);
+        char b[RM_MIB_TEXT], least[RM_MIB_TEXT];
+        rm_mib_pair((int64_t)p.budget_bytes, (int64_t)p.min_budget_bytes, b, least, sizeof b);
         if (budget)
-            printf("budget %.2f MiB (store-all %.2f MiB, minimum feasible %.2f MiB): activations %.2f MiB planned, "
-                   "predicted overhead %.1f%% (FLOP model%s)\n",
-                   p.budget_bytes / 1048576.0, p.store_all_bytes / 1048576.0, p.min_budget_bytes / 1048576.0,
+            printf("budget %s (store-all %.2f MiB, minimum feasible %s): activations %.2f MiB planned, "
+                   "predicted overhead %.1f%% (FLOP model%s)\n", b, p.store_all_bytes / 1048576.0, least,
                    m.activation_arena_bytes / 1048576.0, 100 * p.predicted_overhead,
                    a->scratch ? ", with the predicted wait for transfers" : "");
         else
@@ -344,6 +345,6 @@ int cli_plan(int argc, char **argv) {
     /* before any planning: no output replaces an input or another output */
     const cli_file files[] = {{"--chain", pf.chain, CLI_IN, NULL, 0}, {"--graph", pf.graph, CLI_IN, NULL, 0},
                               {"--csv", pf.csv, CLI_OUT, NULL, 0}, {"--svg", pf.svg, CLI_OUT, NULL, 0}};
-    if ((ok = cli_check_files(files, (int)(sizeof files / sizeof *files))) != 0) return ok;
+    if ((ok = cli_check_files(files, (int)(sizeof files / sizeof *files), 0)) != 0) return ok;
     return pf.chain ? plan_chain(&pf, &a) : pf.graph ? plan_graph(&pf, &a) : plan_model(&pf, &a);
 }

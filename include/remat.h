@@ -346,6 +346,12 @@ int rm_strategy_name(rm_strategy s, int param, char *out, size_t cap);
  * nothing around it (" 5MiB" and "5MiB " are refused); at least 1 byte, at
  * most 2^60 (1EiB); a count without a unit is whole ("1.5" is refused). */
 rm_status rm_parse_size(const char *s, int64_t *bytes, double *fraction, char *err, size_t errlen);
+#define RM_MIB_TEXT 64 /* bytes that always hold a text of rm_mib_pair */
+/* Two byte counts for a message that compares them, each as "%.2f MiB", followed by " (N bytes)"
+ * when the two print alike but differ: "0.22 MiB (230000 bytes) is below 0.22 MiB (230686 bytes)",
+ * never "0.22 MiB is below 0.22 MiB". Writes at most cap bytes into a_out and b_out (either may
+ * be NULL); RM_MIB_TEXT bytes always suffice. */
+void rm_mib_pair(int64_t a, int64_t b, char *a_out, char *b_out, size_t cap);
 
 /* Compiles g into a session: autodiff, the plan, the step program, and one
  * allocation each for the arena, parameters (initialised from o->seed),

@@ -144,6 +144,56 @@ def test_compile():
           % max(float((a - b).abs().max()) for a, b in zip(g, g_ref)))
 
 
+class CompiledInside(small.Block):
+    """A block whose forward calls a torch.compile'd function (or, compiled=False, one dynamo must
+    leave alone: torch.compiler.disable)."""
+
+    def __init__(self, compiled):
+        super().__init__(32, 2, 16, 0.0)
+        f = lambda x: torch.nn.functional.gelu(x, approximate="tanh")  # noqa: E731
+        self.f = torch.compile(f) if compiled else torch.compiler.disable(f)
+
+    def forward(self, x):
+        return super().forward(x) + self.f(x)
+
+
+def test_compiled_module():
+    """Issue 36: a model with torch.compile'd code (a module compiled either way, a compiled function
+    in a block's forward) is refused with a ModelError naming the module and what to do (it raised
+    dynamo's AssertionError, or planned a model whose applied step failed), leaving the model as it
+    was; a function dynamo is told to skip (torch.compiler.disable) plans."""
+    x, y = torch.randint(0, 64, (4, 16)), torch.randint(0, 64, (4, 16))
+
+    def compile_fn(m):
+        m.h[1] = torch.compile(m.h[1])
+
+    def compile_method(m):
+        m.h[1].compile()
+
+    def compile_inside(m):
+        m.h[2] = CompiledInside(True)
+    for name, make, where in (("torch.compile(block)", compile_fn, "module 'h.1'"),
+                              ("block.compile()", compile_method, "module 'h.1'"),
+                              ("a compiled function in a block", compile_inside, "module 'h.2'")):
+        torch.manual_seed(0)
+        m = small.GPT()
+        make(m)
+        try:
+            small.quiet(rematplan.plan, m, (x, y), 0.5)
+            msg = "planned"
+        except Exception as e:  # noqa: B902: which exception is what the test is about
+            msg = "%s: %s" % (type(e).__name__, e)
+        check(msg.startswith("ModelError") and where in msg and "torch.compile" in msg and "eager" in msg and
+              "use_as_compile_solver" in msg,
+              "%s: a ModelError naming %s and what to do: %s" % (name, where, msg[:300]))
+        check(all("forward" not in mm.__dict__ for mm in m.modules() if type(mm).__name__ != "OptimizedModule") and
+              all(p.grad is None for p in m.parameters()), "%s: the model is left as it was" % name)
+    torch.manual_seed(0)
+    m = small.GPT()
+    m.h[2] = CompiledInside(False)
+    small.check_planned(check, "a torch.compiler.disable'd function in a block", m, (x, y), 0.5)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--remat", required=True)
@@ -160,7 +210,7 @@ def main():
     small.run(check, a.remat)
     base.test_budgets(a.remat)
     base.test_models(vision=vision)
-    for t in (test_hf, test_sac, test_compile):
+    for t in (test_hf, test_sac, test_compile, test_compiled_module):
         t1 = time.perf_counter()
         t()
         print("%s: %.1f s" % (t.__name__, time.perf_counter() - t1))

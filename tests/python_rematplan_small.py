@@ -10,6 +10,7 @@ import io
 import json
 import math
 import os
+import struct
 import subprocess
 import sys
 import tempfile
@@ -356,6 +357,154 @@ def test_library(check):
     check(rematplan.libremat_version() == rematplan.__version__, "libremat's version is the package's")
 
 
+def child(code, lib, timeout=60):
+    """code in a fresh Python with REMAT_LIBRARY=lib (the library is loaded once per process): its
+    CompletedProcess, or None when it ran past timeout (a hang)."""
+    try:
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout,
+                              env=dict(os.environ, REMAT_LIBRARY=lib))
+    except subprocess.TimeoutExpired:
+        return None
+
+
+def last_line(out):
+    lines = out.stderr.strip().splitlines() if out is not None else ["(a hang: killed after a minute)"]
+    return lines[-1] if lines else ""
+
+
+def refused(out, want):
+    """The child ended by itself (no signal, no hang) with a LibraryError that says `want`."""
+    return out is not None and out.returncode > 0 and "LibraryError" in last_line(out) and want in last_line(out)
+
+
+def bad_libraries(d, data):
+    """(what, path, the reason the LibraryError must give) for files that are not a complete library
+    of this machine, made from libremat's bytes `data` in folder d."""
+    def put(name, b):
+        path = os.path.join(d, name)
+        with open(path, "wb") as f:
+            f.write(b)
+        return path
+    os.mkfifo(os.path.join(d, "fifo.so"))
+    os.mkdir(os.path.join(d, "dir.so"))
+    order = "<" if data[5] == 1 else ">"
+    other = 183 if struct.unpack(order + "H", data[18:20])[0] != 183 else 62
+    cases = [("a truncated copy (SIGBUS before)", put("cut.so", data[:20000]), "truncated"),
+             ("a copy missing its last third", put("short.so", data[:len(data) * 2 // 3]), "truncated"),
+             ("an empty file", put("empty.so", b""), "empty"),
+             ("a text file", put("text.so", b"not a library\n"), "not an ELF file"),
+             ("a FIFO (a hang before)", os.path.join(d, "fifo.so"), "FIFO"),
+             ("a directory", os.path.join(d, "dir.so"), "directory"),
+             ("a device", "/dev/zero", "character device"),
+             ("another machine's library", put("arch.so", data[:18] + struct.pack(order + "H", other) + data[20:]),
+              "AArch64" if other == 183 else "x86-64"),
+             ("a 32-bit library", put("elf32.so", data[:4] + b"\x01" + data[5:]), "32-bit")]
+    if os.geteuid() != 0:  # root reads any file
+        os.chmod(put("unreadable.so", data), 0)
+        cases.append(("an unreadable file", os.path.join(d, "unreadable.so"), "cannot be opened"))
+    return cases
+
+
+def test_library_files(check):
+    """Issue 36: whatever REMAT_LIBRARY names that is not a regular, complete, readable ELF shared
+    object of this machine is a LibraryError giving the reason, before dlopen: never a signal (a
+    truncated file was SIGBUS) or a hang (a FIFO blocked dlopen forever); also a file rewritten while
+    it is loaded. And the library is loaded and checked before plan() runs the model."""
+    real = rematplan._lib.lib().path
+    with open(real, "rb") as f:
+        data = f.read()
+    with tempfile.TemporaryDirectory() as d:
+        for what, path, want in bad_libraries(d, data):
+            out = child("import rematplan; rematplan.libremat_version()", path)
+            check(refused(out, want) and path in last_line(out),
+                  "REMAT_LIBRARY naming %s: a LibraryError saying %r, not a signal or a hang: exit %s, %s"
+                  % (what, want, out and out.returncode, last_line(out)))
+        moving = os.path.join(d, "moving.so")
+        with open(moving, "wb") as f:
+            f.write(data)
+        out = child("import ctypes, rematplan\nreal = ctypes.CDLL\n\ndef rewrite(path, *a, **k):\n"
+                    "    with open(path, 'ab') as f:\n        f.write(b'x')\n    return real(path, *a, **k)\n\n"
+                    "ctypes.CDLL = rewrite\nrematplan.libremat_version()\n", moving)
+        check(refused(out, "changed while it was loaded"), "a library rewritten while it is loaded: a LibraryError: "
+              "exit %s, %s" % (out and out.returncode, last_line(out)))
+        model = ("import torch, rematplan\nran = []\n\nclass M(torch.nn.Module):\n    def __init__(self):\n"
+                 "        super().__init__()\n        self.fc = torch.nn.Linear(4, 4)\n\n    def forward(self, x):\n"
+                 "        ran.append(1)\n        return self.fc(x).tanh().sum()\n\n"
+                 "try:\n    rematplan.plan(M(), (torch.randn(8, 4),), 0.5)\nfinally:\n"
+                 "    print('the model ran %d times' % len(ran))\n")
+        other = os.path.join(d, "text.so")
+        for what, lib in (("a truncated library", os.path.join(d, "cut.so")), ("a file that is not libremat", other)):
+            out = child(model, lib)
+            check(refused(out, lib) and "the model ran 0 times" in out.stdout,
+                  "plan() with %s: a LibraryError before the model runs: exit %s, %s, %s"
+                  % (what, out and out.returncode, out and out.stdout.strip(), last_line(out)))
+
+
+def test_budget_limit(check, remat):
+    """Issue 36: one limit on a budget in bytes, 2^60, with the CLI's words, checked before the
+    model runs (Python took 2^70)."""
+    from rematplan.planning import budget_bytes
+    ran = []
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+
+        def forward(self, x):
+            ran.append(1)
+            return self.fc(x).tanh().sum()
+    try:
+        quiet(rematplan.plan, M(), (torch.randn(8, 4),), 1 << 70)
+        msg = "accepted"
+    except ValueError as e:
+        msg = str(e)
+    cli = subprocess.run([remat, "plan", "--memory-budget", str(1 << 70)], capture_output=True, text=True)
+    words = cli.stderr.strip().split("--memory-budget: ")[-1]
+    check(cli.returncode == 2 and words in msg and "at most 2^60 bytes" in msg and not ran,
+          "a budget of 2^70 bytes: refused as the CLI refuses it (%r), before the model runs (it ran %d times): %s"
+          % (words, len(ran), msg))
+    check(budget_bytes(1 << 60, 1) == 1 << 60, "a budget of 2^60 bytes is taken")
+
+
+def test_plan_graph_errors(check):
+    """Issue 36: plan_graph on a malformed graph raises RematError saying what is wrong (libremat's
+    own message where libremat checks it), never a raw KeyError or TypeError; a graph without names
+    or edges (libremat's defaults) plans."""
+    nd = {"forward_time": 1.0, "backward_time": 2.0, "output_bytes": 1000}
+    good = {"nodes": [dict(nd, name="n%d" % i) for i in range(6)],
+            "edges": [{"producer": i, "consumer": i + 1} for i in range(5)]}
+    bad = [({}, "nodes"), ([], "not a dict"), ("graph.json", "not a dict"), ({"nodes": []}, "nodes"),
+           ({"nodes": [{}]}, "forward_time"), (dict(good, edges=[{"producer": 0}]), "producer"),
+           (dict(good, edges=5), "edges"), ({"nodes": [dict(nd, forward_time="1")]}, "forward_time"),
+           ({"nodes": [dict(nd, name="a"), dict(nd, name="a")]}, "both named 'a'"),
+           ({"nodes": [nd, dict(nd, part_of=7)]}, "part_of"), ({"nodes": [dict(nd, name=5)]}, "name"),
+           ({"nodes": [dict(nd, name="x" * 300)]}, "200 bytes"), (dict(good, extra=object()), "not JSON"),
+           ({"nodes": [dict(nd, forward_time=float("nan"))]}, "not JSON")]
+    for g, want in bad:
+        try:
+            rematplan.plan_graph(g, 4000)
+            msg = "planned"
+        except rematplan.RematError as e:
+            msg = "RematError: %s" % e
+        except Exception as e:  # noqa: B902: what the test is about
+            msg = "%s: %s" % (type(e).__name__, e)
+        check(msg.startswith("RematError") and want in msg, "plan_graph(%.60r): a RematError saying %r: %s"
+              % (g, want, msg[:200]))
+    bare = {"nodes": [dict(nd) for _ in range(6)]}
+    bare["edges"] = good["edges"]
+    outs = []
+    for g in (bare, {"nodes": bare["nodes"]}):
+        try:
+            P = rematplan.plan_graph(g, 3000)
+            outs.append(P.planner)
+        except rematplan.BudgetError as e:
+            outs.append(rematplan.plan_graph(g, e.least_bytes).planner)
+        except Exception as e:  # noqa: B902
+            outs.append("%s: %s" % (type(e).__name__, e))
+    check(all(o.startswith(("graph", "store-all")) for o in outs), "graphs without names or edges plan: %s" % outs)
+
+
 def test_h200_profile(check):
     """The GPT-2 124M profile today's rematplan made on an H200 (measured store-all 9378 MiB against
     7977 MiB in the profile): scaled to the measured step, plans at 0.3/0.5/0.7 of it predict a
@@ -381,7 +530,9 @@ def test_h200_profile(check):
 
 def run(check, remat):
     import time
-    for t in (test_small, test_untraceable, test_compile_solver, test_library, test_h200_profile):
+    for t in (test_small, test_untraceable, test_compile_solver, test_library, test_library_files,
+              test_plan_graph_errors, test_h200_profile):
         t0 = time.perf_counter()
         t(check)
         print("%s: %.1f s" % (t.__name__, time.perf_counter() - t0))
+    test_budget_limit(check, remat)

@@ -103,7 +103,8 @@ static void test_strategies(int stages) {
         if (i == 9) { /* just above the least feasible budget */
             result probe;
             const char *at = NULL;
-            if (!train(stages, "none", "1", &probe, err, sizeof err) && (at = strstr(err, "MiB (")) != NULL) {
+            if (!train(stages, "none", "1", &probe, err, sizeof err) && (at = strstr(err, "at least")) != NULL &&
+                (at = strstr(at, "MiB (")) != NULL) {
                 snprintf(mid, sizeof mid, "%lld", atoll(at + 5));
                 bud = mid;
             }

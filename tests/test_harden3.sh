@@ -25,23 +25,7 @@
 #     with its spread, and in the checkpoint file: --resume plans with it
 #     unless --scratch-bandwidth (a figure, or measure) says otherwise.
 # Every command runs under `timeout`: a hang is a failure (exit 124).
-BUILD=${BUILD:-build}
-R=$(cd "$(dirname "$BUILD/remat")" && pwd)/remat
-. "$(dirname "$0")/lib.sh"
-TO="timeout 60"
-cd "$T" || exit 1
-awk 'BEGIN { for (i = 0; i < 200; i++) printf "line %d: some text to train on, %d\n", i, i * 7 % 13 }' > data.txt
-LLAMA="--model llama --layers 1 --dim 16 --heads 2 --context 8 --batch 2 --threads 1 --quiet"
-HF="--context 8 --batch 2 --threads 1 --quiet"
-HFV="--context 8 --batch 2 --threads 1"
-# run CMD...: exit status in $rc, stdout in out, stderr in err
-run() { $TO "$@" >out 2>err; rc=$?; }
-# refused WANT WHAT: exit WANT, one error line, no work done
-refused() {
-    want=$1
-    check '[ $rc -eq $want ] && [ $(grep -c "error: ." err) -eq 1 ]' "$2: exit $rc (want $want): $(head -c 400 err)"
-    check '! grep -q "^step\|done:\|saved\|loaded\|eval:" out err' "$2: worked before refusing: $(head -c 200 out)"
-}
+. "$(dirname "$0")/harden_lib.sh"
 
 # ---- 1. file identity -------------------------------------------------------
 # A Hugging Face cache: hub/blobs/<sha> holds the bytes, snapshots/<rev>/NAME
@@ -50,8 +34,7 @@ refused() {
 "$R" export --load lora.st --merge-lora --out merged.st >/dev/null 2>&1 || bad "export --merge-lora"
 mkdir -p hub/blobs hub/snapshots/rev hub/shard
 cp merged.st hub/blobs/w1
-printf '{"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 2, "intermediate_size": 64, "vocab_size": 256, "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "tie_word_embeddings": false}\n' \
-    > hub/blobs/c1
+echo "$LLAMA_CONFIG" > hub/blobs/c1
 ln -s ../../blobs/w1 hub/snapshots/rev/model.safetensors
 ln -s ../../blobs/c1 hub/snapshots/rev/config.json
 # a sharded folder: the index and its one shard (any name it gives) are links

@@ -16,14 +16,17 @@ from ._lib import LibraryError, LibraryNotFound, RematError, version as libremat
 from ._version import __version__  # noqa: F401
 from .planning import BudgetError, Plan, human, plan_graph
 
-__all__ = ["__version__", "plan", "apply", "verify", "plan_graph", "Plan", "BudgetError", "VerifyError", "RematError",
-           "LibraryError", "LibraryNotFound", "libremat_version", "use_as_compile_solver", "forget"]
+__all__ = ["__version__", "plan", "apply", "verify", "plan_graph", "Plan", "BudgetError", "VerifyError", "ModelError",
+           "RematError", "LibraryError", "LibraryNotFound", "libremat_version", "use_as_compile_solver", "forget"]
 
 
 def __getattr__(name):  # torch is imported when a model is planned, not to plan a graph file
     if name == "VerifyError":
         from ._verify import VerifyError
         return VerifyError
+    if name == "ModelError":
+        from .capture import ModelError
+        return ModelError
     if name == "_apply_mod":
         from . import _apply
         return _apply
@@ -59,10 +62,14 @@ def plan(model, example_inputs, budget, device=None, repeats=1, verbose=True, ch
     while a plan's measured peak exceeds the budget it is planned again for the budget less the
     excess. Prints the predicted (and measured) peak and overhead unless verbose=False.
     reuse: an earlier plan of the same model and inputs (profiles are kept per model anyway)."""
+    from . import _lib, planning
+    _lib.lib()  # a broken library (LibraryError) and a bad budget cost no capture
+    planning.budget_bytes(budget, 1)
     import torch
-    from . import planning
     from . import _apply as _apply_mod
+    from .capture import refuse_compiled
     from .profile import profile_of
+    refuse_compiled(model)
     args = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
     if device is None:
         device = _device_of(args)

@@ -6,9 +6,12 @@ Where the library is looked for, in order:
   3. pkg-config's libdir of `remat` (what `make install` writes),
   4. the dynamic loader's search (ctypes.util.find_library),
   5. /usr/local/lib, ~/.local/lib and /usr/lib.
-On load the library must have every function rematplan calls and say the
-package's version (rm_version); a file that is not libremat, an older or a
-partial one is a LibraryError that names the file and what is wrong.
+Before dlopen the file is checked (_elf.py): a regular, complete, readable
+ELF shared object of this process's machine, else a LibraryError with the
+reason (a FIFO blocked dlopen forever; a truncated file was SIGBUS). On load
+the library must have every function rematplan calls and say the package's
+version (rm_version); a file that is not libremat, an older or a partial one
+is a LibraryError that names the file and what is wrong.
 """
 import ctypes
 import ctypes.util
@@ -16,6 +19,7 @@ import json
 import os
 import subprocess
 
+from . import _elf
 from ._version import __version__
 
 _lib = None
@@ -52,18 +56,50 @@ def _candidates():
         pass
     found = ctypes.util.find_library("remat")
     if found:
-        yield found
+        yield from _loader_paths(found)
     for d in ("/usr/local/lib", os.path.expanduser("~/.local/lib"), "/usr/lib"):
         yield os.path.join(d, "libremat.so")
+
+
+def _loader_paths(name):
+    """The files the dynamic loader would open for a bare name (find_library's answer), so that the
+    file loaded is the file checked: $LD_LIBRARY_PATH's, then its cache's (ldconfig -p)."""
+    if os.path.sep in name:
+        yield name
+        return
+    for d in os.environ.get("LD_LIBRARY_PATH", "").split(":"):
+        if d and os.path.exists(os.path.join(d, name)):
+            yield os.path.join(d, name)
+    try:
+        out = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, timeout=10,
+                             env=dict(os.environ, PATH=os.environ.get("PATH", "") + ":/sbin:/usr/sbin")).stdout
+    except (OSError, subprocess.SubprocessError):
+        return
+    for line in out.splitlines():  # "\tlibremat.so.0 (libc6,x86-64) => /usr/local/lib/libremat.so.0"
+        left, _, right = line.strip().partition(" => ")
+        if right and left.split(" ")[0] == name:
+            yield right
 
 
 def load(path):
     """Loads and checks one file: the library, or LibraryError saying what is wrong with it."""
     try:
+        st = _elf.check(path)
+    except _elf.BadFile as e:
+        raise LibraryError("%s %s; point REMAT_LIBRARY at libremat.so, or rebuild it (`pip install ./python`)"
+                           % (path, e)) from None
+    try:
         L = ctypes.CDLL(path)
     except OSError as e:
         raise LibraryError("%s cannot be loaded as a shared library (%s); rebuild libremat (`pip install "
                            "./python`, or `make install`)" % (path, e)) from None
+    try:
+        moved = _elf.changed(st, os.stat(path))
+    except OSError:
+        moved = True
+    if moved:
+        raise LibraryError("%s changed while it was loaded (replaced or rewritten): load it once it is written "
+                           "(install a library by renaming a complete file over it)" % path)
     missing = [f for f in NEEDED if not hasattr(L, f)]
     if "rm_version" in missing:
         raise LibraryError("%s is not libremat (it has no rm_version); point REMAT_LIBRARY at libremat.so"
@@ -146,6 +182,14 @@ def parse_size(text):
 RM_OK, RM_ERR_BUDGET = 0, 6  # rm_status (include/remat.h)
 
 
+def _json(obj, what):
+    try:
+        return json.dumps(obj, allow_nan=False).encode()
+    except (TypeError, ValueError) as e:
+        raise RematError("rematplan: the %s is not JSON (%s): give dicts, lists, strings, numbers and booleans"
+                         % (what, e)) from None
+
+
 def _call_json(fn, *args):
     """Calls a libremat planner that answers JSON; returns (status, answer or None, message)."""
     L = lib()
@@ -162,15 +206,15 @@ def _call_json(fn, *args):
 def plan_graph(graph, budget):
     """rm_plan_graph on a graph dict; budget < 0 plans at store-all. Returns (status, answer, message)."""
     L = lib()
-    return _call_json(L.rm_plan_graph, json.dumps(graph).encode(), int(budget))
+    return _call_json(L.rm_plan_graph, _json(graph, "graph"), int(budget))
 
 
 def plan_chain(chain, budget):
     L = lib()
-    return _call_json(L.rm_plan_chain, json.dumps(chain).encode(), int(budget))
+    return _call_json(L.rm_plan_chain, _json(chain, "chain"), int(budget))
 
 
 def price_graph(graph, plan):
     """rm_price_graph: the peak and recomputation time of a given plan (modes, blocks) on graph."""
     L = lib()
-    return _call_json(L.rm_price_graph, json.dumps(graph).encode(), json.dumps(plan).encode())
+    return _call_json(L.rm_price_graph, _json(graph, "graph"), _json(plan, "plan"))

@@ -32,6 +32,50 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 PARAM, BUFFER, INPUT, ACT, CONST = "param", "buffer", "input", "act", "const"
 
+try:  # torch >= 2: the frame callback torch.compile sets while its code runs (None outside)
+    from torch._C._dynamo.eval_frame import get_eval_frame_callback as _dynamo_callback
+except ImportError:  # torch 1.13 has no torch.compile
+    _dynamo_callback = None
+
+
+class ModelError(TypeError):
+    """The model cannot be planned as it is; the message says why and what to do."""
+
+
+def compiled(m):
+    """How module m is compiled by torch.compile (torch.compile(m), m.compile(), a compiled
+    forward), or None."""
+    if type(m).__name__ == "OptimizedModule" and hasattr(m, "_orig_mod"):
+        return "torch.compile(module)"
+    if getattr(m, "_compiled_call_impl", None) is not None:
+        return "module.compile()"
+    if getattr(getattr(m, "forward", None), "_torchdynamo_orig_callable", None) is not None:
+        return "a torch.compile'd forward"
+    return None
+
+
+def _compiling():
+    """Whether this Python frame runs inside torch.compile'd code (which the capture's dispatch mode
+    makes dynamo run eagerly, frame by frame: the compiled step is another one)."""
+    cb = _dynamo_callback() if _dynamo_callback is not None else None
+    return cb is not None and cb is not False
+
+
+def compiled_error(where):
+    return ModelError("rematplan: %s: rematplan records the eager step and recomputes with "
+                      "torch.utils.checkpoint, which cannot replay what compiled code saves; plan the eager "
+                      "model (the module before torch.compile, e.g. an OptimizedModule's ._orig_mod), or keep "
+                      "torch.compile and let it recompute (torch._functorch.config.activation_memory_budget, "
+                      "with rematplan.use_as_compile_solver())" % where)
+
+
+def refuse_compiled(model):
+    """ModelError where a module of the model is compiled (before anything runs)."""
+    for path, m in model.named_modules():
+        how = compiled(m)
+        if how:
+            raise compiled_error("module '%s' is compiled (%s)" % (path or "(the model)", how))
+
 
 def flat_tensors(v):
     """The tensors in nested tuples, lists and dicts (and objects with a to_tuple, e.g. HF outputs)."""
@@ -140,6 +184,7 @@ class _Pass(TorchDispatchMode):
         self.pending = None    # (op, outputs) whose autograd Nodes are read at the next event
         self.node_op = {}      # autograd Node -> op that created it
         self.events = []       # CUDA: (op, start, end) events
+        self.compiled = None   # where the step ran torch.compile'd code (a ModelError after the pass)
         for name, p in model.named_parameters():
             self._register(p, -1, PARAM, name)
         for name, b in model.named_buffers():
@@ -236,9 +281,21 @@ class _Pass(TorchDispatchMode):
         now = self._rng()
         return torch.equal(rng[0], now[0]) and (rng[1] is None or torch.equal(rng[1], now[1]))
 
+    def note_compiled(self, path=None, module=None):
+        """Where compiled code runs, if it does: the outermost compiled module on the call stack (and
+        the one entered), else the innermost call."""
+        if self.compiled is not None or not _compiling():
+            return
+        stack = [(c.path, c.module) for c in self.stack] + ([(path, module)] if path is not None else [])
+        mods = [(p, compiled(m)) for p, m in stack if compiled(m)]
+        inner = stack[-1][0] if stack else ""
+        self.compiled = "module '%s' is compiled (%s)" % mods[0] if mods else \
+            "a torch.compile'd function runs in module '%s'" % (inner or "(the model)")
+
     # ---- module calls ----
     def enter(self, module, path, args, kwargs):
         self.settle()
+        self.note_compiled(path, module)
         parent = self.stack[-1] if self.stack else None
         c = Call(len(self.calls), module, path, parent.idx if parent else -1, len(self.ops), args, kwargs)
         if parent is not None:
@@ -261,6 +318,7 @@ class _Pass(TorchDispatchMode):
     # ---- saved tensors ----
     def pack(self, t):
         self.settle()
+        self.note_compiled()
         self.saves.append([self.sid(t), len(self.ops) - 1, None])
         return _Saved(t, len(self.saves) - 1)
 
@@ -425,6 +483,8 @@ def one_pass(model, inputs, device, measure_cpu=False):
             with p:
                 out = model(*inputs)
             p.settle()
+        if p.compiled is not None:
+            raise compiled_error(p.compiled)
         loss = loss_of(out)
         for op, o in zip(p.ops, p.keep):  # Nodes set after the op's own event (a custom Function's)
             for t in flat_tensors(o):
@@ -477,7 +537,7 @@ def loss_of(out):
             loss = scalars[0] if len(scalars) == 1 else None
         cand = loss
     if not (isinstance(cand, torch.Tensor) and cand.dim() == 0 and cand.requires_grad):
-        raise TypeError("rematplan: the model's forward must return the loss (a scalar tensor that requires "
+        raise ModelError("rematplan: the model's forward must return the loss (a scalar tensor that requires "
                         "grad), alone, in a tuple, or as .loss; wrap the model and its loss function in one "
                         "nn.Module")
     return cand

@@ -63,7 +63,7 @@ def budget_bytes(budget, store_all):
     if isinstance(budget, int):
         if budget <= 0:
             raise ValueError("budget: %d bytes: must be positive" % budget)
-        return budget
+        return _lib.parse_size(str(budget))[0]  # libremat's limit (2^60) and words, as remat's CLI
     if isinstance(budget, float):
         if not (0 < budget <= 1):
             raise ValueError("budget: a fraction of store-all must be in (0, 1], got %r" % budget)
@@ -345,6 +345,35 @@ def store_all(graph):
     return _memo.get(graph, ("store-all",), make)
 
 
+def checked_graph(graph):
+    """graph as the planners read it, or RematError saying what is wrong: libremat's checks first
+    (rm_plan_graph's message), then the keys rematplan reads beside them: names unique strings
+    of at most 200 bytes (libremat answers by name), part_of a node's index. Where names or edges
+    are absent (libremat's defaults: the node's index, no edges), a copy has them."""
+    if not isinstance(graph, dict):
+        raise _lib.RematError("rematplan.plan_graph: the graph is a %s, not a dict in remat's graph format "
+                              "(json.load a graph file)" % type(graph).__name__)
+    store_all(graph)
+    nodes, names, copy = graph["nodes"], {}, "edges" not in graph
+    for i, nd in enumerate(nodes):
+        name, part = nd.get("name", str(i)), nd.get("part_of", i)
+        copy |= "name" not in nd
+        if not isinstance(name, str) or len(name.encode()) > 200:
+            raise _lib.RematError("rematplan.plan_graph: node %d: name must be a string of at most 200 bytes "
+                                  "(or absent)" % i)
+        if name in names:
+            raise _lib.RematError("rematplan.plan_graph: nodes %d and %d are both named %r: names must be unique "
+                                  "(libremat answers by name)" % (names[name], i, name))
+        names[name] = i
+        if isinstance(part, bool) or not isinstance(part, int) or not 0 <= part < len(nodes):
+            raise _lib.RematError("rematplan.plan_graph: node %d: part_of must be a node's index (0 to %d)"
+                                  % (i, len(nodes) - 1))
+    if not copy:
+        return graph
+    return dict(graph, edges=graph.get("edges", []),
+                nodes=[nd if "name" in nd else dict(nd, name=str(i)) for i, nd in enumerate(nodes)])
+
+
 def plan_graph(graph, budget, structure=None, scale=1.0, inner=None, store_all_bytes=None, verbose=False):
     """The plan of a graph (dict in remat's format) under budget (bytes, fraction or string).
     structure: the module calls (a captured model), else regions are node intervals (a graph file:
@@ -353,6 +382,8 @@ def plan_graph(graph, budget, structure=None, scale=1.0, inner=None, store_all_b
     are given (default: the budget less MARGIN; plan() lowers it when a measured step exceeds it)."""
     from . import chain as chain_mod
     t0 = time.perf_counter()
+    graph = _memo.get(graph, ("checked",), lambda: checked_graph(graph)) if isinstance(graph, dict) else \
+        checked_graph(graph)
     G = Graph(graph)
     top = store_all(graph)
     profile_all = top["store_all_bytes"]

@@ -67,15 +67,17 @@ static rm_status refuse(rm_session *s, size_t fixed, size_t need, const char *wh
                  "gradient clipping), and with the fused optimizer and a scratch directory it is %.2f MiB",
                  s->page.open ? "a scratch directory pages activations and frozen parameters only; " : "",
                  mib((double)least_fused) + 0.01);
+    char left[RM_MIB_TEXT], needs[RM_MIB_TEXT]; /* the two compared: bytes where rounding hides it */
+    rm_mib_pair(fixed < l->limit_bytes ? (int64_t)(l->limit_bytes - fixed) : 0, (int64_t)need, left, needs,
+                sizeof left);
     return rm_graph_fail(s->g, RM_ERR_BUDGET,
                          "memory limit %.2f MiB: parameters %.2f + gradients %.2f%s + optimizer %.2f + inputs %.2f + "
-                         "margin %.2f MiB leave %.2f MiB for activations%s; %s needs %.2f MiB: the least limit that "
+                         "margin %.2f MiB leave %s for activations%s; %s needs %s: the least limit that "
                          "works is %.2f MiB%s",
                          mib((double)l->limit_bytes), mib((double)l->param_bytes), mib((double)l->grad_bytes),
                          s->opt.fuse_optimizer ? " (fused: in the arena)" : "",
                          mib((double)l->optimizer_bytes), mib((double)l->input_bytes), mib((double)l->margin_bytes),
-                         fixed < l->limit_bytes ? mib((double)(l->limit_bytes - fixed)) : 0.0,
-                         s->opt.fuse_optimizer ? " and gradients" : "", why, mib((double)need),
+                         left, s->opt.fuse_optimizer ? " and gradients" : "", why, needs,
                          mib((double)(fixed + need)) + 0.01, paged);
 }
 

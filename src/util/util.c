@@ -166,3 +166,15 @@ int rm_list_problem(const char *list, size_t max_item, int unique, char *why, si
         if (!*p) return 0;
     }
 }
+
+void rm_mib_pair(int64_t a, int64_t b, char *a_out, char *b_out, size_t cap) {
+    const int64_t v[2] = {a, b};
+    char *out[2] = {a_out, b_out}, t[2][RM_MIB_TEXT];
+    for (int i = 0; i < 2; i++) snprintf(t[i], sizeof t[i], "%.2f MiB", (double)v[i] / 1048576.0);
+    const int hidden = a != b && !strcmp(t[0], t[1]); /* rounding would hide which is larger */
+    for (int i = 0; i < 2; i++)
+        if (out[i] && cap) {
+            if (hidden) snprintf(out[i], cap, "%s (%lld bytes)", t[i], (long long)v[i]);
+            else snprintf(out[i], cap, "%s", t[i]);
+        }
+}

@@ -278,11 +278,12 @@ static int64_t revolve_least(const rm_graph *g, int stages, int threads) {
 
 /* The message of an infeasible budget, naming the least feasible one. */
 static void budget_message(int64_t budget, const rm_auto_info *info, char *err, size_t errlen) {
+    char b[RM_MIB_TEXT], m[RM_MIB_TEXT], all[RM_MIB_TEXT];
+    rm_mib_pair(budget, info->min_budget, b, m, sizeof b);
+    rm_mib_pair(info->store_all, info->min_budget, all, NULL, sizeof all);
     if (info->min_budget > 0)
-        snprintf(err, errlen, "memory budget %.2f MiB is below the minimum feasible %.2f MiB for this model "
-                 "(store-all needs %.2f MiB); raise the budget to at least %.2fMiB "
-                 "(%lld bytes)",
-                 budget / 1048576.0, info->min_budget / 1048576.0, info->store_all / 1048576.0,
+        snprintf(err, errlen, "memory budget %s is below the minimum feasible %s for this model, whose store-all "
+                 "needs %s; raise the budget to at least %.2fMiB (%lld bytes)", b, m, all,
                  info->min_budget / 1048576.0 + 0.01, (long long)info->min_budget);
     else
         snprintf(err, errlen, "memory budget %.2f MiB cannot be met by any schedule", budget / 1048576.0);
