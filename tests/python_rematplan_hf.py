@@ -4,10 +4,9 @@ from PyPI (a venv; the wheels are gigabytes, so not in `make test`), plus
     random weights, SDPA attention) at 0.5 and 0.25 of their measured
     store-all step: planned (or the least named and planned), the measured
     peak within the budget, gradients bit for bit;
-  - selective checkpointing: a decoder layer as one region whose policy
-    saves its matmuls (by op and occurrence): gradients bit for bit, every
-    recomputed tensor equal to its first computation, less memory than
-    storing everything; and whether the planner chose such regions;
+  - the op-level checks of tests/python_rematplan_ops.py (functional ops,
+    random and in-place ops, LayerDrop, hooks, tuple outputs, budgets,
+    stable pricing) on this torch;
   - compile mode: torch.compile with activation_memory_budget and libremat
     as the solver: gradients equal eager's within fp tolerance, and the
     solver runs no node of the joint graph (each node's target replaced by
@@ -26,6 +25,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import python_rematplan as base  # noqa: E402
 import python_rematplan_small as small  # noqa: E402
+import python_rematplan_ops as ops  # noqa: E402
 import rematplan_models as M  # noqa: E402
 import rematplan  # noqa: E402
 
@@ -63,37 +63,6 @@ def test_hf():
     for name, make in (("gpt2-hf", gpt2), ("llama-hf", llama)):
         torch.manual_seed(0)
         base.check_model(name, lambda: make().train(), (idx,))
-
-
-def test_sac():
-    """A decoder layer as one selective region: its matmuls saved, the rest recomputed."""
-    from rematplan.planning import Region
-    torch.manual_seed(0)
-    model = llama().train()
-    idx = torch.randint(0, 128, (4, 64), generator=torch.Generator().manual_seed(4))
-    ref = base.copy.deepcopy(model)
-    _, g_ref, _ = small.step(ref, (idx,), 5)
-    P = base.quiet(rematplan.plan, model, (idx,), 1.0)
-    S = P.structure
-    layer = next(c.idx for c in S.calls if c.path.endswith("layers.1"))
-    lo, hi = S.nodes[layer]
-    mm = [i for i in range(lo, hi + 1) if ":mm#" in P.graph["nodes"][i]["name"] or ":bmm#" in P.graph["nodes"][i]["name"]]
-    P.regions = [Region([layer], [layer], range(lo, hi + 1), mm)]
-    P.planner = "forced selective region"
-    cm = rematplan.apply(model, P)
-    _, g, _ = small.step(cm, (idx,), 5)
-    check(len(mm) >= 4 and small.same(g, g_ref), "a selective region (%d matmuls saved): gradients bit for bit" % len(mm))
-    r = rematplan.verify(cm, (idx,))
-    check(not r["mismatches"] and r["compared"] > 0, "a selective region: verify %s" %
-          {k: r.get(k) for k in ("compared", "mismatches", "measured_peak")})
-    chosen = []
-    for f in (0.7, 0.5, 0.35):
-        try:
-            Q = base.quiet(rematplan.plan, model, (idx,), f)
-            chosen += [r for r in Q.regions if r.sac is not None]
-        except rematplan.BudgetError:
-            pass
-    print("selective regions the planner chose for the Llama at 0.7/0.5/0.35: %d" % len(chosen))
 
 
 def test_compile():
@@ -208,9 +177,10 @@ def main():
         print("torchvision is not in this venv: ResNet-50 and torchvision's BasicBlock are left out")
         small.test_untraceable = _untraceable_without_vision
     small.run(check, a.remat)
+    ops.run(check)
     base.test_budgets(a.remat)
     base.test_models(vision=vision)
-    for t in (test_hf, test_sac, test_compile, test_compiled_module):
+    for t in (test_hf, test_compile, test_compiled_module):
         t1 = time.perf_counter()
         t()
         print("%s: %.1f s" % (t.__name__, time.perf_counter() - t1))

@@ -1,18 +1,18 @@
-"""verify(): every recomputed tensor against its first computation, bit for
-bit, and the measured peak against the plan's prediction.
+"""verify(): one step of an applied model against the same step of the
+model without the plan, and against itself.
 
-Hashes go through saved-tensor hooks: while verifying, every push of a
-saved-tensor hook pair is mirrored in a Python stack, so inside a region
-the hooks checkpoint installed (its pack in the first run, its inner pack
-in the recomputation) are known; the region pushes its own pair on top,
-which hashes each tensor an op saves (BLAKE2b of its bytes) and passes it
-on to checkpoint's. The first run records the hashes in order; the
-recomputation, which saves the same tensors in the same order, compares.
-
-Peak memory, the step's high-water mark above what was allocated before it:
-  - CUDA: torch.cuda.max_memory_allocated (reset before the step);
-  - CPU: the process's peak RSS (VmHWM, reset through /proc/self/clear_refs)
-    above its RSS before the step; and PyTorch's own count of the bytes its
+  - The loss and every parameter's gradient, bit for bit, against a step of
+    the unplanned model from the same RNG state (dropout on): a plan must not
+    change what the model computes (a user's hook that ran twice, a skipped
+    block that ran anyway, a stale value would show here).
+  - Every recomputed tensor against its first computation: while verifying,
+    the applied model's recipes (recompute.py) hash each value they make in
+    the forward (BLAKE2b of its bytes) and compare the hash when the
+    backward rebuilds it.
+  - Peak memory, the step's high-water mark above what was allocated before
+    it: on CUDA torch.cuda.max_memory_allocated (reset before the step); on
+    CPU the process's peak RSS (VmHWM, reset through /proc/self/clear_refs)
+    above its RSS before the step, and PyTorch's own count of the bytes its
     CPU allocator hands out (the profiler's memory events, summed in time
     order), which is what the plan predicts.
 Parameters' gradients are allocated before the step, so neither counts
@@ -23,9 +23,7 @@ import gc
 import hashlib
 
 import torch
-import torch.autograd.graph
 
-from . import _apply
 from ._lib import RematError
 from .capture import ModelState, loss_of
 
@@ -34,76 +32,39 @@ class VerifyError(AssertionError):
     pass
 
 
-class _HookMirror:
-    """Mirrors torch's saved-tensor hook stack; hands regions a recording pair."""
-
-    def __init__(self, model):
-        # parameters and buffers are not recomputed (BatchNorm's statistics change in the step)
-        self.skip = {t.data_ptr() for t in list(model.parameters()) + list(model.buffers())}
-        self.stack = []
-        self.compared = 0
-        self.recorded = 0
-        self.mismatches = []
-
-    def __enter__(self):
-        A = torch._C._autograd
-        self.push0, self.pop0 = A._push_saved_tensors_default_hooks, A._pop_saved_tensors_default_hooks
-
-        def push(pack, unpack):
-            self.stack.append((pack, unpack))
-            return self.push0(pack, unpack)
-
-        def pop():
-            self.stack.pop()
-            return self.pop0()
-
-        A._push_saved_tensors_default_hooks, A._pop_saved_tensors_default_hooks = push, pop
-        _apply._hooks = self
-        return self
-
-    def __exit__(self, *exc):
-        A = torch._C._autograd
-        A._push_saved_tensors_default_hooks, A._pop_saved_tensors_default_hooks = self.push0, self.pop0
-        _apply._hooks = None
-
-    def region(self, name):
-        return _Record(self, name)
-
-
 def digest(t):
     t = t.detach()
     b = t.reshape(-1).contiguous().view(torch.uint8) if t.dim() else t.reshape(1).view(torch.uint8)
     return hashlib.blake2b(b.cpu().numpy().tobytes(), digest_size=16).hexdigest(), tuple(t.shape), str(t.dtype)
 
 
-class _Record:
-    """One region instance: hashes of what its first run saved, compared by its recomputation."""
+class Checker:
+    """The recipes' values hashed where the forward makes them and where the backward rebuilds them."""
 
-    def __init__(self, mirror, name):
-        self.m, self.name, self.first = mirror, name, []
+    def __init__(self):
+        self.first = {}  # (id(recipe), version) -> (digest, size, stride, offset)
+        self.recorded = self.compared = 0
+        self.mismatches = []
+        self.keep = []   # the recipes hashed: ids stay unique while verifying
 
-    def hooks(self, recompute):
-        m, rec = self.m, self
-        pack, unpack = m.stack[-1] if m.stack else (None, None)
-        k = [0]
+    def before(self, step):
+        pass
 
-        def mine(t):
-            if t.data_ptr() in m.skip:
-                return pack(t) if pack else t  # parameters, buffers
-            d = digest(t)
-            if recompute:
-                i = k[0]
-                k[0] += 1
-                m.compared += 1
-                if i >= len(rec.first) or rec.first[i] != d:
-                    m.mismatches.append("%s: saved tensor %d %s %s differs from its first computation"
-                                        % (rec.name, i, d[1], d[2]))
-            else:
-                rec.first.append(d)
-                m.recorded += 1
-            return pack(t) if pack else t
+    def made(self, recipe, version, t):
+        self.keep.append(recipe)
+        self.first[(id(recipe), version)] = (digest(t), tuple(t.shape), tuple(t.stride()), t.storage_offset())
+        self.recorded += 1
 
-        return torch.autograd.graph.saved_tensors_hooks(mine, unpack if unpack else (lambda x: x))
+    def rebuilt(self, recipe, version, base):
+        f = self.first.get((id(recipe), version))
+        if f is None:
+            return
+        d, size, stride, offset = f
+        t = base.as_strided(size, stride, offset - recipe.offset + base.storage_offset())
+        self.compared += 1
+        if digest(t) != d:
+            self.mismatches.append("a recomputed tensor %s %s differs from its first computation (op %s)"
+                                   % (d[1], d[2], recipe.steps[version - 1].func))
 
 
 def _rss():
@@ -187,20 +148,72 @@ def measure_step(model, inputs, device=None):
     return r.get("cuda_peak", r.get("allocator_peak"))
 
 
+def time_step(model, inputs, device=None, runs=1, warm=0):
+    """The wall time of one training step of model(*inputs) in ms (the fastest of `runs`, after `warm`
+    more); the model is left as it was."""
+    import time
+    args = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
+    cuda = device is not None and torch.device(device).type == "cuda"
+    best = None
+    with ModelState(model, zero_grads=True) as k:
+        step = _step(model, args, k)
+        for i in range(runs + warm):
+            if cuda:
+                torch.cuda.synchronize(device)
+            t0 = time.perf_counter()
+            step()
+            if cuda:
+                torch.cuda.synchronize(device)
+            ms = (time.perf_counter() - t0) * 1e3
+            if i >= warm:
+                best = ms if best is None else min(best, ms)
+    return best
+
+
+def _grads(model):
+    return [None if p.grad is None else p.grad.detach().clone() for p in model.parameters()]
+
+
+def _same(a, b):
+    return (a is None and b is None) or (a is not None and b is not None and a.shape == b.shape and
+                                          a.dtype == b.dtype and torch.equal(a, b))
+
+
 def verify(model, inputs, device=None, check_memory=True, raise_on_mismatch=True):
-    """One step of an applied model: recomputed tensors compared bit for bit with their first
-    computation, the peak measured against the plan. Leaves the model's buffers, gradients and RNG
-    as it found them. Returns a dict of the figures."""
+    """One step of an applied model: its loss and gradients against the unplanned model's from the same
+    RNG state, its recomputed tensors against their first computation (bit for bit), its peak measured
+    against the plan. Leaves the model's buffers, gradients and RNG as it found them. Returns a dict."""
     plan = getattr(model, "remat_plan", None)
+    plain = getattr(model, "remat_model", model)
     args = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
     res = {}
-    with ModelState(model, zero_grads=True) as k:  # parameters' gradients exist before the step: not activations
-        step = _step(model, args, k)
-        with _HookMirror(model) as m:
-            step()
-        res["recorded"], res["compared"], res["mismatches"] = m.recorded, m.compared, list(m.mismatches)
+    with ModelState(model, zero_grads=True) as k:
+        k.rewind()
+        with ModelState(plain, zero_grads=True):  # buffers back as they were for the planned step
+            out = plain(*args)
+            loss0 = loss_of(out).detach().clone()
+            loss_of(out).backward()
+            want = _grads(plain)
+            del out
+        k.rewind()
+        check = Checker()
+        if hasattr(model, "remat_check"):
+            object.__setattr__(model, "remat_check", check)
+        try:
+            with ModelState(plain, zero_grads=True):
+                out = model(*args)
+                loss1 = loss_of(out).detach().clone()
+                loss_of(out).backward()
+                got = _grads(plain)
+                del out
+        finally:
+            if hasattr(model, "remat_check"):
+                object.__setattr__(model, "remat_check", None)
+        res["loss_equal"] = _same(loss0, loss1)
+        res["grads_differ"] = [n for (n, _), a, b in zip(plain.named_parameters(), want, got) if not _same(a, b)]
+        res["recorded"], res["compared"], res["mismatches"] = check.recorded, check.compared, list(check.mismatches)
         if check_memory:
-            res.update(measure(step, device))
+            res.update(measure(_step(model, args, k), device))
     if plan is not None:
         res["predicted_peak"] = plan.peak_bytes
         res["budget"] = plan.budget_bytes
@@ -208,7 +221,13 @@ def verify(model, inputs, device=None, check_memory=True, raise_on_mismatch=True
     if measured is not None and plan is not None:
         res["measured_peak"] = measured
         res["within_budget"] = measured <= plan.budget_bytes
-    if raise_on_mismatch and res["mismatches"]:
-        raise VerifyError("rematplan.verify: %d recomputed tensors differ from their first computation: %s"
-                          % (len(res["mismatches"]), "; ".join(res["mismatches"][:5])))
+    problems = list(res["mismatches"])
+    if not res["loss_equal"]:
+        problems.insert(0, "the loss differs from the unplanned model's (%r vs %r)" % (loss1.item(), loss0.item()))
+    if res["grads_differ"]:
+        problems.insert(0, "%d gradients differ from the unplanned model's: %s" % (
+            len(res["grads_differ"]), ", ".join(res["grads_differ"][:5])))
+    res["ok"] = not problems
+    if raise_on_mismatch and problems:
+        raise VerifyError("rematplan.verify: " + "; ".join(problems[:6]))
     return res

@@ -11,9 +11,12 @@ step instead, whatever Python the model runs:
     does not mark), its time (perf_counter around the kernel on CPU, CUDA
     events on a GPU) and, on CUDA, the allocator's peak while it runs, and
     whether it drew random numbers (the RNG state moved);
-  - every module call (each module's forward wrapped for the step): the ops
-    it ran, its arguments and its output, so a plan can checkpoint modules
-    at any depth of the module tree without touching the user's code;
+  - every module call (torch's global module hooks, as the applied plan
+    sees them): where each op ran, as (module path, the call's occurrence in
+    the step, the op's place among the call's own ops), the key by which the
+    applied plan finds the op again in a later step, even where that step
+    skips a call (recompute.py);
+  - each op's FLOPs and the bytes it reads and writes (pricing.py);
   - what backward saves (a saved-tensor pack hook sees every saved tensor's
     storage) and whose backward reads it: post-hooks on every autograd Node
     mark where one Node's backward ends, so the Node that unpacks a saved
@@ -24,11 +27,17 @@ never reused within a pass (a capture therefore holds more than a plain
 step: plan() measures the plain step apart). The model, its buffers, its
 parameters' gradients and the RNG are left as they were.
 """
-import statistics
+import functools
+import gc
 import time
+import weakref
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
+
+from ._tree import flat_tensors  # noqa: F401 (rematplan.capture.flat_tensors)
+from .calls import Calls
+from .pricing import kind, moved_bytes, op_flops, spec
 
 PARAM, BUFFER, INPUT, ACT, CONST = "param", "buffer", "input", "act", "const"
 
@@ -62,8 +71,8 @@ def _compiling():
 
 
 def compiled_error(where):
-    return ModelError("rematplan: %s: rematplan records the eager step and recomputes with "
-                      "torch.utils.checkpoint, which cannot replay what compiled code saves; plan the eager "
+    return ModelError("rematplan: %s: rematplan records the eager step and recomputes it op by op, "
+                      "which cannot replay what compiled code saves; plan the eager "
                       "model (the module before torch.compile, e.g. an OptimizedModule's ._orig_mod), or keep "
                       "torch.compile and let it recompute (torch._functorch.config.activation_memory_budget, "
                       "with rematplan.use_as_compile_solver())" % where)
@@ -75,18 +84,6 @@ def refuse_compiled(model):
         how = compiled(m)
         if how:
             raise compiled_error("module '%s' is compiled (%s)" % (path or "(the model)", how))
-
-
-def flat_tensors(v):
-    """The tensors in nested tuples, lists and dicts (and objects with a to_tuple, e.g. HF outputs)."""
-    if isinstance(v, torch.Tensor):
-        yield v
-    elif isinstance(v, (tuple, list)):
-        for x in v:
-            yield from flat_tensors(x)
-    elif isinstance(v, dict):
-        for x in v.values():
-            yield from flat_tensors(x)
 
 
 def storage_key(t):
@@ -105,57 +102,29 @@ class Storage:
 
 
 class Op:
-    """One aten op of the forward pass."""
-    __slots__ = ("idx", "name", "reads", "writes", "new", "dead", "call", "ms", "bwd_ms", "random",
-                 "grad_bytes", "has_grad", "ws", "bwd_ws")
+    """One aten op of the forward pass. new: the storages it created, new_pos: the place of each among
+    its flattened outputs; key: (module path, call occurrence, place among the call's own ops)."""
+    __slots__ = ("idx", "name", "reads", "writes", "new", "new_pos", "dead", "call", "key", "ms", "bwd_ms",
+                 "random", "grad_bytes", "has_grad", "ws", "bwd_ws", "flops", "moved", "spec")
 
-    def __init__(self, idx, name, call):
-        self.idx, self.name, self.call = idx, name, call
-        self.reads, self.writes, self.new, self.dead = [], [], [], []
+    def __init__(self, idx, name, call, key):
+        self.idx, self.name, self.call, self.key = idx, name, call, key
+        self.reads, self.writes, self.new, self.new_pos, self.dead = [], [], [], [], []
+        self.flops = self.moved = 0.0
+        self.spec = None  # a matrix product's arguments as shapes (pricing.calibrate replays it)
         self.ms = self.bwd_ms = 0.0
         self.random = self.has_grad = False
         self.grad_bytes = self.ws = self.bwd_ws = 0  # ws: its forward's workspace, bwd_ws: its backward's
 
 
 class Call:
-    """One module call: ops first..end-1 ran inside it. Its arguments are kept as a signature
-    (tensors and other objects by identity, which holds within a pass, plain values by value)."""
-    __slots__ = ("idx", "module", "path", "parent", "first", "end", "sig", "out_ids", "out_sids", "children",
-                 "args", "kwargs")
+    """One module call: ops first..end-1 ran inside it (children's included); occ: how many calls of
+    the same module came before it in the step; nops: the ops that ran in it outside its children."""
+    __slots__ = ("idx", "module", "path", "parent", "first", "end", "occ", "nops", "children")
 
-    def __init__(self, idx, module, path, parent, first, args, kwargs):
-        self.idx, self.module, self.path, self.parent, self.first = idx, module, path, parent, first
-        self.end, self.children, self.args, self.kwargs = first, [], args, kwargs
-        self.sig, self.out_ids, self.out_sids = (), [], set()
-
-
-PLAIN = (int, float, bool, str, type(None), torch.dtype, torch.device)
-
-
-def signature(args, kwargs):
-    """((place, kind, value), ...): "T" a tensor (its id), "V" a plain value, "O" another object (id)."""
-    out = []
-
-    def walk(place, v):
-        if isinstance(v, torch.Tensor):
-            out.append((place, "T", id(v)))
-        elif isinstance(v, (tuple, list)):
-            out.append((place, type(v).__name__, len(v)))
-            for i, x in enumerate(v):
-                walk(place + (i,), x)
-        elif isinstance(v, dict):
-            out.append((place, "dict", tuple(sorted(map(str, v)))))
-            for k in sorted(v, key=str):
-                walk(place + (str(k),), v[k])
-        elif isinstance(v, PLAIN):
-            out.append((place, "V", v))
-        else:
-            out.append((place, "O", id(v)))
-    for i, a in enumerate(args):
-        walk(("a", i), a)
-    for k in sorted(kwargs):
-        walk(("k", k), kwargs[k])
-    return tuple(out)
+    def __init__(self, idx, module, path, parent, first, occ):
+        self.idx, self.module, self.path, self.parent, self.first, self.occ = idx, module, path, parent, first, occ
+        self.end, self.nops, self.children = first, 0, []
 
 
 class _Saved:
@@ -177,10 +146,10 @@ class _Pass(TorchDispatchMode):
         self.cuda = _cuda(device) and torch.cuda.is_available()
         self.peaks = peaks  # memory.CpuPeaks on a measured CPU pass
         self.storages, self.by_key = [], {}
-        self.ops, self.calls, self.stack = [], [], []
+        self.ops, self.calls = [], []
+        self.where = Calls(model, self.enter, self.leave)
         self.saves = []        # [sid, op index at pack time, reader op or None]
         self.keep = []         # every forward output: addresses are not reused within the pass
-        self.held = []         # every call's arguments and output: ids are not reused either
         self.pending = None    # (op, outputs) whose autograd Nodes are read at the next event
         self.node_op = {}      # autograd Node -> op that created it
         self.events = []       # CUDA: (op, start, end) events
@@ -234,7 +203,9 @@ class _Pass(TorchDispatchMode):
         kwargs = kwargs or {}
         self.settle()
         ins = list(flat_tensors((args, kwargs)))
-        op = Op(len(self.ops), str(func), self.stack[-1].idx if self.stack else -1)
+        call = self.where.current()
+        name = str(func)
+        op = Op(len(self.ops), name, call.idx if call is not None else -1, self.where.next_key(name))
         op.reads = [self.sid(t) for t in ins]
         versions = [t._version for t in ins]
         rng = self._rng()
@@ -245,10 +216,14 @@ class _Pass(TorchDispatchMode):
         for t, sid, v in zip(ins, op.reads, versions):
             if sid is not None and (t._version != v or any(t is w for w in written)):
                 op.writes.append(sid)
-        for t in outs:
+        for pos, t in enumerate(outs):
             key, nbytes = storage_key(t)
             if key not in self.by_key and nbytes:
                 op.new.append(self._register(t, op.idx, ACT))
+                op.new_pos.append(pos)
+        op.flops, op.moved = op_flops(func, args, kwargs, out), moved_bytes(ins, outs)
+        if kind(name) == "mm":
+            op.spec = spec(args, kwargs) + (func,)
         self.keep.append(out)
         self.ops.append(op)
         self.pending = (op, outs)
@@ -286,34 +261,26 @@ class _Pass(TorchDispatchMode):
         the one entered), else the innermost call."""
         if self.compiled is not None or not _compiling():
             return
-        stack = [(c.path, c.module) for c in self.stack] + ([(path, module)] if path is not None else [])
+        stack = [(f[3].path, f[3].module) for f in self.where.stack] + ([(path, module)] if path is not None else [])
         mods = [(p, compiled(m)) for p, m in stack if compiled(m)]
         inner = stack[-1][0] if stack else ""
         self.compiled = "module '%s' is compiled (%s)" % mods[0] if mods else \
             "a torch.compile'd function runs in module '%s'" % (inner or "(the model)")
 
-    # ---- module calls ----
-    def enter(self, module, path, args, kwargs):
+    # ---- module calls (calls.Calls) ----
+    def enter(self, module, path, occ):
         self.settle()
         self.note_compiled(path, module)
-        parent = self.stack[-1] if self.stack else None
-        c = Call(len(self.calls), module, path, parent.idx if parent else -1, len(self.ops), args, kwargs)
+        parent = self.where.current()
+        c = Call(len(self.calls), module, path, parent.idx if parent is not None else -1, len(self.ops), occ)
         if parent is not None:
             parent.children.append(c.idx)
         self.calls.append(c)
-        self.stack.append(c)
         return c
 
-    def leave(self, c, out):
+    def leave(self, frame):
         self.settle()
-        c.end = len(self.ops)
-        c.sig = signature(c.args, c.kwargs)
-        self.held.append((c.args, c.kwargs, out))  # alive until the pass ends: the ids stay unique
-        c.args = c.kwargs = None
-        outs = list(flat_tensors(out))
-        c.out_ids = [id(t) for t in outs]
-        c.out_sids = {self.by_key.get(storage_key(t)[0]) for t in outs} - {None}
-        self.stack.pop()
+        frame[3].end = len(self.ops)
 
     # ---- saved tensors ----
     def pack(self, t):
@@ -338,39 +305,6 @@ def _schema_writes(func, args, kwargs):
     if name.startswith("aten.native_batch_norm") and len(args) > 5 and args[5]:
         out.extend(t for t in args[3:5] if isinstance(t, torch.Tensor))
     return out
-
-
-class _Wrapped:
-    """Every module's forward wrapped for one pass (restored on exit)."""
-
-    def __init__(self, model, p):
-        self.model, self.p, self.saved = model, p, []
-
-    def __enter__(self):
-        for path, m in self.model.named_modules():
-            self.saved.append((m, m.__dict__.get("forward")))
-            m.forward = self._wrap(m, path, m.forward)
-        return self
-
-    def _wrap(self, m, path, bound):
-        p = self.p
-
-        def forward(*args, **kwargs):
-            c = p.enter(m, path, args, kwargs)
-            out = None
-            try:
-                out = bound(*args, **kwargs)
-            finally:
-                p.leave(c, out)
-            return out
-        return forward
-
-    def __exit__(self, *exc):
-        for m, f in self.saved:
-            if f is None:
-                del m.forward
-            else:
-                m.forward = f
 
 
 class StepRecord:
@@ -426,7 +360,16 @@ class _Backward:
 
     def workspaces(self, peaks):
         """Each Node's measured peak above its start, as its op's backward workspace (the largest of
-        its Nodes'); not when the Nodes measured are not the ones hooked."""
+        its Nodes'). peaks: one per Node in order (CUDA: the hooked ones), or (Node name, peak) for
+        every Node the engine ran (CPU: the profiler's), matched to the hooked ones by name in order."""
+        if peaks and isinstance(peaks[0], tuple):
+            matched, j = [], 0
+            for name in self.node_names:
+                while j < len(peaks) and peaks[j][0] != name:
+                    j += 1
+                matched.append(peaks[j][1] if j < len(peaks) else 0)
+                j += 1
+            peaks = matched
         if len(peaks) != len(self.node_ops):
             return
         for o, pk in zip(self.node_ops, peaks):
@@ -451,6 +394,7 @@ class _Backward:
             torch.cuda.synchronize()
         bwd, last_op, prev = {}, None, start
         self.node_ops = []
+        self.node_names = [type(g).__name__ for _, g in self.stamps]
         for t, g in self.stamps:
             dt = prev.elapsed_time(t) if p.cuda else (t - prev) * 1e3
             prev = t
@@ -479,7 +423,7 @@ def one_pass(model, inputs, device, measure_cpu=False):
     p = _Pass(model, inputs, device, peaks)
     b = _Backward(p)
     with peaks if peaks is not None else Nothing():
-        with _Wrapped(model, p), torch.autograd.graph.saved_tensors_hooks(p.pack, b.unpack):
+        with p.where, torch.autograd.graph.saved_tensors_hooks(p.pack, b.unpack):
             with p:
                 out = model(*inputs)
             p.settle()
@@ -509,7 +453,7 @@ def one_pass(model, inputs, device, measure_cpu=False):
         p.ops[o].bwd_ms = ms
     rec = StepRecord(p, loss_sid, bwd, readers)
     rec.held = held - {None, loss_sid}
-    p.keep, p.held, p.pending, p.node_op, p.events = [], [], None, {}, []  # the pass's tensors go now
+    p.keep, p.pending, p.node_op, p.events = [], None, {}, []  # the pass's tensors go now
     b.stamps, b.unpacks = [], []
     return rec
 
@@ -584,28 +528,70 @@ class ModelState:
             p.grad = g
 
 
+class _Lifetimes(TorchDispatchMode):
+    """A forward whose saved tensors are not kept (a pack hook that keeps nothing): when the model's
+    Python code lets go of each storage an op made. A storage dies when the last tensor on it dies
+    (weak references' callbacks); an eager framework frees it then, not after its last reader: a
+    local variable, an argument the caller still holds, a tensor a module keeps aside."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.where = Calls(model)
+        self.now, self.done = None, False
+        self.live = {}    # storage address -> [(key, place), tensors alive on it]
+        self.death = {}   # (key, place) -> the key of the op that ran last when it died ("after": past the forward)
+        self.refs = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = str(func)
+        key = self.now = self.where.next_key(name)
+        ins = {storage_key(t)[0] for t in flat_tensors((args, kwargs or {}))}
+        out = func(*args, **(kwargs or {}))
+        for pos, t in enumerate(flat_tensors(out)):
+            k = storage_key(t)[0]
+            e = self.live.get(k)
+            if e is None:
+                if k in ins:  # on an input's storage that is not tracked (a parameter's view)
+                    continue
+                e = self.live[k] = [(key, pos), 0]
+            e[1] += 1
+            self.refs.append(weakref.ref(t, functools.partial(self._died, k)))
+        return out
+
+    def _died(self, k, _ref):
+        e = self.live.get(k)
+        if e is None:
+            return
+        e[1] -= 1
+        if e[1] == 0:
+            self.death[e[0]] = "after" if self.done else self.now
+            del self.live[k]
+
+
+def lifetimes(model, args):
+    """{(op key, output place): the key of the op during which Python let go of it, or "after"}."""
+    L = _Lifetimes(model)
+    with L.where, torch.autograd.graph.saved_tensors_hooks(lambda t: None, lambda h: None):
+        with L:
+            out = model(*args)
+    L.done = True
+    del out
+    gc.collect()
+    return L.death
+
+
 def capture(model, inputs, device=None, repeats=1):
-    """Records model(*inputs).backward(): a first pass warms up (lazy allocations, kernels chosen:
-    nothing of it is used), one pass gives the structure and the memory (on CPU under the
-    profiler), and `repeats` more give the per-op times (forward and backward; medians)."""
+    """Records model(*inputs).backward(): a plain step warms up (lazy allocations, kernels chosen),
+    a forward sees when Python lets go of each tensor (lifetimes), one pass gives the structure and
+    the memory (on CPU under the profiler). Ops are priced by their FLOPs and bytes (pricing.py), so
+    no pass times them; `repeats` is accepted for compatibility and unused."""
     args = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
     with ModelState(model) as k:
         k.reset()
-        one_pass(model, args, device)
+        loss_of(model(*args)).backward()
+        k.reset()
+        deaths = lifetimes(model, args)
         k.reset()
         rec = one_pass(model, args, device, measure_cpu=True)
-        fwd = [[] for _ in rec.ops]
-        bwd = [[] for _ in rec.ops]
-        for _ in range(max(repeats, 1)):
-            k.reset()
-            r = one_pass(model, args, device)
-            if len(r.ops) != len(rec.ops):  # the step took another path: its times do not line up
-                continue
-            for i, op in enumerate(r.ops):
-                fwd[i].append(op.ms)
-                bwd[i].append(op.bwd_ms)
-            del r
-    for i, op in enumerate(rec.ops):
-        if fwd[i]:
-            op.ms, op.bwd_ms = statistics.median(fwd[i]), statistics.median(bwd[i])
+        rec.deaths = deaths
     return rec

@@ -32,14 +32,18 @@ class _Node:
 
     def __init__(self, op):
         self.ops, self.owned, self.pinned, self.buffers = [op], [], False, []
+        # pinned: kept whatever the plan; a node that writes the model's inputs, or that takes a
+        # storage over by writing it in place (the value before the write is gone: nothing rebuilds it)
 
 
 class Built:
-    """The graph and the maps between its nodes and the captured ops."""
+    """The graph and the maps between its nodes and the captured ops: node_sids[k], the storages whose
+    bytes node k counts (what a plan that recomputes k recomputes)."""
 
-    def __init__(self, graph, node_ops, op_node, node_first, loss_op):
+    def __init__(self, graph, node_ops, op_node, node_first, loss_op, node_sids):
         self.graph, self.node_ops, self.op_node, self.node_first, self.loss_op = \
             graph, node_ops, op_node, node_first, loss_op
+        self.node_sids = node_sids
 
 
 class _Owners:
@@ -75,6 +79,7 @@ def _group(rec, last):
             if any(r > target for r in reads):  # it reads a later node's output: takes the storage over
                 taken = [s for s in act_w if owners.get(s, op.idx) == target]
                 target = _new_node(nodes, owners, op.idx, taken)
+                nodes[target].pinned = True
         if op.new:
             if target is None:
                 target = _new_node(nodes, owners, op.idx, op.new)
@@ -103,8 +108,9 @@ def _new_node(nodes, owners, op, owned):
     return len(nodes) - 1
 
 
-def build(rec):
-    """The remat graph of a StepRecord, as a Built."""
+def build(rec, rates=None):
+    """The remat graph of a StepRecord, as a Built. rates (pricing.Rates): forward times from each op's
+    FLOPs and bytes (else the measured ones)."""
     st = rec.storages
     loss_op = st[rec.loss_sid].producer if rec.loss_sid is not None else -1
     if loss_op < 0:
@@ -126,16 +132,19 @@ def build(rec):
         r = op_node.get(reader)
         if o is not None and o < len(nodes) and r is not None:
             saved_by.setdefault((sid, o), set()).add(r)
-    out_nodes, edges, node_ops, node_first = [], [], [], []
+    after, extra = _python_holds(rec, owners, op_node, fwd_readers, len(nodes))
+    held = set(getattr(rec, "held", ())) | after
+    out_nodes, edges, node_ops, node_first, node_sids = [], [], [], [], []
     params = {s.sid: s.nbytes for s in st if s.kind == PARAM}
     for i, nd in enumerate(nodes):
-        main, priv, dead, reads_out = _split(nd, i, rec, fwd_readers, saved_by, i == loss_node)
+        main, priv, dead, reads_out, sids = _split(nd, i, rec, fwd_readers, saved_by, i == loss_node)
         holds = []
         if i == loss_node:  # what the forward returned besides the loss lives to the end of the step
-            main += sum(st[s].nbytes for s in getattr(rec, "held", ()) if st[s].kind == ACT)
-            holds = sorted({owners.get(s, loss_op) for s in getattr(rec, "held", ()) if st[s].kind == ACT} - {None, i})
+            main += sum(st[s].nbytes for s in held if st[s].kind == ACT)
+            holds = sorted({owners.get(s, loss_op) for s in held if st[s].kind == ACT} - {None, i})
         ops = [rec.ops[o] for o in nd.ops]
-        node = {"name": _name(rec, nd, len(out_nodes)), "forward_time": round(sum(o.ms for o in ops), 5),
+        fwd = sum(rates.op_time(o) for o in ops) if rates is not None else sum(o.ms for o in ops)
+        node = {"name": _name(rec, nd, len(out_nodes)), "forward_time": round(fwd, 5),
                 "backward_time": round(sum(o.bwd_ms for o in ops), 5),
                 "output_bytes": main + (priv if i == loss_node else 0),
                 "gradient_bytes": 0 if i == loss_node else sum(o.grad_bytes for o in ops),
@@ -147,8 +156,8 @@ def build(rec):
             node["random"] = True
         if nd.buffers:
             node["side_effect"] = sorted(set(nd.buffers))
-        if nd.pinned:
-            node["pinned"] = True
+        if nd.pinned or i == loss_node:
+            node["keep"] = True
         if holds:  # the grouped ids of the nodes whose outputs it holds (renumbered below)
             node["holds"] = holds
         if any(st[s].kind == ACT for o in ops for s in o.writes):
@@ -157,17 +166,92 @@ def build(rec):
         out_nodes.append(node)
         node_ops.append(nd.ops)
         node_first.append(nd.ops[0])
-        edges += _edges_into(i, k, nd, rec, owners, saved_by)
+        node_sids.append(sids[0] + (sids[1] if i == loss_node else []))
+        edges += _edges_into(i, k, nd, rec, owners, saved_by, extra.get(i, ()))
         if priv and i != loss_node:
             out_nodes.append({"name": node["name"] + ".saved", "forward_time": node["forward_time"],
                               "backward_time": 0.0, "output_bytes": priv, "gradient_bytes": 0,
                               "backward": True, "backward_reads_output": True, "part_of": k})
+            if node.get("keep"):  # rebuilding it would run the pinned node's ops again
+                out_nodes[-1]["keep"] = True
             edges.append({"producer": k, "consumer": k + 1, "backward_reads": False})
             node_ops.append(nd.ops)
             node_first.append(nd.ops[0])
+            node_sids.append(sids[1])
     _renumber(edges, nodes, out_nodes)
     _backward_workspaces(out_nodes, edges, node_ops, rec)
-    return Built({"nodes": out_nodes, "edges": edges}, node_ops, op_node, node_first, loss_op)
+    for nd, b in zip(out_nodes, _layer_blocks(rec, node_first)):
+        nd["block"] = b
+    return Built({"nodes": out_nodes, "edges": edges, "eager": True}, node_ops, op_node, node_first, loss_op,
+                 node_sids)
+
+
+def _layers(rec):
+    """The model's layers: the calls of the module class, at the depth of the module tree, that run
+    the largest share of the forward's ops (among those within 10% of it, the one with the most calls;
+    at least two calls). {call index: True} (empty when there are none)."""
+    depth = []
+    for c in rec.calls:
+        depth.append(depth[c.parent] + 1 if c.parent >= 0 else 0)
+    groups = {}
+    for c, d in zip(rec.calls, depth):
+        if d > 0:
+            g = groups.setdefault((d, type(c.module).__name__), [])
+            if not any(c.first < o.end and o.first < c.end for o in g):  # not nested in one of its own class
+                g.append(c)
+    total = max(len(rec.ops), 1)
+    scored = [(sum(c.end - c.first for c in g) / total, len(g), -d, g) for (d, _), g in groups.items() if len(g) >= 2]
+    if not scored:
+        return {}
+    top = max(s[0] for s in scored)
+    best = max((s for s in scored if s[0] >= 0.9 * top), key=lambda s: (s[1], s[2]))
+    return {c.idx: True for c in best[3]}
+
+
+def _layer_blocks(rec, node_first):
+    """Each node's block (graph JSON "block"): its layer (_layers), or the run of nodes between two."""
+    layers = _layers(rec)
+    parent = [c.parent for c in rec.calls]
+
+    def layer_of(op):
+        c = rec.ops[op].call
+        while c >= 0 and c not in layers:
+            c = parent[c]
+        return c
+    out, b, prev = [], -1, None
+    for first in node_first:
+        cur = layer_of(first)
+        if not out or cur != prev or cur < 0 and prev >= 0:
+            b += 1
+        out.append(b)
+        prev = cur
+    return out
+
+
+def _python_holds(rec, owners, op_node, fwd_readers, n):
+    """Where the model's Python code holds a storage past its last reader (capture.lifetimes): its
+    node is read, in the forward, by the node of the op during which Python let go of it (added to
+    fwd_readers). Returns (the storages held past the forward: to the end of the step, {reading
+    node: the nodes it holds that long})."""
+    deaths = getattr(rec, "deaths", None)
+    after, extra = set(), {}
+    if not deaths:
+        return after, extra
+    by_key = {op.key: op.idx for op in rec.ops}
+    for op in rec.ops:
+        for sid, pos in zip(op.new, op.new_pos):
+            d = deaths.get((op.key, pos))
+            if d is None:
+                continue
+            if d == "after":
+                after.add(sid)
+                continue
+            o = owners.get(sid, op.idx)
+            r = op_node.get(by_key.get(d))
+            if o is not None and r is not None and r > o and r < n:
+                fwd_readers.setdefault(sid, set()).add(r)
+                extra.setdefault(r, set()).add(o)
+    return after, extra
 
 
 def _backward_workspaces(nodes, edges, node_ops, rec):
@@ -196,9 +280,10 @@ def _name(rec, nd, k):
 
 def _split(nd, i, rec, fwd_readers, saved_by, is_loss):
     """Bytes of the node's storages: read by others (main), only by its own backward (private),
-    by nobody (dead); and whether its own backward reads the main ones."""
+    by nobody (dead); whether its own backward reads the main ones; ([main sids], [private sids])."""
     main = priv = dead = 0
     reads_out = False
+    sids = ([], [])
     for s in nd.owned:
         nb = rec.storages[s].nbytes
         others = fwd_readers.get(s, set()) - {i}
@@ -206,11 +291,13 @@ def _split(nd, i, rec, fwd_readers, saved_by, is_loss):
         if others or is_loss or (savers - {i}):
             main += nb
             reads_out |= i in savers
+            sids[0].append(s)
         elif savers:
             priv += nb
+            sids[1].append(s)
         else:
             dead += nb
-    return main, priv, dead, reads_out
+    return main, priv, dead, reads_out, sids
 
 
 def _param_grads(ops, params):
@@ -221,9 +308,10 @@ def _param_grads(ops, params):
     return sum(params[s] for s in seen)
 
 
-def _edges_into(i, k, nd, rec, owners, saved_by):
-    """Edges (producer node -> this node), producers in the grouped numbering (renumbered later)."""
-    prod = {}
+def _edges_into(i, k, nd, rec, owners, saved_by, held_until=()):
+    """Edges (producer node -> this node), producers in the grouped numbering (renumbered later);
+    held_until: producers the model's Python code holds until this node runs."""
+    prod = {p: False for p in held_until}
     for o in nd.ops:
         op = rec.ops[o]
         for s in op.reads:

@@ -40,7 +40,8 @@ class CpuPeaks:
         return False
 
     def peaks(self):
-        """({op index: peak bytes above its start}, [peak above start per autograd Node, in order])."""
+        """({op index: peak bytes above its start}, [(autograd Node's name, its peak above its start), in
+        order])."""
         ev = list(self.prof.kineto_results.events())
         mem = sorted((_t(e), k, e.nbytes()) for k, e in enumerate(ev)
                      if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU)
@@ -57,7 +58,7 @@ class CpuPeaks:
             if name.startswith(self.PREFIX):
                 fwd[int(name[len(self.PREFIX):])] = p
             else:
-                bwd.append(p)
+                bwd.append((name.rsplit(" ", 1)[-1].rsplit("::", 1)[-1], p))
         return fwd, bwd
 
 

@@ -1,44 +1,24 @@
-"""Planning: the step's graph to libremat's planners, their plans to
-regions PyTorch can run, and those regions priced by libremat.
+"""Planning: a captured step's graph to libremat's general-graph planner
+(rm_plan_graph), whose plan the applied model runs op by op.
 
-A region is what torch.utils.checkpoint can wrap without touching the
-user's code: a module call, or a chain of calls fused (structure.py).
-Non-reentrant checkpoint drops what the ops *inside* a region save and
-holds the region's inputs until its backward (docs/PYTORCH.md, "The
-mapping").
-
-Two planners (no planning is done in Python):
-  - the model has a chain of blocks (a run of calls, structure.py): Rotor's
-    dynamic program (rm_plan_chain) over its stages, whose nested
-    checkpointed ranges are fused regions; each stage may also be kept
-    selectively (Rotor's Fsel): regions inside it, or on torch >= 2.4 the
-    stage as one region whose selective policy saves what libremat keeps
-    (chain.py);
-  - any graph: the general-graph planner (rm_plan_graph); each node it
-    recomputes becomes the smallest region that holds it and every op whose
-    backward reads it (regions nested in others dropped); a region's node
-    that an op outside it saves stays held; on torch >= 2.4 a region's
-    nodes the planner keeps are saved by the selective policy. The regions
-    are priced by libremat (rm_price_graph); where that exceeds the budget,
-    the planner is asked again at the budget less the excess.
-Bytes are the profile's, times `scale` (plan() sets it to the measured
-store-all step over the profile's store-all, so that what is predicted is
-what the allocator will count).
+The graph (graph.py) says "eager": an eager framework runs the plan, so the
+planner recomputes a value at the backward that reads it (one node per
+block) and never in the forward pass. Every plan of that model is what
+recompute.py runs: each node kept, recomputed once ("once": at its first
+backward reader, held until its last) or for each backward reader
+("each"). So the plan's prediction is the planner's own price of it: no
+mapping onto regions loses anything. Bytes are the profile's, times
+`scale` (plan() sets it to the measured store-all step over the profile's,
+so that what is predicted is what the allocator counts).
 """
 import math
 import time
 
 from . import _lib
 
-PRICE_ITERATIONS = 8
-# What PyTorch allocates beside the modelled tensors: plans are made for the budget less this
-# share, and the least budget named is the least plan's peak plus it.
+# What PyTorch allocates beside the modelled tensors (and the RNG states recipes of random ops
+# keep): plans are made for the budget less this share.
 MARGIN = 0.01
-# What each checkpoint region holds besides its inputs: the RNG states checkpoint stashes
-# (torch.get_rng_state(): 5056 bytes; plan() adds a CUDA device's).
-REGION_BYTES = 5056
-# torch >= 2.4: regions may keep ops through selective checkpointing policies (plan() sets it)
-SAC = False
 
 
 class BudgetError(ValueError):
@@ -79,231 +59,51 @@ def budget_bytes(budget, store_all):
                     % type(budget).__name__)
 
 
-class Graph:
-    """The profile's remat graph with the adjacency the mapping needs."""
-
-    def __init__(self, graph):
-        self.g = graph
-        self.n = len(graph["nodes"])
-        self.readers = [[] for _ in range(self.n)]    # backward readers of each node's output
-        self.consumers = [[] for _ in range(self.n)]  # every consumer
-        self.in_edges = [[] for _ in range(self.n)]   # edges by consumer
-        for e in graph["edges"]:
-            self.in_edges[e["consumer"]].append(e)
-            p, c = e["producer"], e["consumer"]
-            self.consumers[p].append(c)
-            if e.get("backward_reads", True):
-                self.readers[p].append(c)
-        for i, nd in enumerate(graph["nodes"]):
-            if nd.get("backward_reads_output"):
-                self.readers[i].append(i)
-        self.part_of = [nd.get("part_of", i) for i, nd in enumerate(graph["nodes"])]
-
-    def saves(self, i):
-        """Whether node i's output is held by anyone's backward (else dropping it frees nothing)."""
-        return bool(self.readers[i])
-
-    def last_reader(self, i):
-        return max(self.readers[i] + [i])
-
-
-class Region:
-    """A checkpointed region: `calls` (module calls; a fused chain's in order, empty for a graph
-    with no model), `items` its body (call ids run plainly, or nested Regions), `nodes` the node
-    ids it runs, `sac` the node ids its selective policy saves (None: plain checkpoint)."""
-
-    def __init__(self, calls, items, nodes, sac=None):
-        self.calls, self.items, self.nodes, self.sac = list(calls), list(items), list(nodes), sac
-
-    def __repr__(self):
-        return "Region(calls=%s, nodes=%d..%d%s)" % (self.calls, self.nodes[0], self.nodes[-1],
-                                                     ", sac %d" % len(self.sac) if self.sac else "")
-
-
-class Cover:
-    """Which region may hold a node interval [i, j]: with a model, the smallest that PyTorch can
-    run (a module call, or a chain's calls fused: structure.py), made of calls in `within` (None:
-    any); without one (a graph file), the interval itself. Node ids are shifted by `offset`."""
-
-    def __init__(self, structure=None, within=None, offset=0):
-        self.s, self.offset = structure, offset
-        self.key = (id(structure), tuple(within) if within is not None else None, offset)
-        self.by_node = {}
-        if structure is None:
-            return
-        for calls in structure.regions(within):
-            lo, hi = structure.span(calls)
-            for k in range(lo, hi + 1):
-                self.by_node.setdefault(k - offset, []).append((hi - lo, lo - offset, hi - offset, calls))
-        for v in self.by_node.values():
-            v.sort(key=lambda r: r[0])
-
-    def __call__(self, i, j):
-        """(lo, hi, calls or None) of the smallest region holding nodes i..j, or None."""
-        if self.s is None:
-            return (i, j, None)
-        for _, lo, hi, calls in self.by_node.get(i, ()):
-            if hi >= j:
-                return (lo, hi, calls)
-        return None
-
-    def partial(self, calls):
-        """Nodes of a region whose ops also ran outside it (an in-place op of its parent)."""
-        if self.s is None or not calls:
-            return set()
-        return self.s.partial(calls, self.offset)
-
-
-def realize(G, modes, cover, sac=False):
-    """Regions PyTorch can run from a planner's modes: [(lo, hi, calls)], the nodes held inside
-    them (saved from outside, or partly run outside: kept, not dropped) and, with sac, the nodes
-    the selective policy saves (the planner keeps them)."""
-    spans = []
-    for i in range(G.n):
-        if modes[i] != "keep" and G.saves(i) and not G.g["nodes"][G.part_of[i]].get("pinned"):
-            r = cover(G.part_of[i], G.last_reader(i))
-            if r is not None:
-                spans.append(r)
-    spans.sort(key=lambda r: (r[0], -r[1]))
-    regions = []
-    for lo, hi, c in spans:  # nested ones go, overlapping ones become the smallest holding both
-        if regions and lo <= regions[-1][1]:
-            plo, phi, pc = regions[-1]
-            if hi > phi:
-                both = cover(plo, hi)
-                regions[-1] = both if both is not None else max((plo, phi, pc), (lo, hi, c),
-                                                                key=lambda r: r[1] - r[0])
-        else:
-            regions.append((lo, hi, c))
-    return settle(G, regions, modes, cover, sac)
-
-
-def settle(G, regions, modes, cover, sac=False):
-    """What regions [(lo, hi, calls)] hold: the regions that drop something, the nodes held inside
-    them, the nodes their selective policies save."""
-    held, saved, out = set(), set(), []
-    for lo, hi, c in regions:
-        mine = set(range(lo, hi + 1))
-        h = {i for i in mine if any(r not in mine for r in G.readers[i])} | cover.partial(c)
-        s = {i for i in mine - h if modes[G.part_of[i]] == "keep" and _sac_ok(G, i)} if sac else set()
-        if any(G.saves(i) for i in mine - h - s):  # it drops something
-            out.append((lo, hi, c))
-            held |= h
-            saved |= s
-    return out, held, saved
-
-
-def _sac_ok(G, i):
-    """The selective policy may save node i's op (not one that writes in place: SAC would replay
-    the write on its cached output)."""
-    return not G.g["nodes"][G.part_of[i]].get("inplace")
-
-
-def price_regions(G, regions, saved=(), held=()):
-    """rm_price_graph's answer for regions (lists of node ids) as PyTorch runs them: (peak bytes,
-    recomputation time), the time of the ops PyTorch re-runs beyond libremat's schedule included."""
-    n = G.n
-    region = [-1] * n
-    for k, r in enumerate(regions):
-        for i in r:
-            region[i] = k
-    keep = set(saved) | set(held)
-    # an op's ".saved" node costs nothing to rebuild once the op re-runs
-    nodes = [dict(nd, forward_time=0.0) if "part_of" in nd else nd for nd in G.g["nodes"]]
-    graph = {"nodes": nodes, "edges": list(G.g["edges"])}
-    for r in regions:
-        # the selective policy caches a saved op's output until the region recomputes (at the
-        # backward of its last op)
-        last_bwd = next((i for i in reversed(r) if G.g["nodes"][i].get("backward", True)), None)
-        for i in r:
-            if i in saved and last_bwd is not None:
-                if i < last_bwd:
-                    graph["edges"].append({"producer": i, "consumer": last_bwd, "backward_reads": True})
-                elif i == last_bwd:
-                    nodes[i] = dict(nodes[i], backward_reads_output=True)
-        first_bwd = next((i for i in r if G.g["nodes"][i].get("backward", True)), None)
-        if first_bwd is None:
-            continue
-        inputs = {e["producer"] for i in r for e in G.in_edges[i] if e["producer"] < r[0]}
-        for p in sorted(inputs):  # PyTorch holds a region's inputs until its backward ends
-            graph["edges"].append({"producer": p, "consumer": first_bwd, "backward_reads": True})
-    modes = ["once" if region[i] >= 0 and i not in keep else "keep" for i in range(n)]
-    blocks, b = [], -1
-    for i in range(n):
-        if i == 0 or region[i] < 0 or region[i] != region[i - 1]:
-            b += 1
-        blocks.append(b)
-    rc, ans, msg = _lib.price_graph(graph, {"modes": modes, "blocks": blocks})
-    if rc != _lib.RM_OK:
-        raise _lib.RematError("rm_price_graph: " + msg)
-    recomputed = {int(s.split()[1]) for s in ans["schedule"] if s.startswith("R ")}
-    extra = sum(nodes[i]["forward_time"] for r in regions for i in r if i not in recomputed and i not in saved)
-    return ans["peak_bytes"] + REGION_BYTES * len(regions), ans["recompute_time"] + extra
-
-
-def _flat(items):
-    for it in items:
-        if isinstance(it, Region):
-            yield from _flat(it.items)
-        else:
-            yield it
-
-
 class Plan:
-    """What plan() found: the regions to checkpoint and the predictions (bytes as the allocator
-    counts them: the profile's times `scale`)."""
+    """What plan() found: each node's mode, the predictions (bytes as the allocator counts them: the
+    profile's times `scale`), and (a captured model) the table the applied model runs."""
 
-    def n_regions(self):
-        def count(regions):
-            return sum(1 + count([i for i in r.items if isinstance(i, Region)]) for r in regions)
-        return count(self.regions)
+    measured_peak = None
+    model = profile = table = None
+
+    def n_recomputed(self):
+        return sum(1 for m in self.modes if m != "keep")
 
     def __repr__(self):
-        return ("rematplan.Plan(%s, budget %s, predicted peak %s of store-all %s, overhead %.1f%%, %d regions)"
-                % (self.planner, human(self.budget_bytes), human(self.peak_bytes), human(self.store_all_bytes),
-                   100 * self.overhead, self.n_regions()))
+        return ("rematplan.Plan(%s, budget %s, predicted peak %s of store-all %s, overhead %.1f%%, "
+                "%d of %d nodes recomputed)" % (self.planner, human(self.budget_bytes), human(self.peak_bytes),
+                                                human(self.store_all_bytes), 100 * self.overhead,
+                                                self.n_recomputed(), len(self.modes)))
 
     def summary(self):
         lines = [repr(self)]
         if self.measured_peak is not None:
             lines.append("  measured peak %s (%.1f%% of the prediction)" % (
                 human(self.measured_peak), 100.0 * self.measured_peak / max(self.peak_bytes, 1)))
+        if getattr(self, "predicted_step_ms", None):
+            lines.append("  predicted step %.1f ms (store-all measured %.1f ms)" % (
+                self.predicted_step_ms, self.store_all_ms))
         lines += ["  least budget that works: %s; %s" % (human(self.least_bytes), self.reproduce()),
                   "  planned in %.3f s (libremat %s)" % (self.plan_seconds, _lib.version())]
-        names = self.call_names or {}
-
-        def show(regions, depth):
-            for r in regions:
-                what = " + ".join(names.get(c, "?") for c in r.calls) if r.calls else \
-                    "%s .. %s" % (self.graph["nodes"][r.nodes[0]]["name"], self.graph["nodes"][r.nodes[-1]]["name"])
-                lines.append("  " * depth + "  region: %s (%d nodes%s)" % (
-                    what, len(r.nodes), ", selective: %d saved" % len(r.sac) if r.sac else ""))
-                show([i for i in r.items if isinstance(i, Region)], depth + 1)
-        show(self.regions, 0)
-        return "\n".join(lines[:60] + (["  ..."] if len(lines) > 60 else []))
+        by_mode = {}
+        for nd, m in zip(self.graph["nodes"], self.modes):
+            if m != "keep":
+                by_mode.setdefault(m, []).append(nd["name"])
+        for m, names in sorted(by_mode.items()):
+            lines.append("  recomputed %s (%d): %s" % (m, len(names), ", ".join(names[:12]) +
+                                                       (", ..." if len(names) > 12 else "")))
+        return "\n".join(lines)
 
     def reproduce(self):
         """The remat command that gives libremat's answer this plan was made from."""
-        if self.planner.startswith("chain"):
-            return "reproduce: remat plan --chain FILE --memory-budget %d --json (FILE from plan.save_chain)" \
-                % self.planner_budget
         return "reproduce: remat plan --graph FILE --memory-budget %d --json (FILE from plan.save_graph)" \
             % self.planner_budget
 
-    def save_chain(self, path):
-        _save(self.chain, path)
-
     def save_graph(self, path):
-        _save(self.graph, path)
-
-
-def _save(obj, path):
-    import json
-    if obj is None:
-        raise ValueError("rematplan: this plan has no such file (it was not planned that way)")
-    with open(path, "w") as f:
-        json.dump(obj, f, indent=1)
-        f.write("\n")
+        import json
+        with open(path, "w") as f:
+            json.dump(self.graph, f, indent=1)
+            f.write("\n")
 
 
 def total_time(graph):
@@ -345,6 +145,22 @@ def store_all(graph):
     return _memo.get(graph, ("store-all",), make)
 
 
+def planner_modes(graph, b):
+    """rm_plan_graph at budget b (profile bytes): (each node's mode, the answer), or (None, answer)."""
+    def make():
+        rc, ans, msg = _lib.plan_graph(graph, b)
+        if rc not in (_lib.RM_OK, _lib.RM_ERR_BUDGET):
+            raise _lib.RematError("rm_plan_graph: " + msg)
+        if ans is None or not ans.get("feasible"):
+            return None, ans
+        names = {nd.get("name", str(i)): i for i, nd in enumerate(graph["nodes"])}
+        modes = ["keep"] * len(graph["nodes"])
+        for r in ans["recompute"]:
+            modes[names[r["node"]] if r["node"] in names else int(r["node"])] = r["mode"]
+        return modes, ans
+    return _memo.get(graph, ("plan", b), make)
+
+
 def checked_graph(graph):
     """graph as the planners read it, or RematError saying what is wrong: libremat's checks first
     (rm_plan_graph's message), then the keys rematplan reads beside them: names unique strings
@@ -374,146 +190,41 @@ def checked_graph(graph):
                 nodes=[nd if "name" in nd else dict(nd, name=str(i)) for i, nd in enumerate(nodes)])
 
 
-def plan_graph(graph, budget, structure=None, scale=1.0, inner=None, store_all_bytes=None, verbose=False):
+def plan_graph(graph, budget, scale=1.0, inner=None, store_all_bytes=None, verbose=False):
     """The plan of a graph (dict in remat's format) under budget (bytes, fraction or string).
-    structure: the module calls (a captured model), else regions are node intervals (a graph file:
-    planned and priced, not applied). scale: allocator bytes per profile byte; store_all_bytes: the
-    measured store-all step (fractions are of it). inner: the budget (allocator bytes) the planners
-    are given (default: the budget less MARGIN; plan() lowers it when a measured step exceeds it)."""
-    from . import chain as chain_mod
+    scale: allocator bytes per profile byte; store_all_bytes: the measured store-all step (fractions
+    are of it). inner: the budget (allocator bytes) the planner is given (default: the budget less
+    MARGIN; plan() lowers it when a measured step exceeds it)."""
     t0 = time.perf_counter()
     graph = _memo.get(graph, ("checked",), lambda: checked_graph(graph)) if isinstance(graph, dict) else \
         checked_graph(graph)
-    G = Graph(graph)
     top = store_all(graph)
     profile_all = top["store_all_bytes"]
     full = store_all_bytes if store_all_bytes is not None else int(round(profile_all * scale))
     want = budget_bytes(budget, full)
     P = Plan()
     P.graph, P.store_all_bytes, P.budget_bytes, P.scale = graph, full, want, scale
-    P.chain = P.answer = None
-    P.measured_peak = None
-    P.call_names = {c.idx: c.path for c in structure.calls} if structure is not None else None
+    P.least_bytes = min(int(math.ceil(top["min_budget_bytes"] * scale / (1 - MARGIN))) + 1, full)
     if inner is None:
         inner = int(want * (1 - MARGIN))
-    raw = int(inner / scale)  # the planners' budget, in profile bytes
     if want >= full and inner >= int(full * (1 - MARGIN)):  # store everything
-        P.planner, P.regions, P.peak_bytes, P.recompute_time, P.planner_budget = "store-all", [], full, 0.0, profile_all
-        P.least_bytes, P.answer = min(int(top["min_budget_bytes"] * scale), full), top
-        P.overhead, P.plan_seconds = 0.0, time.perf_counter() - t0
+        P.planner, P.modes, P.peak_bytes, P.recompute_time = "store-all", ["keep"] * len(graph["nodes"]), full, 0.0
+        P.planner_budget, P.answer, P.overhead = profile_all, top, 0.0
+        P.plan_seconds = time.perf_counter() - t0
         return P
-    tried = []
-    prepared = _memo.get(graph, ("chain", id(structure), SAC),
-                         lambda: chain_mod.prepare(G, structure, SAC)) if structure is not None else None
-    if prepared is not None:
-        tried.append(("chain of %d stages (rm_plan_chain)" % len(prepared[0][0]), chain_mod.plan(prepared, raw)))
-    if prepared is None or prepared[3]:
-        tried.append(("graph (rm_plan_graph)", _plan_regions(G, raw, profile_all, top["min_budget_bytes"],
-                                                             Cover(structure))))
-    name, res = _best(tried)
-    P.planner = name
-    P.regions, peak, t, P.planner_budget, least, P.answer = res[:6]
-    P.chain = res[6] if len(res) > 6 else None
-    P.peak_bytes = int(math.ceil(peak * scale))
-    P.least_bytes = min(int(math.ceil(least * scale / (1 - MARGIN))) + 1, full)
-    P.recompute_time = t
-    P.overhead = t / max(total_time(graph), 1e-12)
-    P.plan_seconds = time.perf_counter() - t0
-    if P.regions is None:
+    raw = max(int(inner / scale), 0)  # the planner's budget, in profile bytes
+    modes, ans = planner_modes(graph, raw)
+    if modes is None:
         raise BudgetError("rematplan: budget %s (%d bytes) cannot be met: the least budget that works is %s "
                           "(%d bytes; store-all %s); raise the budget to at least %d bytes"
                           % (human(want), want, human(P.least_bytes), P.least_bytes, human(full),
                              P.least_bytes), P.least_bytes, full, want)
+    P.planner = "rm_plan_graph" + (" (eager)" if graph.get("eager") else "")
+    P.modes, P.answer, P.planner_budget = modes, ans, raw
+    P.peak_bytes = int(math.ceil(ans["peak_bytes"] * scale))
+    P.recompute_time = ans["recompute_time"]
+    P.overhead = P.recompute_time / max(total_time(graph), 1e-12)
+    P.plan_seconds = time.perf_counter() - t0
     if verbose:
         print(P.summary())
     return P
-
-
-def _best(tried):
-    """The fastest plan that fits; when none does, the one with the smaller least budget."""
-    fits = [(n, r) for n, r in tried if r[0] is not None]
-    if fits:
-        return min(fits, key=lambda nr: nr[1][2])
-    return min(tried, key=lambda nr: nr[1][4])
-
-
-def _attempt(G, b, cover, sac=None):
-    """The graph planner at budget b, realized and priced: (regions, peak, time, answer) or None."""
-    sac = SAC if sac is None else sac
-    return _memo.get(G.g, ("attempt", b, cover.key, sac), lambda: _attempt_now(G, b, cover, sac))
-
-
-def planner_modes(G, b):
-    """rm_plan_graph at budget b: (each node's mode, the answer), or (None, None) when infeasible."""
-    rc, ans, _ = _lib.plan_graph(G.g, b)
-    if rc != _lib.RM_OK or not ans.get("feasible"):
-        return None, None
-    names = {nd["name"]: i for i, nd in enumerate(G.g["nodes"])}
-    modes = ["keep"] * G.n
-    for r in ans["recompute"]:
-        modes[names[r["node"]] if r["node"] in names else int(r["node"])] = r["mode"]
-    return modes, ans
-
-
-def _attempt_now(G, b, cover, sac):
-    modes, ans = planner_modes(G, b)
-    if modes is None:
-        return None
-    spans, held, saved = realize(G, modes, cover, sac)
-    lists = [list(range(lo, hi + 1)) for lo, hi, _ in spans]
-    peak, t = price_regions(G, lists, saved, held)
-    regions = [Region(c or [], c or [], r, sorted(saved & set(r)) if saved & set(r) else None)
-               for (lo, hi, c), r in zip(spans, lists)]
-    return regions, peak, t, ans
-
-
-def _plan_regions(G, want, store_all_b, planner_least, cover):
-    """Tighten the planner's budget until the realized plan fits `want`; the least budget that
-    works is the smallest realized peak found from the planner's least budget up."""
-    best = None
-    b = want
-    for _ in range(PRICE_ITERATIONS):
-        if b < planner_least:
-            break
-        a = _attempt(G, b, cover)
-        if a is None:
-            break
-        if a[1] <= want:
-            best = (a[0], a[1], a[2], b, a[3])
-            break
-        b -= max(a[1] - want, 1)
-    if best is None:  # bisect the planner's budget between its least and `want`
-        lo, hi = planner_least, want
-        for _ in range(12):
-            if hi - lo <= max(want // 1000, 1):
-                break
-            mid = (lo + hi) // 2
-            a = _attempt(G, mid, cover)
-            if a is not None and a[1] <= want:
-                best, lo = (a[0], a[1], a[2], mid, a[3]), mid
-            else:
-                hi = mid
-    least, least_b = _least(G, planner_least, store_all_b, cover)
-    if best is None and least <= want:  # the plan the least budget was found with
-        a = _attempt(G, least_b, cover)
-        best = (a[0], a[1], a[2], least_b, a[3])
-    if best is None:
-        return None, 0, 0.0, 0, least, None
-    regions, peak, t, b, ans = best
-    return regions, peak, t, b, least, ans
-
-
-def _least(G, planner_least, store_all_b, cover):
-    """The least budget that works: the realized peak of the planner's least plan, and of a few
-    budgets above it (the realized peak is not monotonic in the planner's budget)."""
-    return _memo.get(G.g, ("least", cover.key, SAC), lambda: _least_now(G, planner_least, store_all_b, cover))
-
-
-def _least_now(G, planner_least, store_all_b, cover):
-    best = (store_all_b, store_all_b)
-    for f in (0.0, 0.05, 0.15, 0.3, 0.5):
-        b = int(planner_least + f * (store_all_b - planner_least))
-        a = _attempt(G, b, cover)
-        if a is not None and a[1] < best[0]:
-            best = (a[1], b)
-    return best

@@ -1,5 +1,7 @@
-"""A model's profile: its captured step (capture.py) as a graph (graph.py)
-and its module calls (structure.py), and the measured store-all step.
+"""A model's profile: its captured step (capture.py), the rates its ops are
+priced at (pricing.py), its graph (graph.py), the table a plan's modes
+become for the applied model (recompute.py), and the measured store-all
+step.
 
 Profiles are kept per model object (weakly) and per inputs' shapes,
 dtypes and devices, and for the grad, autocast and training mode they ran
@@ -11,9 +13,10 @@ import weakref
 
 import torch
 
-from .capture import capture, flat_tensors
+from .capture import ACT, capture, flat_tensors
 from .graph import build
-from .structure import Structure
+from .pricing import calibrate
+from .recompute import Table
 
 _profiles = weakref.WeakKeyDictionary()
 
@@ -21,13 +24,50 @@ _profiles = weakref.WeakKeyDictionary()
 class Profile:
     def __init__(self, model, inputs, device, repeats):
         self.rec = capture(model, inputs, device, repeats)
-        self.built = build(self.rec)
+        acts = sorted(s.nbytes // 4 for s in self.rec.storages if s.kind == ACT)
+        self.rates = calibrate(self.rec.ops, device, acts[len(acts) // 2] if acts else 1 << 20)
+        self.built = build(self.rec, self.rates)
         self.graph = self.built.graph
-        self.structure = Structure(self.rec, self.built)
         self.device = device
         self.measured_store_all = None
+        self.store_all_ms = None
         self.measured = {}   # plan key -> measured peak
         self.least = None    # (least bytes, Plan): the least plan, measured within it
+
+    def recompute_ms(self, P):
+        """What a plan adds to the store-all step, in ms: the ops the planner's schedule recomputes,
+        priced (pricing.Rates: their FLOPs and bytes and the cost of one op), the Python that rebuilds
+        each (about two dispatches' worth), and the dispatch of every forward op through the
+        recording mode."""
+        if P.planner == "store-all":
+            return 0.0
+        ans = P.answer or {}
+        rebuilt = sum(len(self.built.node_ops[int(s.split()[1])]) for s in ans.get("schedule", ()) if s.startswith("R "))
+        r = self.rates
+        return P.recompute_time + (r.per_op + 2 * r.mode_op) * rebuilt + r.mode_op * len(self.rec.ops)
+
+    def table(self, modes):
+        """The runtime's table of a plan's modes: for each storage a recomputed node counts, the op
+        that made it (by key) and its place among the op's outputs."""
+        rec, b = self.rec, self.built
+        table = {}
+        for k, mode in enumerate(modes):
+            if mode == "keep":
+                continue
+            for sid in b.node_sids[k]:
+                op = rec.ops[rec.storages[sid].producer]
+                pos = op.new_pos[op.new.index(sid)]
+                table.setdefault(op.key, {})[pos] = mode
+        takeovers = [rec.ops[ops[0]].key for k, ops in enumerate(b.node_ops)
+                     if b.graph["nodes"][k].get("keep") and rec.ops[ops[0]].writes and not rec.ops[ops[0]].new]
+        random = [op.key for op in rec.ops if op.random]
+        writes = {}  # what ops write that is not an activation (a buffer), by place among their inputs
+        for op in rec.ops:
+            w = [i for i, sid in enumerate(op.reads) if sid is not None and sid in op.writes and
+                 rec.storages[sid].kind != ACT]
+            if w:
+                writes[op.key] = w
+        return Table(table, takeovers, random, writes)
 
 
 def _key(inputs, device):
@@ -53,8 +93,5 @@ def forget(model):
 
 
 def plan_key(P):
-    """What identifies a plan's regions (its measured peak is kept under it)."""
-    def key(regions):
-        return tuple((tuple(r.calls), tuple(r.nodes), tuple(r.sac) if r.sac is not None else None,
-                      key([i for i in r.items if not isinstance(i, int)])) for r in regions)
-    return key(P.regions)
+    """What identifies a plan (its measured peak is kept under it): its modes."""
+    return tuple(P.modes)

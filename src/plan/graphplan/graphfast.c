@@ -258,7 +258,7 @@ static rm_status descend(fast *F, char *mode) {
         }
         int nc = 0;
         for (int v = 0; v < n - 1; v++) {
-            if (mode[v] == RM_GFEACH) continue;
+            if (mode[v] >= rm_gmodel_top(m, v)) continue;
             move mv = score_down(F, mode, v);
             if (mv.gain > 0) F->cands[nc++] = mv;
         }

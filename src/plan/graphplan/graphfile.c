@@ -37,19 +37,23 @@ static int flag(const cJSON *o, const char *key, int dflt, int *out) {
     return 1;
 }
 
+static rm_status parse_block(const cJSON *nd, int i, rm_gmodel *m, char *err, size_t errlen);
+
 static rm_status parse_node(const cJSON *nd, int i, int last, rm_gmodel *m, char *err, size_t errlen) {
     double out, grad, wf, wb;
-    int bwd, rout;
+    int bwd, rout, pin;
     if (!cJSON_IsObject(nd) || !num(nd, "forward_time", 1, 0, &m->fwd[i]) ||
         !num(nd, "backward_time", 1, 0, &m->bwd[i]) || !num(nd, "output_bytes", 1, 0, &out) ||
         !num(nd, "gradient_bytes", 0, last ? 0 : out, &grad) || !num(nd, "forward_workspace_bytes", 0, 0, &wf) ||
         !num(nd, "backward_workspace_bytes", 0, 0, &wb) || !flag(nd, "backward", 1, &bwd) ||
-        !flag(nd, "backward_reads_output", 0, &rout)) {
+        !flag(nd, "backward_reads_output", 0, &rout) || !flag(nd, "keep", 0, &pin)) {
         snprintf(err, errlen, "node %d: needs numbers in [0, 9e18] forward_time, backward_time, output_bytes "
                  "(optional: gradient_bytes, forward_workspace_bytes, backward_workspace_bytes; booleans backward, "
-                 "backward_reads_output)", i);
+                 "backward_reads_output, keep)", i);
         return RM_ERR_FORMAT;
     }
+    if (pin && !m->pinned && !(m->pinned = calloc((size_t)m->n, 1))) return RM_ERR_NOMEM;
+    if (pin) m->pinned[i] = 1;
     m->bytes[i] = (int64_t)ceil(out), m->grad[i] = (int64_t)ceil(grad);
     m->ws_f[i] = (int64_t)ceil(wf), m->ws_b[i] = (int64_t)ceil(wb);
     m->has_bwd[i] = (char)bwd, m->reads_out[i] = (char)rout;
@@ -60,6 +64,23 @@ static rm_status parse_node(const cJSON *nd, int i, int last, rm_gmodel *m, char
         if (!m->names[i]) return RM_ERR_NOMEM;
         memcpy(m->names[i], name->valuestring, len), m->names[i][len] = 0;
     }
+    return parse_block(nd, i, m, err, errlen);
+}
+
+/* The optional "block" of node i (the model's own grouping, e.g. its layers): given for every node
+ * or none, from 0, growing by 0 or 1 from node to node. */
+static rm_status parse_block(const cJSON *nd, int i, rm_gmodel *m, char *err, size_t errlen) {
+    const cJSON *b = cJSON_GetObjectItemCaseSensitive(nd, "block");
+    if (!b && !m->hint) return RM_OK;
+    if (b && i == 0 && !(m->hint = calloc((size_t)m->n, sizeof *m->hint))) return RM_ERR_NOMEM;
+    int prev = i ? m->hint[i - 1] : 0;
+    double id = b && cJSON_IsNumber(b) ? b->valuedouble : -1;
+    if (!b || !m->hint || id != floor(id) || id < prev || id > prev + 1 || (i == 0 && id != 0)) {
+        snprintf(err, errlen, "node %d: \"block\" is given for every node or none, starting at 0 and growing by 0 "
+                 "or 1 from node to node", i);
+        return RM_ERR_FORMAT;
+    }
+    m->hint[i] = (int)id;
     return RM_OK;
 }
 
@@ -143,6 +164,15 @@ static rm_status parse_graph(const char *text, rm_gmodel *m, char *err, size_t e
      * transfer's latency: the plan may then page (issue 20) */
     if (rc == RM_OK && (!num(root, "scratch_bandwidth", 0, 0, &m->bw) || !num(root, "io_latency", 0, 0, &m->io_latency))) {
         snprintf(err, errlen, "\"scratch_bandwidth\" and \"io_latency\" are numbers >= 0 when given");
+        rc = RM_ERR_FORMAT;
+    }
+    /* optional: an eager framework runs the plan (one node per block, no "forward" mode) */
+    if (rc == RM_OK && !flag(root, "eager", 0, &m->eager)) {
+        snprintf(err, errlen, "\"eager\" is true or false when given");
+        rc = RM_ERR_FORMAT;
+    }
+    if (rc == RM_OK && m->eager && m->bw > 0) {
+        snprintf(err, errlen, "\"eager\" and \"scratch_bandwidth\" cannot be combined: an eager plan does not page");
         rc = RM_ERR_FORMAT;
     }
     if (rc == RM_ERR_NOMEM) snprintf(err, errlen, "out of memory");
@@ -238,8 +268,8 @@ rm_status rm_plan_graph(const char *graph_json, int64_t budget, char **result_js
     rm_gplan at = {0}; /* a plan at the least budget: a start, so any budget above it plans */
     const double bw = m.bw;
     m.bw = 0; /* the least budget and the recompute plan: without paging */
-    int64_t least = rc == RM_OK ? rm_gplan_least(&m, NULL, NULL, NULL, &at) : -1;
-    if (rc == RM_OK) rc = rm_gplan_solve_from(&m, budget, NULL, NULL, NULL, &at, &p);
+    int64_t least = rc == RM_OK ? rm_gplan_least(&m, m.hint, NULL, NULL, &at) : -1;
+    if (rc == RM_OK) rc = rm_gplan_solve_from(&m, budget, m.hint, NULL, NULL, &at, &p);
     rm_gplan_free(&at);
     m.bw = bw;
     int *paged = calloc((size_t)m.n, sizeof *paged);
@@ -309,6 +339,18 @@ static rm_status parse_plan(const char *text, int n, rm_gplan *p, char *err, siz
     return rc;
 }
 
+/* The answer (freed) with "live_bytes": the bytes live during each schedule item, as the model
+ * counts them (what a framework's measured timeline is compared with). NULL when out of memory. */
+static char *with_live(char *text, const rm_gsim *w, int items) {
+    cJSON *root = cJSON_Parse(text);
+    free(text);
+    cJSON *live = root ? cJSON_AddArrayToObject(root, "live_bytes") : NULL;
+    for (int t = 0; live && t < items; t++) cJSON_AddItemToArray(live, cJSON_CreateNumber((double)w->live[t]));
+    char *out = live ? cJSON_PrintUnformatted(root) : NULL;
+    cJSON_Delete(root);
+    return out;
+}
+
 rm_status rm_price_graph(const char *graph_json, const char *plan_json, char **result_json, char *err,
                          size_t errlen) {
     if (entry("rm_price_graph", result_json, err, &errlen) != RM_OK) return RM_ERR_ARG;
@@ -319,15 +361,18 @@ rm_status rm_price_graph(const char *graph_json, const char *plan_json, char **r
     rc = parse_plan(plan_json ? plan_json : "", m.n, &p, err, errlen);
     rm_schedule s = {0};
     rm_geval_result r;
+    rm_gsim w = {0};
     if (rc == RM_OK) rc = rm_gplan_schedule(&m, p.mode, p.block, &s);
-    if (rc == RM_OK) rc = rm_gmodel_simulate(NULL, &m, &s, INT64_MAX / 4, &r);
+    if (rc == RM_OK) rc = rm_gsim_run(&m, &s, INT64_MAX / 4, &w, &r);
     if (rc == RM_OK) {
         p.feasible = 1, p.cost = r.cost, p.peak = r.peak;
         int *none = calloc((size_t)(m.n ? m.n : 1), sizeof *none); /* a given plan pages nothing */
         *result_json = none ? answer(&m, &p, none, r.peak, -1, -1) : NULL;
         free(none);
+        if (*result_json) *result_json = with_live(*result_json, &w, s.n); /* the bytes live at each item */
         if (!*result_json) rc = RM_ERR_NOMEM;
     }
+    rm_gsim_free(&w);
     if (rc == RM_ERR_NOMEM) snprintf(err, errlen, "out of memory pricing");
     rm_schedule_free(&s);
     if (p.mode) rm_gplan_free(&p);

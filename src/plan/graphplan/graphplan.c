@@ -80,7 +80,7 @@ static rm_status lazy_greedy(search *S, char *mode, rm_geval_result *cur, int di
         if (!fresh) { /* (re)score every move */
             for (int v = 0; v < n && rc == RM_OK; v++) {
                 rm_geval_result r;
-                int ok = dir > 0 ? v < n - 1 && mode[v] < RM_GFEACH : mode[v] > RM_GKEEP;
+                int ok = dir > 0 ? v < n - 1 && mode[v] < rm_gmodel_top(S->m, v) : mode[v] > RM_GKEEP;
                 sc[v] = -1;
                 if (ok) rc = score_move(S, mode, v, dir, cur, &sc[v], &r);
             }
@@ -106,7 +106,7 @@ static rm_status lazy_greedy(search *S, char *mode, rm_geval_result *cur, int di
             mode[best] = (char)(mode[best] + dir);
             *cur = r;
             fresh = 2; /* the other scores are stale now */
-            int ok = dir > 0 ? mode[best] < RM_GFEACH : mode[best] > RM_GKEEP;
+            int ok = dir > 0 ? mode[best] < rm_gmodel_top(S->m, best) : mode[best] > RM_GKEEP;
             sc[best] = -1;
             if (ok) rc = score_move(S, mode, best, dir, cur, &sc[best], &r);
             if (rc != RM_OK) break;
@@ -127,7 +127,7 @@ static rm_status descend(search *S, char *mode, rm_geval_result *cur) {
         double best_score = -1;
         rm_geval_result best_r = *cur;
         for (int v = 0; v < n - 1; v++) {
-            if (mode[v] == RM_GFEACH) continue;
+            if (mode[v] >= rm_gmodel_top(S->m, v)) continue;
             mode[v]++;
             rm_geval_result r;
             rm_status rc = price(S, mode, &r);
@@ -179,7 +179,7 @@ static rm_status exchange(search *S, char *mode, rm_geval_result *cur) {
         for (int u = 0; u < n; u++) {
             if (mode[u] == RM_GKEEP) continue;
             for (int v = 0; v < n - 1; v++) {
-                if (v == u || mode[v] == RM_GFEACH) continue;
+                if (v == u || mode[v] >= rm_gmodel_top(S->m, v)) continue;
                 char mu = mode[u], mv = mode[v];
                 mode[u] = (char)(mu - 1), mode[v] = (char)(mv + 1);
                 rm_geval_result r;
@@ -206,6 +206,75 @@ static void uniform_plan(const rm_gmodel *m, const int *block, char *mode) {
             if (block[m->src[e]] != block[j]) mode[m->src[e]] = RM_GKEEP;
 }
 
+/* The search from the plan in work (large graphs: graphfast.c's; else
+ * descend if `may_descend` and it does not fit, prune and exchange if it
+ * does); the result is left in best (and r) when it fits and is cheaper. */
+static rm_status search_from(search *S, char *work, int may_descend, char *best, rm_geval_result *r) {
+    const rm_gmodel *m = S->m;
+    rm_geval_result w;
+    rm_status rc;
+    if (m->n > 64 && !S->eval) {
+        rc = rm_gplan_fast(m, S->budget, S->block, 1, work, &w);
+    } else {
+        rc = price(S, work, &w);
+        if (rc == RM_OK && may_descend && w.excess > 0) rc = descend(S, work, &w);
+        if (rc == RM_OK && w.excess == 0) rc = prune(S, work, &w);
+        if (rc == RM_OK && w.excess == 0) rc = exchange(S, work, &w);
+    }
+    if (rc == RM_OK && w.excess == 0 && (r->excess > 0 || w.cost < r->cost)) {
+        *r = w;
+        memcpy(best, work, (size_t)m->n);
+    }
+    return rc;
+}
+
+/* Checkpointing over a grouping as an eager framework runs it: what is read
+ * across its blocks kept, the rest recomputed once at the first backward
+ * that reads it (per-layer checkpointing when the blocks are the layers). */
+static void uniform_once(const rm_gmodel *m, const int *coarse, char *mode) {
+    int n = m->n;
+    for (int v = 0; v < n; v++) mode[v] = v == n - 1 ? RM_GKEEP : RM_GONCE;
+    for (int j = 0; j < n; j++)
+        for (int e = m->off[j]; e < m->off[j + 1]; e++)
+            if (coarse[m->src[e]] != coarse[j]) mode[m->src[e]] = RM_GKEEP;
+    rm_gmodel_clamp(m, mode);
+}
+
+/* The coarse groupings an eager search starts from: the hint, then automatic
+ * blocks of about sqrt(n), n/4, 2 sqrt(n) and n/16 nodes. */
+enum { EAGER_STARTS = 6 };
+static int eager_grouping(const rm_gmodel *m, const int *hint, int k, int *coarse) {
+    int n = m->n, root = (int)ceil(sqrt((double)n));
+    if (!hint) hint = m->hint;
+    int ks[] = {0, -1, root, n / 4 > 1 ? n / 4 : 2, 2 * root, n / 16 > 1 ? n / 16 : 2};
+    if (ks[k] == 0) return 0; /* store-all */
+    if (ks[k] < 0) {
+        if (!hint) return -1;
+        memcpy(coarse, hint, (size_t)n * sizeof *coarse);
+        return 1;
+    }
+    rm_auto_blocks(m, ks[k], coarse);
+    return 1;
+}
+
+/* An eager model (one node per block in S->block): from store-all and from
+ * checkpointing over each coarse grouping, each descended if it does not fit
+ * and pruned if it does; the cheapest that fits is left in mode. */
+static rm_status plan_eager(search *S, const int *hint, int *coarse, char *mode, char *work, rm_geval_result *r) {
+    const rm_gmodel *m = S->m;
+    int n = m->n;
+    r->excess = 1, r->cost = 0, r->peak = 0;
+    for (int k = 0; k < EAGER_STARTS; k++) {
+        int g = eager_grouping(m, hint, k, coarse);
+        if (g < 0) continue;
+        if (g == 0) memset(work, RM_GKEEP, (size_t)n);
+        else uniform_once(m, coarse, work);
+        rm_status rc = search_from(S, work, 1, mode, r);
+        if (rc != RM_OK) return rc;
+    }
+    return RM_OK;
+}
+
 /* One grouping, from four starting points: store-all (descend, then
  * prune), everything recomputed but the loss (FEACH, then EACH; prune), and the uniform plan
  * of the grouping: what crosses blocks kept, the rest of every block but
@@ -217,23 +286,12 @@ static rm_status plan_grouping(search *S, char *mode, char *work, rm_geval_resul
     r->excess = 1, r->cost = 0, r->peak = 0;
     for (int start = 0; start < 4; start++) {
         if (n > 64 && (start == 1 || start == 2)) continue; /* large graphs: store-all and uniform starts */
+        if (m->eager && start == 1) continue;             /* no FEACH: the EACH start is next */
         for (int v = 0; v < n; v++) work[v] = start == 0 || v == n - 1 ? RM_GKEEP : start == 1 ? RM_GFEACH : RM_GEACH;
         if (start == 3) uniform_plan(m, S->block, work);
-        rm_geval_result w;
-        rm_status rc;
-        if (n > 64 && !S->eval) { /* large graphs: graphfast.c */
-            rc = rm_gplan_fast(m, S->budget, S->block, 1, work, &w);
-        } else {
-            rc = price(S, work, &w);
-            if (rc == RM_OK && start == 0) rc = descend(S, work, &w);
-            if (rc == RM_OK && w.excess == 0) rc = prune(S, work, &w);
-            if (rc == RM_OK && w.excess == 0) rc = exchange(S, work, &w);
-        }
+        rm_gmodel_clamp(m, work);
+        rm_status rc = search_from(S, work, start == 0, mode, r);
         if (rc != RM_OK) return rc;
-        if (w.excess == 0 && (r->excess > 0 || w.cost < r->cost)) {
-            *r = w;
-            memcpy(mode, work, (size_t)n);
-        }
     }
     return RM_OK;
 }
@@ -243,7 +301,7 @@ static rm_status plan_grouping(search *S, char *mode, char *work, rm_geval_resul
  * descend if that no longer fits, prune; keep what is cheaper. The random
  * numbers are a fixed sequence, so plans are reproducible. */
 static rm_status perturb(search *S, rm_gplan *plan, char *mode, int *block) {
-    int n = S->m->n;
+    int n = S->m->n, top = rm_gmodel_top(S->m, -1);
     unsigned seed = 2463534242u;
     if (plan->feasible) memcpy(block, plan->block, (size_t)n * sizeof *block);
     else
@@ -251,12 +309,13 @@ static rm_status perturb(search *S, rm_gplan *plan, char *mode, int *block) {
     int iters = plan->feasible ? 24 : 64; /* harder when nothing fits yet */
     for (int it = 0; it < iters; it++) {
         if (plan->feasible) memcpy(mode, plan->mode, (size_t)n);
-        else memset(mode, RM_GFEACH, (size_t)n), mode[n - 1] = RM_GKEEP;
+        else memset(mode, top, (size_t)n), mode[n - 1] = RM_GKEEP;
         for (int k = 0; k < 1 + it % 3; k++) {
             seed ^= seed << 13, seed ^= seed >> 17, seed ^= seed << 5;
             int v = (int)(seed % (unsigned)(n - 1 > 0 ? n - 1 : 1));
-            mode[v] = (char)((seed >> 8) % 4);
+            mode[v] = (char)((seed >> 8) % (unsigned)(top + 1));
         }
+        rm_gmodel_clamp(S->m, mode);
         rm_geval_result r;
         rm_status rc = price(S, mode, &r);
         if (rc == RM_OK) rc = descend(S, mode, &r);
@@ -283,6 +342,7 @@ static void keep_best(rm_gplan *plan, int n, const char *mode, const int *block,
 static rm_status from_seed(search *S, const rm_gplan *seed, rm_gplan *plan, char *mode, int *block) {
     int n = S->m->n;
     memcpy(mode, seed->mode, (size_t)n), memcpy(block, seed->block, (size_t)n * sizeof *block);
+    rm_gmodel_clamp(S->m, mode);
     rm_geval_result r;
     rm_status rc;
     if (n > 64 && !S->eval) {
@@ -311,9 +371,27 @@ rm_status rm_gplan_solve_from(const rm_gmodel *m, int64_t budget, const int *hin
     search S = {m, budget, eval == rm_gmodel_simulate ? NULL : eval, ctx, block, {0}, {0}, {0}};
     rm_status rc = rm_gwork_alloc(&S.work, n);
     int root = (int)ceil(sqrt((double)n));
-    /* groupings: one node per block, the hint, automatic blocks of ~sqrt(n), ~n/4 and ~2 sqrt(n) */
+    /* groupings: one node per block, the hint, automatic blocks of ~sqrt(n), ~n/4 and ~2 sqrt(n);
+     * an eager framework recomputes at each backward: one node per block only */
     int ks[] = {n, -1, root, n / 4 > 1 ? n / 4 : 2, 2 * root};
-    for (int gi = 0; gi < (n > 64 ? 3 : 5) && rc == RM_OK && n > 0; gi++) {
+    int groupings = m->eager ? 0 : n > 64 ? 3 : 5;
+    if (m->eager && rc == RM_OK && n > 0) { /* one node per block, starts from coarse groupings */
+        int *coarse = malloc(((size_t)n + 1) * sizeof *coarse);
+        for (int v = 0; v < n; v++) block[v] = v;
+        /* the search is a heuristic, so a tighter budget can give a cheaper plan (seen on captured
+         * transformers: the plan for 0.45 of store-all cheaper than the one for 0.5); a plan that fits
+         * less fits the budget too, so the budget and a few tighter ones are searched, the cheapest kept */
+        static const double tighter[] = {1.0, 0.95, 0.9, 0.85, 0.8};
+        for (int t = 0; t < (int)(sizeof tighter / sizeof *tighter) && rc == RM_OK; t++) {
+            rm_geval_result r;
+            S.budget = t == 0 ? budget : (int64_t)((double)budget * tighter[t]);
+            rc = coarse ? plan_eager(&S, hint, coarse, mode, work, &r) : RM_ERR_NOMEM;
+            if (rc == RM_OK) keep_best(plan, n, mode, block, &r);
+        }
+        S.budget = budget;
+        free(coarse);
+    }
+    for (int gi = 0; gi < groupings && rc == RM_OK && n > 0; gi++) {
         if (gi == 1) {
             if (!hint) continue;
             memcpy(block, hint, (size_t)n * sizeof *block);
@@ -338,6 +416,22 @@ rm_status rm_gplan_solve(const rm_gmodel *m, int64_t budget, const int *hint, rm
     return rm_gplan_solve_from(m, budget, hint, eval, ctx, NULL, plan);
 }
 
+/* One probe of the eager bisection at `budget`: descents (one node per
+ * block) from checkpointing over each coarse grouping, then from store-all,
+ * until one fits; work gets the plan, r its price. */
+static rm_status least_eager_probe(const rm_gmodel *m, int64_t budget, const int *block, int *coarse, char *work,
+                                   rm_geval_result *r) {
+    for (int k = EAGER_STARTS - 1; k >= 0; k--) {
+        int g = eager_grouping(m, NULL, k, coarse);
+        if (g < 0) continue;
+        if (g == 0) memset(work, RM_GKEEP, (size_t)m->n);
+        else uniform_once(m, coarse, work);
+        rm_status rc = rm_gplan_fast(m, budget, block, 0, work, r);
+        if (rc != RM_OK || r->excess == 0) return rc;
+    }
+    return RM_OK;
+}
+
 /* Large graphs: a bisection, to half a percent, whose probe is the descent
  * of graphfast.c (no pruning, which frees nothing) from the uniform plan
  * over blocks of about sqrt(n), else from store-all with one node per
@@ -356,12 +450,18 @@ static int64_t least_by_descent(const rm_gmodel *m, rm_gplan *at) {
     int *at_block = block;
     while (hi > 0 && hi - lo > hi / 200 + 1) {
         int64_t mid = lo + (hi - lo) / 2;
-        uniform_plan(m, coarse, work);
         int *used = coarse;
-        rm_status rc = rm_gplan_fast(m, mid, coarse, 0, work, &r);
-        if (rc == RM_OK && r.excess > 0) {
-            memset(work, RM_GKEEP, (size_t)n), used = block;
-            rc = rm_gplan_fast(m, mid, block, 0, work, &r);
+        rm_status rc = RM_OK;
+        if (m->eager) {
+            rc = least_eager_probe(m, mid, block, coarse, work, &r);
+            used = block;
+        } else {
+            uniform_plan(m, coarse, work);
+            rc = rm_gplan_fast(m, mid, coarse, 0, work, &r);
+            if (rc == RM_OK && r.excess > 0) {
+                memset(work, RM_GKEEP, (size_t)n), used = block;
+                rc = rm_gplan_fast(m, mid, block, 0, work, &r);
+            }
         }
         if (rc != RM_OK) break;
         if (r.excess == 0) memcpy(mode, work, (size_t)n), hi = mid, at_block = used;

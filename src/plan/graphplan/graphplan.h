@@ -44,7 +44,21 @@ typedef struct rm_gmodel {
     /* paging to a scratch file (issue 20): its bandwidth in bytes per unit of
      * time (0: no paging) and the time one transfer takes beyond its bytes */
     double bw, io_latency;
+    /* an eager framework runs the plan (issue 34: rematplan's op-level
+     * recomputation): a value is recomputed at the backward that reads it,
+     * never in the forward pass, so blocks are one node each and no node is
+     * FEACH (rm_gmodel_top_mode) */
+    int eager;
+    char *pinned;          /* optional (NULL: none): per node, 1 when it must be kept */
+    int *hint;             /* optional (NULL: none): per node, a block of the model's own (its layers),
+                            * one of the groupings the search starts from */
 } rm_gmodel;
+
+/* The last mode node v may take: RM_GKEEP when pinned, RM_GEACH in an eager
+ * model, else RM_GFEACH. */
+int rm_gmodel_top(const rm_gmodel *m, int v);
+/* Every node's mode lowered to the last it may take. */
+void rm_gmodel_clamp(const rm_gmodel *m, char *mode);
 
 /* Allocates a model of n nodes with no edges; edges are added in consumer
  * order with rm_gmodel_edge, then rm_gmodel_close_node(m, i) for each i. */

@@ -22,6 +22,18 @@ rm_status rm_gmodel_alloc(rm_gmodel *m, int n) {
     return RM_OK;
 }
 
+int rm_gmodel_top(const rm_gmodel *m, int v) {
+    if (v >= 0 && m->pinned && m->pinned[v]) return RM_GKEEP;
+    return m->eager ? RM_GEACH : RM_GFEACH;
+}
+
+void rm_gmodel_clamp(const rm_gmodel *m, char *mode) {
+    for (int v = 0; v < m->n; v++) {
+        int top = rm_gmodel_top(m, v);
+        if (mode[v] > top) mode[v] = (char)top;
+    }
+}
+
 rm_status rm_gmodel_edge(rm_gmodel *m, int src, int reads_in) {
     if (m->n_edges == m->cap_edges) {
         int nc = m->cap_edges ? m->cap_edges * 2 : 64;
@@ -42,7 +54,7 @@ void rm_gmodel_close_node(rm_gmodel *m, int i) { m->off[i + 1] = m->n_edges; }
 
 void rm_gmodel_free(rm_gmodel *m) {
     free(m->fwd), free(m->bwd), free(m->bytes), free(m->grad), free(m->ws_f), free(m->ws_b);
-    free(m->has_bwd), free(m->reads_out), free(m->off), free(m->src), free(m->reads_in);
+    free(m->has_bwd), free(m->reads_out), free(m->off), free(m->src), free(m->reads_in), free(m->pinned), free(m->hint);
     if (m->names)
         for (int i = 0; i < m->n; i++) free(m->names[i]);
     free(m->names);

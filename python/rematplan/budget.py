@@ -1,0 +1,131 @@
+"""plan()'s budgets, held by measurement.
+
+The planner's bytes are the profile's, scaled to the measured store-all
+step; a plan is then applied and its step measured by the allocator
+(_verify.measure_step). The rules (docs/PYTORCH.md, "Memory by
+measurement"):
+  - the plan for budget B reports B, and its measured peak is within B:
+    while a plan measures over B, it is planned again for B less the excess;
+  - the least budget is the measured peak of the plan for the planner's
+    least budget (a plan that measured m meets a budget of m), lowered
+    while the planner, given less, finds a plan that measures lower; that
+    plan is kept with the profile, and every budget at or above the least
+    plans (where nothing else fits, that least plan);
+  - a budget below the least is refused, naming it (BudgetError).
+"""
+import copy
+
+from .planning import MARGIN, BudgetError, human, plan_graph, store_all
+
+TRIES = 4  # plans for less after a measured excess, per budget
+
+
+class Search:
+    """One plan() call: the profile, the measured steps, and how a plan is made."""
+
+    def __init__(self, model, args, device, prof, check):
+        self.model, self.args, self.device, self.prof, self.check = model, args, device, prof, check
+        self.scale, self.full = 1.0, None
+        if check:
+            if prof.measured_store_all is None:
+                from ._verify import measure_step, time_step
+                prof.measured_store_all = measure_step(model, args, device)
+                prof.store_all_ms = time_step(model, args, device)
+            self.full = prof.measured_store_all
+            self.scale = self.full / max(store_all(prof.graph)["store_all_bytes"], 1)
+
+    def make(self, budget, inner=None):
+        P = plan_graph(self.prof.graph, budget, scale=self.scale, store_all_bytes=self.full, inner=inner)
+        P.model, P.profile, P.table = self.model, self.prof, self.prof.table(P.modes)
+        P.store_all_ms = self.prof.store_all_ms
+        P.predicted_step_ms = None if P.store_all_ms is None else \
+            P.store_all_ms + self.prof.recompute_ms(P)
+        if P.planner == "store-all" and self.full is not None:
+            P.measured_peak = self.full
+        return P
+
+    def measure(self, P):
+        from . import _apply
+        from ._verify import measure_step
+        from .profile import plan_key
+        if P.planner == "store-all" and self.full is not None:
+            return self.full
+        key = plan_key(P)
+        if key not in self.prof.measured:
+            self.prof.measured[key] = measure_step(_apply.apply(self.model, P), self.args, self.device)
+        P.measured_peak = self.prof.measured[key]
+        return P.measured_peak
+
+    def fitting(self, want, P=None, inner=None):
+        """A plan for `want` whose measured peak is within it, or None: P (or the plan for want) measured,
+        and planned again for less (the excess taken off) while it is over."""
+        for _ in range(TRIES + 1):
+            if P is None:
+                try:
+                    P = self.make(want, inner=inner)
+                except BudgetError:
+                    return None
+            m = self.measure(P)
+            if m <= want:
+                return P
+            inner = int((inner if inner is not None else P.planner_budget * self.scale) - (m - want))
+            P = None
+            if inner <= 0:
+                break
+        return None
+
+    def plan(self, want):
+        """The plan for budget `want`, its budget_bytes want; BudgetError naming the least when none."""
+        if not self.check:
+            return self.make(want)
+        try:
+            P = self.make(want)
+        except BudgetError:
+            P = None
+        F = self.fitting(want, P) if P is not None else None
+        if F is None:
+            least, LP = self.least()
+            if least > want:
+                raise self.refusal(want, least)
+            F = copy.copy(LP)
+        F.budget_bytes = want
+        F.least_bytes = self.least()[0] if self.prof.least is not None else F.least_bytes
+        return F
+
+    def least(self):
+        """(the least budget, its plan), kept with the profile: the plan for the planner's least budget,
+        measured (a plan that measured m meets a budget of m), then the plan for the lowest measured
+        peak so far, while that measures lower still (the model's bytes above the allocator's: the
+        planner, given that budget, recomputes less and still fits)."""
+        if self.prof.least is not None:
+            return self.prof.least
+        start = min(int(store_all(self.prof.graph)["min_budget_bytes"] * self.scale / (1 - MARGIN)) + 1, self.full)
+        best = None
+        try:
+            P = self.make(start)
+            if P.planner != "store-all":
+                self.measure(P)
+                best = P
+        except BudgetError:
+            pass
+        for _ in range(TRIES):
+            if best is None:
+                break
+            try:
+                Q = self.make(best.measured_peak)
+            except BudgetError:
+                break
+            if Q.planner == "store-all" or self.measure(Q) >= best.measured_peak:
+                break
+            best = Q
+        if best is None or best.measured_peak >= self.full:
+            self.prof.least = (self.full, self.make(self.full))
+        else:
+            self.prof.least = (best.measured_peak, best)
+        return self.prof.least
+
+    def refusal(self, want, least):
+        return BudgetError("rematplan: budget %s (%d bytes) cannot be met: the least budget that works is %s "
+                           "(%d bytes, its plan measured; store-all %s); raise the budget to at least %d bytes"
+                           % (human(want), want, human(least), least, human(self.full), least),
+                           least, self.full, want)

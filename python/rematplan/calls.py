@@ -1,0 +1,98 @@
+"""Where an op runs: the model's module calls around it.
+
+torch's global module hooks (register_module_forward_pre_hook and
+register_module_forward_hook) keep a stack of the calls of the model's
+modules on the thread that runs the step. The capture (capture.py) and the
+applied plan (recompute.py) both see the step through this one class, so an
+op has the same key in both: (module path, how many calls of that module
+came before this one in the step, the op's place among the call's own ops,
+its children's not counted). A later step that skips a call (LayerDrop,
+stochastic depth, an early exit) or takes another branch inside one changes
+the keys of that call only, and a key the plan does not know is kept.
+
+A user's own forward pre-hooks run inside the call (global pre-hooks run
+before a module's own), its forward hooks after it; both the same way in
+the capture and in the applied step. Modules that are not the model's (a
+loss module made in the forward) are not calls: their ops are the caller's.
+"""
+import threading
+
+import torch.nn.modules.module as _module
+
+
+UNCOUNTED = frozenset(("aten.detach.default", "aten.lift_fresh.default", "aten.alias.default"))
+
+
+class Calls:
+    """A context: while active, the stack of the model's module calls on the thread that entered it.
+    on_enter(module, path, occurrence) -> a value kept with the frame; on_leave(frame)."""
+
+    def __init__(self, model, on_enter=None, on_leave=None):
+        self.paths = {m: p for p, m in model.named_modules()}
+        self.on_enter, self.on_leave = on_enter, on_leave
+        self.occ, self.stack, self.outside = {}, [], 0
+        self.thread, self.handles = None, ()
+
+    def __enter__(self):
+        self.thread = threading.get_ident()
+        self.occ, self.stack, self.outside = {}, [], 0
+        self.handles = (_module.register_module_forward_pre_hook(self._pre),
+                        _module.register_module_forward_hook(self._post))
+        return self
+
+    def __exit__(self, *exc):
+        for h in self.handles:
+            h.remove()
+        self.handles = ()
+        while self.stack:  # a forward that raised left its calls open
+            self._pop()
+        return False
+
+    def _pre(self, module, args):
+        if threading.get_ident() != self.thread:
+            return None
+        path = self.paths.get(module)
+        if path is None:
+            return None
+        k = self.occ.get(path, 0)
+        self.occ[path] = k + 1
+        frame = [path, k, 0, None]
+        if self.on_enter is not None:
+            frame[3] = self.on_enter(module, path, k)
+        self.stack.append(frame)
+        return None
+
+    def _post(self, module, args, out):
+        if threading.get_ident() != self.thread:
+            return None
+        path = self.paths.get(module)
+        if path is None:
+            return None
+        while self.stack:  # down to this module's frame (one whose forward raised may be above it)
+            if self._pop()[0] == path:
+                break
+        return None
+
+    def _pop(self):
+        frame = self.stack.pop()
+        if self.on_leave is not None:
+            self.on_leave(frame)
+        return frame
+
+    def next_key(self, name=None):
+        """The key of the op about to run, (path, occurrence, place); counts it, unless it is an op
+        whether torch runs it depends on who holds what (a detach after a factory function whose
+        output a Python mode holds): those get place -1 and count for nothing."""
+        if name in UNCOUNTED:
+            f = self.stack[-1] if self.stack else ("", -1)
+            return (f[0], f[1], -1)
+        if not self.stack:
+            self.outside += 1
+            return ("", -1, self.outside - 1)
+        f = self.stack[-1]
+        f[2] += 1
+        return (f[0], f[1], f[2] - 1)
+
+    def current(self):
+        """The innermost call's value from on_enter (None outside every call)."""
+        return self.stack[-1][3] if self.stack else None

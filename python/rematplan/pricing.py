@@ -1,0 +1,278 @@
+"""What an op costs: FLOPs and bytes, priced by rates calibrated once by
+timing a few operations on this device.
+
+A plan that follows each op's measured time changes from one capture to
+the next (a shared 2-core machine's timings move by tens of percent, and
+the capture's own dispatch mode inflates every op), so the planner prices
+ops from what does not move: an op's time is
+
+    time = max(FLOPs / flop_rate, bytes moved / byte_rate) + per_op
+
+(a roofline plus the framework's cost of one op), where the byte rate is
+that of the op's class: plain memory ops (a copy, an add) run at the
+memory's rate, but drawing random numbers (a dropout's mask: bernoulli_)
+and transcendental functions (exp, softmax, gelu) run many times slower
+per byte on a CPU (bernoulli_ 20-60x slower than mul here: priced at mul's
+rate, T5's 44 recomputed dropout masks were predicted at 3 ms and took
+200 ms). The rates are measured
+apart from the model, without any mode: the FLOP rate on the captured
+step's own heaviest matrix products (their shapes, dtypes and device
+replayed on random tensors), the byte rate on an elementwise op over a
+tensor of the step's typical size, each slow class's functions on a
+tensor of up to 4 MB (random: bernoulli_, normal_, uniform_; each
+transcendental function by name), the cost of one op on a tiny one, and
+the cost of the recording mode per op (the applied plan's dispatch mode):
+medians of several runs, rounded to a grid of 2^(1/4) steps, so captures
+of the same model give the same rates, hence the same plan, unless a rate
+sits on a step's edge.
+
+FLOPs are counted by our own formulas (the same on every torch version):
+matrix products, convolutions and attention; other ops count one FLOP per
+output element (they are priced by their bytes).
+"""
+import math
+import statistics
+import time
+
+import torch
+
+from ._tree import flat_tensors, map_tree
+
+GRID = 4  # rates rounded to 2^(k / GRID)
+
+
+def _numel(shape):
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
+
+
+def _mm(args):
+    ts = [a for a in args if isinstance(a, torch.Tensor)]
+    if len(ts) < 2:
+        return 0.0
+    a, b = ts[-2], ts[-1]
+    if a.dim() < 2 or b.dim() < 2:
+        return 0.0
+    batch = _numel(a.shape[:-2]) if a.dim() > 2 else 1
+    return 2.0 * batch * a.shape[-2] * a.shape[-1] * b.shape[-1]
+
+
+def _conv(args, out):
+    ts = [a for a in args if isinstance(a, torch.Tensor)]
+    if len(ts) < 2 or not isinstance(out, torch.Tensor):
+        return 0.0
+    x, w = ts[0], ts[1]
+    transposed = len(args) > 6 and args[6] is True
+    if transposed:  # every input element meets every (output channel / groups) x kernel weight
+        return 2.0 * x.numel() * w.shape[1] * _numel(w.shape[2:])
+    return 2.0 * out.numel() * w.shape[1] * _numel(w.shape[2:])
+
+
+def _attention(args):
+    ts = [a for a in args if isinstance(a, torch.Tensor)]
+    if len(ts) < 3 or ts[0].dim() < 3:
+        return 0.0
+    q, k, v = ts[0], ts[1], ts[2]
+    lq, e = q.shape[-2], q.shape[-1]
+    s, ev = k.shape[-2], v.shape[-1]
+    return 2.0 * _numel(q.shape[:-2]) * lq * s * (e + ev)
+
+
+_MM = {"mm", "addmm", "bmm", "baddbmm", "addbmm", "matmul", "_addmm_activation"}
+_CONV = {"convolution", "_convolution", "mkldnn_convolution", "cudnn_convolution", "convolution_overrideable",
+         "_slow_conv2d_forward", "thnn_conv2d", "slow_conv3d_forward", "cudnn_convolution_transpose",
+         "slow_conv_transpose2d", "slow_conv_dilated2d"}
+
+
+_RANDOM = {"bernoulli", "bernoulli_", "normal", "normal_", "uniform_", "rand", "randn", "rand_like", "randn_like",
+           "randint", "randint_like", "random_", "native_dropout", "multinomial", "exponential_", "geometric_",
+           "log_normal_", "cauchy_", "randperm", "poisson"}
+# transcendental functions, each timed by name on a tensor (x: the tensor; rows of 128 for the softmaxes)
+_MATH = {"exp": lambda x: torch.exp(x), "log": lambda x: torch.log(x), "tanh": lambda x: torch.tanh(x),
+         "sigmoid": lambda x: torch.sigmoid(x), "gelu": lambda x: torch.nn.functional.gelu(x),
+         "silu": lambda x: torch.nn.functional.silu(x), "erf": lambda x: torch.erf(x),
+         "rsqrt": lambda x: torch.rsqrt(x), "sqrt": lambda x: torch.sqrt(x), "pow": lambda x: torch.pow(x, 3.0),
+         "sin": lambda x: torch.sin(x), "cos": lambda x: torch.cos(x),
+         "_softmax": lambda x: torch.softmax(x.view(-1, 128), -1),
+         "_safe_softmax": lambda x: torch.softmax(x.view(-1, 128), -1),
+         "_log_softmax": lambda x: torch.log_softmax(x.view(-1, 128), -1)}
+_MATH_ALIAS = {"softmax": "_softmax", "log_softmax": "_log_softmax", "exp_": "exp", "tanh_": "tanh",
+               "sigmoid_": "sigmoid", "silu_": "silu", "gelu_": "gelu", "rsqrt_": "rsqrt", "sqrt_": "sqrt",
+               "log_": "log", "erf_": "erf", "pow_": "pow"}
+
+
+def op_class(name, random=False):
+    """The class an op's bytes are priced in: "random", a transcendental function's name, or None
+    (memory's rate)."""
+    base = name.replace("aten.", "").split(".")[0]
+    if random or base in _RANDOM:
+        return "random"
+    base = _MATH_ALIAS.get(base, base)
+    return base if base in _MATH else None
+
+
+def kind(name):
+    """'mm' (matrix products, convolutions, attention: priced by FLOPs) or 'mem' (by bytes)."""
+    base = name.replace("aten.", "").split(".")[0]
+    if base in _MM or base in _CONV or "scaled_dot_product" in base or "attention_forward" in base:
+        return "mm"
+    return "mem"
+
+
+def op_flops(func, args, kwargs, out):
+    """The forward FLOPs of an aten op on these arguments."""
+    base = str(func).replace("aten.", "").split(".")[0]
+    try:
+        if base in _MM:
+            return _mm(args)
+        if base in _CONV:
+            return _conv(args, out if isinstance(out, torch.Tensor) else next(flat_tensors(out), None))
+        if "scaled_dot_product" in base or "attention_forward" in base:
+            return _attention(args)
+    except (TypeError, IndexError, ValueError):
+        return 0.0
+    return float(sum(t.numel() for t in flat_tensors(out)))
+
+
+def moved_bytes(ins, outs):
+    """Bytes an op reads and writes (each tensor's elements, not its whole storage)."""
+    return float(sum(t.numel() * t.element_size() for t in ins) + sum(t.numel() * t.element_size() for t in outs))
+
+
+def _grid(x):
+    if not (x > 0) or not math.isfinite(x):
+        return x
+    return 2.0 ** (round(math.log2(x) * GRID) / GRID)
+
+
+class Rates:
+    """flop_rate (FLOP per ms), byte_rate (bytes per ms), per_op and mode_op (ms), and class_rates:
+    the byte rate of each slow class (op_class), at most byte_rate."""
+
+    def __init__(self, flop_rate, byte_rate, per_op, mode_op=0.0, class_rates=None):
+        self.flop_rate, self.byte_rate, self.per_op, self.mode_op = flop_rate, byte_rate, per_op, mode_op
+        self.class_rates = dict(class_rates or {})
+
+    def time(self, flops, moved, cls=None):
+        rate = min(self.class_rates.get(cls, self.byte_rate), self.byte_rate) if cls else self.byte_rate
+        return max(flops / self.flop_rate, moved / rate) + self.per_op
+
+    def op_time(self, op):
+        """An op of the capture (.name, .random, .flops, .moved), priced."""
+        return self.time(op.flops, op.moved, op_class(op.name, op.random))
+
+    def __repr__(self):
+        slow = ", ".join("%s %.3g" % (k, v / 1e6) for k, v in sorted(self.class_rates.items()))
+        return "Rates(%.3g GFLOP/s, %.3g GB/s, %.1f us per op, %.1f us per recorded op; GB/s of %s)" % (
+            self.flop_rate / 1e6, self.byte_rate / 1e6, self.per_op * 1e3, self.mode_op * 1e3, slow or "-")
+
+
+def spec(args, kwargs):
+    """args and kwargs with every tensor replaced by ("T", shape, dtype, device): what calibrate()
+    replays an op on."""
+    def one(x):
+        return ("T", tuple(x.shape), x.dtype, x.device) if isinstance(x, torch.Tensor) else x
+    return map_tree(tuple(args), one), map_tree(dict(kwargs), one)
+
+
+def _made(v):
+    """spec()'s arguments with random tensors of those shapes (zeros where not floating point)."""
+    def one(x):
+        if isinstance(x, tuple) and len(x) == 4 and x[0] == "T":
+            t = torch.empty(x[1], dtype=x[2], device=x[3])
+            return t.normal_() if t.is_floating_point() else t.zero_()
+        return x
+    return map_tree(v, one)
+
+
+def _ms(fn, runs, device):
+    """The median wall time of fn() in ms over `runs` runs after one more."""
+    cuda = device is not None and torch.device(device).type == "cuda"
+    times = []
+    for i in range(runs + 1):
+        if cuda:
+            torch.cuda.synchronize(device)
+        t0 = time.perf_counter()
+        fn()
+        if cuda:
+            torch.cuda.synchronize(device)
+        if i:
+            times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def calibrate(ops, device=None, act_numel=1 << 20):
+    """Rates for ops with .name, .flops and .spec (matrix products: what calibrate replays), on device."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    dev = torch.device(device) if device is not None else torch.device("cpu")
+    n = 200
+    a = torch.ones(1, device=dev, requires_grad=True)
+    # one op as the step runs it (autograd recording): the framework's cost of an op
+    per_op = _ms(lambda: [torch.mul(a, 2.0) for _ in range(n)], 5, dev) / n
+
+    class Passing(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    def in_mode():
+        with Passing():
+            for _ in range(n):
+                torch.mul(a, 2.0)
+    mode_op = max(_ms(in_mode, 5, dev) / n - per_op, 0.0)
+    with torch.no_grad():
+        # an elementwise op over tensors of the step's typical size, taken in turn (as a step meets
+        # them: not the one just written, still in the cache)
+        k = min(max(int(act_numel), 1 << 16), 1 << 24)
+        xs = [torch.ones(k, device=dev) for _ in range(8)]
+        turn = [0]
+
+        def mul():
+            x = xs[turn[0] % 8]
+            turn[0] += 1
+            return torch.mul(x, x)
+        byte_rate = 2 * k * 4 / max(_ms(mul, 15, dev) - per_op, 1e-6)
+        xs.clear()
+        class_rates = _class_rates(ops, dev, min(k, 1 << 20), per_op)
+        rates = []
+        heavy = {}
+        for o in ops:
+            if getattr(o, "spec", None) is not None and o.flops > 0:
+                key = repr(o.spec)
+                heavy.setdefault(key, [o, 0.0])[1] += o.flops
+        for o, _ in sorted(heavy.values(), key=lambda v: -v[1])[:3]:
+            try:
+                args, kwargs = _made(o.spec[0]), _made(o.spec[1])  # (under no_grad: the FLOPs alone)
+                f = o.spec[2]
+                rates.append((o.flops / max(_ms(lambda: f(*args, **kwargs), 5, dev) - per_op, 1e-6), o.flops))
+            except Exception:  # noqa: B902: an op that cannot be replayed on made-up inputs is not priced by it
+                continue
+        flop_rate = _weighted_median(rates) if rates else 50e6
+    return Rates(_grid(flop_rate), _grid(byte_rate), _grid(per_op), _grid(mode_op),
+                 {c: _grid(r) for c, r in class_rates.items()})
+
+
+def _class_rates(ops, dev, k, per_op):
+    """The byte rate (read and written) of each slow class the step's ops fall in, on k elements."""
+    classes = {op_class(o.name, o.random) for o in ops} - {None}
+    x = torch.rand(k, device=dev) + 0.5  # positive: log, sqrt and rsqrt stay finite
+    rates = {}
+    for c in sorted(classes):
+        f = (lambda: x.bernoulli_(0.5)) if c == "random" else (lambda f=_MATH[c]: f(x))
+        rates[c] = 2 * k * 4 / max(_ms(f, 5, dev) - per_op, 1e-6)
+        if c == "random":
+            x.uniform_(0.5, 1.5)
+    return rates
+
+
+def _weighted_median(pairs):
+    """The median of values weighted by their weights (the ops that do most of the work count most)."""
+    pairs = sorted(pairs)
+    total = sum(w for _, w in pairs)
+    acc = 0.0
+    for v, w in pairs:
+        acc += w
+        if acc >= total / 2:
+            return v
+    return pairs[-1][0]

@@ -1,0 +1,492 @@
+"""Recomputation at op granularity in eager mode, without touching the
+user's code (issue 34).
+
+While the applied model runs its forward, a TorchDispatchMode sees every
+aten op below autograd and a saved-tensor pack hook sees every tensor
+autograd saves for the backward. For an output the plan recomputes, the
+mode records a *recipe*: the aten op, its non-tensor arguments, its tensor
+arguments (a tensor some recipe makes is named by that recipe, any other
+is held), the RNG state if the op draws random numbers, and the in-place
+ops that later write the same storage. When autograd saves such a tensor,
+the pack hook hands it a handle to the recipe instead of the tensor, so
+the tensor is freed as soon as the forward drops it. In the backward, the
+first unpack of a handle runs the recipe (its inputs' recipes first) under
+no_grad, with the recorded RNG state: the same kernels on the same inputs
+give the same bits.
+
+Which outputs are recomputed, and how, is the plan's (planning.py), per op
+key (calls.py: module path, call occurrence, place in the call) and output:
+  once  rebuilt at the first backward that needs it and held until its
+        last reader is done (the planner's ONCE);
+  each  rebuilt each time a backward reads it, held only while that
+        rebuild needs it (the planner's EACH: not held between readers).
+A recipe's inputs that are recipes too are held while some reader still
+needs them: a "once" recipe lets go of its inputs as soon as it is built,
+an "each" one when its last reader is done.
+
+What makes this safe whatever the plan or the step does: a recipe replays
+the ops that actually ran in this step, with the arguments they had, so a
+step that skips a block, takes another branch or calls a module twice is
+recomputed as it ran; an op the plan does not know is kept. Tensors are
+matched by identity (the tensor object autograd saves is the object the op
+returned, or a view of it made by a later op), never by address, so a
+freed storage's address reused by another tensor is never mistaken for it.
+Buffers a recomputed op writes (BatchNorm's running statistics) are
+written on a copy taken before the op, so a recomputation changes no
+module state; a tensor a recomputed op writes that belongs to another
+recipe is copied first, so no cached value is changed either.
+"""
+import threading
+import weakref
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from ._tree import flat_tensors, map_tree
+from .calls import Calls
+
+_RANDOM = ("bernoulli", "dropout", "rand", "normal", "uniform", "multinomial", "exponential", "geometric",
+           "cauchy", "log_normal", "random_")
+
+
+class _OpInfo:
+    """What an aten op's schema says: the arguments it writes ((index, name)); whether it draws random
+    numbers (by name; the capture's record adds the ops it saw move the RNG)."""
+    __slots__ = ("writes", "random", "name")
+
+    def __init__(self, func):
+        self.writes, self.name = [], str(func)
+        try:
+            for i, a in enumerate(func._schema.arguments):
+                if a.alias_info is not None and a.alias_info.is_write:
+                    self.writes.append((i, a.name))
+        except AttributeError:
+            pass
+        name = str(func)
+        self.random = any(w in name for w in _RANDOM)
+
+    def written(self, args, kwargs):
+        out = []
+        for i, name in self.writes:
+            v = args[i] if i < len(args) else kwargs.get(name)
+            out.extend(flat_tensors(v))
+        return out
+
+
+_infos = {}
+
+
+def _info(func):
+    i = _infos.get(func)
+    if i is None:
+        i = _infos[func] = _OpInfo(func)
+    return i
+
+
+class _Ref:
+    """A tensor made by a recipe: the recipe at a version, viewed as the tensor was."""
+    __slots__ = ("recipe", "version", "size", "stride", "offset")
+
+    def __init__(self, recipe, version, t):
+        self.recipe, self.version = recipe, version
+        self.size, self.stride, self.offset = tuple(t.shape), tuple(t.stride()), t.storage_offset()
+
+
+class _Held:
+    """A tensor a recipe reads that no recipe makes (a kept activation, an input, a buffer), held; an
+    op that writes it later in the forward gives the recipe a copy first."""
+    __slots__ = ("t", "__weakref__")
+
+    def __init__(self, t):
+        self.t = t
+
+
+class _Step:
+    """One recorded op: its arguments (tensors of recipes as _Ref), its output's place, its RNG."""
+    __slots__ = ("func", "args", "kwargs", "pos", "rng", "copies")
+
+    def __init__(self, func, args, kwargs, pos, rng, copies):
+        # copies: ids of the arguments (a _Ref of another recipe, a copy of a buffer) the op writes:
+        # each replay writes a fresh copy of them
+        self.func, self.args, self.kwargs, self.pos, self.rng, self.copies = func, args, kwargs, pos, rng, copies
+
+
+class _Recipe:
+    """How to rebuild one storage: its first op, then the in-place ops that wrote it."""
+    __slots__ = ("steps", "each", "handles", "dependents", "tensors", "deps", "cache", "done", "released",
+                 "open", "offset", "numel")
+
+    def __init__(self, step, each, out):
+        self.steps, self.each = [step], each
+        self.handles = self.dependents = 0
+        self.tensors = 0  # tensors on its storage still alive in the forward (it may still be read)
+        self.deps, self.cache = [], {}
+        self.done = self.released = False
+        self.open = True
+        self.offset, self.numel = out.storage_offset(), _storage_numel(out)
+
+
+if hasattr(torch.Tensor, "untyped_storage"):
+    def _storage_ptr(t):
+        return t.untyped_storage().data_ptr()
+else:  # torch 1.13: _storage() is the untyped storage (storage() builds a TypedStorage each call)
+    def _storage_ptr(t):
+        return t._storage().data_ptr()
+
+
+def _storage_numel(t):
+    s = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
+    n = s.nbytes() if callable(getattr(s, "nbytes", None)) else s.size() * t.element_size()
+    return n // max(t.element_size(), 1)
+
+
+class _Handle:
+    """What autograd saves in place of a tensor the plan recomputes."""
+    __slots__ = ("ref",)
+
+    def __init__(self, ref):
+        self.ref = ref
+
+
+class _Rng:
+    """The RNG state an op drew from (the CPU generator, the CUDA one of its device, or its own)."""
+    __slots__ = ("cpu", "cuda", "device", "gen", "gen_state", "before")
+
+    def __init__(self, args, kwargs):
+        gens = [g for g in list(args) + list(kwargs.values()) if isinstance(g, torch.Generator)]
+        self.gen = gens[0] if gens else None
+        self.gen_state = self.gen.get_state() if self.gen is not None else None
+        self.cpu = torch.get_rng_state()
+        devs = [t.device for t in flat_tensors((list(args), list(kwargs.values()))) if t.is_cuda]
+        dev = kwargs.get("device")
+        if not devs and dev is not None and torch.device(dev).type == "cuda":
+            devs = [torch.device(dev)]
+        self.device = devs[0] if devs else None
+        self.cuda = torch.cuda.get_rng_state(self.device) if self.device is not None else None
+
+    def __enter__(self):
+        self.before = (torch.get_rng_state(), torch.cuda.get_rng_state(self.device) if self.cuda is not None else None,
+                       self.gen.get_state() if self.gen is not None else None)
+        torch.set_rng_state(self.cpu)
+        if self.cuda is not None:
+            torch.cuda.set_rng_state(self.cuda, self.device)
+        if self.gen is not None:
+            self.gen.set_state(self.gen_state)
+
+    def __exit__(self, *exc):
+        torch.set_rng_state(self.before[0])
+        if self.cuda is not None:
+            torch.cuda.set_rng_state(self.before[1], self.device)
+        if self.gen is not None:
+            self.gen.set_state(self.before[2])
+        return False
+
+
+class Table:
+    """A plan as the runtime reads it: {op key: {output place: "once" | "each"}}, the keys of in-place ops
+    after which a storage is kept (pinned takeovers), of ops that draw random numbers, and of ops that
+    write a buffer."""
+
+    def __init__(self, modes, takeovers=(), random=(), writes=None):
+        self.modes, self.takeovers = modes, set(takeovers)
+        self.random = set(random)
+        self.writes = writes or {}  # key -> places among the op's tensor arguments of what it writes
+        # that is not an activation (seen in the capture: torch 1.13's native_batch_norm writes its
+        # running statistics without saying so in its schema)
+
+
+class Step(TorchDispatchMode):
+    """One forward of the applied model: records recipes while it runs (the mode), hands autograd
+    handles for the tensors the plan recomputes (pack), rebuilds them in the backward (unpack)."""
+
+    def __init__(self, model, table, check=None):
+        super().__init__()
+        self.table, self.check = table, check
+        self.calls = Calls(model)
+        self.live = {}           # id(tensor) -> (weakref, recipe): tensors some recipe makes
+        self.held = {}           # storage address -> [weak _Held]: tensors recipes hold as inputs (copy on write)
+        self.new = []            # recipes made in this forward (swept when it ends)
+        self.last_key = None     # the key of the op that ran last
+        self.stats = {"recipes": 0, "packed": 0, "rebuilt": 0, "unknown_keys": 0}
+
+    # ---- the forward ----
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        info = _info(func)
+        key = self.last_key = self.calls.next_key(info.name)
+        modes = self.table.modes.get(key)
+        written = info.written(args, kwargs) if info.writes else ()
+        if self.held and written:
+            self._copy_on_write(written, args, kwargs, key)
+        elif self.held and key in self.table.writes:
+            self._copy_on_write((), args, kwargs, key)
+        wrec = [self._recipe_of(t) for t in written] if self.live else ()
+        if modes is None and not any(r is not None for r in wrec):
+            src = self._sources(args, kwargs) if self.live else None
+            out = func(*args, **kwargs)
+            if src:
+                self._views(src, out)
+            return out
+        return self._record(func, info, key, args, kwargs, modes, written, wrec)
+
+    def _copy_on_write(self, written, args, kwargs, key):
+        """An op is about to write a tensor some recipe holds as an input (not a recipe's own: a kept
+        activation, a buffer, an input): those recipes get a copy of its value now, which is what
+        they read when the forward ran (a GRU writes its hidden states into its output this way)."""
+        ws = list(written)
+        if key in self.table.writes:
+            flat = list(flat_tensors((args, kwargs)))
+            ws += [flat[i] for i in self.table.writes[key] if i < len(flat)]
+        for t in ws:
+            for ref in self.held.pop(_storage_ptr(t), None) or ():
+                b = ref()
+                if b is not None:
+                    b.t = b.t.detach().clone()
+
+    def _track(self, t, r):
+        """t is on recipe r's storage: r may be read while t lives; when no tensor of r is left and
+        nothing packed or reads it, r is done (it lets go of the tensors it holds, now: a recipe no
+        backward needs holds its inputs no longer than the forward's Python code would)."""
+        r.tensors += 1
+
+        def died(_ref, r=r, step=self):
+            r.tensors -= 1
+            step._maybe_done(r)
+        self.live[id(t)] = (weakref.ref(t, died), r)
+
+    def _recipe_of(self, t):
+        e = self.live.get(id(t))
+        if e is None or e[0]() is not t or not e[1].open:
+            return None
+        return e[1]
+
+    def _sources(self, args, kwargs):
+        """{storage address: recipe} of the arguments some recipe makes."""
+        src = {}
+        for t in flat_tensors((args, kwargs)):
+            r = self._recipe_of(t)
+            if r is not None:
+                src[_storage_ptr(t)] = r
+        return src
+
+    def _views(self, src, out):
+        """Outputs on the storage of an argument some recipe makes are that recipe's too (views,
+        and what shares a storage without saying so: _unsafe_view)."""
+        for x in ([out] if isinstance(out, torch.Tensor) else flat_tensors(out)):
+            r = src.get(_storage_ptr(x))
+            if r is not None:
+                self._track(x, r)
+
+    def _record(self, func, info, key, args, kwargs, modes, written, wrec):
+        deps = []
+        wids = {id(t) for t in written}
+        if key in self.table.writes:
+            flat = list(flat_tensors((args, kwargs)))
+            wids |= {id(flat[i]) for i in self.table.writes[key] if i < len(flat)}
+        src = self._sources(args, kwargs) if self.live else {}
+
+        copies = set()
+
+        def describe(x):
+            if not isinstance(x, torch.Tensor):
+                return x
+            r = self._recipe_of(x)
+            if r is not None:
+                deps.append(r)
+                d = _Ref(r, len(r.steps), x)
+            elif id(x) in wids:  # a buffer (BatchNorm's statistics) it writes: its value before, on a copy
+                d = x.detach().clone()
+            elif isinstance(x, torch.nn.Parameter):
+                return x
+            else:  # held as it is now; copied if an op writes it later in the forward
+                d = _Held(x)  # the registry's reference is weak: a done recipe's inputs go with it
+                self.held.setdefault(_storage_ptr(x), []).append(weakref.ref(d))
+            if id(x) in wids:
+                copies.add(id(d))
+            return d
+        a, kw = map_tree(args, describe), map_tree(kwargs, describe)
+        rng = _Rng(args, kwargs) if info.random or key in self.table.random else None
+        step = _Step(func, a, kw, None, rng, copies)
+        if self.check is not None:
+            self.check.before(step)
+        out = func(*args, **kwargs)
+        for t, r in zip(written, wrec):
+            if r is None:
+                continue
+            if key in self.table.takeovers:  # kept from here on: nothing rebuilds the value it writes
+                r.open = False
+                continue
+            r.steps.append(step)
+            self._claim(r, deps)
+            if self.check is not None:
+                self.check.made(r, len(r.steps), t)
+        outs = [out] if isinstance(out, torch.Tensor) else list(flat_tensors(out))
+        ins = {_storage_ptr(t) for t in flat_tensors((args, kwargs))}
+        self._views({p: r for p, r in src.items()}, out)
+        for pos, mode in (modes or {}).items():
+            if pos >= len(outs) or _storage_ptr(outs[pos]) in ins:  # not a new storage
+                continue
+            t = outs[pos]
+            s = step if isinstance(out, torch.Tensor) else _Step(func, a, kw, pos, rng, copies)
+            r = _Recipe(s, mode == "each", t)
+            self._claim(r, deps)
+            self._track(t, r)
+            self.new.append(r)
+            self.stats["recipes"] += 1
+            if self.check is not None:
+                self.check.made(r, 1, t)
+        return out
+
+    def _claim(self, r, deps):
+        for d in deps:
+            if d is not r:
+                d.dependents += 1
+                r.deps.append(d)
+
+    def end(self):
+        """The forward is over: recipes nothing packed or reads owe their inputs nothing."""
+        self.live, self.held = {}, {}
+        for r in self.new:
+            r.tensors = 0  # (tensors still alive after the forward are read by no recipe made later)
+            self._maybe_done(r)
+        self.new = []
+
+    # ---- saved tensors ----
+    def pack(self, t):
+        r = self._recipe_of(t) if self.live else None
+        if r is None:
+            return t
+        r.handles += 1
+        self.stats["packed"] += 1
+        return _Handle(_Ref(r, len(r.steps), t))
+
+    def unpack(self, h):
+        if not isinstance(h, _Handle):
+            return h
+        ref = h.ref
+        t = _view(self.value(ref.recipe, ref.version), ref)
+        r = ref.recipe
+        if r.handles > 0:
+            r.handles -= 1
+        self._maybe_done(r)
+        return t
+
+    def _maybe_done(self, r):
+        if r.handles == 0 and r.dependents == 0 and r.tensors <= 0 and not r.done:
+            r.done = True
+            r.cache.clear()
+            self._release(r)
+            r.steps = ()  # nothing can ask for it any more: what it holds goes
+
+    def _release(self, r):
+        """r needs its inputs no more (its value is held for good, or nothing will ask for it)."""
+        if r.released:
+            return
+        r.released = True
+        for d in r.deps:
+            d.dependents -= 1
+            self._maybe_done(d)
+
+    # ---- the backward: rebuilding ----
+    def value(self, r, v):
+        """The storage's base tensor of recipe r after its first v ops ("each": rebuilt every time,
+        held only by the caller that needs it)."""
+        x = r.cache.get(v)
+        if x is not None:
+            return x
+        x = self._rebuild(r, v)
+        if not r.each and (r.handles > 0 or r.dependents > 0):
+            r.cache[v] = x
+            if len(r.steps) == 1:  # held for good: its inputs are not needed again (with in-place
+                self._release(r)   # steps, an earlier version may still be asked for: at done)
+        return x
+
+    def _rebuild(self, r, v):
+        self.stats["rebuilt"] += 1
+        with torch.no_grad(), _no_autocast():
+            base = None
+            for j, s in enumerate(r.steps[:v]):
+                def resolve(y):
+                    if isinstance(y, _Ref):
+                        if y.recipe is r and base is not None:  # the storage being rebuilt: written in place
+                            return _view(base, y)
+                        t = _view(self.value(y.recipe, y.version), y)
+                        return t.clone() if id(y) in s.copies else t
+                    if isinstance(y, _Held):
+                        y = y.t
+                    if isinstance(y, torch.Tensor) and id(y) in s.copies:
+                        return y.clone()  # a buffer's value from before the op: written on a copy
+                    return y
+                args, kwargs = map_tree(s.args, resolve), map_tree(s.kwargs, resolve)
+                if s.rng is not None:
+                    with s.rng:
+                        o = s.func(*args, **kwargs)
+                else:
+                    o = s.func(*args, **kwargs)
+                if j == 0:
+                    base = o if s.pos is None else list(flat_tensors(o))[s.pos]
+                    _check_layout(r, base)
+        if self.check is not None:  # the version asked for (an earlier one, empty_like's, may be garbage)
+            self.check.rebuilt(r, v, base)
+        return base
+
+
+def _view(base, ref):
+    """The tensor ref names, as a view of its recipe's rebuilt base."""
+    r = ref.recipe
+    off = ref.offset - r.offset + base.storage_offset()
+    if tuple(base.shape) == ref.size and tuple(base.stride()) == ref.stride and base.storage_offset() == off:
+        return base
+    return base.as_strided(ref.size, ref.stride, off)
+
+
+def _check_layout(r, base):
+    if _storage_numel(base) != r.numel:
+        from ._lib import RematError
+        raise RematError("rematplan: a recomputed op made a storage of %d elements where the first run made %d "
+                         "(an op whose output layout is not reproducible); this is a rematplan bug: please report "
+                         "it with the model" % (_storage_numel(base), r.numel))
+
+
+class _no_autocast:
+    """Replays run the aten ops as recorded: no autocast casts them again."""
+
+    def __enter__(self):
+        self.ctx = [torch.autocast("cpu", enabled=False)]
+        if torch.cuda.is_available():
+            self.ctx.append(torch.autocast("cuda", enabled=False))
+        for c in self.ctx:
+            c.__enter__()
+
+    def __exit__(self, *exc):
+        for c in reversed(self.ctx):
+            c.__exit__(*exc)
+        return False
+
+
+_state = threading.local()
+
+
+class Forward:
+    """The context of one forward of the applied model: the module calls, the mode, the hooks."""
+
+    def __init__(self, model, table, check=None):
+        self.step = Step(model, table, check)
+
+    def __enter__(self):
+        s = self.step
+        self.hooks = torch.autograd.graph.saved_tensors_hooks(s.pack, s.unpack)
+        s.calls.__enter__()
+        self.hooks.__enter__()
+        s.__enter__()
+        return s
+
+    def __exit__(self, *exc):
+        s = self.step
+        try:
+            s.__exit__(*exc)
+        finally:
+            self.hooks.__exit__(*exc)
+            s.calls.__exit__(*exc)
+            s.end()
+        return False

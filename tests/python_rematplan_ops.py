@@ -1,0 +1,321 @@
+"""rematplan's recomputation op by op (issue 34) and what a plan must never
+change (issue 36, items 1-3), run by tests/python_rematplan.py (make test:
+torch 1.13, CPU).
+
+  - functional ops between modules (the MLP of issue 34: 8 x (nn.Linear,
+    F.gelu)): plans below store-all, where module regions could not;
+  - random ops outside dropout (torch.randn_like in a forward) and in-place
+    ops replayed bit for bit; a module called twice a step (its calls'
+    occurrences); nested modules;
+  - a step that skips a block (LayerDrop, stochastic depth), the first one
+    or another, and changes which from step to step: the applied model
+    computes what the model computes;
+  - the user's forward hooks and pre-hooks run exactly as often as without
+    the plan, and what they return is used once;
+  - a module returning a tuple (nn.GRU) unpacked by the caller;
+  - budgets: the plan for B reports B; a refusal names a least whose plan
+    measures within it, and planning at it gives that plan; no plan below it;
+  - pricing: two captures of the same model give the same plan.
+Each model: loss and every gradient bit for bit those of the model without
+the plan (dropout on), verify() clean, measured peak within the budget.
+"""
+import copy
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import rematplan
+from python_rematplan_small import plan_or_least, quiet, same, step
+
+
+class MLP(nn.Module):
+    """Issue 34's MLP: 8 x (nn.Linear, then F.gelu as a function, not a module)."""
+
+    def __init__(self, d=256, layers=8):
+        super().__init__()
+        self.fcs = nn.ModuleList(nn.Linear(d, d) for _ in range(layers))
+        self.head = nn.Linear(d, 10)
+
+    def forward(self, x, y):
+        for fc in self.fcs:
+            x = F.gelu(fc(x))
+        return F.cross_entropy(self.head(x), y)
+
+
+class Noisy(nn.Module):
+    """Random numbers outside dropout, an in-place op and a module called twice a step."""
+
+    def __init__(self, d=128):
+        super().__init__()
+        self.a, self.b = nn.Linear(d, 2 * d), nn.Linear(2 * d, d)
+        self.shared = nn.Sequential(nn.Linear(d, d), nn.Tanh())
+        self.head = nn.Linear(d, 10)
+
+    def forward(self, x, y):
+        h = self.a(x)
+        h = h + 0.1 * torch.randn_like(h)  # noise drawn in the forward: replayed from its RNG state
+        h.mul_(torch.sigmoid(h))
+        x = x + self.b(h)
+        x = self.shared(x) + self.shared(x * 0.5)  # the same module twice
+        return F.cross_entropy(self.head(x), y)
+
+
+class Residual(nn.Module):
+    """x + MLP(x) in one module, so that a model's blocks chain (each takes the one before's output)."""
+
+    def __init__(self, d):
+        super().__init__()
+        self.f = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Dropout(0.1), nn.Linear(4 * d, d))
+
+    def forward(self, x):
+        return x + self.f(x)
+
+
+class LayerDrop(nn.Module):
+    """Blocks a step may skip (LayerDrop, stochastic depth): self.skip names the ones it skips. The
+    blocks chain, which rematplan 0.1 fused into one region that ran a skipped block anyway."""
+
+    def __init__(self, d=64, layers=6):
+        super().__init__()
+        self.blocks = nn.ModuleList(Residual(d) for _ in range(layers))
+        self.head = nn.Linear(d, 10)
+        self.skip = ()
+
+    def forward(self, x, y):
+        for i, b in enumerate(self.blocks):
+            if i not in self.skip:
+                x = b(x)
+        return F.cross_entropy(self.head(x), y)
+
+
+class WithGRU(nn.Module):
+    """A module that returns a tuple (nn.GRU's (output, h_n)), unpacked by the caller, then blocks (which
+    rematplan 0.1 fused with it). The GRU writes its hidden states into its output in place after a
+    recomputed op read them: that op's recipe gets a copy."""
+
+    def __init__(self, d=64):
+        super().__init__()
+        self.inp = nn.Linear(d, d)
+        self.gru = nn.GRU(d, d, batch_first=True)
+        self.blocks = nn.ModuleList(Residual(d) for _ in range(3))
+        self.head = nn.Linear(d, 10)
+
+    def forward(self, x, y):
+        h, _ = self.gru(torch.tanh(self.inp(x)))
+        for b in self.blocks:
+            h = b(h)
+        return F.cross_entropy(self.head(h[:, -1]), y)
+
+
+def check_same(check, name, model, cm, args, seed=5):
+    """cm (the applied model) against model: loss and gradients bit for bit, buffers equal."""
+    state = copy.deepcopy(model.state_dict())
+    loss0, g0, b0 = step(model, args, seed)
+    model.load_state_dict(state)
+    loss1, g1, b1 = step(cm, args, seed)
+    model.load_state_dict(state)
+    ok = torch.equal(loss0, loss1) and same(g0, g1) and all(torch.equal(b0[k], b1[k]) for k in b0)
+    check(ok, "%s: loss %r vs %r, gradients and buffers bit for bit" % (name, loss1.item(), loss0.item()))
+    return ok
+
+
+def check_planned(check, name, model, args, budget, must_plan=True):
+    P = plan_or_least(model, args, budget)
+    cm = rematplan.apply(model, P)
+    if must_plan:
+        check(P.n_recomputed() > 0 and P.budget_bytes < P.store_all_bytes,
+              "%s: planned below store-all: %r" % (name, P))
+    check_same(check, name, model, cm, args)
+    r = rematplan.verify(cm, args, raise_on_mismatch=False)
+    check(r["ok"] and r["measured_peak"] <= P.budget_bytes,
+          "%s: verify clean, measured peak within the budget: %s" % (
+              name, {k: r.get(k) for k in ("ok", "grads_differ", "mismatches", "measured_peak", "budget")}))
+    return P, cm
+
+
+def test_functional(check):
+    torch.manual_seed(0)
+    m = MLP()
+    args = (torch.randn(512, 256), torch.randint(0, 10, (512,)))
+    for f in (0.5, 0.3):
+        P, _ = check_planned(check, "MLP of F.gelu at %g" % f, m, args, f)
+        check(P.budget_bytes == int(f * P.store_all_bytes), "MLP at %g: planned at %g itself, not refused: %r"
+              % (f, f, P))
+        gelus = [i for i, nd in enumerate(P.graph["nodes"]) if ":gelu#" in nd["name"]]
+        check(any(P.modes[i] != "keep" for i in gelus), "MLP at %g: an F.gelu output is recomputed" % f)
+    rematplan.forget(m)
+
+
+def test_random_inplace_shared(check):
+    torch.manual_seed(0)
+    m = Noisy()
+    args = (torch.randn(256, 128), torch.randint(0, 10, (256,)))
+    P, _ = check_planned(check, "randn_like, in place, a module twice", m, args, 0.4)
+    rng = [i for i, nd in enumerate(P.graph["nodes"]) if nd.get("random")]
+    check(bool(rng), "the capture marks randn_like as random")
+    rematplan.forget(m)
+
+
+def test_layerdrop(check):
+    """Issue 36 item 1: the plan is made with every block; steps skip the first block, another, or
+    none; each step computes what the model computes (the plan's keys of a skipped call are simply
+    not met)."""
+    for budget in (0.3, 0.2):
+        torch.manual_seed(0)
+        m = LayerDrop()
+        args = (torch.randn(128, 64), torch.randint(0, 10, (128,)))
+        P = plan_or_least(m, args, budget)
+        check(P.n_recomputed() > 0, "LayerDrop: something is recomputed: %r" % P)
+        cm = rematplan.apply(m, P)
+        for skip in ((0,), (2,), (), (1, 3)):
+            m.skip = skip
+            check_same(check, "LayerDrop at %g skipping %s" % (budget, skip), m, cm, args)
+        m.skip = ()
+        rematplan.forget(m)
+
+
+def test_hooks(check):
+    """Issue 36 item 2: a forward hook that returns out * 1.5 and a pre-hook that scales the input run
+    once per call with the plan as without it."""
+    torch.manual_seed(0)
+    m = LayerDrop()
+    args = (torch.randn(128, 64), torch.randint(0, 10, (128,)))
+    calls = {"pre": 0, "post": 0}
+
+    def pre(mod, inp):
+        calls["pre"] += 1
+        return (inp[0] * 0.5,)
+
+    def post(mod, inp, out):
+        calls["post"] += 1
+        return out * 1.5
+    hs = [m.blocks[2].register_forward_pre_hook(pre), m.blocks[1].register_forward_hook(post),
+          m.blocks[3].f[0].register_forward_hook(post)]
+    P = plan_or_least(m, args, 0.25)
+    cm = rematplan.apply(m, P)
+    check(P.n_recomputed() > 0, "hooks: something is recomputed: %r" % P)
+    calls.update(pre=0, post=0)
+    step(m, args, 5)
+    want = dict(calls)
+    calls.update(pre=0, post=0)
+    step(cm, args, 5)
+    check(calls == want, "hooks run as often with the plan as without: %s vs %s" % (calls, want))
+    check_same(check, "hooks returning a new output", m, cm, args)
+    r = rematplan.verify(cm, args, raise_on_mismatch=False)
+    check(r["ok"], "hooks: verify compares the loss and gradients with the unplanned model: %s" % r["grads_differ"])
+    for h in hs:
+        h.remove()
+    rematplan.forget(m)
+
+
+def test_tuple_module(check):
+    """Issue 36 item 3: nn.GRU's (output, h_n) next to a block."""
+    torch.manual_seed(0)
+    m = WithGRU()
+    args = (torch.randn(16, 24, 64), torch.randint(0, 10, (16,)))
+    for budget in (0.5, 0.3):
+        check_planned(check, "nn.GRU returning a tuple at %g" % budget, m, args, budget)
+    rematplan.forget(m)
+
+
+def test_budgets(check):
+    """The plan for B reports B; the least a refusal names plans, measured within it; below it, the
+    same refusal."""
+    torch.manual_seed(0)
+    m = MLP(d=128, layers=6)
+    args = (torch.randn(256, 128), torch.randint(0, 10, (256,)))
+    P = quiet(rematplan.plan, m, args, 0.6)
+    check(P.budget_bytes == int(0.6 * P.store_all_bytes) and P.measured_peak <= P.budget_bytes,
+          "the plan for 0.6 reports 0.6 of store-all as its budget: %r" % P)
+    try:
+        quiet(rematplan.plan, m, args, 1000)
+        check(False, "a budget of 1000 bytes is refused")
+        return
+    except rematplan.BudgetError as e:
+        least = e.least_bytes
+    L = quiet(rematplan.plan, m, args, least)
+    check(L.budget_bytes == least and L.measured_peak <= least, "the least named plans within it: %r" % L)
+    try:
+        quiet(rematplan.plan, m, args, least - 1)
+        check(False, "a byte below the least is refused")
+    except rematplan.BudgetError as e:
+        check(e.least_bytes == least, "below the least, the same least: %d vs %d" % (e.least_bytes, least))
+    rematplan.forget(m)
+
+
+def test_stable(check):
+    """Pricing by FLOPs and bytes, rates on a 2^(1/4) grid: two captures, the same plan."""
+    torch.manual_seed(0)
+    m = MLP(d=128, layers=6)
+    args = (torch.randn(256, 128), torch.randint(0, 10, (256,)))
+    a = quiet(rematplan.plan, m, args, 0.5, check=False)
+    rematplan.forget(m)
+    b = quiet(rematplan.plan, m, args, 0.5, check=False)
+    check(a.modes == b.modes, "two captures of the same model plan the same: %s / %s (rates %s / %s)"
+          % (a.n_recomputed(), b.n_recomputed(), a.profile.rates, b.profile.rates))
+    rematplan.forget(m)
+
+
+def test_nothing_left(check):
+    """Issue 36 item 7: a plan() that fails leaves the model as it was: no module's forward or hooks
+    changed, buffers and gradients as they were."""
+    torch.manual_seed(0)
+    m = LayerDrop()
+    args = (torch.randn(64, 64), torch.randint(0, 10, (64,)))
+    hooks = [(len(x._forward_hooks), len(x._forward_pre_hooks)) for x in m.modules()]
+    state = copy.deepcopy(m.state_dict())
+    for bad in (1000, 0.001):
+        try:
+            quiet(rematplan.plan, m, args, bad)
+        except rematplan.BudgetError:
+            pass
+    check(all("forward" not in x.__dict__ for x in m.modules()) and
+          hooks == [(len(x._forward_hooks), len(x._forward_pre_hooks)) for x in m.modules()] and
+          all(torch.equal(v, m.state_dict()[k]) for k, v in state.items()) and
+          all(p.grad is None for p in m.parameters()), "a refused plan() leaves the model as it was")
+    rematplan.forget(m)
+
+
+def test_no_import_circle(check):
+    """Issue 34 item 4: no import circle between rematplan's modules (function-level imports too)."""
+    import ast
+    import os
+    pkg = os.path.dirname(rematplan.__file__)
+    mods = {f[:-3] for f in os.listdir(pkg) if f.endswith(".py")}
+    edges = {m: set() for m in mods}
+    for m in mods:
+        with open(os.path.join(pkg, m + ".py")) as f:
+            tree = ast.parse(f.read())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                if node.module:
+                    edges[m].add(node.module.split(".")[0])
+                else:
+                    edges[m] |= {a.name for a in node.names}
+    edges = {m: {d for d in e if d in mods and d != m} for m, e in edges.items()}
+    seen, stack, circle = set(), [], []
+
+    def visit(m):
+        if m in stack:
+            circle.append(stack[stack.index(m):] + [m])
+            return
+        if m in seen:
+            return
+        seen.add(m)
+        stack.append(m)
+        for d in sorted(edges[m]):
+            visit(d)
+        stack.pop()
+    for m in sorted(mods - {"__init__"}):
+        visit(m)
+    check(not circle and len(mods) > 10, "no import circle among rematplan's %d modules: %s" % (len(mods), circle[:3]))
+
+
+def run(check):
+    import time
+    for t in (test_functional, test_random_inplace_shared, test_layerdrop, test_hooks, test_tuple_module,
+              test_budgets, test_stable, test_nothing_left, test_no_import_circle):
+        t0 = time.perf_counter()
+        t(check)
+        print("%s: %.1f s" % (t.__name__, time.perf_counter() - t0))
