@@ -245,7 +245,8 @@ def test_budgets(check):
 
 
 def test_stable(check):
-    """Pricing by FLOPs and bytes, rates on a 2^(1/4) grid: two captures, the same plan."""
+    """Pricing by FLOPs and bytes, rates measured once per process: two captures, the same plan; with
+    REMATPLAN_RATES, a new process (rates forgotten) reads the same rates from the file."""
     torch.manual_seed(0)
     m = MLP(d=128, layers=6)
     args = (torch.randn(256, 128), torch.randint(0, 10, (256,)))
@@ -255,6 +256,33 @@ def test_stable(check):
     check(a.modes == b.modes, "two captures of the same model plan the same: %s / %s (rates %s / %s)"
           % (a.n_recomputed(), b.n_recomputed(), a.profile.rates, b.profile.rates))
     rematplan.forget(m)
+    import os
+    import tempfile
+    from rematplan import pricing
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "rates.json")
+        os.environ["REMATPLAN_RATES"] = path
+        try:
+            rematplan.forget_rates()
+            c = quiet(rematplan.plan, m, args, 0.5, check=False)
+            rematplan.forget(m)
+            check(os.path.isfile(path), "REMATPLAN_RATES: the measured rates are written to the file")
+            pricing._memo.clear()        # as a new process finds them: in the file only
+            pricing._memo_loaded[0] = None
+            e = quiet(rematplan.plan, m, args, 0.5, check=False)
+            rematplan.forget(m)
+            check(repr(c.profile.rates) == repr(e.profile.rates) and c.modes == e.modes,
+                  "REMATPLAN_RATES: a new process reads the same rates, the same plan: %s / %s"
+                  % (c.profile.rates, e.profile.rates))
+            rematplan.forget_rates()
+            with open(path, "w") as f:
+                f.write("{not json")
+            g = quiet(rematplan.plan, m, args, 0.5, check=False)
+            rematplan.forget(m)
+            check(g.budget_bytes > 0, "REMATPLAN_RATES: an unreadable file is measured anew, not an error")
+        finally:
+            del os.environ["REMATPLAN_RATES"]
+            rematplan.forget_rates()
 
 
 def test_nothing_left(check):

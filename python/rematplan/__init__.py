@@ -14,7 +14,8 @@ from ._version import __version__  # noqa: F401
 from .planning import BudgetError, Plan, human, plan_graph
 
 __all__ = ["__version__", "plan", "apply", "verify", "plan_graph", "Plan", "BudgetError", "VerifyError", "ModelError",
-           "RematError", "LibraryError", "LibraryNotFound", "libremat_version", "use_as_compile_solver", "forget"]
+           "RematError", "LibraryError", "LibraryNotFound", "libremat_version", "use_as_compile_solver", "forget",
+           "forget_rates"]
 
 
 def __getattr__(name):  # torch is imported when a model is planned, not to plan a graph file
@@ -42,6 +43,13 @@ def forget(model):
     """Drops the profiles kept for the model (after its structure changed)."""
     from .profile import forget as f
     return f(model)
+
+
+def forget_rates():
+    """Drops the op rates measured in this process (and the REMATPLAN_RATES file, if set): the next
+    plan() measures them anew (after the machine changed)."""
+    from .pricing import forget_rates as f
+    return f()
 
 
 def _device_of(example_inputs):

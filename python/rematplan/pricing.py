@@ -22,15 +22,23 @@ tensor of the step's typical size, each slow class's functions on a
 tensor of up to 4 MB (random: bernoulli_, normal_, uniform_; each
 transcendental function by name), the cost of one op on a tiny one, and
 the cost of the recording mode per op (the applied plan's dispatch mode):
-medians of several runs, rounded to a grid of 2^(1/4) steps, so captures
-of the same model give the same rates, hence the same plan, unless a rate
-sits on a step's edge.
+medians of several runs, rounded to a grid of 2^(1/4) steps.
+
+Each rate is measured once per process, device and thread count (and per
+tensor size or matrix product's shapes) and remembered: captures of the
+same model in one process get the same rates, hence the same plan, however
+the machine's load moves meanwhile (under a sanitizer two measurements of
+gelu's rate fell on two steps of the grid). REMATPLAN_RATES=FILE keeps
+them in a JSON file too, so later processes price the same way; delete the
+file (or `forget_rates()`) to measure again.
 
 FLOPs are counted by our own formulas (the same on every torch version):
 matrix products, convolutions and attention; other ops count one FLOP per
 output element (they are priced by their bytes).
 """
+import json
 import math
+import os
 import statistics
 import time
 
@@ -203,14 +211,99 @@ def _ms(fn, runs, device):
     return statistics.median(times)
 
 
+_memo = {}          # (device, threads, what) -> a rate, measured once per process
+_memo_loaded = [None]  # the REMATPLAN_RATES file read into _memo
+
+
+def forget_rates():
+    """Drops the remembered rates (and REMATPLAN_RATES's file): the next capture measures anew."""
+    _memo.clear()
+    path = os.environ.get("REMATPLAN_RATES")
+    if path and os.path.isfile(path):
+        os.remove(path)
+    _memo_loaded[0] = None
+
+
+def _load_memo():
+    path = os.environ.get("REMATPLAN_RATES")
+    if not path or _memo_loaded[0] == path:
+        return
+    _memo_loaded[0] = path
+    try:
+        with open(path) as f:
+            saved = json.load(f)
+    except (OSError, ValueError):
+        return  # none yet, or unreadable: measured and written anew
+    if isinstance(saved, dict):
+        for k, v in saved.items():
+            if isinstance(v, (int, float)) and v > 0 and math.isfinite(v):
+                _memo.setdefault(k, float(v))
+
+
+def _save_memo():
+    path = os.environ.get("REMATPLAN_RATES")
+    if not path:
+        return
+    tmp = path + ".tmp%d" % os.getpid()
+    try:
+        with open(tmp, "w") as f:
+            json.dump(_memo, f, indent=0, sort_keys=True)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a rates file that cannot be written costs only the next process's stability
+
+
+def _remembered(dev, what, measure):
+    """measure() the first time (dev, threads, what) is asked for in this process, the same value
+    after."""
+    key = "%s|%d|%s" % (dev, torch.get_num_threads(), what)
+    if key not in _memo:
+        _memo[key] = float(measure())
+    return _memo[key]
+
+
 def calibrate(ops, device=None, act_numel=1 << 20):
     """Rates for ops with .name, .flops and .spec (matrix products: what calibrate replays), on device."""
-    from torch.utils._python_dispatch import TorchDispatchMode
     dev = torch.device(device) if device is not None else torch.device("cpu")
-    n = 200
+    _load_memo()
+    known = len(_memo)
+    per_op = _remembered(dev, "per_op", lambda: _per_op(dev))
+    mode_op = _remembered(dev, "mode_op", lambda: _mode_op(dev, per_op))
+    k = min(max(int(act_numel), 1 << 16), 1 << 24)
+    k = 1 << (k.bit_length() - 1)  # a power of two: models of about the same size share the rate
+    with torch.no_grad():
+        byte_rate = _remembered(dev, "bytes %d" % k, lambda: _byte_rate(dev, k, per_op))
+        kc = min(k, 1 << 20)
+        classes = {op_class(o.name, o.random) for o in ops} - {None}
+        class_rates = {c: _remembered(dev, "class %s %d" % (c, kc), lambda c=c: _class_rate(c, dev, kc, per_op))
+                       for c in sorted(classes)}
+        rates = []
+        heavy = {}
+        for o in ops:
+            if getattr(o, "spec", None) is not None and o.flops > 0:
+                key = repr(o.spec)
+                heavy.setdefault(key, [o, 0.0])[1] += o.flops
+        for key, (o, _) in sorted(heavy.items(), key=lambda v: -v[1][1])[:3]:
+            r = _remembered(dev, "flops " + key, lambda o=o: _flop_rate(o, dev, per_op))
+            if r > 0:
+                rates.append((r, o.flops))
+        flop_rate = _weighted_median(rates) if rates else 50e6
+    if len(_memo) != known:
+        _save_memo()
+    return Rates(_grid(flop_rate), _grid(byte_rate), _grid(per_op), _grid(mode_op),
+                 {c: _grid(r) for c, r in class_rates.items()})
+
+
+def _per_op(dev, n=200):
+    """One op as the step runs it (autograd recording): the framework's cost of an op, in ms."""
     a = torch.ones(1, device=dev, requires_grad=True)
-    # one op as the step runs it (autograd recording): the framework's cost of an op
-    per_op = _ms(lambda: [torch.mul(a, 2.0) for _ in range(n)], 5, dev) / n
+    return _ms(lambda: [torch.mul(a, 2.0) for _ in range(n)], 5, dev) / n
+
+
+def _mode_op(dev, per_op, n=200):
+    """What a dispatch mode (the applied plan's recording) adds to one op, in ms."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    a = torch.ones(1, device=dev, requires_grad=True)
 
     class Passing(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -220,50 +313,37 @@ def calibrate(ops, device=None, act_numel=1 << 20):
         with Passing():
             for _ in range(n):
                 torch.mul(a, 2.0)
-    mode_op = max(_ms(in_mode, 5, dev) / n - per_op, 0.0)
-    with torch.no_grad():
-        # an elementwise op over tensors of the step's typical size, taken in turn (as a step meets
-        # them: not the one just written, still in the cache)
-        k = min(max(int(act_numel), 1 << 16), 1 << 24)
-        xs = [torch.ones(k, device=dev) for _ in range(8)]
-        turn = [0]
-
-        def mul():
-            x = xs[turn[0] % 8]
-            turn[0] += 1
-            return torch.mul(x, x)
-        byte_rate = 2 * k * 4 / max(_ms(mul, 15, dev) - per_op, 1e-6)
-        xs.clear()
-        class_rates = _class_rates(ops, dev, min(k, 1 << 20), per_op)
-        rates = []
-        heavy = {}
-        for o in ops:
-            if getattr(o, "spec", None) is not None and o.flops > 0:
-                key = repr(o.spec)
-                heavy.setdefault(key, [o, 0.0])[1] += o.flops
-        for o, _ in sorted(heavy.values(), key=lambda v: -v[1])[:3]:
-            try:
-                args, kwargs = _made(o.spec[0]), _made(o.spec[1])  # (under no_grad: the FLOPs alone)
-                f = o.spec[2]
-                rates.append((o.flops / max(_ms(lambda: f(*args, **kwargs), 5, dev) - per_op, 1e-6), o.flops))
-            except Exception:  # noqa: B902: an op that cannot be replayed on made-up inputs is not priced by it
-                continue
-        flop_rate = _weighted_median(rates) if rates else 50e6
-    return Rates(_grid(flop_rate), _grid(byte_rate), _grid(per_op), _grid(mode_op),
-                 {c: _grid(r) for c, r in class_rates.items()})
+    return max(_ms(in_mode, 5, dev) / n - per_op, 1e-9)
 
 
-def _class_rates(ops, dev, k, per_op):
-    """The byte rate (read and written) of each slow class the step's ops fall in, on k elements."""
-    classes = {op_class(o.name, o.random) for o in ops} - {None}
+def _byte_rate(dev, k, per_op):
+    """Bytes per ms of an elementwise op over k elements, tensors taken in turn (as a step meets
+    them: not the one just written, still in the cache)."""
+    xs = [torch.ones(k, device=dev) for _ in range(8)]
+    turn = [0]
+
+    def mul():
+        x = xs[turn[0] % 8]
+        turn[0] += 1
+        return torch.mul(x, x)
+    return 2 * k * 4 / max(_ms(mul, 15, dev) - per_op, 1e-6)
+
+
+def _flop_rate(o, dev, per_op):
+    """FLOPs per ms of a matrix product replayed on made-up inputs of its shapes (0: cannot be)."""
+    try:
+        args, kwargs = _made(o.spec[0]), _made(o.spec[1])  # (under no_grad: the FLOPs alone)
+        f = o.spec[2]
+        return o.flops / max(_ms(lambda: f(*args, **kwargs), 5, dev) - per_op, 1e-6)
+    except Exception:  # noqa: B902: an op that cannot be replayed on made-up inputs is not priced by it
+        return 0.0
+
+
+def _class_rate(c, dev, k, per_op):
+    """The byte rate (read and written) of a slow class (op_class) on k elements."""
     x = torch.rand(k, device=dev) + 0.5  # positive: log, sqrt and rsqrt stay finite
-    rates = {}
-    for c in sorted(classes):
-        f = (lambda: x.bernoulli_(0.5)) if c == "random" else (lambda f=_MATH[c]: f(x))
-        rates[c] = 2 * k * 4 / max(_ms(f, 5, dev) - per_op, 1e-6)
-        if c == "random":
-            x.uniform_(0.5, 1.5)
-    return rates
+    f = (lambda: x.bernoulli_(0.5)) if c == "random" else (lambda: _MATH[c](x))
+    return 2 * k * 4 / max(_ms(f, 5, dev) - per_op, 1e-6)
 
 
 def _weighted_median(pairs):
