@@ -11,25 +11,29 @@
  *    packed into the blocks it reads (no bf16 copy of a weight is kept).
  *  - "sgemm": where it is not (AVX2; AVX-512 without bf16, where oneDNN 2.x
  *    emulates bf16 slower than fp32) and OpenBLAS is loaded: a BF16 or F16
- *    operand is widened to fp32 (exactly) a block at a time and OpenBLAS's
+ *    operand is widened to fp32 (exactly) a panel at a time and OpenBLAS's
  *    sgemm multiplies; an F32 operand (a weight, a gradient) is read in
- *    place, unrounded: fp32's speed, bf16's activation bytes.
+ *    place, unrounded: about fp32's speed (plus the widening), bf16's
+ *    activation bytes.
  *  - "avx512_bf16", "portable": remat's own kernel (gemm_bf16_own.c), with
  *    neither library: AVX512-BF16 where the processor has it.
  * REMAT_BF16_KERNEL=<one of those> picks a path where it is available
  * (benchmarks); rm_gemm_bf16_force does the same for tests.
  *
- * Every path computes C in tiles, each tile on one thread, its sum over k
- * in blocks in order, each block on that thread alone (a oneDNN primitive
- * made for one thread; OpenBLAS inside remat's parallel region, or with one
- * thread): every sum's order follows from the shapes, so the bits are the
- * same at any thread count, in a recompute and under any strategy.
+ * Every path computes C in tiles (the sgemm path: panels, cut_of), each on
+ * one thread, its sum over k in blocks in order, each block on that thread
+ * alone (a oneDNN primitive made for one thread; OpenBLAS inside remat's
+ * parallel region, or with one thread: OpenBLAS's own threads give other
+ * bits at another thread count, measured). Tiles and blocks follow from
+ * the shapes alone, so the bits are the same at any thread count, in a
+ * recompute and under any strategy.
  *
- * Scratch: a thread running tiles uses one slot of the caller's scratch
- * (rm_mm_scratch, planned in the arena with the node's workspace): its
+ * Scratch: a thread uses one slot of the caller's scratch (rm_mm_scratch,
+ * planned in the arena with the node's workspace). oneDNN's path: its
  * tile's fp32 sums, a block of one operand, the other's blocks for the
  * tile's row or column (kept while the next tile shares them), oneDNN's
- * scratchpad. Without scratch the own kernel runs, its panels on the stack. */
+ * scratchpad; the sgemm path: a panel's sums and widened blocks. Without
+ * scratch the own kernel runs, its panels on the stack. */
 #include "util/gemm_bf16_own.h"
 #include "util/half.h"
 #include "util/onednn.h"
@@ -48,13 +52,11 @@ enum { DT = 128, DK = 256 }; /* oneDNN's largest block: m, n <= 128, k <= 256 */
 
 /* A slot for products of sides <= dim (M, N, K). oneDNN: its tile's sums
  * (t x t fp32), a block of op(A) (t x kt bf16), the blocks of op(B) for a
- * tile column (at least one block), its scratchpad. The sgemm path, on
- * tiles of at most ts (256 from dim 512 on: OpenBLAS repacks its operands
- * at each call), uses the same bytes: sums (BF16 C only), one operand
- * widened ts x ts at a time, the other's panel for a row (column) of tiles
- * widened whole when it fits in b, else ts x ts too. Each part a multiple
- * of 64 bytes. */
-typedef struct layout { size_t acc, a, b, bytes, ts; } layout;
+ * tile column (at least one block), its scratchpad. The sgemm path uses
+ * the same bytes as one buffer (acc, a and b in a row; at least w x w fp32
+ * each, w = 256 from dim 512 on): a panel's sums (BF16 C only) and the
+ * operands' widened blocks (cut_of). Each part a multiple of 64 bytes. */
+typedef struct layout { size_t acc, a, b, bytes; } layout;
 
 static size_t pow2_at_least(int64_t x, size_t lo, size_t hi) {
     size_t p = lo;
@@ -66,9 +68,8 @@ static size_t most(size_t x, size_t y) { return x > y ? x : y; }
 
 static layout layout_of(int64_t dim) {
     const size_t t = pow2_at_least(dim, 16, DT), kt = pow2_at_least(dim, 32, DK), d = (size_t)(dim > 0 ? dim : 1);
-    const size_t ts = dim >= 512 ? 256 : t, b = ((d + DK - 1) / DK) * DK * t * 2; /* oneDNN's whole column */
-    layout l = {most(t * t, ts * ts) * 4, most(t * kt * 2, ts * ts * 4), most(b < B_MOST ? b : B_MOST, ts * ts * 4), 0,
-                ts};
+    const size_t w = dim >= 512 ? 256 : t, b = ((d + DK - 1) / DK) * DK * t * 2; /* oneDNN's whole column */
+    layout l = {most(t * t, w * w) * 4, most(t * kt * 2, w * w * 4), most(b < B_MOST ? b : B_MOST, w * w * 4), 0};
     l.b = most(l.b, kt * t * 2);
     l.bytes = l.acc + l.a + l.b + RM_DNNL_SCRATCHPAD;
     return l;
@@ -82,13 +83,12 @@ typedef struct slot {
     float *acc;
     void *a, *b, *pad;
     size_t b_bytes;
-    int ts; /* the sgemm path's tiles */
 } slot;
 
 static slot slot_at(const rm_mm_scratch *mm, int i) {
     const layout l = layout_of(mm->dim);
     char *base = (char *)(((uintptr_t)mm->p + 63) & ~(uintptr_t)63) + (size_t)i * l.bytes;
-    return (slot){(float *)base, base + l.acc, base + l.acc + l.a, base + l.acc + l.a + l.b, l.b, (int)l.ts};
+    return (slot){(float *)base, base + l.acc, base + l.acc + l.a, base + l.acc + l.a + l.b, l.b};
 }
 
 /* ---- choosing the path --------------------------------------------------------- */
@@ -110,7 +110,7 @@ static int available(int p) {
 static void word_note(int p, const char *want) {
     static const char *const what[P_COUNT] = {
         "bf16 products run on oneDNN's brgemm",
-        "bf16 products widen bf16 operands to fp32 for OpenBLAS's sgemm (fp32's speed, bf16's activation bytes)",
+        "bf16 products widen bf16 operands to fp32 for OpenBLAS's sgemm (about fp32's speed, bf16's activation bytes)",
         "bf16 products run on remat's AVX512-BF16 kernel",
         "bf16 products run on remat's portable kernel (correct, slower than fp32)"};
     char why[240];
@@ -184,8 +184,7 @@ typedef struct job {
     float alpha, beta;
     void *C;
     rm_dtype ct;
-    int ldc, mt, nt; /* tiles down and across */
-    int tm, tn;      /* the sgemm path's tile sides (its tiles split M and N evenly) */
+    int ldc, mt, nt; /* oneDNN's tiles down and across */
 } job;
 
 /* k block kb of op(A)'s rows [i0, i0 + tm) (row-major), or of op(B)'s
@@ -246,12 +245,15 @@ static const float *fp32_block(const operand *x, int r0, int nr, int k0, int nk,
         return (const float *)x->p + at;
     }
     const uint16_t *src = (const uint16_t *)x->p + at;
-    const int rows = x->trans ? nk : nr, cols = x->trans ? nr : nk, bf = x->t == RM_DTYPE_BF16;
-    for (int i = 0; i < rows; i++)
-        for (int j = 0; j < cols; j++) {
-            const uint16_t h = src[(size_t)i * x->ld + j];
-            dst[(size_t)i * cols + j] = bf ? rm_bf16_to_f32(h) : rm_f16_to_f32(h);
-        }
+    const int rows = x->trans ? nk : nr, cols = x->trans ? nr : nk;
+    for (int i = 0; i < rows; i++) {
+        const uint16_t *h = src + (size_t)i * x->ld;
+        float *d = dst + (size_t)i * cols;
+        if (x->t == RM_DTYPE_BF16) /* a shift: vectorized */
+            for (int j = 0; j < cols; j++) d[j] = rm_bf16_to_f32(h[j]);
+        else
+            for (int j = 0; j < cols; j++) d[j] = rm_f16_to_f32(h[j]);
+    }
     *ld = cols;
     return dst;
 }
@@ -262,54 +264,129 @@ static void scale_tile(float *c, int ldc, int mc, int nc, float beta) {
         for (int j = 0; j < nc; j++) c[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[(size_t)i * ldc + j];
 }
 
-/* Rows [r0, r0 + rn) of op(X) over all k, as fp32: in place (F32), or
- * widened into s->b once for the tiles that share them (*cached: the panel
- * there), or NULL when they do not fit (widened a block at a time then). */
-static const float *kept_panel(const operand *x, int r0, int rn, int key, const slot *s, int *cached, int *ld) {
-    const int K = x->cols;
-    if (x->t != RM_DTYPE_F32 && (size_t)K * rn * sizeof(float) > s->b_bytes) {
-        *cached = -1;
-        return NULL;
-    }
-    if (x->t != RM_DTYPE_F32 && *cached == key) {
-        *ld = x->trans ? rn : K;
-        return s->b;
-    }
-    *cached = x->t != RM_DTYPE_F32 ? key : -1;
-    return K > 0 ? fp32_block(x, r0, rn, 0, K, s->b, ld) : s->b;
+/* The sgemm path's cut of a product: C in panels of r rows and c columns
+ * (at most PANEL each, so that a product has panels for every thread), k
+ * in blocks of kc, so that what is widened (a BF16/F16 op(A)'s r x kc
+ * block, op(B)'s kc x c block) and a BF16 C's fp32 sums (r x c) fit in one
+ * slot (cap bytes). From the shapes and cap alone, never the thread count.
+ * Each halving takes the side that saves most (rows and columns before k:
+ * one sgemm per panel then sums all of k). */
+enum { PANEL = 512 };
+typedef struct cut { int r, c, kc, rows, cols; } cut; /* rows, cols: panels down and across */
+
+static size_t cut_bytes(const job *jb, int r, int c, int kc) {
+    return sizeof(float) * ((jb->ct != RM_DTYPE_F32 ? (size_t)r * c : 0) +
+                            (jb->a->t != RM_DTYPE_F32 ? (size_t)r * kc : 0) +
+                            (jb->bt->t != RM_DTYPE_F32 ? (size_t)kc * c : 0));
 }
 
-/* The operand to widen (op(A) when it is the only one not F32, else op(B))
- * keeps its panel for a tile row (column) while the next tiles share it:
- * tiles go row by row (column by column); the other is read in place or
- * widened a block at a time. An F32 C is summed into in place (the first
- * block scales it by beta); a BF16 C gets the tile's sums, rounded once. */
-static void sgemm_tiles(const job *jb, const slot *s, int t0, int t1) {
+static int even_split(int n, int most) { /* the side of ceil(n / most) equal panels */
+    const int parts = (n + most - 1) / most;
+    return parts > 0 ? (n + parts - 1) / parts : 1;
+}
+
+static int cut_of(const job *jb, size_t cap, cut *out) {
+    int r = even_split(jb->a->rows, PANEL), c = even_split(jb->bt->rows, PANEL), kc = jb->a->cols;
+    for (;;) {
+        const size_t now = cut_bytes(jb, r, c, kc);
+        if (now <= cap) break;
+        const size_t by_r = r > 32 ? cut_bytes(jb, (r + 1) / 2, c, kc) : now;
+        const size_t by_c = c > 32 ? cut_bytes(jb, r, (c + 1) / 2, kc) : now;
+        const size_t by_k = kc > 64 ? cut_bytes(jb, r, c, (kc + 1) / 2) : now;
+        if (by_r <= by_c && by_r < now && (by_r <= by_k || by_k == now)) r = (r + 1) / 2;
+        else if (by_c < now && (by_c <= by_k || by_k == now)) c = (c + 1) / 2;
+        else if (by_k < now) kc = (kc + 1) / 2;
+        else return 0; /* no smaller cut: the slot is too small (not for dim's shapes) */
+    }
+    r = r > 0 ? r : 1, c = c > 0 ? c : 1;
+    *out = (cut){r, c, kc > 0 ? kc : 1, (jb->a->rows + r - 1) / r, (jb->bt->rows + c - 1) / c};
+    return 1;
+}
+
+/* Op(X)'s rows [r0, r0 + nr), k's [k0, k0 + nk) as fp32 (fp32_block),
+ * unless they are the block already in dst (*at: its key). */
+static const float *widened(const operand *x, int r0, int nr, int k0, int nk, float *dst, long *at, int *ld) {
+    const long key = (long)r0 * x->cols + k0;
+    if (x->t != RM_DTYPE_F32 && *at == key) {
+        *ld = x->trans ? nr : nk;
+        return dst;
+    }
+    *at = x->t != RM_DTYPE_F32 ? key : -1;
+    return fp32_block(x, r0, nr, k0, nk, dst, ld);
+}
+
+/* Panels [p0, p1) (row by row when op(A) is widened, else column by
+ * column: the next panel shares the widened block) on one thread and its
+ * slot, each by single-threaded sgemms over its k blocks in order: op(A)'s
+ * and op(B)'s blocks widened to fp32 (an F32 operand read in place; a
+ * widened block kept while the next panel shares it), summed into an F32 C
+ * in place (the first block scales it by beta) or into the panel's fp32
+ * sums, rounded once into a BF16 C. */
+static void sgemm_panels(const job *jb, const slot *s, const cut *cu, int p0, int p1, long *a_at, long *b_at) {
     const operand *a = jb->a, *bt = jb->bt;
     const int M = a->rows, N = bt->rows, K = a->cols, direct = jb->ct == RM_DTYPE_F32;
-    const int by_rows = a->t != RM_DTYPE_F32 && bt->t == RM_DTYPE_F32;
-    int cached = -1;
-    for (int t = t0; t < t1; t++) {
-        const int it = by_rows ? t / jb->nt : t % jb->mt, jt = by_rows ? t % jb->nt : t / jb->mt;
-        const int i0 = it * jb->tm, j0 = jt * jb->tn, mc = M - i0 < jb->tm ? M - i0 : jb->tm;
-        const int nc = N - j0 < jb->tn ? N - j0 : jb->tn, ldc = direct ? jb->ldc : nc;
-        float *c = direct ? (float *)jb->C + (size_t)i0 * jb->ldc + j0 : s->acc;
-        const operand *kx = by_rows ? a : bt, *ox = by_rows ? bt : a;
-        int ldk = 0, ldo = 0;
-        const float *kp = kept_panel(kx, by_rows ? i0 : j0, by_rows ? mc : nc, by_rows ? it : jt, s, &cached, &ldk);
-        const int kb = ox->t != RM_DTYPE_F32 || !kp ? s->ts : K; /* k's per sgemm */
+    float *acc = s->acc, *wa = acc + (direct ? 0 : (size_t)cu->r * cu->c);
+    float *wb = wa + (a->t != RM_DTYPE_F32 ? (size_t)cu->r * cu->kc : 0);
+    for (int p = p0; p < p1; p++) {
+        const int by_rows = a->t != RM_DTYPE_F32; /* then the next panel shares op(A)'s widened block */
+        const int i0 = (by_rows ? p / cu->cols : p % cu->rows) * cu->r;
+        const int j0 = (by_rows ? p % cu->cols : p / cu->rows) * cu->c;
+        const int mc = M - i0 < cu->r ? M - i0 : cu->r, nc = N - j0 < cu->c ? N - j0 : cu->c;
+        const int ldc = direct ? jb->ldc : nc;
+        float *c = direct ? (float *)jb->C + (size_t)i0 * jb->ldc + j0 : acc;
         if (K == 0) scale_tile(c, ldc, mc, nc, direct ? jb->beta : 0.0f);
-        for (int k0 = 0; k0 < K; k0 += kb) {
-            const int kc = K - k0 < kb ? K - k0 : kb;
-            const float *kk = kp ? kp + (kx->trans ? (size_t)k0 * ldk : (size_t)k0)
-                                 : fp32_block(kx, by_rows ? i0 : j0, by_rows ? mc : nc, k0, kc, s->b, &ldk);
-            const float *oo = fp32_block(ox, by_rows ? j0 : i0, by_rows ? nc : mc, k0, kc, s->a, &ldo);
-            rm_sgemm(a->trans, !bt->trans, mc, nc, kc, direct ? jb->alpha : 1.0f, by_rows ? kk : oo,
-                     by_rows ? ldk : ldo, by_rows ? oo : kk, by_rows ? ldo : ldk, k0 ? 1.0f : direct ? jb->beta : 0.0f,
-                     c, ldc);
+        for (int k0 = 0; k0 < K; k0 += cu->kc) {
+            const int kc = K - k0 < cu->kc ? K - k0 : cu->kc;
+            int lda = 0, ldb = 0;
+            const float *pa = widened(a, i0, mc, k0, kc, wa, a_at, &lda);
+            const float *pb = widened(bt, j0, nc, k0, kc, wb, b_at, &ldb);
+            rm_sgemm(a->trans, !bt->trans, mc, nc, kc, direct ? jb->alpha : 1.0f, pa, lda, pb, ldb,
+                     k0 ? 1.0f : direct ? jb->beta : 0.0f, c, ldc);
         }
-        if (!direct) rm_bf16_write_tile(s->acc, nc, mc, nc, jb->alpha, jb->beta, jb->C, jb->ct, jb->ldc, i0, j0);
+        if (!direct) rm_bf16_write_tile(acc, nc, mc, nc, jb->alpha, jb->beta, jb->C, jb->ct, jb->ldc, i0, j0);
     }
+}
+
+/* The sgemm path: panels handed out to a team of threads one at a time as
+ * each finishes (which thread runs a panel does not change its bits), each
+ * thread on its own slot; inside a parallel region (attention's heads) all
+ * on the calling thread. 0 when there is no slot or the cut does not fit. */
+static int run_sgemm(const job *jb, const rm_mm_scratch *mm) {
+    const layout l = layout_of(mm->dim);
+    cut cu;
+    if (!cut_of(jb, l.acc + l.a + l.b, &cu)) return 0;
+    const int panels = cu.rows * cu.cols;
+#ifdef _OPENMP
+    if (omp_in_parallel()) {
+        const int tid = omp_get_thread_num();
+        if (tid >= mm->slots) return 0;
+        const slot s = slot_at(mm, tid);
+        long a_at = -1, b_at = -1;
+        sgemm_panels(jb, &s, &cu, 0, panels, &a_at, &b_at);
+        return 1;
+    }
+    const int max = omp_get_max_threads();
+    int team = max < mm->slots ? max : mm->slots;
+    if (team > panels) team = panels;
+    if (team > 1) {
+#pragma omp parallel num_threads(team)
+        {
+            const slot s = slot_at(mm, omp_get_thread_num());
+            long a_at = -1, b_at = -1;
+#pragma omp for schedule(dynamic, 1) nowait
+            for (int p = 0; p < panels; p++) sgemm_panels(jb, &s, &cu, p, p + 1, &a_at, &b_at);
+        }
+        return 1;
+    }
+    if (max > 1) omp_set_num_threads(1); /* OpenBLAS with one thread, as in a team */
+#endif
+    const slot s = slot_at(mm, 0);
+    long a_at = -1, b_at = -1;
+    sgemm_panels(jb, &s, &cu, 0, panels, &a_at, &b_at);
+#ifdef _OPENMP
+    if (max > 1) omp_set_num_threads(max);
+#endif
+    return 1;
 }
 
 /* ---- the product ------------------------------------------------------------------- */
@@ -364,11 +441,9 @@ void rm_gemm_bf16(int transA, int transB, int M, int N, int K, float alpha, cons
     /* op(B)^T is (N, K): its element (j, k) is op(B)(k, j) */
     const operand a = {A, at, lda, transA, M, K}, b = {B, bt, ldb, !transB, N, K};
     const int p = path, fits = mm && mm->p && mm->slots > 0 && M <= mm->dim && N <= mm->dim && K <= mm->dim;
-    const int tile = p == P_ONEDNN || !fits ? DT : (int)layout_of(mm->dim).ts, mt = (M + tile - 1) / tile;
-    const int nt = (N + tile - 1) / tile;
-    const job jb = {&a, &b, alpha, beta, C, ct, ldc, mt, nt, (M + mt - 1) / mt, (N + nt - 1) / nt};
-    if ((p == P_ONEDNN || p == P_SGEMM) && fits && run_tiles(p == P_ONEDNN ? dnnl_tiles : sgemm_tiles, &jb, mm))
-        return;
+    const job jb = {&a, &b, alpha, beta, C, ct, ldc, (M + DT - 1) / DT, (N + DT - 1) / DT};
+    if (p == P_ONEDNN && fits && run_tiles(dnnl_tiles, &jb, mm)) return;
+    if (p == P_SGEMM && fits && run_sgemm(&jb, mm)) return;
     if (p == P_ONEDNN || p == P_SGEMM) __atomic_fetch_add(&short_of_scratch, 1, __ATOMIC_RELAXED);
     rm_bf16_own_gemm(p == P_PORTABLE, &a, &b, alpha, beta, C, ct, ldc);
 }

@@ -246,8 +246,10 @@ void rm_bf16_write_tile(const float *acc, int lda, int mc, int nc, float alpha, 
         const size_t at = (size_t)(i0 + i) * (size_t)ldc + (size_t)j0;
         if (ct == RM_DTYPE_BF16) {
             uint16_t *c = (uint16_t *)C + at;
-            for (int j = 0; j < nc; j++)
-                c[j] = rm_f32_to_bf16(beta == 0.0f ? alpha * s[j] : alpha * s[j] + beta * rm_bf16_to_f32(c[j]));
+            if (beta == 0.0f)
+                for (int j = 0; j < nc; j++) c[j] = rm_f32_to_bf16(alpha * s[j]);
+            else
+                for (int j = 0; j < nc; j++) c[j] = rm_f32_to_bf16(alpha * s[j] + beta * rm_bf16_to_f32(c[j]));
         } else {
             float *c = (float *)C + at;
             if (beta == 0.0f && alpha == 1.0f)
