@@ -61,6 +61,24 @@ class Noisy(nn.Module):
         return F.cross_entropy(self.head(x), y)
 
 
+class Dropouts(nn.Module):
+    """Dropout after each layer and on an attention-like square (many bytes of noise, cheap ops around
+    it): the plan keeps noise as its mask (graph.py, _NOISE) where that pays."""
+
+    def __init__(self, d=128, layers=6):
+        super().__init__()
+        self.fcs = nn.ModuleList(nn.Linear(d, d) for _ in range(layers))
+        self.drop = nn.Dropout(0.1)
+        self.head = nn.Linear(d, 10)
+
+    def forward(self, x, y):
+        for fc in self.fcs:
+            h = fc(x)
+            a = F.dropout(torch.softmax(h @ h.t() / 8.0, -1), 0.2, self.training)  # (B, B)
+            x = x + self.drop(F.gelu(a @ h))
+        return F.cross_entropy(self.head(x), y)
+
+
 class Residual(nn.Module):
     """x + MLP(x) in one module, so that a model's blocks chain (each takes the one before's output)."""
 
@@ -154,6 +172,25 @@ def test_random_inplace_shared(check):
     P, _ = check_planned(check, "randn_like, in place, a module twice", m, args, 0.4)
     rng = [i for i, nd in enumerate(P.graph["nodes"]) if nd.get("random")]
     check(bool(rng), "the capture marks randn_like as random")
+    rematplan.forget(m)
+
+
+def test_dropout_mask(check):
+    """A dropout's noise can be kept as its mask (one byte an element) and rebuilt from it by one op,
+    bit for bit, instead of drawing its random numbers again: the graph offers it (a ".mask" node of
+    the noise's elements in bytes), plans use it, gradients stay bit-equal and peaks within budget."""
+    torch.manual_seed(0)
+    m = Dropouts()
+    args = (torch.randn(256, 128), torch.randint(0, 10, (256,)))
+    masked = []
+    for budget in (0.7, 0.5):
+        P, _ = check_planned(check, "dropout noise kept as masks at %g" % budget, m, args, budget)
+        masks = [nd for nd in P.graph["nodes"] if nd["name"].endswith(".mask")]
+        check(len(masks) == 2 * 6 and all(nd["output_bytes"] in (256 * 256, 256 * 128) and nd.get("random")
+                                          for nd in masks),
+              "each dropout's noise has a mask node of one byte an element: %s" % [nd["output_bytes"] for nd in masks])
+        masked.append(len(P.table.masked))
+    check(any(masked), "some plan keeps a noise as its mask: %s" % masked)
     rematplan.forget(m)
 
 
@@ -342,8 +379,8 @@ def test_no_import_circle(check):
 
 def run(check):
     import time
-    for t in (test_functional, test_random_inplace_shared, test_layerdrop, test_hooks, test_tuple_module,
-              test_budgets, test_stable, test_nothing_left, test_no_import_circle):
+    for t in (test_functional, test_random_inplace_shared, test_dropout_mask, test_layerdrop, test_hooks,
+              test_tuple_module, test_budgets, test_stable, test_nothing_left, test_no_import_circle):
         t0 = time.perf_counter()
         t(check)
         print("%s: %.1f s" % (t.__name__, time.perf_counter() - t0))

@@ -10,7 +10,9 @@ reads a later node's output, it takes the storage over as a node of its
 own. An op's outputs that only its own backward reads (LayerNorm's mean and
 rstd, dropout's mask, BatchNorm's batch statistics) are a second node
 "<op>.saved" right after it (`part_of` the op): dropping them costs the
-op's forward again. Outputs nobody reads are its forward workspace.
+op's forward again. Outputs nobody reads are its forward workspace. A
+dropout's noise has a node "<op>.mask" before it (the random draws, one
+byte an element), from which it is rebuilt by one cheap op.
 
 Edges: a node reads another's output in its forward; `backward_reads`
 when its backward unpacks that output (the autograd Node that unpacked each
@@ -40,10 +42,11 @@ class Built:
     """The graph and the maps between its nodes and the captured ops: node_sids[k], the storages whose
     bytes node k counts (what a plan that recomputes k recomputes)."""
 
-    def __init__(self, graph, node_ops, op_node, node_first, loss_op, node_sids):
+    def __init__(self, graph, node_ops, op_node, node_first, loss_op, node_sids, mask_of=None):
         self.graph, self.node_ops, self.op_node, self.node_first, self.loss_op = \
             graph, node_ops, op_node, node_first, loss_op
         self.node_sids = node_sids
+        self.mask_of = mask_of or {}  # a dropout's noise node -> its mask node (_dropout_noise)
 
 
 class _Owners:
@@ -135,6 +138,7 @@ def build(rec, rates=None):
     after, extra = _python_holds(rec, owners, op_node, fwd_readers, len(nodes))
     held = set(getattr(rec, "held", ())) | after
     out_nodes, edges, node_ops, node_first, node_sids = [], [], [], [], []
+    mask_of = {}  # a dropout's noise node -> its mask node
     params = {s.sid: s.nbytes for s in st if s.kind == PARAM}
     for i, nd in enumerate(nodes):
         main, priv, dead, reads_out, sids = _split(nd, i, rec, fwd_readers, saved_by, i == loss_node)
@@ -162,12 +166,19 @@ def build(rec, rates=None):
             node["holds"] = holds
         if any(st[s].kind == ACT for o in ops for s in o.writes):
             node["inplace"] = True
+        numel = _dropout_noise(nd, rec, priv, i == loss_node)
+        if numel:  # its mask first: what draws the random numbers, read by the noise it makes
+            node = _split_mask(node, numel, main, rates, out_nodes, node_ops, node_first, node_sids, nd)
+            edges += _edges_into(i, len(out_nodes) - 1, nd, rec, owners, saved_by, extra.get(i, ()))
+            edges.append({"producer": len(out_nodes) - 1, "consumer": len(out_nodes), "backward_reads": False})
+            mask_of[len(out_nodes)] = len(out_nodes) - 1
         k = len(out_nodes)
         out_nodes.append(node)
-        node_ops.append(nd.ops)
+        node_ops.append(nd.ops if not numel else nd.ops[:1])
         node_first.append(nd.ops[0])
         node_sids.append(sids[0] + (sids[1] if i == loss_node else []))
-        edges += _edges_into(i, k, nd, rec, owners, saved_by, extra.get(i, ()))
+        if not numel:
+            edges += _edges_into(i, k, nd, rec, owners, saved_by, extra.get(i, ()))
         if priv and i != loss_node:
             out_nodes.append({"name": node["name"] + ".saved", "forward_time": node["forward_time"],
                               "backward_time": 0.0, "output_bytes": priv, "gradient_bytes": 0,
@@ -183,7 +194,43 @@ def build(rec, rates=None):
     for nd, b in zip(out_nodes, _layer_blocks(rec, node_first)):
         nd["block"] = b
     return Built({"nodes": out_nodes, "edges": edges, "eager": True}, node_ops, op_node, node_first, loss_op,
-                 node_sids)
+                 node_sids, mask_of)
+
+
+# A dropout's noise, as F.dropout makes it on the CPU (torch 1.13 and 2.x): a tensor like the input
+# (empty_like), Bernoulli draws in place (0.0 or 1.0), divided in place by the keep probability: two
+# values, 0 and 1 / (1 - p). Kept, it costs 4 bytes an element (fp32); rebuilt, the draws again, which a
+# CPU makes 20-60x slower per byte than a multiply. Its mask (1 byte an element) and the value rebuild it
+# bit for bit with one cheap op (recompute.py, "mask"), so the graph offers that as a node of its own.
+_NOISE = ("aten.empty_like.default", "aten.bernoulli_.float", "aten.div_.Scalar")
+
+
+def _dropout_noise(nd, rec, priv, is_loss):
+    """The elements of the dropout noise node nd makes (_NOISE: its ops that write, in that order, the
+    last optional; views besides), or 0."""
+    if nd.pinned or is_loss or priv or nd.buffers or len(nd.owned) != 1:
+        return 0
+    ops = [rec.ops[o] for o in nd.ops]
+    writing = [o for o in ops if o.new or o.writes]
+    names = [o.name for o in writing]
+    if names not in (list(_NOISE), list(_NOISE[:2])) or ops[0] is not writing[0]:
+        return 0
+    return int(ops[0].flops)  # one FLOP per output element (pricing.op_flops)
+
+
+def _split_mask(node, numel, nbytes, rates, out_nodes, node_ops, node_first, node_sids, nd):
+    """Appends the noise node's mask node (its ops, their time, the random draws; numel bytes) and
+    returns the noise node as the mask rebuilds it: one elementwise op."""
+    out_nodes.append({"name": node["name"] + ".mask", "forward_time": node["forward_time"], "backward_time": 0.0,
+                      "output_bytes": numel, "gradient_bytes": 0, "backward": False, "random": True,
+                      "_mask": True})
+    node_ops.append(nd.ops)
+    node_first.append(nd.ops[0])
+    node_sids.append([])
+    fwd = rates.time(numel, numel + nbytes) if rates is not None else node["forward_time"] / 20
+    node = dict(node, forward_time=round(fwd, 5))
+    node.pop("random", None)
+    return node
 
 
 def _layers(rec):
@@ -328,7 +375,7 @@ def _renumber(edges, nodes, out_nodes):
     """Producers were numbered by grouped node; out_nodes may have ".saved" nodes in between."""
     index, k = {}, 0
     for j, nd in enumerate(out_nodes):
-        if "part_of" not in nd:
+        if "part_of" not in nd and not nd.pop("_mask", False):
             index[k] = j
             k += 1
     for e in edges:

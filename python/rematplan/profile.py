@@ -60,6 +60,9 @@ class Profile:
                 table.setdefault(op.key, {})[pos] = mode
         takeovers = [rec.ops[ops[0]].key for k, ops in enumerate(b.node_ops)
                      if b.graph["nodes"][k].get("keep") and rec.ops[ops[0]].writes and not rec.ops[ops[0]].new]
+        # a dropout's noise the plan recomputes while it keeps its mask: packed as the mask
+        masked = [rec.ops[b.node_ops[n][0]].key for n, m in b.mask_of.items()
+                  if modes[m] == "keep" and modes[n] != "keep"]
         random = [op.key for op in rec.ops if op.random]
         writes = {}  # what ops write that is not an activation (a buffer), by place among their inputs
         for op in rec.ops:
@@ -67,7 +70,7 @@ class Profile:
                  rec.storages[sid].kind != ACT]
             if w:
                 writes[op.key] = w
-        return Table(table, takeovers, random, writes)
+        return Table(table, takeovers, random, writes, masked)
 
 
 def _key(inputs, device):

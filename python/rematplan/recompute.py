@@ -114,7 +114,7 @@ class _Step:
 class _Recipe:
     """How to rebuild one storage: its first op, then the in-place ops that wrote it."""
     __slots__ = ("steps", "each", "handles", "dependents", "tensors", "deps", "cache", "done", "released",
-                 "open", "offset", "numel")
+                 "open", "offset", "numel", "mask")
 
     def __init__(self, step, each, out):
         self.steps, self.each = [step], each
@@ -124,6 +124,7 @@ class _Recipe:
         self.done = self.released = False
         self.open = True
         self.offset, self.numel = out.storage_offset(), _storage_numel(out)
+        self.mask = False  # True: a dropout's noise, packed as its _Mask; then the _Mask
 
 
 if hasattr(torch.Tensor, "untyped_storage"):
@@ -184,12 +185,13 @@ class _Rng:
 
 class Table:
     """A plan as the runtime reads it: {op key: {output place: "once" | "each"}}, the keys of in-place ops
-    after which a storage is kept (pinned takeovers), of ops that draw random numbers, and of ops that
-    write a buffer."""
+    after which a storage is kept (pinned takeovers), of ops that draw random numbers, of ops that
+    write a buffer, and of ops that make a dropout's noise the plan keeps as its mask."""
 
-    def __init__(self, modes, takeovers=(), random=(), writes=None):
+    def __init__(self, modes, takeovers=(), random=(), writes=None, masked=()):
         self.modes, self.takeovers = modes, set(takeovers)
         self.random = set(random)
+        self.masked = set(masked)  # keys of the ops that make a dropout's noise kept as its mask (_Mask)
         self.writes = writes or {}  # key -> places among the op's tensor arguments of what it writes
         # that is not an activation (seen in the capture: torch 1.13's native_batch_norm writes its
         # running statistics without saying so in its schema)
@@ -313,7 +315,9 @@ class Step(TorchDispatchMode):
         for t, r in zip(written, wrec):
             if r is None:
                 continue
-            if key in self.table.takeovers:  # kept from here on: nothing rebuilds the value it writes
+            if key in self.table.takeovers or isinstance(r.mask, _Mask):
+                # kept from here on: nothing rebuilds the value it writes (a noise packed as its mask
+                # keeps its steps no more; its handles are of the value packed)
                 r.open = False
                 continue
             r.steps.append(step)
@@ -329,6 +333,7 @@ class Step(TorchDispatchMode):
             t = outs[pos]
             s = step if isinstance(out, torch.Tensor) else _Step(func, a, kw, pos, rng, copies)
             r = _Recipe(s, mode == "each", t)
+            r.mask = key in self.table.masked
             self._claim(r, deps)
             self._track(t, r)
             self.new.append(r)
@@ -356,6 +361,11 @@ class Step(TorchDispatchMode):
         r = self._recipe_of(t) if self.live else None
         if r is None:
             return t
+        if r.mask is True:
+            r.mask = _Mask.of(r, t)
+            if r.mask is not None:  # the draws and their inputs are needed no more
+                self._release(r)
+                r.steps = [None] * len(r.steps)
         r.handles += 1
         self.stats["packed"] += 1
         return _Handle(_Ref(r, len(r.steps), t))
@@ -403,6 +413,11 @@ class Step(TorchDispatchMode):
 
     def _rebuild(self, r, v):
         self.stats["rebuilt"] += 1
+        if isinstance(r.mask, _Mask) and r.mask.version == v:
+            base = r.mask.noise()
+            if self.check is not None:
+                self.check.rebuilt(r, v, base)
+            return base
         with torch.no_grad(), _no_autocast():
             base = None
             for j, s in enumerate(r.steps[:v]):
@@ -429,6 +444,38 @@ class Step(TorchDispatchMode):
         if self.check is not None:  # the version asked for (an earlier one, empty_like's, may be garbage)
             self.check.rebuilt(r, v, base)
         return base
+
+
+class _Mask:
+    """A dropout's noise (graph.py, _NOISE: Bernoulli draws of 0.0 and 1.0 divided in place by q > 0)
+    as its mask (a bool an element) and its one nonzero value: where(mask, value, 0) gives it back bit
+    for bit (0 / q is +0.0; every 1 / q is the same number)."""
+    __slots__ = ("version", "mask", "value")
+
+    @staticmethod
+    def of(r, t):
+        """The mask of recipe r's noise t (the whole storage), or None where r is not that pattern."""
+        names = [str(s.func) for s in r.steps]
+        if names[:2] != ["aten.empty_like.default", "aten.bernoulli_.float"] or len(names) > 3:
+            return None
+        if len(names) == 3:
+            s = r.steps[2]
+            q = s.args[1] if len(s.args) > 1 else s.kwargs.get("other")
+            if names[2] != "aten.div_.Scalar" or isinstance(q, (torch.Tensor, complex)) or not (0 < q < float("inf")):
+                return None
+        if not (t.is_contiguous() and t.numel() == r.numel and t.storage_offset() == r.offset and
+                t.is_floating_point()):
+            return None
+        m = _Mask()
+        m.version = len(r.steps)
+        with torch.no_grad():
+            m.mask = t.ne(0)
+            m.value = t.max() if t.numel() else t.new_zeros(())
+        return m
+
+    def noise(self):
+        with torch.no_grad():
+            return torch.where(self.mask, self.value, self.value.new_zeros(()))
 
 
 def _view(base, ref):
