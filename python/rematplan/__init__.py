@@ -79,10 +79,13 @@ def plan(model, example_inputs, budget, device=None, repeats=1, verbose=True, ch
     args = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
     if device is None:
         device = _device_of(args)
-    prof = reuse.profile if reuse is not None and reuse.model is model else profile_of(model, args, device, repeats)
-    search = Search(model, args, device, prof, check)
-    full = search.full if search.full is not None else store_all(prof.graph)["store_all_bytes"]
-    P = search.plan(budget_bytes(budget, full))
+    from .memory import settled
+    with settled():
+        prof = reuse.profile if reuse is not None and reuse.model is model else \
+            profile_of(model, args, device, repeats)
+        search = Search(model, args, device, prof, check)
+        full = search.full if search.full is not None else store_all(prof.graph)["store_all_bytes"]
+        P = search.plan(budget_bytes(budget, full))
     if verbose:
         print(P.summary())
     return P

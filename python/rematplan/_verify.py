@@ -19,13 +19,13 @@ Parameters' gradients are allocated before the step, so neither counts
 them: the plan's budget is the activations' (with their gradients and the
 kernels' workspaces), as remat's is.
 """
-import gc
 import hashlib
 
 import torch
 
 from ._lib import RematError
 from .capture import ModelState, loss_of
+from .memory import Events, allocator_only_works, collect
 
 
 class VerifyError(AssertionError):
@@ -85,42 +85,50 @@ def _reset_hwm():
 def _allocator_peak(prof):
     """The peak of bytes allocated (above the level at the start), from the profiler's raw memory
     events (every allocation and free of the CPU allocator) in time order."""
-    ev = [e for e in prof.kineto_results.events() if e.name() == "[memory]" and e.device_type() ==
-          torch.autograd.DeviceType.CPU]
-    when = (lambda e: e.start_ns()) if ev and hasattr(ev[0], "start_ns") else (lambda e: e.start_us())
-    ev.sort(key=when)  # stable: ties keep the recorded order
-    live = peak = 0
-    for e in ev:
-        live += e.nbytes()
-        peak = max(peak, live)
-    return peak
+    from .memory import Events, allocator_peak
+    ev = prof if isinstance(prof, Events) else None
+    if ev is None:
+        ev = Events()
+        ev.kineto_results = prof.kineto_results
+    return allocator_peak(ev.events())
 
 
-def measure(step, device=None, allocator=True, rss=True):
-    """Runs step() once; returns {"rss_delta", "allocator_peak" or "cuda_peak"} in bytes. Python's
-    garbage is collected first: tensors freed by a collection during the step (of garbage from
-    before it) would count against the step's own allocations."""
+def measure(step, device=None, allocator=True, rss=True, timed=False):
+    """Runs step() once; returns {"rss_delta", "allocator_peak" or "cuda_peak"} in bytes, and where
+    timed "ms", the wall time of the step whose peak is counted (on CPU the profiler records the
+    allocator's events and no op's: memory.Events). Python's garbage is collected first: tensors
+    freed by a collection during the step (of garbage from before it) would count against the
+    step's own allocations."""
+    import time
     out = {}
-    gc.collect()
+    collect()
     dev = torch.device(device) if device is not None else torch.device("cpu")
     if dev.type == "cuda":
         torch.cuda.synchronize(dev)
         torch.cuda.reset_peak_memory_stats(dev)
         base = torch.cuda.memory_allocated(dev)
+        t0 = time.perf_counter()
         step()
         torch.cuda.synchronize(dev)
+        out["ms"] = (time.perf_counter() - t0) * 1e3
         out["cuda_peak"] = torch.cuda.max_memory_allocated(dev) - base
+        if not timed:
+            out.pop("ms")
         return out
     rss0, _ = _rss()
     if rss and _reset_hwm():
         step()
         _, hwm = _rss()
         out["rss_delta"] = max(hwm - rss0, 0)
+        collect()
     if allocator:
-        gc.collect()
-        with torch.autograd.profiler.profile(profile_memory=True) as prof:
+        with Events(allocator_only=True) as prof:
+            t0 = time.perf_counter()
             step()
+            out["ms"] = (time.perf_counter() - t0) * 1e3
         out["allocator_peak"] = _allocator_peak(prof)
+    if not timed:
+        out.pop("ms", None)
     return out
 
 
@@ -146,6 +154,19 @@ def measure_step(model, inputs, device=None):
     with ModelState(model, zero_grads=True) as k:
         r = measure(_step(model, args, k), device, rss=False)
     return r.get("cuda_peak", r.get("allocator_peak"))
+
+
+def store_all_step(model, inputs, device=None):
+    """(measure_step's peak, time_step's time) of the store-all step, from one step: no dispatch mode
+    runs in it, and on CPU the profiler records the allocator's events and no op's (memory.Events),
+    so the step runs at its plain speed. Where this torch records every op (allocator_only_works()
+    false), the time is of a second step, time_step's. The model is left as it was."""
+    args = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
+    with ModelState(model, zero_grads=True) as k:
+        r = measure(_step(model, args, k), device, rss=False, timed=True)
+    peak = r.get("cuda_peak", r.get("allocator_peak"))
+    ms = r["ms"] if "cuda_peak" in r or allocator_only_works() else time_step(model, inputs, device)
+    return peak, ms
 
 
 def time_step(model, inputs, device=None, runs=1, warm=0):

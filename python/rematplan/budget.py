@@ -11,7 +11,15 @@ measurement"):
     while the planner, given less, finds a plan that measures lower; that
     plan is kept with the profile, and every budget at or above the least
     plans (where nothing else fits, that least plan);
-  - a budget below the least is refused, naming it (BudgetError).
+  - a budget below the least is refused, naming it (BudgetError);
+  - of the plans measured within B (kept with the profile), the one
+    predicted fastest is returned: the planner's plan for B can recompute
+    more than one made for less (its search is not monotone in cost), and
+    a larger budget never gets a slower plan than one already measured.
+What is already known is not measured again: each plan's measured peak is
+kept with the profile (by its modes), store-all's is the measured store-all
+step, and once the least is known, a budget below it is refused and the
+least itself gives the least plan without a step (issue 34: plan() < 5 s).
 """
 import copy
 
@@ -28,9 +36,8 @@ class Search:
         self.scale, self.full = 1.0, None
         if check:
             if prof.measured_store_all is None:
-                from ._verify import measure_step, time_step
-                prof.measured_store_all = measure_step(model, args, device)
-                prof.store_all_ms = time_step(model, args, device)
+                from ._verify import store_all_step
+                prof.measured_store_all, prof.store_all_ms = store_all_step(model, args, device)
             self.full = prof.measured_store_all
             self.scale = self.full / max(store_all(prof.graph)["store_all_bytes"], 1)
 
@@ -53,8 +60,18 @@ class Search:
         key = plan_key(P)
         if key not in self.prof.measured:
             self.prof.measured[key] = measure_step(_apply.apply(self.model, P), self.args, self.device)
+            self.prof.measured_plans[key] = P
         P.measured_peak = self.prof.measured[key]
         return P.measured_peak
+
+    def fastest(self, want, F):
+        """F, or a plan measured earlier within `want` that is predicted faster (the least time the
+        planner's schedule recomputes; F wins ties)."""
+        best, cost = F, self.prof.recompute_ms(F)
+        for Q in self.prof.measured_plans.values():
+            if Q.measured_peak is not None and Q.measured_peak <= want and self.prof.recompute_ms(Q) < cost:
+                best, cost = Q, self.prof.recompute_ms(Q)
+        return best
 
     def fitting(self, want, P=None, inner=None):
         """A plan for `want` whose measured peak is within it, or None: P (or the plan for want) measured,
@@ -78,6 +95,14 @@ class Search:
         """The plan for budget `want`, its budget_bytes want; BudgetError naming the least when none."""
         if not self.check:
             return self.make(want)
+        if self.prof.least is not None and want <= self.prof.least[0]:
+            # known without a step: below the least is refused, at it the least plan is the plan
+            least, LP = self.prof.least
+            if want < least:
+                raise self.refusal(want, least)
+            F = copy.copy(LP)
+            F.budget_bytes, F.least_bytes = want, least
+            return F
         try:
             P = self.make(want)
         except BudgetError:
@@ -87,7 +112,8 @@ class Search:
             least, LP = self.least()
             if least > want:
                 raise self.refusal(want, least)
-            F = copy.copy(LP)
+            F = LP
+        F = copy.copy(self.fastest(want, F))
         F.budget_bytes = want
         F.least_bytes = self.least()[0] if self.prof.least is not None else F.least_bytes
         return F

@@ -28,7 +28,6 @@ step: plan() measures the plain step apart). The model, its buffers, its
 parameters' gradients and the RNG are left as they were.
 """
 import functools
-import gc
 import time
 import weakref
 
@@ -576,7 +575,8 @@ def lifetimes(model, args):
             out = model(*args)
     L.done = True
     del out
-    gc.collect()
+    from .memory import collect
+    collect()
     return L.death
 
 

@@ -32,6 +32,7 @@ class Profile:
         self.measured_store_all = None
         self.store_all_ms = None
         self.measured = {}   # plan key -> measured peak
+        self.measured_plans = {}  # plan key -> the Plan measured (budget.Search.fastest)
         self.least = None    # (least bytes, Plan): the least plan, measured within it
 
     def recompute_ms(self, P):
@@ -70,7 +71,8 @@ class Profile:
                  rec.storages[sid].kind != ACT]
             if w:
                 writes[op.key] = w
-        return Table(table, takeovers, random, writes, masked)
+        names = {op.key: op.name for op in rec.ops if op.key in table}
+        return Table(table, takeovers, random, writes, masked, names)
 
 
 def _key(inputs, device):

@@ -188,8 +188,10 @@ class Table:
     after which a storage is kept (pinned takeovers), of ops that draw random numbers, of ops that
     write a buffer, and of ops that make a dropout's noise the plan keeps as its mask."""
 
-    def __init__(self, modes, takeovers=(), random=(), writes=None, masked=()):
+    def __init__(self, modes, takeovers=(), random=(), writes=None, masked=(), names=None):
         self.modes, self.takeovers = modes, set(takeovers)
+        self.names = names or {}  # key -> the captured op's name: a step whose op there differs
+        # (another branch, a skipped block) keeps that op's outputs
         self.random = set(random)
         self.masked = set(masked)  # keys of the ops that make a dropout's noise kept as its mask (_Mask)
         self.writes = writes or {}  # key -> places among the op's tensor arguments of what it writes
@@ -209,14 +211,20 @@ class Step(TorchDispatchMode):
         self.held = {}           # storage address -> [weak _Held]: tensors recipes hold as inputs (copy on write)
         self.new = []            # recipes made in this forward (swept when it ends)
         self.last_key = None     # the key of the op that ran last
-        self.stats = {"recipes": 0, "packed": 0, "rebuilt": 0, "unknown_keys": 0}
+        self.quiet = 0           # > 0 while the pack hook runs ops of its own (not the model's: uncounted)
+        self.stats = {"recipes": 0, "packed": 0, "rebuilt": 0, "unknown_keys": 0, "other_op": 0}
 
     # ---- the forward ----
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if self.quiet:
+            return func(*args, **kwargs)
         info = _info(func)
         key = self.last_key = self.calls.next_key(info.name)
         modes = self.table.modes.get(key)
+        if modes is not None and self.table.names.get(key, info.name) != info.name:
+            self.stats["other_op"] += 1  # not the op the plan is for: kept
+            modes = None
         written = info.written(args, kwargs) if info.writes else ()
         if self.held and written:
             self._copy_on_write(written, args, kwargs, key)
@@ -362,7 +370,11 @@ class Step(TorchDispatchMode):
         if r is None:
             return t
         if r.mask is True:
-            r.mask = _Mask.of(r, t)
+            self.quiet += 1  # the mask's ops are not the model's: they must not shift the keys after them
+            try:
+                r.mask = _Mask.of(r, t)
+            finally:
+                self.quiet -= 1
             if r.mask is not None:  # the draws and their inputs are needed no more
                 self._release(r)
                 r.steps = [None] * len(r.steps)
