@@ -405,6 +405,8 @@ def test_stable(check):
     b = quiet(rematplan.plan, m, args, 0.5, check=False)
     check(a.modes == b.modes, "two captures of the same model plan the same: %s / %s (rates %s / %s)"
           % (a.n_recomputed(), b.n_recomputed(), a.profile.rates, b.profile.rates))
+    check(a.profile.rates.flop_products >= 1, "the FLOP rate is measured on the model's own matrix products, "
+          "replayed on made-up tensors (not the fallback rate): %s" % a.profile.rates)
     rematplan.forget(m)
     import os
     import tempfile

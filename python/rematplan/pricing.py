@@ -161,6 +161,7 @@ class Rates:
 
     def __init__(self, flop_rate, byte_rate, per_op, mode_op=0.0, class_rates=None):
         self.flop_rate, self.byte_rate, self.per_op, self.mode_op = flop_rate, byte_rate, per_op, mode_op
+        self.flop_products = 0
         self.class_rates = dict(class_rates or {})
 
     def time(self, flops, moved, cls=None):
@@ -177,22 +178,33 @@ class Rates:
             self.flop_rate / 1e6, self.byte_rate / 1e6, self.per_op * 1e3, self.mode_op * 1e3, slow or "-")
 
 
+class TensorSpec:
+    """A tensor argument as calibrate() replays it: its shape, dtype and device (a leaf of map_tree,
+    not a tuple: map_tree walks into tuples). Its repr names a rate in the REMATPLAN_RATES file."""
+    __slots__ = ("shape", "dtype", "device")
+
+    def __init__(self, t):
+        self.shape, self.dtype, self.device = tuple(t.shape), t.dtype, t.device
+
+    def __repr__(self):
+        return "T(%r, %s, %s)" % (self.shape, self.dtype, self.device)
+
+    def made(self):
+        """A tensor of this shape: random where floating point, else zeros."""
+        t = torch.empty(self.shape, dtype=self.dtype, device=self.device)
+        return t.normal_() if t.is_floating_point() else t.zero_()
+
+
 def spec(args, kwargs):
-    """args and kwargs with every tensor replaced by ("T", shape, dtype, device): what calibrate()
-    replays an op on."""
+    """args and kwargs with every tensor replaced by its TensorSpec: what calibrate() replays an op on."""
     def one(x):
-        return ("T", tuple(x.shape), x.dtype, x.device) if isinstance(x, torch.Tensor) else x
+        return TensorSpec(x) if isinstance(x, torch.Tensor) else x
     return map_tree(tuple(args), one), map_tree(dict(kwargs), one)
 
 
 def _made(v):
-    """spec()'s arguments with random tensors of those shapes (zeros where not floating point)."""
-    def one(x):
-        if isinstance(x, tuple) and len(x) == 4 and x[0] == "T":
-            t = torch.empty(x[1], dtype=x[2], device=x[3])
-            return t.normal_() if t.is_floating_point() else t.zero_()
-        return x
-    return map_tree(v, one)
+    """spec()'s arguments with made-up tensors of those shapes."""
+    return map_tree(v, lambda x: x.made() if isinstance(x, TensorSpec) else x)
 
 
 def _ms(fn, runs, device):
@@ -290,8 +302,10 @@ def calibrate(ops, device=None, act_numel=1 << 20):
         flop_rate = _weighted_median(rates) if rates else 50e6
     if len(_memo) != known:
         _save_memo()
-    return Rates(_grid(flop_rate), _grid(byte_rate), _grid(per_op), _grid(mode_op),
-                 {c: _grid(r) for c, r in class_rates.items()})
+    R = Rates(_grid(flop_rate), _grid(byte_rate), _grid(per_op), _grid(mode_op),
+              {c: _grid(r) for c, r in class_rates.items()})
+    R.flop_products = len(rates)  # products the FLOP rate was measured on (0: the fallback's 50 GFLOP/s)
+    return R
 
 
 def _per_op(dev, n=200):
