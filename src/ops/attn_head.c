@@ -51,9 +51,24 @@ RM_WIDE_VECTORS static void softmax_row(float *row, int end, int Tk, const int32
     for (int j = end; j < Tk; j++) row[j] = 0.0f;
 }
 
+/* P's row i = row, rounded to bf16 when P is kept in bf16; row then holds
+ * what P holds (exactly: a bf16 is an fp32), for O = P V to read in place */
+static void store_p_row(const rm_attn_head *a, int i, float *row) {
+    if (a->pt == RM_DTYPE_F32) {
+        memcpy((float *)a->p + (size_t)i * a->Tk, row, (size_t)a->Tk * sizeof *row);
+        return;
+    }
+    uint16_t *h = (uint16_t *)a->p + (size_t)i * a->Tk;
+    for (int j = 0; j < a->Tk; j++) {
+        h[j] = rm_f32_to_bf16(row[j]);
+        row[j] = rm_bf16_to_f32(h[j]);
+    }
+}
+
 /* --precision bf16: the same steps with every product on rm_gemm_bf16: a
  * row block's scores in the fp32 scratch a->s, the softmax in fp32, P
- * rounded once as it is stored (when kept in bf16), O = P V from it. */
+ * rounded once as it is stored (when kept in bf16), O = P V from the
+ * scratch's copy of P (the same values: nothing to widen). */
 static void forward_bf16(const rm_attn_head *a) {
     for (int r0 = 0; r0 < a->Tq; r0 += RM_ATT_BLOCK) {
         const int r1 = min_int(r0 + RM_ATT_BLOCK, a->Tq), cols = block_cols(a, r1);
@@ -63,11 +78,10 @@ static void forward_bf16(const rm_attn_head *a) {
             const int end = a->causal ? min_int(i + 1, a->Tk) : a->Tk;
             float *row = a->s + (size_t)(i - r0) * a->Tk;
             softmax_row(row, end, a->Tk, a->mask);
-            if (a->pt == RM_DTYPE_F32) memcpy((float *)a->p + (size_t)i * a->Tk, row, (size_t)a->Tk * sizeof *row);
-            else rm_act_write(a->p, a->pt, (int64_t)i * a->Tk, a->Tk, row);
+            store_p_row(a, i, row);
         }
-        rm_gemm_bf16(0, 0, r1 - r0, a->hd, cols, 1.0f, rm_act_at(a->p, a->pt, (int64_t)r0 * a->Tk), a->pt, a->Tk, a->v,
-                     a->vt, a->ldv, 0.0f, rm_act_at(a->o, a->ot, (int64_t)r0 * a->ldo), a->ot, a->ldo, &a->mm);
+        rm_gemm_bf16(0, 0, r1 - r0, a->hd, cols, 1.0f, a->s, RM_DTYPE_F32, a->Tk, a->v, a->vt, a->ldv, 0.0f,
+                     rm_act_at(a->o, a->ot, (int64_t)r0 * a->ldo), a->ot, a->ldo, &a->mm);
     }
 }
 
@@ -119,14 +133,25 @@ RM_WIDE_VECTORS static void softmax_grad(const rm_attn_head *a, float *ds, int r
     }
 }
 
+/* rm_dotf(p, d, n) with p in bf16, widened as it is read: the same lanes
+ * and order, so the same sum as on the widened row (vectorized) */
+static inline float dot_bf16(const uint16_t *p, const float *d, int n) {
+    float acc[RM_LANES] = {0};
+    int i = 0;
+    for (; i + RM_LANES <= n; i += RM_LANES)
+        for (int l = 0; l < RM_LANES; l++) acc[l] += rm_bf16_to_f32(p[i + l]) * d[i + l];
+    for (int l = 0; i + l < n; l++) acc[l] += rm_bf16_to_f32(p[i + l]) * d[i + l];
+    return rm_lanes_combine(acc);
+}
+
 /* The same with P kept in bf16
  * (widened as it is read); zero from the first invisible key to zc. */
-static void softmax_grad_bf16(const rm_attn_head *a, float *ds, int r0, int r1, int zc) {
+RM_WIDE_VECTORS static void softmax_grad_bf16(const rm_attn_head *a, float *ds, int r0, int r1, int zc) {
     for (int i = r0; i < r1; i++) {
         const uint16_t *pr = (const uint16_t *)a->p + (size_t)i * a->Tk;
-        float *dr = ds + (size_t)i * a->Tk, dot = 0.0f;
+        float *dr = ds + (size_t)i * a->Tk;
         const int end = a->causal ? min_int(i + 1, a->Tk) : a->Tk;
-        for (int j = 0; j < end; j++) dot += rm_bf16_to_f32(pr[j]) * dr[j];
+        const float dot = dot_bf16(pr, dr, end);
         for (int j = 0; j < end; j++) dr[j] = rm_bf16_to_f32(pr[j]) * (dr[j] - dot);
         for (int j = end; j < zc; j++) dr[j] = 0.0f;
     }

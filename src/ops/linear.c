@@ -36,6 +36,11 @@ static void linear_forward(const rm_kernel_ctx *c) {
     const void *w = c->in[1];
     const rm_dtype yt = c->vout[0]->dtype;
     int N = (int)rm_rows(c->vin[0]), IN = (int)rm_cols(c->vin[0]), OUT = (int)c->vin[1]->shape[0];
+    if (b && c->node->bf16 && yt == RM_DTYPE_BF16) { /* the bias added as y is rounded: y is written once */
+        rm_gemm_bf16_bias(N, OUT, IN, c->in[0], c->vin[0]->dtype, IN, w, c->vin[1]->store, IN, b, c->out[0], OUT,
+                          &c->mm);
+        return;
+    }
     if (b) {
         /* start from the bias, then accumulate x W^T on top (beta = 1) */
         #pragma omp parallel for schedule(static)

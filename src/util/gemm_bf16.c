@@ -184,7 +184,8 @@ typedef struct job {
     float alpha, beta;
     void *C;
     rm_dtype ct;
-    int ldc, mt, nt; /* oneDNN's tiles down and across */
+    int ldc, mt, nt;   /* oneDNN's tiles down and across */
+    const float *bias; /* the sgemm path, a BF16 C: + round(bias[j]) as it rounds (rm_gemm_bf16_bias) */
 } job;
 
 /* k block kb of op(A)'s rows [i0, i0 + tm) (row-major), or of op(B)'s
@@ -315,6 +316,18 @@ static const float *widened(const operand *x, int r0, int nr, int k0, int nk, fl
     return fp32_block(x, r0, nr, k0, nk, dst, ld);
 }
 
+/* C's panel = round(alpha acc + round(bias)): rm_bf16_write_tile's bits
+ * with C holding the rounded bias and beta 1, without reading C */
+static void write_tile_bias(const float *acc, int mc, int nc, float alpha, const float *bias, uint16_t *C, int ldc) {
+    float rb[PANEL];
+    for (int j = 0; j < nc; j++) rb[j] = rm_bf16_to_f32(rm_f32_to_bf16(bias[j]));
+    for (int i = 0; i < mc; i++) {
+        const float *s = acc + (size_t)i * nc;
+        uint16_t *c = C + (size_t)i * ldc;
+        for (int j = 0; j < nc; j++) c[j] = rm_f32_to_bf16(alpha * s[j] + rb[j]);
+    }
+}
+
 /* Panels [p0, p1) (row by row when op(A) is widened, else column by
  * column: the next panel shares the widened block) on one thread and its
  * slot, each by single-threaded sgemms over its k blocks in order: op(A)'s
@@ -343,12 +356,18 @@ static void sgemm_panels(const job *jb, const slot *s, const cut *cu, int p0, in
             rm_sgemm(a->trans, !bt->trans, mc, nc, kc, direct ? jb->alpha : 1.0f, pa, lda, pb, ldb,
                      k0 ? 1.0f : direct ? jb->beta : 0.0f, c, ldc);
         }
-        if (!direct) rm_bf16_write_tile(acc, nc, mc, nc, jb->alpha, jb->beta, jb->C, jb->ct, jb->ldc, i0, j0);
+        if (jb->bias) /* a BF16 C (rm_gemm_bf16_bias) */
+            write_tile_bias(acc, mc, nc, jb->alpha, jb->bias + j0, (uint16_t *)jb->C + (size_t)i0 * jb->ldc + j0,
+                            jb->ldc);
+        else if (!direct)
+            rm_bf16_write_tile(acc, nc, mc, nc, jb->alpha, jb->beta, jb->C, jb->ct, jb->ldc, i0, j0);
     }
 }
 
-/* The sgemm path: panels handed out to a team of threads one at a time as
- * each finishes (which thread runs a panel does not change its bits), each
+/* The sgemm path: panels handed out to a team of threads in runs of
+ * consecutive panels (guided: large runs first, then smaller ones as the
+ * threads finish), so that a thread's next panel mostly shares the block it
+ * has widened; which thread runs a panel does not change its bits. Each
  * thread on its own slot; inside a parallel region (attention's heads) all
  * on the calling thread. 0 when there is no slot or the cut does not fit. */
 static int run_sgemm(const job *jb, const rm_mm_scratch *mm) {
@@ -373,7 +392,7 @@ static int run_sgemm(const job *jb, const rm_mm_scratch *mm) {
         {
             const slot s = slot_at(mm, omp_get_thread_num());
             long a_at = -1, b_at = -1;
-#pragma omp for schedule(dynamic, 1) nowait
+#pragma omp for schedule(guided) nowait
             for (int p = 0; p < panels; p++) sgemm_panels(jb, &s, &cu, p, p + 1, &a_at, &b_at);
         }
         return 1;
@@ -441,9 +460,24 @@ void rm_gemm_bf16(int transA, int transB, int M, int N, int K, float alpha, cons
     /* op(B)^T is (N, K): its element (j, k) is op(B)(k, j) */
     const operand a = {A, at, lda, transA, M, K}, b = {B, bt, ldb, !transB, N, K};
     const int p = path, fits = mm && mm->p && mm->slots > 0 && M <= mm->dim && N <= mm->dim && K <= mm->dim;
-    const job jb = {&a, &b, alpha, beta, C, ct, ldc, (M + DT - 1) / DT, (N + DT - 1) / DT};
+    const job jb = {&a, &b, alpha, beta, C, ct, ldc, (M + DT - 1) / DT, (N + DT - 1) / DT, NULL};
     if (p == P_ONEDNN && fits && run_tiles(dnnl_tiles, &jb, mm)) return;
     if (p == P_SGEMM && fits && run_sgemm(&jb, mm)) return;
     if (p == P_ONEDNN || p == P_SGEMM) __atomic_fetch_add(&short_of_scratch, 1, __ATOMIC_RELAXED);
     rm_bf16_own_gemm(p == P_PORTABLE, &a, &b, alpha, beta, C, ct, ldc);
+}
+
+void rm_gemm_bf16_bias(int M, int N, int K, const void *A, rm_dtype at, int lda, const void *W, rm_dtype wt,
+                       int ldw, const float *bias, uint16_t *C, int ldc, const rm_mm_scratch *mm) {
+    if (M <= 0 || N <= 0) return;
+    pthread_once(&path_once, choose);
+    const operand a = {A, at, lda, 0, M, K}, b = {W, wt, ldw, 0, N, K};
+    const int fits = mm && mm->p && mm->slots > 0 && M <= mm->dim && N <= mm->dim && K <= mm->dim;
+    const job jb = {&a, &b, 1.0f, 0.0f, C, RM_DTYPE_BF16, ldc, 0, 0, bias};
+    if (path == P_SGEMM && fits && run_sgemm(&jb, mm)) return;
+    /* elsewhere: C = the rounded bias, then the product with beta 1 */
+    #pragma omp parallel for schedule(static) if (!omp_in_parallel())
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) C[(size_t)i * ldc + j] = rm_f32_to_bf16(bias[j]);
+    rm_gemm_bf16(0, 1, M, N, K, 1.0f, A, at, lda, W, wt, ldw, 1.0f, C, RM_DTYPE_BF16, ldc, mm);
 }

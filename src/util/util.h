@@ -39,6 +39,13 @@ size_t rm_gemm_bf16_scratch(int threads, int64_t dim);
 void rm_gemm_bf16(int transA, int transB, int M, int N, int K, float alpha, const void *A, rm_dtype at, int lda,
                   const void *B, rm_dtype bt, int ldb, float beta, void *C, rm_dtype ct, int ldc,
                   const rm_mm_scratch *mm);
+/* C = round(A W^T + round(bias)) for a BF16 C (M x N, ldc; A (M x K, lda)
+ * and W (N x K, ldw) as rm_gemm_bf16's operands): a linear layer's forward with
+ * its bias, the same bits as filling C with the rounded bias and
+ * rm_gemm_bf16 with beta 1. The sgemm path adds the bias as it rounds each
+ * panel (C is not written twice nor read). */
+void rm_gemm_bf16_bias(int M, int N, int K, const void *A, rm_dtype at, int lda, const void *W, rm_dtype wt,
+                       int ldw, const float *bias, uint16_t *C, int ldc, const rm_mm_scratch *mm);
 /* Chooses the path (loading oneDNN and OpenBLAS), once: rm_compile calls
  * it, so no step does. */
 void rm_gemm_bf16_prepare(void);
