@@ -318,6 +318,10 @@ def _budgets_monotone(check):
         check(P.measured_peak <= P.budget_bytes, "the plan for %g measures within it: %r" % (b, P))
     check(len(costs) >= 3 and all(c[1] >= d[1] for c, d in zip(costs, costs[1:])),
           "predicted recompute time never rises with the budget: %r" % costs)
+    least = refused_least(check, m, args)
+    lowest = min(P.measured_peak for P in P.profile.measured_plans.values())
+    check(least is not None and least <= lowest, "a refusal names no more than the lowest plan measured: %s vs %d"
+          % (least, lowest))
     rematplan.forget(m)
 
 

@@ -10,7 +10,9 @@ measurement"):
     least budget (a plan that measured m meets a budget of m), lowered
     while the planner, given less, finds a plan that measures lower; that
     plan is kept with the profile, and every budget at or above the least
-    plans (where nothing else fits, that least plan);
+    plans (where nothing else fits, that least plan); a plan measured
+    lower at any budget (before or after) is the least from then on: a
+    refusal never names more than a plan already measured;
   - a budget below the least is refused, naming it (BudgetError);
   - of the plans measured within B (kept with the profile), the one
     predicted fastest is returned: the planner's plan for B can recompute
@@ -62,6 +64,8 @@ class Search:
             self.prof.measured[key] = measure_step(_apply.apply(self.model, P), self.args, self.device)
             self.prof.measured_plans[key] = P
         P.measured_peak = self.prof.measured[key]
+        if self.prof.least is not None and P.measured_peak < self.prof.least[0]:
+            self.prof.least = (P.measured_peak, P)  # a plan measured below the least known: the least now
         return P.measured_peak
 
     def fastest(self, want, F):
@@ -144,6 +148,9 @@ class Search:
             if Q.planner == "store-all" or self.measure(Q) >= best.measured_peak:
                 break
             best = Q
+        for Q in self.prof.measured_plans.values():  # one measured earlier (another budget) may be lower
+            if Q.planner != "store-all" and (best is None or Q.measured_peak < best.measured_peak):
+                best = Q
         if best is None or best.measured_peak >= self.full:
             self.prof.least = (self.full, self.make(self.full))
         else:
