@@ -25,7 +25,7 @@ import torch
 
 from ._lib import RematError
 from .capture import ModelState, loss_of
-from .memory import Events, allocator_only_works, collect
+from .memory import Events, allocator_only_works, allocator_peak, collect
 
 
 class VerifyError(AssertionError):
@@ -82,17 +82,6 @@ def _reset_hwm():
         return False
 
 
-def _allocator_peak(prof):
-    """The peak of bytes allocated (above the level at the start), from the profiler's raw memory
-    events (every allocation and free of the CPU allocator) in time order."""
-    from .memory import Events, allocator_peak
-    ev = prof if isinstance(prof, Events) else None
-    if ev is None:
-        ev = Events()
-        ev.kineto_results = prof.kineto_results
-    return allocator_peak(ev.events())
-
-
 def measure(step, device=None, allocator=True, rss=True, timed=False):
     """Runs step() once; returns {"rss_delta", "allocator_peak" or "cuda_peak"} in bytes, and where
     timed "ms", the wall time of the step whose peak is counted (on CPU the profiler records the
@@ -110,25 +99,24 @@ def measure(step, device=None, allocator=True, rss=True, timed=False):
         t0 = time.perf_counter()
         step()
         torch.cuda.synchronize(dev)
-        out["ms"] = (time.perf_counter() - t0) * 1e3
+        ms = (time.perf_counter() - t0) * 1e3
         out["cuda_peak"] = torch.cuda.max_memory_allocated(dev) - base
-        if not timed:
-            out.pop("ms")
-        return out
-    rss0, _ = _rss()
-    if rss and _reset_hwm():
-        step()
-        _, hwm = _rss()
-        out["rss_delta"] = max(hwm - rss0, 0)
-        collect()
-    if allocator:
-        with Events(allocator_only=True) as prof:
-            t0 = time.perf_counter()
+    else:
+        rss0, _ = _rss()
+        if rss and _reset_hwm():
             step()
-            out["ms"] = (time.perf_counter() - t0) * 1e3
-        out["allocator_peak"] = _allocator_peak(prof)
-    if not timed:
-        out.pop("ms", None)
+            _, hwm = _rss()
+            out["rss_delta"] = max(hwm - rss0, 0)
+            collect()
+        ms = None
+        if allocator:
+            with Events(allocator_only=True) as prof:
+                t0 = time.perf_counter()
+                step()
+                ms = (time.perf_counter() - t0) * 1e3
+            out["allocator_peak"] = allocator_peak(prof.events())
+    if timed and ms is not None:
+        out["ms"] = ms
     return out
 
 
