@@ -581,14 +581,18 @@ def lifetimes(model, args):
 
 
 def capture(model, inputs, device=None, repeats=1):
-    """Records model(*inputs).backward(): a plain step warms up (lazy allocations, kernels chosen),
-    a forward sees when Python lets go of each tensor (lifetimes), one pass gives the structure and
-    the memory (on CPU under the profiler). Ops are priced by their FLOPs and bytes (pricing.py), so
-    no pass times them; `repeats` is accepted for compatibility and unused."""
+    """Records model(*inputs).backward(): a forward sees when Python lets go of each tensor
+    (lifetimes), one pass gives the structure and the memory (on CPU under the profiler). Ops are
+    priced by their FLOPs and bytes (pricing.py), so no pass times them; `repeats` is accepted for
+    compatibility and unused. The lifetimes forward is also the warm-up (a module's lazy buffers, the
+    kernels chosen): on CPU a whole plain step before it changed no op's bytes, workspace or
+    lifetime on 7 models of bench/torch_models.py and cost a step of plan()'s time. On CUDA (the
+    BLAS handles' workspaces, autotuned kernels) a plain step still warms up first."""
     args = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
     with ModelState(model) as k:
-        k.reset()
-        loss_of(model(*args)).backward()
+        if _cuda(device):
+            k.reset()
+            loss_of(model(*args)).backward()
         k.reset()
         deaths = lifetimes(model, args)
         k.reset()
