@@ -46,6 +46,38 @@ class MLP(nn.Module):
         return F.cross_entropy(self.head(x), y)
 
 
+class Tied(nn.Module):
+    """An embedding and a head that share one weight (GPT-2's, nanoGPT's), a layer between."""
+
+    def __init__(self, vocab=2048, d=64):
+        super().__init__()
+        self.vocab = vocab
+        self.emb, self.fc = nn.Embedding(vocab, d), nn.Linear(d, d)
+        self.head = nn.Linear(d, vocab, bias=False)
+        self.head.weight = self.emb.weight
+
+    def forward(self, ids, y):
+        h = F.gelu(self.fc(self.emb(ids)))
+        return F.cross_entropy(self.head(h).view(-1, self.vocab), y.view(-1))
+
+
+class Likes(nn.Module):
+    """Tensors made like another (empty_like then drawn into, full_like, ones_like, zeros_like), which
+    read only its shape, saved for the backward in each of 4 layers."""
+
+    def __init__(self, d=128, layers=4):
+        super().__init__()
+        self.fcs = nn.ModuleList(nn.Linear(d, d) for _ in range(layers))
+        self.head = nn.Linear(d, 10)
+
+    def forward(self, x, y):
+        for fc in self.fcs:
+            h = torch.tanh(fc(x))
+            h = h * torch.empty_like(h).uniform_() * torch.full_like(h, 0.5)
+            x = (h + torch.zeros_like(h)) * torch.ones_like(h)
+        return F.cross_entropy(self.head(x), y)
+
+
 class Noisy(nn.Module):
     """Random numbers outside dropout, an in-place op and a module called twice a step."""
 
@@ -204,6 +236,52 @@ def test_dropout_mask(check):
     check(any(masked), "some plan keeps a noise as its mask: %s" % masked)
     check(len(plans) == 3, "each budget its own plan (a plan measured over its prediction falls back to the "
           "least plan): %d different plans" % len(plans))
+    rematplan.forget(m)
+
+
+def test_held_gradient(check):
+    """A parameter two autograd Nodes send gradients to (a head tied to the embedding; a module called
+    twice) has its first gradient held by autograd's engine until the last arrives: the graph has a
+    node for it (the parameter's bytes, from the first of its readers' backwards), the plan's
+    prediction counts it (nanoGPT's least plan measured 8.4 MB over, its tied head's gradient) and
+    the measured peak is within it. A model without one has no such node."""
+    torch.manual_seed(0)
+    m = Tied()
+    args = (torch.randint(0, 2048, (8, 64)), torch.randint(0, 2048, (8, 64)))
+    P = plan_or_least(m, args, 0.01)
+    held = [(i, nd) for i, nd in enumerate(P.graph["nodes"]) if nd["name"].endswith(".grad")]
+    readers = [e["consumer"] for e in P.graph["edges"] if held and e["producer"] == held[0][0]]
+    check(len(held) == 1 and held[0][1]["gradient_bytes"] == 2048 * 64 * 4 and len(readers) == 2,
+          "the tied weight's held gradient is one node of its bytes read by two: %s, readers %s"
+          % ([nd["name"] for _, nd in held], readers))
+    check(P.measured_peak <= P.peak_bytes * 1.02, "tied head, least plan: measured %d within 2%% of the "
+          "prediction %d" % (P.measured_peak, P.peak_bytes))
+    check_planned(check, "tied head at the least", m, args, P.budget_bytes)
+    rematplan.forget(m)
+    for name, model, inputs, n in (("MLP", MLP(d=64, layers=3), (torch.randn(64, 64), torch.randint(0, 10, (64,))), 0),
+                                   ("a module twice", Noisy(), (torch.randn(64, 128), torch.randint(0, 10, (64,))), 2)):
+        P = quiet(rematplan.plan, model, inputs, 1.0, check=False)
+        got = [nd["name"] for nd in P.graph["nodes"] if nd["name"].startswith("param:")]
+        check(len(got) == n, "%s: %d held gradients: %s" % (name, n, got))
+
+
+def test_shape_only(check):
+    """empty_like, full_like, ones_like, zeros_like read their input's shape only: no edge from it in
+    the graph, and a recipe that recomputes them needs nothing rebuilt for it (recompute._Like: the
+    layout they made); gradients bit for bit with the noise drawn again."""
+    torch.manual_seed(0)
+    m = Likes()
+    args = (torch.randn(256, 128), torch.randint(0, 10, (256,)))
+    recomputed = False
+    for budget in (0.6, 0.4):
+        P, _ = check_planned(check, "tensors made like another at %g" % budget, m, args, budget)
+        nodes = P.graph["nodes"]
+        likes = [i for i, nd in enumerate(nodes) if "_like" in nd["name"] and not nd["name"].endswith(".mask")]
+        linear = [i for i, nd in enumerate(nodes) if ":addmm" in nd["name"]]
+        fed = [e for e in P.graph["edges"] if e["consumer"] in likes and e["producer"] in linear]
+        check(likes and linear and not fed, "no edge from the tensor they are made like: %s" % fed)
+        recomputed |= any(P.modes[i] != "keep" for i in likes)
+    check(recomputed, "some plan recomputes a tensor made like another")
     rematplan.forget(m)
 
 
@@ -498,7 +576,8 @@ def test_no_import_circle(check):
 
 def run(check):
     import time
-    for t in (test_functional, test_random_inplace_shared, test_dropout_mask, test_layerdrop, test_hooks,
+    for t in (test_functional, test_random_inplace_shared, test_dropout_mask, test_held_gradient, test_shape_only,
+              test_layerdrop, test_hooks,
               test_tuple_module, test_budgets, test_steps, test_stable, test_nothing_left, test_no_import_circle):
         t0 = time.perf_counter()
         t(check)

@@ -36,7 +36,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from ._tree import flat_tensors  # noqa: F401 (rematplan.capture.flat_tensors)
 from .calls import Calls
-from .pricing import kind, moved_bytes, op_flops, spec
+from .pricing import SHAPE_ONLY, kind, moved_bytes, op_flops, spec
 
 PARAM, BUFFER, INPUT, ACT, CONST = "param", "buffer", "input", "act", "const"
 
@@ -206,6 +206,8 @@ class _Pass(TorchDispatchMode):
         name = str(func)
         op = Op(len(self.ops), name, call.idx if call is not None else -1, self.where.next_key(name))
         op.reads = [self.sid(t) for t in ins]
+        if name in SHAPE_ONLY and op.reads:
+            op.reads[0] = None  # its shape is read, not its values: no edge, nothing rebuilt for it
         versions = [t._version for t in ins]
         rng = self._rng()
         out, op.ms, op.ws = self._run(op, func, args, kwargs, ins)
@@ -327,6 +329,19 @@ def _nodes_of(loss):
     return order
 
 
+def _gradient_feeds(p, loss):
+    """{param sid: [the ops whose autograd Nodes send it a gradient]} for the parameters more than one
+    Node sends one to (autograd's engine holds the first until the last arrives: graph.py)."""
+    feeds = {}
+    for g in _nodes_of(loss):
+        for f, _ in g.next_functions:
+            var = getattr(f, "variable", None) if f is not None and type(f).__name__ == "AccumulateGrad" else None
+            sid = p.by_key.get(storage_key(var)[0]) if var is not None else None
+            if sid is not None and p.node_op.get(g) is not None:
+                feeds.setdefault(sid, set()).add(g)
+    return {sid: sorted({p.node_op[g] for g in gs}) for sid, gs in feeds.items() if len(gs) > 1}
+
+
 def _new_bytes(p, out):
     return sum(storage_key(t)[1] for t in flat_tensors(out) if storage_key(t)[0] not in p.by_key)
 
@@ -437,6 +452,7 @@ def one_pass(model, inputs, device, measure_cpu=False):
         loss_sid = p.by_key.get(storage_key(loss)[0])
         held = {p.by_key.get(storage_key(t)[0]) for t in flat_tensors(
             out if isinstance(out, (tuple, list, dict)) else getattr(out, "__dict__", {}))}
+        feeds = _gradient_feeds(p, loss)
         bwd, readers = b.run(loss)  # what the forward returned is held through it, as a training loop does
         del loss, out
     if peaks is not None:
@@ -451,6 +467,7 @@ def one_pass(model, inputs, device, measure_cpu=False):
     for o, ms in bwd.items():
         p.ops[o].bwd_ms = ms
     rec = StepRecord(p, loss_sid, bwd, readers)
+    rec.gradient_feeds = feeds
     rec.held = held - {None, loss_sid}
     p.keep, p.pending, p.node_op, p.events = [], None, {}, []  # the pass's tensors go now
     b.stamps, b.unpacks = [], []

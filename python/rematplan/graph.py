@@ -22,7 +22,9 @@ Per node: `backward_workspace_bytes` is the gradients of the parameters it
 reads (each a new tensor before it is added into .grad), and on CUDA the
 allocator's measured transient of its op joins `forward_workspace_bytes`.
 `random` when it drew random numbers, `side_effect` (names) when it wrote a
-module's buffer or parameter.
+module's buffer or parameter. A parameter that several autograd Nodes send
+gradients to has a node "param:<name>.grad" first (_prepend_held): the
+gradient autograd's engine holds until the last one arrives.
 """
 import bisect
 
@@ -189,8 +191,11 @@ def build(rec, rates=None):
             node_ops.append(nd.ops)
             node_first.append(nd.ops[0])
             node_sids.append(sids[1])
-    _renumber(edges, nodes, out_nodes)
+    index = _renumber(edges, nodes, out_nodes)
     _backward_workspaces(out_nodes, edges, node_ops, rec)
+    shared = [(sid, [index[k] for k in ks]) for sid, ks in _shared_params(rec, op_node)]
+    if shared:
+        mask_of = _prepend_held(shared, rec, out_nodes, edges, node_ops, node_first, node_sids, mask_of)
     for nd, b in zip(out_nodes, _layer_blocks(rec, node_first)):
         nd["block"] = b
     return Built({"nodes": out_nodes, "edges": edges, "eager": True}, node_ops, op_node, node_first, loss_op,
@@ -301,6 +306,53 @@ def _python_holds(rec, owners, op_node, fwd_readers, n):
     return after, extra
 
 
+def _shared_params(rec, op_node):
+    """[(param sid, [the nodes whose backward sends it a gradient])] for each parameter that more
+    than one autograd Node sends a gradient to (a head tied to the embedding, a module called
+    twice; capture.py's gradient_feeds), in the grouped numbering."""
+    out = []
+    for sid, ops in sorted(getattr(rec, "gradient_feeds", {}).items()):
+        ks = sorted({op_node[o] for o in ops if o in op_node})
+        if len(ks) > 1:
+            out.append((sid, ks))
+    return out
+
+
+def _prepend_held(shared, rec, nodes, edges, node_ops, node_first, node_sids, mask_of):
+    """A parameter read by several nodes gets one gradient from each; autograd's engine sums them in
+    the buffer of the parameter's AccumulateGrad node, which runs only once all have arrived: the
+    first one made (by the last reader, the first backward) is held until the backward of the first
+    reader. The model: a node before all others, kept, of no bytes, whose gradient (the parameter's
+    size) its readers make: born at the first of their backwards, it lives until the node's own
+    backward (the step's last: a little longer than autograd holds it). That first backward's
+    workspace no longer counts it. Indices shift by the nodes prepended; returns mask_of shifted."""
+    m = len(shared)
+    for e in edges:
+        e["producer"] += m
+        e["consumer"] += m
+    for nd in nodes:
+        if "part_of" in nd:
+            nd["part_of"] += m
+        if "holds" in nd:
+            nd["holds"] = [h + m for h in nd["holds"]]
+    head = []
+    for j, (sid, readers) in enumerate(shared):
+        st = rec.storages[sid]
+        head.append({"name": "param:%s.grad" % st.name, "forward_time": 0.0, "backward_time": 0.0,
+                     "output_bytes": 0, "gradient_bytes": st.nbytes, "backward": True,
+                     "backward_reads_output": False, "forward_workspace_bytes": 0,
+                     "backward_workspace_bytes": 0, "keep": True})
+        edges += [{"producer": j, "consumer": r + m, "backward_reads": False} for r in readers]
+        last = nodes[readers[-1]]
+        last["backward_workspace_bytes"] = max(last["backward_workspace_bytes"] - st.nbytes, 0)
+    edges.sort(key=lambda e: (e["consumer"], e["producer"]))
+    nodes[:0] = head
+    node_ops[:0] = [[] for _ in head]
+    node_first[:0] = [node_first[0]] * m
+    node_sids[:0] = [[] for _ in head]
+    return {n + m: k + m for n, k in mask_of.items()}
+
+
 def _backward_workspaces(nodes, edges, node_ops, rec):
     """A node's backward workspace: the parameters' gradients it makes, or what its backward was
     measured to allocate above its start beyond the input gradients it creates (those the model
@@ -372,7 +424,8 @@ def _edges_into(i, k, nd, rec, owners, saved_by, held_until=()):
 
 
 def _renumber(edges, nodes, out_nodes):
-    """Producers were numbered by grouped node; out_nodes may have ".saved" nodes in between."""
+    """Producers were numbered by grouped node; out_nodes may have ".saved" nodes in between. Returns
+    {grouped node: its index in out_nodes}."""
     index, k = {}, 0
     for j, nd in enumerate(out_nodes):
         if "part_of" not in nd and not nd.pop("_mask", False):
@@ -384,3 +437,4 @@ def _renumber(edges, nodes, out_nodes):
     for nd in out_nodes:
         if "holds" in nd:
             nd["holds"] = [index[o] for o in nd["holds"]]
+    return index

@@ -94,6 +94,12 @@ _CONV = {"convolution", "_convolution", "mkldnn_convolution", "cudnn_convolution
          "slow_conv_transpose2d", "slow_conv_dilated2d"}
 
 
+# Ops that read only their tensor argument's shape, dtype and device (the first tensor argument): the
+# capture records no read of it (no edge in the graph), and a recipe replays them from the layout they
+# made (recompute.py), so rebuilding a dropout's noise never rebuilds the tensor it was made like.
+SHAPE_ONLY = {"aten.empty_like.default": None, "aten.zeros_like.default": 0, "aten.ones_like.default": 1,
+              "aten.full_like.default": "fill"}
+
 _RANDOM = {"bernoulli", "bernoulli_", "normal", "normal_", "uniform_", "rand", "randn", "rand_like", "randn_like",
            "randint", "randint_like", "random_", "native_dropout", "multinomial", "exponential_", "geometric_",
            "log_normal_", "cauchy_", "randperm", "poisson"}

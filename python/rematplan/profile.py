@@ -60,7 +60,7 @@ class Profile:
                 pos = op.new_pos[op.new.index(sid)]
                 table.setdefault(op.key, {})[pos] = mode
         takeovers = [rec.ops[ops[0]].key for k, ops in enumerate(b.node_ops)
-                     if b.graph["nodes"][k].get("keep") and rec.ops[ops[0]].writes and not rec.ops[ops[0]].new]
+                     if ops and b.graph["nodes"][k].get("keep") and rec.ops[ops[0]].writes and not rec.ops[ops[0]].new]
         # a dropout's noise the plan recomputes while it keeps its mask: packed as the mask
         masked = [rec.ops[b.node_ops[n][0]].key for n, m in b.mask_of.items()
                   if modes[m] == "keep" and modes[n] != "keep"]

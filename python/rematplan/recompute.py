@@ -44,6 +44,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from ._tree import flat_tensors, map_tree
 from .calls import Calls
+from .pricing import SHAPE_ONLY
 
 _RANDOM = ("bernoulli", "dropout", "rand", "normal", "uniform", "multinomial", "exponential", "geometric",
            "cauchy", "log_normal", "random_")
@@ -90,6 +91,26 @@ class _Ref:
     def __init__(self, recipe, version, t):
         self.recipe, self.version = recipe, version
         self.size, self.stride, self.offset = tuple(t.shape), tuple(t.stride()), t.storage_offset()
+
+
+class _Like:
+    """empty_like, zeros_like, ones_like, full_like as a recipe replays them: a tensor of the layout the
+    op made (its size and strides, dtype, device), filled as the op fills it. They read only their
+    input's shape, so the recipe needs nothing rebuilt for it (the planner's graph has no edge there
+    either: capture.py) and holds nothing of it."""
+    __slots__ = ("name", "fill")
+
+    def __init__(self, name, args, kwargs):
+        how = SHAPE_ONLY[name]
+        self.name = name
+        self.fill = (args[1] if len(args) > 1 else kwargs.get("fill_value")) if how == "fill" else how
+
+    def __call__(self, size, stride, dtype, device):
+        t = torch.empty_strided(size, stride, dtype=dtype, device=device)
+        return t if self.fill is None else t.fill_(self.fill)
+
+    def __str__(self):
+        return self.name
 
 
 class _Held:
@@ -314,12 +335,16 @@ class Step(TorchDispatchMode):
             if id(x) in wids:
                 copies.add(id(d))
             return d
-        a, kw = map_tree(args, describe), map_tree(kwargs, describe)
+        like = info.name in SHAPE_ONLY and not written
+        a, kw = ((), {}) if like else (map_tree(args, describe), map_tree(kwargs, describe))
         rng = _Rng(args, kwargs) if info.random or key in self.table.random else None
         step = _Step(func, a, kw, None, rng, copies)
         if self.check is not None:
             self.check.before(step)
         out = func(*args, **kwargs)
+        if like:  # replayed from the layout it made, not from its input
+            step.func, step.args = _Like(info.name, args, kwargs), (tuple(out.shape), tuple(out.stride()),
+                                                                   out.dtype, out.device)
         for t, r in zip(written, wrec):
             if r is None:
                 continue
