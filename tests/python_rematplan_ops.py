@@ -78,6 +78,21 @@ class Likes(nn.Module):
         return F.cross_entropy(self.head(x), y)
 
 
+class InplaceAct(nn.Module):
+    """nn.Hardswish(inplace=True) after each Linear: its autograd keeps, for the backward, a copy of
+    the input it overwrites (MobileNetV3's blocks)."""
+
+    def __init__(self, d=128, layers=4):
+        super().__init__()
+        self.fcs = nn.ModuleList(nn.Linear(d, d) for _ in range(layers))
+        self.act, self.head = nn.Hardswish(inplace=True), nn.Linear(d, 10)
+
+    def forward(self, x, y):
+        for fc in self.fcs:
+            x = self.act(fc(x))
+        return F.cross_entropy(self.head(x), y)
+
+
 class Noisy(nn.Module):
     """Random numbers outside dropout, an in-place op and a module called twice a step."""
 
@@ -282,6 +297,23 @@ def test_shape_only(check):
         check(likes and linear and not fed, "no edge from the tensor they are made like: %s" % fed)
         recomputed |= any(P.modes[i] != "keep" for i in likes)
     check(recomputed, "some plan recomputes a tensor made like another")
+    rematplan.forget(m)
+
+
+def test_inplace_copy(check):
+    """An in-place op whose backward reads its input before the write (hardswish_) has autograd copy
+    that input first: the copy, read by no op and saved for an earlier node's backward, joins the
+    node it copies (graph._copies_for_inplace), so the profile counts it: the profile's store-all is
+    not below the measured one (it was 1/1.49 of it here; MobileNetV3's missed 15.8 MB of 119, and
+    every plan was scaled up by 15%), and at most 15% above it (the node's output is held with the
+    copy until the node's backward: here, one Linear a node, that is most of the step)."""
+    torch.manual_seed(0)
+    m = InplaceAct()
+    args = (torch.randn(512, 128), torch.randint(0, 10, (512,)))
+    P, _ = check_planned(check, "hardswish_ at 0.5", m, args, 0.5)
+    clones = [nd["name"] for nd in P.graph["nodes"] if ":clone#" in nd["name"]]
+    check(not clones, "the copies join the node they copy: %s" % clones)
+    check(0.85 <= P.scale <= 1.0, "measured store-all / the profile's: %.3f in [0.85, 1]" % P.scale)
     rematplan.forget(m)
 
 
@@ -577,7 +609,7 @@ def test_no_import_circle(check):
 def run(check):
     import time
     for t in (test_functional, test_random_inplace_shared, test_dropout_mask, test_held_gradient, test_shape_only,
-              test_layerdrop, test_hooks,
+              test_inplace_copy, test_layerdrop, test_hooks,
               test_tuple_module, test_budgets, test_steps, test_stable, test_nothing_left, test_no_import_circle):
         t0 = time.perf_counter()
         t(check)

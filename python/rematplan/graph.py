@@ -32,10 +32,11 @@ from .capture import ACT, BUFFER, INPUT, PARAM
 
 
 class _Node:
-    __slots__ = ("ops", "owned", "pinned", "buffers")
+    __slots__ = ("ops", "owned", "pinned", "buffers", "tied")
 
     def __init__(self, op):
         self.ops, self.owned, self.pinned, self.buffers = [op], [], False, []
+        self.tied = set()  # storages counted with its main output whoever reads them (_copies_for_inplace)
         # pinned: kept whatever the plan; a node that writes the model's inputs, or that takes a
         # storage over by writing it in place (the value before the write is gone: nothing rebuilds it)
 
@@ -70,15 +71,40 @@ class _Owners:
         return a[1][k] if k >= 0 else None
 
 
+def _copies_for_inplace(rec, last):
+    """{op: the storage it copies}: ops whose outputs are copies an in-place op's autograd makes of
+    what it then overwrites, for its backward (hardswish_, hardsigmoid_, silu_: the input before the
+    write): read by no op, saved for that in-place op's backward alone. Such a copy lives until the backward of
+    the node that made what was overwritten, an earlier node, which no edge can say: it joins that
+    node, counted with its main output (made and rebuilt with it, held to its backward)."""
+    read = {s for op in rec.ops[: last + 1] for s in op.reads if s is not None}
+    packed = {}  # storage -> the ops whose backward reads it
+    for sid, _, reader in rec.saves:
+        packed.setdefault(sid, set()).add(reader)
+    out = {}
+    for op in rec.ops[: last + 1]:
+        if len(op.new) != 1 or op.writes or op.new[0] in read or len(packed.get(op.new[0], ())) != 1:
+            continue
+        o2 = next(iter(packed[op.new[0]]))
+        src = [s for s in op.reads if s is not None and s in rec.ops[o2].writes] if o2 > op.idx else []
+        if src and rec.storages[src[0]].kind == ACT:
+            out[op.idx] = src[0]
+    return out
+
+
 def _group(rec, last):
     """Ops 0..last into nodes: (nodes, owners)."""
     st = rec.storages
     nodes, owners = [], _Owners()
+    copies = _copies_for_inplace(rec, last)
     for op in rec.ops[: last + 1]:
         act_w = [s for s in op.writes if st[s].kind == ACT and owners.get(s, op.idx) is not None]
         reads = [owners.get(s, op.idx) for s in op.reads if s is not None and st[s].kind == ACT]
         reads = [r for r in reads if r is not None]
         target = None
+        if op.idx in copies and owners.get(copies[op.idx], op.idx) is not None:
+            target = owners.get(copies[op.idx], op.idx)  # the copy joins what it copies
+            nodes[target].tied.update(op.new)
         if act_w:
             target = owners.get(act_w[0], op.idx)
             if any(r > target for r in reads):  # it reads a later node's output: takes the storage over
@@ -153,7 +179,7 @@ def build(rec, rates=None):
         node = {"name": _name(rec, nd, len(out_nodes)), "forward_time": round(fwd, 5),
                 "backward_time": round(sum(o.bwd_ms for o in ops), 5),
                 "output_bytes": main + (priv if i == loss_node else 0),
-                "gradient_bytes": 0 if i == loss_node else sum(o.grad_bytes for o in ops),
+                "gradient_bytes": 0 if i == loss_node else sum(o.grad_bytes for o in ops if not nd.tied & set(o.new)),
                 "backward": any(o.has_grad for o in ops),
                 "backward_reads_output": reads_out or (i == loss_node and priv > 0),
                 "forward_workspace_bytes": dead + max(o.ws for o in ops),
@@ -387,7 +413,7 @@ def _split(nd, i, rec, fwd_readers, saved_by, is_loss):
         nb = rec.storages[s].nbytes
         others = fwd_readers.get(s, set()) - {i}
         savers = saved_by.get((s, i), set())
-        if others or is_loss or (savers - {i}):
+        if others or is_loss or (savers - {i}) or s in nd.tied:
             main += nb
             reads_out |= i in savers
             sids[0].append(s)
