@@ -93,6 +93,21 @@ class InplaceAct(nn.Module):
         return F.cross_entropy(self.head(x), y)
 
 
+class HeldLonger(nn.Module):
+    """Python holds a Linear's output past its last reader (the variable is let go of later)."""
+
+    def __init__(self, d=256):
+        super().__init__()
+        self.a, self.b, self.head = nn.Linear(d, d), nn.Linear(d, d), nn.Linear(d, 10)
+
+    def forward(self, x, y):
+        a = self.a(x)
+        t = torch.tanh(a)
+        s = torch.sigmoid(self.b(t))
+        a = None  # let go of here: while sigmoid was the last op to run
+        return F.cross_entropy(self.head(s), y)
+
+
 class Noisy(nn.Module):
     """Random numbers outside dropout, an in-place op and a module called twice a step."""
 
@@ -314,6 +329,29 @@ def test_inplace_copy(check):
     clones = [nd["name"] for nd in P.graph["nodes"] if ":clone#" in nd["name"]]
     check(not clones, "the copies join the node they copy: %s" % clones)
     check(0.85 <= P.scale <= 1.0, "measured store-all / the profile's: %.3f in [0.85, 1]" % P.scale)
+    rematplan.forget(m)
+
+
+def test_held_edge_gradient(check):
+    """An edge for the bytes Python holds (the node read by the op during which it was let go of)
+    makes no gradient: the backward that makes the gradient of a Linear's output is tanh's, the
+    reader of the data, and its workspace is counted without that gradient (it was counted at the
+    holding node's backward instead: tanh's workspace was the gradient's bytes again, sigmoid's
+    missed it)."""
+    torch.manual_seed(0)
+    m = HeldLonger()
+    args = (torch.randn(512, 256), torch.randint(0, 10, (512,)))
+    P = quiet(rematplan.plan, m, args, 1.0, check=False)
+    nodes, edges = P.graph["nodes"], P.graph["edges"]
+    a = [i for i, nd in enumerate(nodes) if nd["name"].startswith("a:addmm")][0]
+    tanh = [i for i, nd in enumerate(nodes) if ":tanh#" in nd["name"]][0]
+    sig = [i for i, nd in enumerate(nodes) if ":sigmoid#" in nd["name"]][0]
+    check(any(e["producer"] == a and e["consumer"] == sig for e in edges),
+          "the Linear's output is held until sigmoid ran: an edge a -> sigmoid")
+    check(nodes[tanh]["backward_workspace_bytes"] < nodes[a]["gradient_bytes"],
+          "tanh's backward workspace does not count the gradient it makes (counted as the gradient): %d vs %d"
+          % (nodes[tanh]["backward_workspace_bytes"], nodes[a]["gradient_bytes"]))
+    check_planned(check, "a tensor held longer at 0.5", m, args, 0.5)
     rematplan.forget(m)
 
 
@@ -609,7 +647,7 @@ def test_no_import_circle(check):
 def run(check):
     import time
     for t in (test_functional, test_random_inplace_shared, test_dropout_mask, test_held_gradient, test_shape_only,
-              test_inplace_copy, test_layerdrop, test_hooks,
+              test_inplace_copy, test_held_edge_gradient, test_layerdrop, test_hooks,
               test_tuple_module, test_budgets, test_steps, test_stable, test_nothing_left, test_no_import_circle):
         t0 = time.perf_counter()
         t(check)

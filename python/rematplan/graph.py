@@ -383,9 +383,10 @@ def _backward_workspaces(nodes, edges, node_ops, rec):
     """A node's backward workspace: the parameters' gradients it makes, or what its backward was
     measured to allocate above its start beyond the input gradients it creates (those the model
     counts: the gradient of each producer whose last forward reader it is), if more."""
-    last = {}
-    for e in edges:
-        last[e["producer"]] = max(last.get(e["producer"], -1), e["consumer"])
+    last = {}  # the first backward to make each producer's gradient: its last reader of the data
+    for e in edges:  # (a node Python holds it until, _python_holds, makes none; the edge is for its bytes)
+        if not e.pop("_held", False):
+            last[e["producer"]] = max(last.get(e["producer"], -1), e["consumer"])
     first_grads = [0] * len(nodes)
     for p, c in last.items():
         first_grads[c] += nodes[p].get("gradient_bytes", nodes[p]["output_bytes"])
@@ -436,17 +437,20 @@ def _param_grads(ops, params):
 def _edges_into(i, k, nd, rec, owners, saved_by, held_until=()):
     """Edges (producer node -> this node), producers in the grouped numbering (renumbered later);
     held_until: producers the model's Python code holds until this node runs."""
-    prod = {p: False for p in held_until}
+    prod, data = {p: False for p in held_until}, set()
     for o in nd.ops:
         op = rec.ops[o]
         for s in op.reads:
             p = owners.get(s, o) if s is not None else None
             if p is not None and p != i and p < i:
                 prod.setdefault(p, False)
+                data.add(p)
     for (sid, p), readers in saved_by.items():
         if p != i and p < i and i in readers:
             prod[p] = True
-    return [{"producer": p, "consumer": k, "backward_reads": br, "_grouped": True} for p, br in sorted(prod.items())]
+            data.add(p)
+    return [dict({"producer": p, "consumer": k, "backward_reads": br, "_grouped": True}, **({} if p in data else {"_held": True}))
+            for p, br in sorted(prod.items())]
 
 
 def _renumber(edges, nodes, out_nodes):
