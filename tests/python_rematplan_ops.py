@@ -263,6 +263,12 @@ def test_dropout_mask(check):
               "each dropout's noise has a mask node of one byte an element: %s" % [nd["output_bytes"] for nd in masks])
         masked.append(len(P.table.masked))
         plans.add(tuple(P.modes))
+    draws = [o for o in P.profile.rec.ops if o.name.startswith("aten.bernoulli")]
+    classes = sorted({"bernoulli %.1f" % o.p for o in draws if o.p is not None})
+    check(draws and all(o.p is not None for o in draws) and
+          all(c in P.profile.rates.class_rates for c in classes),
+          "dropout's draws are priced at their own probability (a CPU draw at 0.5 takes twice one at 0.9): %s, "
+          "rates %s" % (classes, sorted(P.profile.rates.class_rates)))
     check(any(masked), "some plan keeps a noise as its mask: %s" % masked)
     check(len(plans) == 3, "each budget its own plan (a plan measured over its prediction falls back to the "
           "least plan): %d different plans" % len(plans))

@@ -36,7 +36,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from ._tree import flat_tensors  # noqa: F401 (rematplan.capture.flat_tensors)
 from .calls import Calls
-from .pricing import SHAPE_ONLY, kind, moved_bytes, op_flops, spec
+from .pricing import SHAPE_ONLY, draw_probability, kind, moved_bytes, op_flops, spec
 
 PARAM, BUFFER, INPUT, ACT, CONST = "param", "buffer", "input", "act", "const"
 
@@ -104,13 +104,14 @@ class Op:
     """One aten op of the forward pass. new: the storages it created, new_pos: the place of each among
     its flattened outputs; key: (module path, call occurrence, place among the call's own ops)."""
     __slots__ = ("idx", "name", "reads", "writes", "new", "new_pos", "dead", "call", "key", "ms", "bwd_ms",
-                 "random", "grad_bytes", "has_grad", "ws", "bwd_ws", "flops", "moved", "spec")
+                 "random", "grad_bytes", "has_grad", "ws", "bwd_ws", "flops", "moved", "spec", "p")
 
     def __init__(self, idx, name, call, key):
         self.idx, self.name, self.call, self.key = idx, name, call, key
         self.reads, self.writes, self.new, self.new_pos, self.dead = [], [], [], [], []
         self.flops = self.moved = 0.0
         self.spec = None  # a matrix product's arguments as shapes (pricing.calibrate replays it)
+        self.p = None     # a Bernoulli draw's probability (its price depends on it: pricing.op_class)
         self.ms = self.bwd_ms = 0.0
         self.random = self.has_grad = False
         self.grad_bytes = self.ws = self.bwd_ws = 0  # ws: its forward's workspace, bwd_ws: its backward's
@@ -223,6 +224,7 @@ class _Pass(TorchDispatchMode):
                 op.new.append(self._register(t, op.idx, ACT))
                 op.new_pos.append(pos)
         op.flops, op.moved = op_flops(func, args, kwargs, out), moved_bytes(ins, outs)
+        op.p = draw_probability(name, args, kwargs)
         if kind(name) == "mm":
             op.spec = spec(args, kwargs) + (func,)
         self.keep.append(out)

@@ -117,12 +117,22 @@ _MATH_ALIAS = {"softmax": "_softmax", "log_softmax": "_log_softmax", "exp_": "ex
                "log_": "log", "erf_": "erf", "pow_": "pow"}
 
 
-def op_class(name, random=False):
-    """The class an op's bytes are priced in: "random", a transcendental function's name, or None
-    (memory's rate)."""
+def draw_probability(name, args, kwargs):
+    """A Bernoulli draw's probability (bernoulli_.float, bernoulli.p: dropout's keep probability),
+    rounded to 0.1, or None."""
+    if not name.startswith("aten.bernoulli"):
+        return None
+    p = args[1] if len(args) > 1 else kwargs.get("p")
+    return round(float(p), 1) if isinstance(p, float) and 0 <= p <= 1 else None
+
+
+def op_class(name, random=False, p=None):
+    """The class an op's bytes are priced in: "random" (or "bernoulli <p>": a CPU draw at p = 0.5
+    takes twice as long as one at 0.9, dropout's usual keep probability), a transcendental
+    function's name, or None (memory's rate)."""
     base = name.replace("aten.", "").split(".")[0]
     if random or base in _RANDOM:
-        return "random"
+        return "random" if p is None else "bernoulli %.1f" % p
     base = _MATH_ALIAS.get(base, base)
     return base if base in _MATH else None
 
@@ -176,7 +186,7 @@ class Rates:
 
     def op_time(self, op):
         """An op of the capture (.name, .random, .flops, .moved), priced."""
-        return self.time(op.flops, op.moved, op_class(op.name, op.random))
+        return self.time(op.flops, op.moved, op_class(op.name, op.random, getattr(op, "p", None)))
 
     def __repr__(self):
         slow = ", ".join("%s %.3g" % (k, v / 1e6) for k, v in sorted(self.class_rates.items()))
@@ -292,7 +302,7 @@ def calibrate(ops, device=None, act_numel=1 << 20):
     with torch.no_grad():
         byte_rate = _remembered(dev, "bytes %d" % k, lambda: _byte_rate(dev, k, per_op))
         kc = min(k, 1 << 20)
-        classes = {op_class(o.name, o.random) for o in ops} - {None}
+        classes = {op_class(o.name, o.random, getattr(o, "p", None)) for o in ops} - {None}
         class_rates = {c: _remembered(dev, "class %s %d" % (c, kc), lambda c=c: _class_rate(c, dev, kc, per_op))
                        for c in sorted(classes)}
         rates = []
@@ -362,7 +372,11 @@ def _flop_rate(o, dev, per_op):
 def _class_rate(c, dev, k, per_op):
     """The byte rate (read and written) of a slow class (op_class) on k elements."""
     x = torch.rand(k, device=dev) + 0.5  # positive: log, sqrt and rsqrt stay finite
-    f = (lambda: x.bernoulli_(0.5)) if c == "random" else (lambda: _MATH[c](x))
+    if c.startswith("bernoulli "):
+        p = float(c.split()[1])
+        f = lambda: x.bernoulli_(p)  # noqa: E731
+    else:
+        f = (lambda: x.bernoulli_(0.5)) if c == "random" else (lambda: _MATH[c](x))
     return 2 * k * 4 / max(_ms(f, 5, dev) - per_op, 1e-6)
 
 
