@@ -150,19 +150,7 @@ def build(rec, rates=None):
     loss_node = owners.get(rec.loss_sid, loss_op)
     nodes = nodes[: loss_node + 1]
     op_node = {o: i for i, nd in enumerate(nodes) for o in nd.ops}
-    # readers: forward reads by other nodes; saves: who unpacks what
-    fwd_readers, saved_by = {}, {}
-    for op in rec.ops[: loss_op + 1]:
-        me = op_node.get(op.idx)
-        for s in op.reads:
-            o = owners.get(s, op.idx) if s is not None else None
-            if o is not None and o != me and o < len(nodes):
-                fwd_readers.setdefault(s, set()).add(me)
-    for sid, pack_op, reader in rec.saves:
-        o = owners.get(sid, pack_op)
-        r = op_node.get(reader)
-        if o is not None and o < len(nodes) and r is not None:
-            saved_by.setdefault((sid, o), set()).add(r)
+    fwd_readers, saved_by = _readers(rec, owners, op_node, loss_op, len(nodes))
     after, extra = _python_holds(rec, owners, op_node, fwd_readers, len(nodes))
     held = set(getattr(rec, "held", ())) | after
     out_nodes, edges, node_ops, node_first, node_sids = [], [], [], [], []
@@ -330,6 +318,24 @@ def _python_holds(rec, owners, op_node, fwd_readers, n):
                 fwd_readers.setdefault(sid, set()).add(r)
                 extra.setdefault(r, set()).add(o)
     return after, extra
+
+
+def _readers(rec, owners, op_node, loss_op, n):
+    """({storage: the other nodes that read it in the forward}, {(storage, owner): the nodes whose
+    backward unpacks it})."""
+    fwd_readers, saved_by = {}, {}
+    for op in rec.ops[: loss_op + 1]:
+        me = op_node.get(op.idx)
+        for s in op.reads:
+            o = owners.get(s, op.idx) if s is not None else None
+            if o is not None and o != me and o < n:
+                fwd_readers.setdefault(s, set()).add(me)
+    for sid, pack_op, reader in rec.saves:
+        o = owners.get(sid, pack_op)
+        r = op_node.get(reader)
+        if o is not None and o < n and r is not None:
+            saved_by.setdefault((sid, o), set()).add(r)
+    return fwd_readers, saved_by
 
 
 def _shared_params(rec, op_node):
