@@ -74,9 +74,9 @@ class _Owners:
 def _copies_for_inplace(rec, last):
     """{op: the storage it copies}: ops whose outputs are copies an in-place op's autograd makes of
     what it then overwrites, for its backward (hardswish_, hardsigmoid_, silu_: the input before the
-    write): read by no op, saved for that in-place op's backward alone. Such a copy lives until the backward of
-    the node that made what was overwritten, an earlier node, which no edge can say: it joins that
-    node, counted with its main output (made and rebuilt with it, held to its backward)."""
+    write): read by no op, saved for that in-place op's backward alone. Such a copy lives until the
+    backward of the node that made what was overwritten, an earlier node, which no edge can say: it
+    joins that node, counted with its main output (made and rebuilt with it, held to its backward)."""
     read = {s for op in rec.ops[: last + 1] for s in op.reads if s is not None}
     packed = {}  # storage -> the ops whose backward reads it
     for sid, _, reader in rec.saves:
@@ -101,9 +101,8 @@ def _group(rec, last):
         act_w = [s for s in op.writes if st[s].kind == ACT and owners.get(s, op.idx) is not None]
         reads = [owners.get(s, op.idx) for s in op.reads if s is not None and st[s].kind == ACT]
         reads = [r for r in reads if r is not None]
-        target = None
-        if op.idx in copies and owners.get(copies[op.idx], op.idx) is not None:
-            target = owners.get(copies[op.idx], op.idx)  # the copy joins what it copies
+        target = owners.get(copies[op.idx], op.idx) if op.idx in copies else None
+        if target is not None:  # the copy joins what it copies
             nodes[target].tied.update(op.new)
         if act_w:
             target = owners.get(act_w[0], op.idx)
@@ -167,7 +166,8 @@ def build(rec, rates=None):
         node = {"name": _name(rec, nd, len(out_nodes)), "forward_time": round(fwd, 5),
                 "backward_time": round(sum(o.bwd_ms for o in ops), 5),
                 "output_bytes": main + (priv if i == loss_node else 0),
-                "gradient_bytes": 0 if i == loss_node else sum(o.grad_bytes for o in ops if not nd.tied & set(o.new)),
+                "gradient_bytes": 0 if i == loss_node else sum(o.grad_bytes for o in ops
+                                                               if not nd.tied.intersection(o.new)),
                 "backward": any(o.has_grad for o in ops),
                 "backward_reads_output": reads_out or (i == loss_node and priv > 0),
                 "forward_workspace_bytes": dead + max(o.ws for o in ops),
@@ -455,8 +455,11 @@ def _edges_into(i, k, nd, rec, owners, saved_by, held_until=()):
         if p != i and p < i and i in readers:
             prod[p] = True
             data.add(p)
-    return [dict({"producer": p, "consumer": k, "backward_reads": br, "_grouped": True}, **({} if p in data else {"_held": True}))
-            for p, br in sorted(prod.items())]
+    edges = [{"producer": p, "consumer": k, "backward_reads": br, "_grouped": True} for p, br in sorted(prod.items())]
+    for e in edges:
+        if e["producer"] not in data:
+            e["_held"] = True  # only held by Python: no gradient comes back along it (_backward_workspaces)
+    return edges
 
 
 def _renumber(edges, nodes, out_nodes):

@@ -372,11 +372,11 @@ def _flop_rate(o, dev, per_op):
 def _class_rate(c, dev, k, per_op):
     """The byte rate (read and written) of a slow class (op_class) on k elements."""
     x = torch.rand(k, device=dev) + 0.5  # positive: log, sqrt and rsqrt stay finite
-    if c.startswith("bernoulli "):
-        p = float(c.split()[1])
+    if c == "random" or c.startswith("bernoulli "):
+        p = 0.5 if c == "random" else float(c.split()[1])
         f = lambda: x.bernoulli_(p)  # noqa: E731
     else:
-        f = (lambda: x.bernoulli_(0.5)) if c == "random" else (lambda: _MATH[c](x))
+        f = lambda: _MATH[c](x)  # noqa: E731
     return 2 * k * 4 / max(_ms(f, 5, dev) - per_op, 1e-6)
 
 
