@@ -55,6 +55,7 @@ static void cm_build(const rm_gmodel *m, cm *c) {
             int p = m->src[e];
             c->dep[k][p] = 1;
             if (m->reads_in[e]) c->dep[b][p] = 1;
+            if (m->no_grad[e]) continue; /* B_k makes none of p's gradient (an edge for what is held) */
             if (!c->dep[bidx(c, p)][b]) c->size[b] += m->grad[p];
             c->dep[bidx(c, p)][b] = 1; /* B_p reads the gradient B_k wrote */
         }
@@ -406,7 +407,10 @@ static void random_graph(int n, rm_gmodel *m) {
         m->grad[i] = i == n - 1 ? 0 : m->bytes[i];
         m->has_bwd[i] = 1, m->reads_out[i] = rnd(10) < 3;
         if (i > 0) rm_gmodel_edge(m, i - 1, rnd(10) < 6);
-        if (i > 1 && rnd(10) < 5) rm_gmodel_edge(m, rnd(i - 1), rnd(10) < 6);
+        if (i > 1 && rnd(10) < 5) {
+            int src = rnd(i - 1), reads = rnd(10) < 6, grad = rnd(10) < 7;
+            rm_gmodel_edge_grad(m, src, reads, grad); /* some skips make no gradient (rematplan's held edges) */
+        }
         rm_gmodel_close_node(m, i);
     }
 }

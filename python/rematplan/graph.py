@@ -7,7 +7,8 @@ touches: a view (its time), and an in-place op (ReLU(inplace=True), `out +=
 identity`, `x.clamp_()`) joins the node that made the tensor it writes, so
 a plan keeps or recomputes the two together; where the in-place op also
 reads a later node's output, it takes the storage over as a node of its
-own. An op's outputs that only its own backward reads (LayerNorm's mean and
+own, kept; where its backward reads what autograd saved for it (relu_'s
+output), it takes it over as a node of its own too (_split_inplace). An op's outputs that only its own backward reads (LayerNorm's mean and
 rstd, dropout's mask, BatchNorm's batch statistics) are a second node
 "<op>.saved" right after it (`part_of` the op): dropping them costs the
 op's forward again. Outputs nobody reads are its forward workspace. A
@@ -17,7 +18,10 @@ byte an element), from which it is rebuilt by one cheap op.
 Edges: a node reads another's output in its forward; `backward_reads`
 when its backward unpacks that output (the autograd Node that unpacked each
 saved tensor is known); `backward_reads_output` when its backward unpacks
-its own. Parameters, buffers and the model's inputs are not activations.
+its own; `gradient: false` where the consumer's backward makes none of the
+producer's gradient (the edge says what is held while it runs, or what its
+rebuild reads). Parameters, buffers and the model's inputs are not
+activations.
 Per node: `backward_workspace_bytes` is the gradients of the parameters it
 reads (each a new tensor before it is added into .grad), and on CUDA the
 allocator's measured transient of its op joins `forward_workspace_bytes`.
@@ -32,11 +36,13 @@ from .capture import ACT, BUFFER, INPUT, PARAM
 
 
 class _Node:
-    __slots__ = ("ops", "owned", "pinned", "buffers", "tied")
+    __slots__ = ("ops", "owned", "pinned", "buffers", "tied", "split_of", "moved")
 
     def __init__(self, op):
         self.ops, self.owned, self.pinned, self.buffers = [op], [], False, []
         self.tied = set()  # storages counted with its main output whoever reads them (_copies_for_inplace)
+        self.split_of = None  # the node whose storage its in-place op took over (_split_inplace)
+        self.moved = []       # storages its ops made that a later node took over (_split_inplace)
         # pinned: kept whatever the plan; a node that writes the model's inputs, or that takes a
         # storage over by writing it in place (the value before the write is gone: nothing rebuilds it)
 
@@ -62,6 +68,12 @@ class _Owners:
         a = self.at.setdefault(sid, ([], []))
         a[0].append(op)
         a[1].append(node)
+
+    def reassign(self, sid, node):
+        """node owns sid since it was made."""
+        a = self.at.get(sid)
+        if a is not None:
+            a[1][:] = [node] * len(a[1])
 
     def get(self, sid, op):
         a = self.at.get(sid)
@@ -97,6 +109,7 @@ def _group(rec, last):
     st = rec.storages
     nodes, owners = [], _Owners()
     copies = _copies_for_inplace(rec, last)
+    unpackers = {reader for _, _, reader in rec.saves}
     for op in rec.ops[: last + 1]:
         act_w = [s for s in op.writes if st[s].kind == ACT and owners.get(s, op.idx) is not None]
         reads = [owners.get(s, op.idx) for s in op.reads if s is not None and st[s].kind == ACT]
@@ -110,6 +123,8 @@ def _group(rec, last):
                 taken = [s for s in act_w if owners.get(s, op.idx) == target]
                 target = _new_node(nodes, owners, op.idx, taken)
                 nodes[target].pinned = True
+            elif op.idx in unpackers and op.has_grad and _splits(nodes[target], rec):
+                target = _split_inplace(nodes, owners, target, op.idx, act_w)
         if op.new:
             if target is None:
                 target = _new_node(nodes, owners, op.idx, op.new)
@@ -127,6 +142,31 @@ def _group(rec, last):
         nd.pinned |= any(st[s].kind == INPUT for s in op.writes)
         nd.buffers += [st[s].name for s in op.writes if st[s].kind in (BUFFER, PARAM)]
     return nodes, owners
+
+
+def _splits(nd, rec):
+    """Whether an in-place op whose backward reads what autograd saved for it (relu_ its output,
+    hardswish_ its input's copy, masked_fill_ its mask) splits node nd: autograd runs that backward
+    first and frees what it read, and the incoming gradient, before the backward of the op that made
+    the storage (BatchNorm's) makes its own; as one node both would be held through all of it."""
+    return not nd.pinned and nd.split_of is None and not any(rec.ops[o].random for o in nd.ops)
+
+
+def _split_inplace(nodes, owners, target, op, written):
+    """A node of its own for the in-place op (index op) writing node target's storages: it takes
+    them over, with the copies autograd made of them for it (target's tied ones). target keeps its
+    other outputs (BatchNorm's statistics) and makes the in-place op's input, so its backward
+    makes the input's gradient after the new node's: the in-place op's. Returns the new node."""
+    nd = nodes[target]
+    taken = [s for s in written if owners.get(s, op) == target] + sorted(nd.tied)
+    k = _new_node(nodes, owners, op, taken)
+    for s in nd.tied:  # a copy is the new node's from the start: autograd may save it before the write
+        owners.reassign(s, k)
+    nodes[k].tied, nd.tied = nd.tied, set()
+    nodes[k].split_of = target
+    nd.owned = [s for s in nd.owned if s not in taken]
+    nd.moved = taken
+    return k
 
 
 def _new_node(nodes, owners, op, owned):
@@ -155,6 +195,7 @@ def build(rec, rates=None):
     out_nodes, edges, node_ops, node_first, node_sids = [], [], [], [], []
     mask_of = {}  # a dropout's noise node -> its mask node
     params = {s.sid: s.nbytes for s in st if s.kind == PARAM}
+    tied = set().union(*(nd.tied for nd in nodes))  # autograd's copies: no gradient of their own
     for i, nd in enumerate(nodes):
         main, priv, dead, reads_out, sids = _split(nd, i, rec, fwd_readers, saved_by, i == loss_node)
         holds = []
@@ -162,21 +203,21 @@ def build(rec, rates=None):
             main += sum(st[s].nbytes for s in held if st[s].kind == ACT)
             holds = sorted({owners.get(s, loss_op) for s in held if st[s].kind == ACT} - {None, i})
         ops = [rec.ops[o] for o in nd.ops]
-        fwd = sum(rates.op_time(o) for o in ops) if rates is not None else sum(o.ms for o in ops)
+        split = nodes[nd.split_of] if nd.split_of is not None else None
+        fwd = _forward_time(ops, rates) + (_forward_time([rec.ops[o] for o in split.ops], rates) if split else 0)
         node = {"name": _name(rec, nd, len(out_nodes)), "forward_time": round(fwd, 5),
                 "backward_time": round(sum(o.bwd_ms for o in ops), 5),
                 "output_bytes": main + (priv if i == loss_node else 0),
-                "gradient_bytes": 0 if i == loss_node else sum(o.grad_bytes for o in ops
-                                                               if not nd.tied.intersection(o.new)),
+                "gradient_bytes": 0 if i == loss_node else _gradient_bytes(nd, ops, rec, tied),
                 "backward": any(o.has_grad for o in ops),
                 "backward_reads_output": reads_out or (i == loss_node and priv > 0),
-                "forward_workspace_bytes": dead + max(o.ws for o in ops),
+                "forward_workspace_bytes": dead + max(o.ws for o in ops) + sum(st[s].nbytes for s in nd.moved),
                 "backward_workspace_bytes": _param_grads(ops, params)}
         if any(o.random for o in ops):
             node["random"] = True
         if nd.buffers:
             node["side_effect"] = sorted(set(nd.buffers))
-        if nd.pinned or i == loss_node:
+        if nd.pinned or i == loss_node or nd.moved and not main:  # (split, it holds nothing: _split_inplace)
             node["keep"] = True
         if holds:  # the grouped ids of the nodes whose outputs it holds (renumbered below)
             node["holds"] = holds
@@ -185,7 +226,7 @@ def build(rec, rates=None):
         numel = _dropout_noise(nd, rec, priv, i == loss_node)
         if numel:  # its mask first: what draws the random numbers, read by the noise it makes
             node = _split_mask(node, numel, main, rates, out_nodes, node_ops, node_first, node_sids, nd)
-            edges += _edges_into(i, len(out_nodes) - 1, nd, rec, owners, saved_by, extra.get(i, ()))
+            edges += _edges_into(i, len(out_nodes) - 1, nd, rec, owners, saved_by, extra.get(i, ()), split)
             edges.append({"producer": len(out_nodes) - 1, "consumer": len(out_nodes), "backward_reads": False})
             mask_of[len(out_nodes)] = len(out_nodes) - 1
         k = len(out_nodes)
@@ -194,7 +235,7 @@ def build(rec, rates=None):
         node_first.append(nd.ops[0])
         node_sids.append(sids[0] + (sids[1] if i == loss_node else []))
         if not numel:
-            edges += _edges_into(i, k, nd, rec, owners, saved_by, extra.get(i, ()))
+            edges += _edges_into(i, k, nd, rec, owners, saved_by, extra.get(i, ()), split)
         if priv and i != loss_node:
             out_nodes.append({"name": node["name"] + ".saved", "forward_time": node["forward_time"],
                               "backward_time": 0.0, "output_bytes": priv, "gradient_bytes": 0,
@@ -312,8 +353,9 @@ def _python_holds(rec, owners, op_node, fwd_readers, n):
             if d == "after":
                 after.add(sid)
                 continue
-            o = owners.get(sid, op.idx)
-            r = op_node.get(by_key.get(d))
+            at = by_key.get(d)
+            o = owners.get(sid, at if at is not None else op.idx)  # (the owner then: _split_inplace)
+            r = op_node.get(at)
             if o is not None and r is not None and r > o and r < n:
                 fwd_readers.setdefault(sid, set()).add(r)
                 extra.setdefault(r, set()).add(o)
@@ -391,7 +433,9 @@ def _backward_workspaces(nodes, edges, node_ops, rec):
     counts: the gradient of each producer whose last forward reader it is), if more."""
     last = {}  # the first backward to make each producer's gradient: its last reader of the data
     for e in edges:  # (a node Python holds it until, _python_holds, makes none; the edge is for its bytes)
-        if not e.pop("_held", False):
+        if e.pop("_held", False):
+            e["gradient"] = False
+        elif e.get("gradient", True):
             last[e["producer"]] = max(last.get(e["producer"], -1), e["consumer"])
     first_grads = [0] * len(nodes)
     for p, c in last.items():
@@ -432,6 +476,18 @@ def _split(nd, i, rec, fwd_readers, saved_by, is_loss):
     return main, priv, dead, reads_out, sids
 
 
+def _forward_time(ops, rates):
+    return sum(rates.op_time(o) for o in ops) if rates is not None else sum(o.ms for o in ops)
+
+
+def _gradient_bytes(nd, ops, rec, tied):
+    """The bytes of the gradient of what node nd makes; a node split off for an in-place op
+    (_split_inplace) has the gradient of the storages it took over."""
+    if nd.split_of is not None:
+        return sum(rec.storages[s].nbytes for s in nd.owned if s not in tied)
+    return sum(o.grad_bytes for o in ops if not tied.intersection(o.new))
+
+
 def _param_grads(ops, params):
     seen = set()
     for o in ops:
@@ -440,24 +496,41 @@ def _param_grads(ops, params):
     return sum(params[s] for s in seen)
 
 
-def _edges_into(i, k, nd, rec, owners, saved_by, held_until=()):
-    """Edges (producer node -> this node), producers in the grouped numbering (renumbered later);
-    held_until: producers the model's Python code holds until this node runs."""
-    prod, data = {p: False for p in held_until}, set()
+def _read_producers(nd, i, rec, owners):
+    """The earlier nodes whose outputs node i's ops read in the forward."""
+    out = set()
     for o in nd.ops:
-        op = rec.ops[o]
-        for s in op.reads:
+        for s in rec.ops[o].reads:
             p = owners.get(s, o) if s is not None else None
             if p is not None and p != i and p < i:
-                prod.setdefault(p, False)
-                data.add(p)
+                out.add(p)
+    return out
+
+
+def _edges_into(i, k, nd, rec, owners, saved_by, held_until=(), split_from=None):
+    """Edges (producer node -> this node), producers in the grouped numbering (renumbered later);
+    held_until: producers the model's Python code holds until this node runs. split_from: the node
+    an in-place op's node was split from (_split_inplace): a data edge from it (this backward makes
+    its gradient), and edges making no gradient from what it reads (a rebuild of this node replays
+    its ops too)."""
+    data = _read_producers(nd, i, rec, owners)
+    prod = {p: False for p in set(held_until) | data}
+    rebuild = set()
+    if split_from is not None:
+        j = nd.split_of
+        data.add(j)
+        prod.setdefault(j, False)
+        rebuild = _read_producers(split_from, j, rec, owners) - set(prod)
+        prod.update((p, False) for p in rebuild)
     for (sid, p), readers in saved_by.items():
         if p != i and p < i and i in readers:
             prod[p] = True
             data.add(p)
     edges = [{"producer": p, "consumer": k, "backward_reads": br, "_grouped": True} for p, br in sorted(prod.items())]
     for e in edges:
-        if e["producer"] not in data:
+        if e["producer"] in rebuild and e["producer"] not in data:
+            e["gradient"] = False
+        elif e["producer"] not in data:
             e["_held"] = True  # only held by Python: no gradient comes back along it (_backward_workspaces)
     return edges
 

@@ -85,7 +85,7 @@ static rm_status parse_block(const cJSON *nd, int i, rm_gmodel *m, char *err, si
 }
 
 typedef struct edge {
-    int p, c, reads;
+    int p, c, reads, grad;
 } edge;
 
 static int by_consumer(const void *a, const void *b) {
@@ -100,20 +100,21 @@ static rm_status parse_edges(const cJSON *edges, rm_gmodel *m, char *err, size_t
     int k = 0;
     for (const cJSON *it = edges->child; it; it = it->next, k++) {
         double p, c;
-        int reads;
+        int reads, grad;
         if (!cJSON_IsObject(it) || !num(it, "producer", 1, 0, &p) || !num(it, "consumer", 1, 0, &c) ||
-            !flag(it, "backward_reads", 1, &reads) || p != floor(p) || c != floor(c) || !(p < c) || c >= m->n) {
+            !flag(it, "backward_reads", 1, &reads) || !flag(it, "gradient", 1, &grad) || p != floor(p) ||
+            c != floor(c) || !(p < c) || c >= m->n) {
             snprintf(err, errlen, "edge %d: needs integer producer < consumer < %d (nodes in topological order; "
-                     "optional boolean backward_reads)", k, m->n);
+                     "optional booleans backward_reads, gradient)", k, m->n);
             free(e);
             return RM_ERR_FORMAT;
         }
-        e[k].p = (int)p, e[k].c = (int)c, e[k].reads = reads;
+        e[k].p = (int)p, e[k].c = (int)c, e[k].reads = reads, e[k].grad = grad;
     }
     qsort(e, (size_t)k, sizeof *e, by_consumer);
     rm_status rc = RM_OK;
     for (int i = 0, j = 0; i < m->n && rc == RM_OK; i++) {
-        for (; j < k && e[j].c == i && rc == RM_OK; j++) rc = rm_gmodel_edge(m, e[j].p, e[j].reads);
+        for (; j < k && e[j].c == i && rc == RM_OK; j++) rc = rm_gmodel_edge_grad(m, e[j].p, e[j].reads, e[j].grad);
         rm_gmodel_close_node(m, i);
     }
     free(e);

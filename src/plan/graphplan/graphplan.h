@@ -39,6 +39,9 @@ typedef struct rm_gmodel {
     int *off;              /* n+1 entries: the inputs of node i are edges off[i] .. off[i+1]-1 */
     int *src;              /* edge -> producer node (< consumer) */
     char *reads_in;        /* edge -> the consumer's backward reads this input */
+    char *no_grad;         /* edge -> the consumer's backward makes none of the producer's gradient (an
+                            * edge for what a rebuild reads, or for bytes held): it neither creates
+                            * nor holds that gradient */
     int n_edges, cap_edges;
     char **names;          /* optional node names (JSON graphs), or NULL */
     /* paging to a scratch file (issue 20): its bandwidth in bytes per unit of
@@ -64,6 +67,8 @@ void rm_gmodel_clamp(const rm_gmodel *m, char *mode);
  * order with rm_gmodel_edge, then rm_gmodel_close_node(m, i) for each i. */
 rm_status rm_gmodel_alloc(rm_gmodel *m, int n);
 rm_status rm_gmodel_edge(rm_gmodel *m, int src, int reads_in);
+/* The same, saying whether the consumer's backward makes (part of) the producer's gradient. */
+rm_status rm_gmodel_edge_grad(rm_gmodel *m, int src, int reads_in, int makes_grad);
 void rm_gmodel_close_node(rm_gmodel *m, int i);
 void rm_gmodel_free(rm_gmodel *m);
 

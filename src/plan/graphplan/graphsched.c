@@ -34,7 +34,9 @@ void rm_gmodel_clamp(const rm_gmodel *m, char *mode) {
     }
 }
 
-rm_status rm_gmodel_edge(rm_gmodel *m, int src, int reads_in) {
+rm_status rm_gmodel_edge(rm_gmodel *m, int src, int reads_in) { return rm_gmodel_edge_grad(m, src, reads_in, 1); }
+
+rm_status rm_gmodel_edge_grad(rm_gmodel *m, int src, int reads_in, int makes_grad) {
     if (m->n_edges == m->cap_edges) {
         int nc = m->cap_edges ? m->cap_edges * 2 : 64;
         int *s = realloc(m->src, (size_t)nc * sizeof *s);
@@ -43,9 +45,13 @@ rm_status rm_gmodel_edge(rm_gmodel *m, int src, int reads_in) {
         char *r = realloc(m->reads_in, (size_t)nc);
         if (!r) return RM_ERR_NOMEM;
         m->reads_in = r;
+        char *g = realloc(m->no_grad, (size_t)nc);
+        if (!g) return RM_ERR_NOMEM;
+        m->no_grad = g;
         m->cap_edges = nc;
     }
     m->src[m->n_edges] = src;
+    m->no_grad[m->n_edges] = (char)!makes_grad;
     m->reads_in[m->n_edges++] = (char)(reads_in != 0);
     return RM_OK;
 }
@@ -54,7 +60,7 @@ void rm_gmodel_close_node(rm_gmodel *m, int i) { m->off[i + 1] = m->n_edges; }
 
 void rm_gmodel_free(rm_gmodel *m) {
     free(m->fwd), free(m->bwd), free(m->bytes), free(m->grad), free(m->ws_f), free(m->ws_b);
-    free(m->has_bwd), free(m->reads_out), free(m->off), free(m->src), free(m->reads_in), free(m->pinned), free(m->hint);
+    free(m->has_bwd), free(m->reads_out), free(m->off), free(m->src), free(m->reads_in), free(m->no_grad), free(m->pinned), free(m->hint);
     if (m->names)
         for (int i = 0; i < m->n; i++) free(m->names[i]);
     free(m->names);
@@ -270,8 +276,9 @@ rm_status rm_gsim_run(const rm_gmodel *m, const rm_schedule *s, int64_t budget, 
         for (int e = m->off[v]; e < m->off[v + 1]; e++) {
             int p = m->src[e];
             if (m->reads_in[e]) last[p] = t;
-            if (m->grad[p] > 0 && gborn[p] < 0) gborn[p] = t; /* first writer creates the gradient */
-            if (m->grad[p] > 0) glast[p] = t;
+            if (m->grad[p] <= 0 || m->no_grad[e]) continue;
+            if (gborn[p] < 0) gborn[p] = t; /* first writer creates the gradient */
+            glast[p] = t;
         }
         if (m->reads_out[v]) last[v] = t;
         if (gborn[v] >= 0) glast[v] = t;
