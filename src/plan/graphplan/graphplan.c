@@ -240,6 +240,21 @@ static void uniform_once(const rm_gmodel *m, const int *coarse, char *mode) {
     rm_gmodel_clamp(m, mode);
 }
 
+/* The deepest plan over a grouping (eager): what crosses blocks recomputed
+ * once (rebuilt at its first reader's backward, held to its last), the rest
+ * of every block each time it is read, nothing kept through the forward but
+ * the last block (the loss's, read as the backward starts) and what is pinned. Where the uniform plan's kept values are
+ * live at the loss's backward (a model whose logits set the peak), this is
+ * the plan below it: the least's witness, tried when no other start fits. */
+static void uniform_deep(const rm_gmodel *m, const int *coarse, char *mode) {
+    int n = m->n;
+    for (int v = 0; v < n; v++) mode[v] = coarse[v] == coarse[n - 1] ? RM_GKEEP : RM_GEACH;
+    for (int j = 0; j < n; j++)
+        for (int e = m->off[j]; e < m->off[j + 1]; e++)
+            if (coarse[m->src[e]] != coarse[j] && mode[m->src[e]] != RM_GKEEP) mode[m->src[e]] = RM_GONCE;
+    rm_gmodel_clamp(m, mode);
+}
+
 /* The coarse groupings an eager search starts from: the hint, then automatic
  * blocks of about sqrt(n), n/4, 2 sqrt(n) and n/16 nodes. */
 enum { EAGER_STARTS = 6 };
@@ -271,6 +286,10 @@ static rm_status plan_eager(search *S, const int *hint, int *coarse, char *mode,
         else uniform_once(m, coarse, work);
         rm_status rc = search_from(S, work, 1, mode, r);
         if (rc != RM_OK) return rc;
+    }
+    if (r->excess > 0 && m->hint) { /* nothing fits: from the deepest plan over the model's layers */
+        uniform_deep(m, m->hint, work);
+        return search_from(S, work, 1, mode, r);
     }
     return RM_OK;
 }
@@ -429,7 +448,9 @@ static rm_status least_eager_probe(const rm_gmodel *m, int64_t budget, const int
         rm_status rc = rm_gplan_fast(m, budget, block, 0, work, r);
         if (rc != RM_OK || r->excess == 0) return rc;
     }
-    return RM_OK;
+    if (!m->hint) return RM_OK;
+    uniform_deep(m, m->hint, work);
+    return rm_gplan_fast(m, budget, block, 0, work, r);
 }
 
 /* Large graphs: a bisection, to half a percent, whose probe is the descent
