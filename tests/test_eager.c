@@ -214,6 +214,15 @@ static void test_layers(void) {
     free(out), free(json);
 }
 
+/* A graph file of tests/data into buf (NUL-terminated). */
+static void read_graph(const char *path, char *buf, size_t size) {
+    FILE *f = fopen(path, "rb");
+    size_t len = f ? fread(buf, 1, size - 1, f) : 0;
+    if (f) fclose(f);
+    buf[len] = 0;
+    CHECK(len > 1000, "%s read (%zu bytes)", path, len);
+}
+
 /* A captured eager graph (tests/data/nanogpt_eager_graph.json: rematplan's
  * capture of a 4-layer nanoGPT, 119 nodes, so graphfast.c's search): more
  * budget does not cost more recomputation, at budgets a user asks (0.26 to
@@ -221,12 +230,8 @@ static void test_layers(void) {
  * tighter budgets, 0.5 cost 51 and 0.45 cost 42 (finer steps of 2.5% still
  * rise here and there: printed, not asserted). */
 static void test_monotone(void) {
-    FILE *f = fopen("tests/data/nanogpt_eager_graph.json", "rb");
     static char json[1 << 17];
-    size_t len = f ? fread(json, 1, sizeof json - 1, f) : 0;
-    if (f) fclose(f);
-    json[len] = 0;
-    CHECK(len > 1000, "tests/data/nanogpt_eager_graph.json read (%zu bytes)", len);
+    read_graph("tests/data/nanogpt_eager_graph.json", json, sizeof json);
     char *out = NULL, err[512];
     CHECK(rm_plan_graph(json, -1, &out, err, sizeof err) == RM_OK && out, "store-all: %s", err);
     long long all = field(out, "\"store_all_bytes\":");
@@ -260,12 +265,8 @@ static void test_monotone(void) {
  * over the layers too (what crosses them rebuilt once, the rest each time,
  * the loss's block kept): 0.370. */
 static void test_deep_least(void) {
-    FILE *f = fopen("tests/data/mistral_lora_eager_graph.json", "rb");
     static char json[1 << 17];
-    size_t len = f ? fread(json, 1, sizeof json - 1, f) : 0;
-    if (f) fclose(f);
-    json[len] = 0;
-    CHECK(len > 1000, "tests/data/mistral_lora_eager_graph.json read (%zu bytes)", len);
+    read_graph("tests/data/mistral_lora_eager_graph.json", json, sizeof json);
     char *out = NULL, err[512];
     CHECK(rm_plan_graph(json, -1, &out, err, sizeof err) == RM_OK && out, "store-all: %s", err);
     long long all = field(out, "\"store_all_bytes\":"), least = field(out, "\"min_budget_bytes\":");
