@@ -15,9 +15,10 @@ torch 1.13, CPU).
   - a module returning a tuple (nn.GRU) unpacked by the caller;
   - budgets: the plan for B reports B; a refusal names a least whose plan
     measures within it, and planning at it gives that plan; no plan below it;
-  - the full steps plan() runs (a forward pre-hook counts them): four of
+  - the full steps plan() runs (a forward pre-hook counts them): two of
     the unplanned model for the first plan(), one per plan measured, none
-    for what is already known (issue 34: plan() < 5 s);
+    for what is already known (issue 34: plan() < 5 s); the recorded step
+    sees when Python lets go of each tensor;
   - pricing: two captures of the same model give the same plan.
 Each model: loss and every gradient bit for bit those of the model without
 the plan (dropout on), verify() clean, measured peak within the budget.
@@ -299,6 +300,46 @@ def test_held_gradient(check):
         P = quiet(rematplan.plan, model, inputs, 1.0, check=False)
         got = [nd["name"] for nd in P.graph["nodes"] if nd["name"].startswith("param:")]
         check(len(got) == n, "%s: %d held gradients: %s" % (name, n, got))
+
+
+class Lifetimes(nn.Module):
+    """A product autograd saves whose Python name is rebound (it dies in the forward), one a module
+    keeps aside (it never dies), and the loss (held past the forward)."""
+
+    def __init__(self, d=32):
+        super().__init__()
+        self.fc, self.head = nn.Linear(d, d), nn.Linear(d, 10)
+        self.kept = None
+
+    def forward(self, x, y):
+        h = self.fc(x)
+        g = h * h         # saves h for its backward
+        h = torch.tanh(g)  # rebinding h: Python lets go of fc's output during tanh
+        self.kept = g.detach()
+        return F.cross_entropy(self.head(h), y)
+
+
+def test_lifetimes(check):
+    """The recorded pass sees when the model's Python code lets go of each storage (capture._Deaths),
+    though it holds every storage and what autograd saves: fc's output, saved by the product, dies
+    during tanh; the product a module keeps aside never dies; the loss dies after the forward."""
+    from rematplan.capture import capture
+    torch.manual_seed(0)
+    m = Lifetimes()
+    rec = capture(m, (torch.randn(16, 32), torch.randint(0, 10, (16,))))
+    first = {}
+    for op in rec.ops:
+        first.setdefault(op.name.split(".")[1], op)
+    fc_out = next(op for op in rec.ops if op.key[0] == "fc" and op.new)
+    death = rec.deaths.get((fc_out.key, fc_out.new_pos[0]))
+    check(death == first["tanh"].key, "fc's output, saved by the product, dies during tanh: %r (tanh %r)"
+          % (death, first["tanh"].key))
+    mul = first["mul"]
+    check((mul.key, mul.new_pos[0]) not in rec.deaths, "the product a module keeps aside never dies: %r"
+          % rec.deaths.get((mul.key, mul.new_pos[0])))
+    loss = next(op for op in rec.ops if rec.loss_sid in op.new)
+    got = rec.deaths.get((loss.key, loss.new_pos[loss.new.index(rec.loss_sid)]))
+    check(got == "after", "the loss dies after the forward: %r" % got)
 
 
 def test_shape_only(check):
@@ -653,7 +694,7 @@ def test_no_import_circle(check):
 def run(check):
     import time
     for t in (test_functional, test_random_inplace_shared, test_dropout_mask, test_held_gradient, test_shape_only,
-              test_inplace_copy, test_held_edge_gradient, test_layerdrop, test_hooks,
+              test_inplace_copy, test_held_edge_gradient, test_layerdrop, test_hooks, test_lifetimes,
               test_tuple_module, test_budgets, test_steps, test_stable, test_nothing_left, test_no_import_circle):
         t0 = time.perf_counter()
         t(check)
