@@ -13,7 +13,8 @@ of the model (no profile kept from another case):
     profile reused, as bench/torch_models.py and users do): the second call.
 Steps are counted by a forward pre-hook on the model's top module, split by
 who called it: plain (warm-up, measured and timed store-all steps), the
-lifetimes forward, the recorded (captured) pass, an applied plan's step.
+lifetimes forward (none since the recorded pass sees the lifetimes itself),
+the recorded (captured) pass, an applied plan's step.
 
 Two packages alternate (--before DIR --after DIR: folders that hold a
 `rematplan` package), round by round, the order swapped every round; the

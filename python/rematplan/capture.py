@@ -22,16 +22,20 @@ step instead, whatever Python the model runs:
     mark where one Node's backward ends, so the Node that unpacks a saved
     tensor is known, and each Node is mapped to the op that created it;
   - each op's backward time (the time between two Nodes' hooks).
-Every forward output is held until the pass ends, so a storage's address is
-never reused within a pass (a capture therefore holds more than a plain
-step: plan() measures the plain step apart). The model, its buffers, its
-parameters' gradients and the RNG are left as they were.
+Every forward output's storage is held until the pass ends, so a storage's
+address is never reused within a pass (a capture therefore holds more than
+a plain step: plan() measures the plain step apart); the tensors are not
+(the pack hook holds an alias of each saved one), so the same pass also
+sees when the model's Python code lets go of each storage (_Deaths). The
+model, its buffers, its parameters' gradients and the RNG are left as they
+were.
 """
 import functools
 import time
 import weakref
 
 import torch
+from torch.utils._mode_utils import no_dispatch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ._tree import flat_tensors  # noqa: F401 (rematplan.capture.flat_tensors)
@@ -149,7 +153,9 @@ class _Pass(TorchDispatchMode):
         self.ops, self.calls = [], []
         self.where = Calls(model, self.enter, self.leave)
         self.saves = []        # [sid, op index at pack time, reader op or None]
-        self.keep = []         # every forward output: addresses are not reused within the pass
+        self.keep = []         # every forward output's storage: addresses are not reused within the pass
+        self.outs = []         # weak references to every op's outputs (their Nodes, read after the forward)
+        self.deaths = _Deaths()
         self.pending = None    # (op, outputs) whose autograd Nodes are read at the next event
         self.node_op = {}      # autograd Node -> op that created it
         self.events = []       # CUDA: (op, start, end) events
@@ -206,6 +212,8 @@ class _Pass(TorchDispatchMode):
         call = self.where.current()
         name = str(func)
         op = Op(len(self.ops), name, call.idx if call is not None else -1, self.where.next_key(name))
+        self.deaths.now = op.key
+        in_keys = {storage_key(t)[0] for t in ins}
         op.reads = [self.sid(t) for t in ins]
         if name in SHAPE_ONLY and op.reads:
             op.reads[0] = None  # its shape is read, not its values: no edge, nothing rebuilt for it
@@ -227,7 +235,9 @@ class _Pass(TorchDispatchMode):
         op.p = draw_probability(name, args, kwargs)
         if kind(name) == "mm":
             op.spec = spec(args, kwargs) + (func,)
-        self.keep.append(out)
+        self.deaths.made(op.key, in_keys, outs)
+        self.keep.append([_storage(t) for t in outs])
+        self.outs.append([weakref.ref(t) for t in outs])
         self.ops.append(op)
         self.pending = (op, outs)
         return out
@@ -287,9 +297,14 @@ class _Pass(TorchDispatchMode):
 
     # ---- saved tensors ----
     def pack(self, t):
+        """Holds an op's output by an alias (its storage, not t): holding t would hide when Python
+        lets go of it (_Deaths). The alias is made outside the mode: it is not the model's op."""
         self.settle()
         self.note_compiled()
         self.saves.append([self.sid(t), len(self.ops) - 1, None])
+        if storage_key(t)[0] in self.deaths.live:
+            with no_dispatch():
+                t = t.detach()
         return _Saved(t, len(self.saves) - 1)
 
 
@@ -446,9 +461,10 @@ def one_pass(model, inputs, device, measure_cpu=False):
         if p.compiled is not None:
             raise compiled_error(p.compiled)
         loss = loss_of(out)
-        for op, o in zip(p.ops, p.keep):  # Nodes set after the op's own event (a custom Function's)
-            for t in flat_tensors(o):
-                g = t.grad_fn
+        p.deaths.done = True
+        for op, refs in zip(p.ops, p.outs):  # Nodes set after the op's own event (a custom Function's)
+            for t in (r() for r in refs):
+                g = t.grad_fn if t is not None else None
                 if g is not None and g not in p.node_op:
                     p.node_op[g] = op.idx
         loss_sid = p.by_key.get(storage_key(loss)[0])
@@ -457,6 +473,8 @@ def one_pass(model, inputs, device, measure_cpu=False):
         feeds = _gradient_feeds(p, loss)
         bwd, readers = b.run(loss)  # what the forward returned is held through it, as a training loop does
         del loss, out
+        from .memory import collect
+        collect()  # what only a reference cycle holds dies now: "after", as the rest of the forward's outputs
     if peaks is not None:
         fwd_peaks, node_peaks = peaks.peaks()
         for op in p.ops:
@@ -471,7 +489,8 @@ def one_pass(model, inputs, device, measure_cpu=False):
     rec = StepRecord(p, loss_sid, bwd, readers)
     rec.gradient_feeds = feeds
     rec.held = held - {None, loss_sid}
-    p.keep, p.pending, p.node_op, p.events = [], None, {}, []  # the pass's tensors go now
+    rec.deaths = p.deaths.death
+    p.keep, p.outs, p.pending, p.node_op, p.events = [], [], None, {}, []  # the pass's tensors go now
     b.stamps, b.unpacks = [], []
     return rec
 
@@ -546,35 +565,33 @@ class ModelState:
             p.grad = g
 
 
-class _Lifetimes(TorchDispatchMode):
-    """A forward whose saved tensors are not kept (a pack hook that keeps nothing): when the model's
-    Python code lets go of each storage an op made. A storage dies when the last tensor on it dies
-    (weak references' callbacks); an eager framework frees it then, not after its last reader: a
-    local variable, an argument the caller still holds, a tensor a module keeps aside."""
+def _storage(t):
+    return t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
 
-    def __init__(self, model):
-        super().__init__()
-        self.where = Calls(model)
+
+class _Deaths:
+    """When the model's Python code lets go of each storage an op made, seen in the recorded pass
+    (whose pack hook holds aliases, not the tensors saved): a storage dies when the last tensor on
+    it dies (weak references' callbacks). An eager framework frees it then, not after its last
+    reader: a local variable, an argument the caller still holds, a tensor a module keeps aside."""
+
+    def __init__(self):
         self.now, self.done = None, False
         self.live = {}    # storage address -> [(key, place), tensors alive on it]
         self.death = {}   # (key, place) -> the key of the op that ran last when it died ("after": past the forward)
         self.refs = []
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        name = str(func)
-        key = self.now = self.where.next_key(name)
-        ins = {storage_key(t)[0] for t in flat_tensors((args, kwargs or {}))}
-        out = func(*args, **(kwargs or {}))
-        for pos, t in enumerate(flat_tensors(out)):
+    def made(self, key, in_keys, outs):
+        """The outputs of the op `key` (in_keys: its inputs' storages)."""
+        for pos, t in enumerate(outs):
             k = storage_key(t)[0]
             e = self.live.get(k)
             if e is None:
-                if k in ins:  # on an input's storage that is not tracked (a parameter's view)
+                if k in in_keys:  # on an input's storage that is not tracked (a parameter's view)
                     continue
                 e = self.live[k] = [(key, pos), 0]
             e[1] += 1
             self.refs.append(weakref.ref(t, functools.partial(self._died, k)))
-        return out
 
     def _died(self, k, _ref):
         e = self.live.get(k)
@@ -586,35 +603,19 @@ class _Lifetimes(TorchDispatchMode):
             del self.live[k]
 
 
-def lifetimes(model, args):
-    """{(op key, output place): the key of the op during which Python let go of it, or "after"}."""
-    L = _Lifetimes(model)
-    with L.where, torch.autograd.graph.saved_tensors_hooks(lambda t: None, lambda h: None):
-        with L:
-            out = model(*args)
-    L.done = True
-    del out
-    from .memory import collect
-    collect()
-    return L.death
-
-
 def capture(model, inputs, device=None, repeats=1):
-    """Records model(*inputs).backward(): a forward sees when Python lets go of each tensor
-    (lifetimes), one pass gives the structure and the memory (on CPU under the profiler). Ops are
-    priced by their FLOPs and bytes (pricing.py), so no pass times them; `repeats` is accepted for
-    compatibility and unused. The lifetimes forward is also the warm-up (a module's lazy buffers, the
-    kernels chosen): on CPU a whole plain step before it changed no op's bytes, workspace or
-    lifetime on 7 models of bench/torch_models.py and cost a step of plan()'s time. On CUDA (the
-    BLAS handles' workspaces, autotuned kernels) a plain step still warms up first."""
+    """Records model(*inputs).backward(): one pass gives the structure, the memory (on CPU under the
+    profiler) and when Python lets go of each tensor (_Deaths). Ops are priced by their FLOPs and
+    bytes (pricing.py), so no pass times them; `repeats` is accepted for compatibility and unused.
+    No warm-up on CPU: the recorded pass as a process's first step, or after a plain step, gave the
+    same ops, bytes, workspaces and saves on 8 models of bench/torch_models.py (and a separate
+    lifetimes forward cost 0.7 s of T5's plan()). On CUDA (the BLAS handles' workspaces, autotuned
+    kernels) a plain step warms up first."""
     args = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
     with ModelState(model) as k:
         if _cuda(device):
             k.reset()
             loss_of(model(*args)).backward()
         k.reset()
-        deaths = lifetimes(model, args)
-        k.reset()
         rec = one_pass(model, args, device, measure_cpu=True)
-        rec.deaths = deaths
     return rec

@@ -33,15 +33,19 @@ _SETTLING = {"depth": 0, "frozen": False}
 
 @contextlib.contextmanager
 def settled():
-    """While plan() runs, collect() sets aside from Python's collector (gc.freeze) everything that
-    existed before its first collection, which is a full one: the collections plan() makes before
-    each measured step (_verify.measure) and after the lifetimes forward then scan only what plan()
-    itself made (a full one took 0.18 s with transformers and torch 2 loaded, four to ten a plan()).
-    What was set aside cannot be freed during a measured step either, which is what the collection
-    before it ensures. A plan() that runs no step collects nothing. Nothing is frozen where the
-    program freezes objects itself (gc.get_freeze_count())."""
+    """While plan() runs, what existed before it is set aside from Python's collector (gc.freeze, at
+    its start, without a collection): the collections plan() makes before each measured step
+    (_verify.measure) and after the lifetimes forward then scan only what plan() itself made (a
+    full one took 0.18 s with transformers and torch 2 loaded). What was set aside cannot be freed
+    during a measured step either, which is what the collection before it ensures for the rest
+    (garbage from before plan() is freed after it, by Python's own next collection). Nothing is
+    frozen where the program freezes objects itself (gc.get_freeze_count()): collect() is then a
+    full collection."""
     outer = _SETTLING["depth"] == 0
     _SETTLING["depth"] += 1
+    if outer and hasattr(gc, "freeze") and not gc.get_freeze_count():
+        gc.freeze()
+        _SETTLING["frozen"] = True
     try:
         yield
     finally:
@@ -52,11 +56,8 @@ def settled():
 
 
 def collect():
-    """gc.collect(); within settled(), the first one also sets aside what exists (gc.freeze)."""
+    """gc.collect(): within settled(), of what plan() made (the rest is frozen)."""
     gc.collect()
-    if _SETTLING["depth"] and not _SETTLING["frozen"] and hasattr(gc, "freeze") and not gc.get_freeze_count():
-        gc.freeze()
-        _SETTLING["frozen"] = True
 
 
 class Events:
