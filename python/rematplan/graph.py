@@ -8,7 +8,8 @@ identity`, `x.clamp_()`) joins the node that made the tensor it writes, so
 a plan keeps or recomputes the two together; where the in-place op also
 reads a later node's output, it takes the storage over as a node of its
 own, kept; where its backward reads what autograd saved for it (relu_'s
-output), it takes it over as a node of its own too (_split_inplace). An op's outputs that only its own backward reads (LayerNorm's mean and
+output), it takes it over as a node of its own too (_split_inplace). An
+op's outputs that only its own backward reads (LayerNorm's mean and
 rstd, dropout's mask, BatchNorm's batch statistics) are a second node
 "<op>.saved" right after it (`part_of` the op): dropping them costs the
 op's forward again. Outputs nobody reads are its forward workspace. A
@@ -432,10 +433,8 @@ def _backward_workspaces(nodes, edges, node_ops, rec):
     measured to allocate above its start beyond the input gradients it creates (those the model
     counts: the gradient of each producer whose last forward reader it is), if more."""
     last = {}  # the first backward to make each producer's gradient: its last reader of the data
-    for e in edges:  # (a node Python holds it until, _python_holds, makes none; the edge is for its bytes)
-        if e.pop("_held", False):
-            e["gradient"] = False
-        elif e.get("gradient", True):
+    for e in edges:  # (an edge for bytes held, or for what a rebuild reads, makes none: "gradient" false)
+        if e.get("gradient", True):
             last[e["producer"]] = max(last.get(e["producer"], -1), e["consumer"])
     first_grads = [0] * len(nodes)
     for p, c in last.items():
@@ -528,10 +527,8 @@ def _edges_into(i, k, nd, rec, owners, saved_by, held_until=(), split_from=None)
             data.add(p)
     edges = [{"producer": p, "consumer": k, "backward_reads": br, "_grouped": True} for p, br in sorted(prod.items())]
     for e in edges:
-        if e["producer"] in rebuild and e["producer"] not in data:
+        if e["producer"] not in data:  # held by Python, or read by a rebuild: no gradient comes back along it
             e["gradient"] = False
-        elif e["producer"] not in data:
-            e["_held"] = True  # only held by Python: no gradient comes back along it (_backward_workspaces)
     return edges
 
 
