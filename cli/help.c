@@ -100,7 +100,8 @@ static const char PLAN_FLAGS[] =
     "  (docs/RECOMPUTE.md).\n"
     "  --graph FILE.json [--memory-budget BYTES] [--json]: plan any graph profiled elsewhere\n"
     "graph files: {\"nodes\": [{\"forward_time\",\"backward_time\",\"output_bytes\",...}, ...],\n"
-    "  \"edges\": [{\"producer\",\"consumer\",\"backward_reads\"}, ...]}, topological order, the loss last.\n";
+    "  \"edges\": [{\"producer\",\"consumer\",\"backward_reads\",\"gradient\"}, ...]}, topological order, the\n"
+    "  loss last (docs/RECOMPUTE.md: every field).\n";
 
 static const char EXPORT_FLAGS[] =
     "export flags:\n"
