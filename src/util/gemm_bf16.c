@@ -266,9 +266,9 @@ static void scale_tile(float *c, int ldc, int mc, int nc, float beta) {
         for (int j = 0; j < nc; j++) c[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[(size_t)i * ldc + j];
 }
 
-/* The sgemm path's cut of a product with a BF16 C, or F32 operands and C
- * (direct_cut: an F32 C with a widened operand): C in panels of r rows and c columns
- * (at most PANEL each, so that a product has panels for every thread), k
+/* The sgemm path's cut of a product with a BF16 C or F32 operands only
+ * (an F32 C with a widened operand: direct_cut): C in panels of r rows and
+ * c columns (at most PANEL each, so that a product has panels for every thread), k
  * in blocks of kc, so that what is widened (a BF16/F16 op(A)'s r x kc
  * block, op(B)'s kc x c block) and a BF16 C's fp32 sums (r x c) fit in one
  * slot (cap bytes). From the shapes and cap alone, never the thread count.
@@ -439,9 +439,10 @@ static void direct_panels(const job *jb, const slot *s, const cut *cu, int p0, i
         }
 }
 
-/* Panels [p0, p1) on one thread: an F32 C's by direct_panels, a BF16 C's
- * by sgemm_panels (*a_at, *b_at: the widened blocks kept between calls). */
-static void run_panels(const job *jb, const slot *s, const cut *cu, int p0, int p1, long *a_at, long *b_at, int direct) {
+/* Panels [p0, p1) on one thread: direct_panels (an F32 C with a widened
+ * operand) or sgemm_panels (*a_at, *b_at: the widened blocks it keeps). */
+static void run_panels(const job *jb, const slot *s, const cut *cu, int p0, int p1, long *a_at, long *b_at,
+                       int direct) {
     if (direct) direct_panels(jb, s, cu, p0, p1);
     else sgemm_panels(jb, s, cu, p0, p1, a_at, b_at);
 }
