@@ -115,12 +115,15 @@ static void test_panels(const char *path) {
 }
 
 /* One product at 1, 2 and 3 threads, and on each thread of a parallel
- * region (each thread's slot), into c[0..4]: all must be the same bits. */
-static void products_at(int ta, int M, int N, int K, const void *A, const void *B, float *c[5]) {
+ * region (each thread's slot), into c[0..4]: all must be the same bits.
+ * wb: op(B) is the bf16 operand (a weight gradient's X, op(A) F32), else
+ * op(A) (a linear layer's input, B a weight). */
+static void products_at(int ta, int wb, int M, int N, int K, const void *A, const void *B, float *c[5]) {
+    const rm_dtype at = wb ? RM_DTYPE_F32 : RM_DTYPE_BF16, bt = wb ? RM_DTYPE_BF16 : RM_DTYPE_F32;
+    const int tb = !wb, lda = ta ? M : K, ldb = tb ? K : N;
     for (int th = 1; th <= 3; th++) {
         rm_set_threads(th);
-        rm_gemm_bf16(ta, 1, M, N, K, 1.0f, A, RM_DTYPE_BF16, ta ? M : K, B, RM_DTYPE_F32, K, 0.0f, c[th - 1],
-                     RM_DTYPE_F32, N, &mm);
+        rm_gemm_bf16(ta, tb, M, N, K, 1.0f, A, at, lda, B, bt, ldb, 0.0f, c[th - 1], RM_DTYPE_F32, N, &mm);
     }
     rm_set_threads(2);
 #pragma omp parallel num_threads(2)
@@ -130,25 +133,28 @@ static void products_at(int ta, int M, int N, int K, const void *A, const void *
 #else
         const int tid = 0;
 #endif
-        rm_gemm_bf16(ta, 1, M, N, K, 1.0f, A, RM_DTYPE_BF16, ta ? M : K, B, RM_DTYPE_F32, K, 0.0f, c[3 + tid],
-                     RM_DTYPE_F32, N, &mm);
+        rm_gemm_bf16(ta, tb, M, N, K, 1.0f, A, at, lda, B, bt, ldb, 0.0f, c[3 + tid], RM_DTYPE_F32, N, &mm);
     }
 }
 
 static void test_threads(const char *path) {
-    static const int shapes[][3] = {{300, 200, 777}, {1536, 384, 2048}, {16, 576, 2048}, {2048, 16, 576}};
-    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
-        const int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2], ta = (int)(s & 1);
-        float *af = malloc((size_t)M * K * 4), *bff = malloc((size_t)K * N * 4), *c[5];
-        void *A = filled((size_t)M * K, RM_DTYPE_BF16, af), *B = filled((size_t)K * N, RM_DTYPE_F32, bff);
-        for (int i = 0; i < 5; i++) c[i] = malloc((size_t)M * N * 4);
-        products_at(ta, M, N, K, A, B, c);
-        for (int i = 1; i < 5; i++)
-            CHECK(memcmp(c[0], c[i], (size_t)M * N * 4) == 0, "%s: %dx%dx%d: %s differs from 1 thread", path, M, N,
-                  K, i < 3 ? (i == 1 ? "2 threads" : "3 threads") : "a call inside a parallel region");
-        for (int i = 0; i < 5; i++) free(c[i]);
-        free(af), free(bff), free(A), free(B);
-    }
+    static const int shapes[][3] = {{300, 200, 777}, {1536, 384, 2048}, {16, 576, 2048}, {2048, 16, 576},
+                                    {384, 1536, 2048}};
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+        for (int wb = 0; wb < 2; wb++) {
+            const int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2], ta = (int)((s + wb) & 1);
+            const rm_dtype at = wb ? RM_DTYPE_F32 : RM_DTYPE_BF16, bt = wb ? RM_DTYPE_BF16 : RM_DTYPE_F32;
+            float *af = malloc((size_t)M * K * 4), *bff = malloc((size_t)K * N * 4), *c[5];
+            void *A = filled((size_t)M * K, at, af), *B = filled((size_t)K * N, bt, bff);
+            for (int i = 0; i < 5; i++) c[i] = malloc((size_t)M * N * 4);
+            products_at(ta, wb, M, N, K, A, B, c);
+            for (int i = 1; i < 5; i++)
+                CHECK(memcmp(c[0], c[i], (size_t)M * N * 4) == 0, "%s: %dx%dx%d (bf16 %s): %s differs from 1 thread",
+                      path, M, N, K, wb ? "B" : "A",
+                      i < 3 ? (i == 1 ? "2 threads" : "3 threads") : "a call inside a parallel region");
+            for (int i = 0; i < 5; i++) free(c[i]);
+            free(af), free(bff), free(A), free(B);
+        }
 }
 
 int main(void) {

@@ -20,7 +20,8 @@
  * REMAT_BF16_KERNEL=<one of those> picks a path where it is available
  * (benchmarks); rm_gemm_bf16_force does the same for tests.
  *
- * Every path computes C in tiles (the sgemm path: panels, cut_of), each on
+ * Every path computes C in tiles (the sgemm path: panels, cut_of and
+ * direct_cut), each on
  * one thread, its sum over k in blocks in order, each block on that thread
  * alone (a oneDNN primitive made for one thread; OpenBLAS inside remat's
  * parallel region, or with one thread: OpenBLAS's own threads give other
@@ -265,8 +266,9 @@ static void scale_tile(float *c, int ldc, int mc, int nc, float beta) {
         for (int j = 0; j < nc; j++) c[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[(size_t)i * ldc + j];
 }
 
-/* The sgemm path's cut of a product: C in panels of r rows and c columns
- * (at most PANEL each, so that a product has panels for every thread), k
+/* The sgemm path's cut of a product with a BF16 C or F32 operands only
+ * (an F32 C with a widened operand: direct_cut): C in panels of r rows and
+ * c columns (at most PANEL each, so that a product has panels for every thread), k
  * in blocks of kc, so that what is widened (a BF16/F16 op(A)'s r x kc
  * block, op(B)'s kc x c block) and a BF16 C's fp32 sums (r x c) fit in one
  * slot (cap bytes). From the shapes and cap alone, never the thread count.
@@ -301,6 +303,49 @@ static int cut_of(const job *jb, size_t cap, cut *out) {
     }
     r = r > 0 ? r : 1, c = c > 0 ? c : 1;
     *out = (cut){r, c, kc > 0 ? kc : 1, (jb->a->rows + r - 1) / r, (jb->bt->rows + c - 1) / c};
+    return 1;
+}
+
+/* The cut of a product with an F32 C and a BF16/F16 operand (a weight
+ * gradient, a linear layer into the residual stream: sgemm sums into C in
+ * place, no fp32 sums in the slot), the one that moves least: rows x cols panels
+ * pack op(A) cols times and op(B) rows times (one sgemm per panel packs
+ * both), and a widened operand is widened once per panel row (op(A)) or
+ * column (op(B)), or per panel (op(B) when op(A) is widened too). At least
+ * MIN_PANELS panels where the sides allow, for the threads of a small
+ * machine (from the shapes, never the thread count); k in the fewest equal
+ * blocks whose widened blocks fit the slot (cap bytes: direct_panels then
+ * widens a block once for all of a thread's panels that share it). */
+enum { MIN_PANELS = 8, SIDE_LEAST = 32 };
+
+static double moved(const job *jb, int rows, int cols) {
+    const double M = jb->a->rows, N = jb->bt->rows, K = jb->a->cols;
+    const int wa = jb->a->t != RM_DTYPE_F32, wb = jb->bt->t != RM_DTYPE_F32;
+    return K * (M * cols + N * rows) + (wa ? M * K : 0) + (wb ? N * K * (wa ? rows : 1) : 0);
+}
+
+static int direct_cut(const job *jb, size_t cap, cut *out) {
+    const int M = jb->a->rows, N = jb->bt->rows, K = jb->a->cols;
+    const int pr0 = (M + PANEL - 1) / PANEL, pc0 = (N + PANEL - 1) / PANEL;
+    const int prn = (M + SIDE_LEAST - 1) / SIDE_LEAST, pcn = (N + SIDE_LEAST - 1) / SIDE_LEAST;
+    const int want = (int64_t)prn * pcn < MIN_PANELS ? prn * pcn : MIN_PANELS;
+    int enough = -1;
+    double least = 0;
+    *out = (cut){M, N, 0, 1, 1};
+    for (int pr = pr0; pr <= prn && pr <= pr0 + MIN_PANELS; pr++) { /* for each pr, the fewest columns */
+        int pc = (want + pr - 1) / pr;
+        pc = pc < pc0 ? pc0 : pc > pcn ? pcn : pc;
+        const int r = (M + pr - 1) / pr, c = (N + pc - 1) / pc, rows = (M + r - 1) / r, cols = (N + c - 1) / c;
+        const int ok = rows * cols >= want;
+        const double m = moved(jb, rows, cols);
+        if (ok < enough || (ok == enough && m >= least)) continue;
+        enough = ok, least = m;
+        *out = (cut){r, c, 0, rows, cols};
+    }
+    const size_t per_k = cut_bytes(jb, out->r, out->c, 1), kmost = per_k ? cap / per_k : (size_t)K;
+    if (kmost < 1) return 0; /* the slot is too small (not for dim's shapes) */
+    const int64_t parts = K > 0 ? ((int64_t)K + (int64_t)kmost - 1) / (int64_t)kmost : 1;
+    out->kc = K > 0 ? (int)((K + parts - 1) / parts) : 1;
     return 1;
 }
 
@@ -364,44 +409,89 @@ static void sgemm_panels(const job *jb, const slot *s, const cut *cu, int p0, in
     }
 }
 
+/* Panels [p0, p1) of a product with an F32 C on one thread: the k blocks
+ * outside, the panels inside, so that a widened block is kept for all the
+ * panels that share it (they follow one another: row by row when op(A) is
+ * widened, else column by column). A panel's sum is its sgemms over the k
+ * blocks in order, as in sgemm_panels: the same bits whichever thread runs
+ * it. */
+static void direct_panels(const job *jb, const slot *s, const cut *cu, int p0, int p1) {
+    const operand *a = jb->a, *bt = jb->bt;
+    const int M = a->rows, N = bt->rows, K = a->cols, by_rows = a->t != RM_DTYPE_F32;
+    float *wa = s->acc, *wb = wa + (by_rows ? (size_t)cu->r * cu->kc : 0);
+    long a_at = -1, b_at = -1;
+    for (int k0 = 0; k0 < K || (K == 0 && k0 == 0); k0 += cu->kc)
+        for (int p = p0; p < p1; p++) {
+            const int i0 = (by_rows ? p / cu->cols : p % cu->rows) * cu->r;
+            const int j0 = (by_rows ? p % cu->cols : p / cu->rows) * cu->c;
+            const int mc = M - i0 < cu->r ? M - i0 : cu->r, nc = N - j0 < cu->c ? N - j0 : cu->c;
+            const int kc = K - k0 < cu->kc ? K - k0 : cu->kc;
+            float *c = (float *)jb->C + (size_t)i0 * jb->ldc + j0;
+            int lda = 0, ldb = 0;
+            if (K == 0) {
+                scale_tile(c, jb->ldc, mc, nc, jb->beta);
+                continue;
+            }
+            const float *pa = widened(a, i0, mc, k0, kc, wa, &a_at, &lda);
+            const float *pb = widened(bt, j0, nc, k0, kc, wb, &b_at, &ldb);
+            rm_sgemm(a->trans, !bt->trans, mc, nc, kc, jb->alpha, pa, lda, pb, ldb, k0 ? 1.0f : jb->beta, c,
+                     jb->ldc);
+        }
+}
+
+/* Panels [p0, p1) on one thread: direct_panels (an F32 C with a widened
+ * operand) or sgemm_panels (*a_at, *b_at: the widened blocks it keeps). */
+static void run_panels(const job *jb, const slot *s, const cut *cu, int p0, int p1, long *a_at, long *b_at,
+                       int direct) {
+    if (direct) direct_panels(jb, s, cu, p0, p1);
+    else sgemm_panels(jb, s, cu, p0, p1, a_at, b_at);
+}
+
 /* The sgemm path: panels handed out to a team of threads in runs of
  * consecutive panels (guided: large runs first, then smaller ones as the
  * threads finish), so that a thread's next panel mostly shares the block it
- * has widened; which thread runs a panel does not change its bits. Each
+ * has widened; an F32 C with a widened operand in one run a thread
+ * (direct_panels: its k loop outside the run's panels); which thread runs a
+ * panel does not change its bits. Each
  * thread on its own slot; inside a parallel region (attention's heads) all
  * on the calling thread. 0 when there is no slot or the cut does not fit. */
 static int run_sgemm(const job *jb, const rm_mm_scratch *mm) {
     const layout l = layout_of(mm->dim);
+    const size_t cap = l.acc + l.a + l.b;
     cut cu;
-    if (!cut_of(jb, l.acc + l.a + l.b, &cu)) return 0;
+    const int direct = jb->ct == RM_DTYPE_F32 && (jb->a->t != RM_DTYPE_F32 || jb->bt->t != RM_DTYPE_F32);
+    if (!(direct ? direct_cut(jb, cap, &cu) : cut_of(jb, cap, &cu))) return 0;
     const int panels = cu.rows * cu.cols;
+    long a_at = -1, b_at = -1;
 #ifdef _OPENMP
     if (omp_in_parallel()) {
         const int tid = omp_get_thread_num();
         if (tid >= mm->slots) return 0;
         const slot s = slot_at(mm, tid);
-        long a_at = -1, b_at = -1;
-        sgemm_panels(jb, &s, &cu, 0, panels, &a_at, &b_at);
+        run_panels(jb, &s, &cu, 0, panels, &a_at, &b_at, direct);
         return 1;
     }
     const int max = omp_get_max_threads();
     int team = max < mm->slots ? max : mm->slots;
     if (team > panels) team = panels;
     if (team > 1) {
-#pragma omp parallel num_threads(team)
+#pragma omp parallel num_threads(team) firstprivate(a_at, b_at)
         {
-            const slot s = slot_at(mm, omp_get_thread_num());
-            long a_at = -1, b_at = -1;
+            const int t = omp_get_thread_num(), n = omp_get_num_threads();
+            const slot s = slot_at(mm, t);
+            if (direct) /* a run of consecutive panels each: one k loop over them */
+                direct_panels(jb, &s, &cu, (int)((int64_t)panels * t / n), (int)((int64_t)panels * (t + 1) / n));
+            else {
 #pragma omp for schedule(guided) nowait
-            for (int p = 0; p < panels; p++) sgemm_panels(jb, &s, &cu, p, p + 1, &a_at, &b_at);
+                for (int p = 0; p < panels; p++) sgemm_panels(jb, &s, &cu, p, p + 1, &a_at, &b_at);
+            }
         }
         return 1;
     }
     if (max > 1) omp_set_num_threads(1); /* OpenBLAS with one thread, as in a team */
 #endif
     const slot s = slot_at(mm, 0);
-    long a_at = -1, b_at = -1;
-    sgemm_panels(jb, &s, &cu, 0, panels, &a_at, &b_at);
+    run_panels(jb, &s, &cu, 0, panels, &a_at, &b_at, direct);
 #ifdef _OPENMP
     if (max > 1) omp_set_num_threads(max);
 #endif
