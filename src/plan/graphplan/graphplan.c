@@ -228,30 +228,22 @@ static rm_status search_from(search *S, char *work, int may_descend, char *best,
     return rc;
 }
 
-/* Checkpointing over a grouping as an eager framework runs it: what is read
- * across its blocks kept, the rest recomputed once at the first backward
- * that reads it (per-layer checkpointing when the blocks are the layers). */
-static void uniform_once(const rm_gmodel *m, const int *coarse, char *mode) {
+/* A plan over a grouping as an eager framework runs it: what is read across
+ * its blocks `across`, the rest `inside`, the loss (with keep_last, its whole
+ * block: read as the backward starts) kept. Checkpointing (per-layer when the
+ * blocks are the layers): across kept, inside once. The deepest plan: across
+ * once (rebuilt at its first reader's backward, held to its last), inside
+ * each, the loss's block kept: nothing held through the forward, so where
+ * checkpointing's kept values are live at the loss's backward (a model whose
+ * logits set the peak) it is the plan below it, the least's witness, tried
+ * when no other start fits. */
+static void over_blocks(const rm_gmodel *m, const int *coarse, char inside, char across, int keep_last, char *mode) {
     int n = m->n;
-    for (int v = 0; v < n; v++) mode[v] = v == n - 1 ? RM_GKEEP : RM_GONCE;
+    for (int v = 0; v < n; v++)
+        mode[v] = v == n - 1 || (keep_last && coarse[v] == coarse[n - 1]) ? RM_GKEEP : inside;
     for (int j = 0; j < n; j++)
         for (int e = m->off[j]; e < m->off[j + 1]; e++)
-            if (coarse[m->src[e]] != coarse[j]) mode[m->src[e]] = RM_GKEEP;
-    rm_gmodel_clamp(m, mode);
-}
-
-/* The deepest plan over a grouping (eager): what crosses blocks recomputed
- * once (rebuilt at its first reader's backward, held to its last), the rest
- * of every block each time it is read, nothing kept through the forward but
- * the last block (the loss's, read as the backward starts) and what is pinned. Where the uniform plan's kept values are
- * live at the loss's backward (a model whose logits set the peak), this is
- * the plan below it: the least's witness, tried when no other start fits. */
-static void uniform_deep(const rm_gmodel *m, const int *coarse, char *mode) {
-    int n = m->n;
-    for (int v = 0; v < n; v++) mode[v] = coarse[v] == coarse[n - 1] ? RM_GKEEP : RM_GEACH;
-    for (int j = 0; j < n; j++)
-        for (int e = m->off[j]; e < m->off[j + 1]; e++)
-            if (coarse[m->src[e]] != coarse[j] && mode[m->src[e]] != RM_GKEEP) mode[m->src[e]] = RM_GONCE;
+            if (coarse[m->src[e]] != coarse[j] && mode[m->src[e]] != RM_GKEEP) mode[m->src[e]] = across;
     rm_gmodel_clamp(m, mode);
 }
 
@@ -283,12 +275,12 @@ static rm_status plan_eager(search *S, const int *hint, int *coarse, char *mode,
         int g = eager_grouping(m, hint, k, coarse);
         if (g < 0) continue;
         if (g == 0) memset(work, RM_GKEEP, (size_t)n);
-        else uniform_once(m, coarse, work);
+        else over_blocks(m, coarse, RM_GONCE, RM_GKEEP, 0, work);
         rm_status rc = search_from(S, work, 1, mode, r);
         if (rc != RM_OK) return rc;
     }
     if (r->excess > 0 && m->hint) { /* nothing fits: from the deepest plan over the model's layers */
-        uniform_deep(m, m->hint, work);
+        over_blocks(m, m->hint, RM_GEACH, RM_GONCE, 1, work);
         return search_from(S, work, 1, mode, r);
     }
     return RM_OK;
@@ -444,12 +436,12 @@ static rm_status least_eager_probe(const rm_gmodel *m, int64_t budget, const int
         int g = eager_grouping(m, NULL, k, coarse);
         if (g < 0) continue;
         if (g == 0) memset(work, RM_GKEEP, (size_t)m->n);
-        else uniform_once(m, coarse, work);
+        else over_blocks(m, coarse, RM_GONCE, RM_GKEEP, 0, work);
         rm_status rc = rm_gplan_fast(m, budget, block, 0, work, r);
         if (rc != RM_OK || r->excess == 0) return rc;
     }
     if (!m->hint) return RM_OK;
-    uniform_deep(m, m->hint, work);
+    over_blocks(m, m->hint, RM_GEACH, RM_GONCE, 1, work);
     return rm_gplan_fast(m, budget, block, 0, work, r);
 }
 
