@@ -262,7 +262,7 @@ def build(rec, rates=None):
 # (empty_like), Bernoulli draws in place (0.0 or 1.0), divided in place by the keep probability: two
 # values, 0 and 1 / (1 - p). Kept, it costs 4 bytes an element (fp32); rebuilt, the draws again, which a
 # CPU makes 20-60x slower per byte than a multiply. Its mask (1 byte an element) and the value rebuild it
-# bit for bit with one cheap op (recompute.py, "mask"), so the graph offers that as a node of its own.
+# bit for bit with two cheap ops (recompute.py, _Mask), so the graph offers that as a node of its own.
 _NOISE = ("aten.empty_like.default", "aten.bernoulli_.float", "aten.div_.Scalar")
 
 
@@ -288,7 +288,8 @@ def _split_mask(node, numel, nbytes, rates, out_nodes, node_ops, node_first, nod
     node_ops.append(nd.ops)
     node_first.append(nd.ops[0])
     node_sids.append([])
-    fwd = rates.time(numel, numel + nbytes) if rates is not None else node["forward_time"] / 20
+    # the mask cast to the noise's dtype (reads numel bytes, writes nbytes), times the value in place
+    fwd = rates.time(numel, numel + 3 * nbytes) if rates is not None else node["forward_time"] / 20
     node = dict(node, forward_time=round(fwd, 5))
     node.pop("random", None)
     return node
