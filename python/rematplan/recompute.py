@@ -485,7 +485,7 @@ class Step(TorchDispatchMode):
 
 class _Mask:
     """A dropout's noise (graph.py, _NOISE: Bernoulli draws of 0.0 and 1.0 divided in place by q > 0)
-    as its mask (a bool an element) and its one nonzero value: where(mask, value, 0) gives it back bit
+    as its mask (a bool an element) and its one nonzero value: mask * value gives it back bit
     for bit (0 / q is +0.0; every 1 / q is the same number)."""
     __slots__ = ("version", "mask", "value")
 
