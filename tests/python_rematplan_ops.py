@@ -262,7 +262,7 @@ def test_random_inplace_shared(check):
 
 
 def test_dropout_mask(check):
-    """A dropout's noise can be kept as its mask (one byte an element) and rebuilt from it by one op,
+    """A dropout's noise can be kept as its mask (one bit an element) and rebuilt from it by a few ops,
     bit for bit, instead of drawing its random numbers again: the graph offers it (a ".mask" node of
     the noise's elements in bytes), plans use it, gradients stay bit-equal and peaks within budget."""
     torch.manual_seed(0)
@@ -279,9 +279,9 @@ def test_dropout_mask(check):
         check(P.measured_peak <= 1.1 * P.peak_bytes, "dropout masks at %g: measured peak %d within 10%% of the "
               "prediction %d" % (budget, P.measured_peak, P.peak_bytes))
         masks = [nd for nd in P.graph["nodes"] if nd["name"].endswith(".mask")]
-        check(len(masks) == 2 * 6 and all(nd["output_bytes"] in (256 * 256, 256 * 128) and nd.get("random")
+        check(len(masks) == 2 * 6 and all(nd["output_bytes"] in (256 * 256 // 8, 256 * 128 // 8) and nd.get("random")
                                           for nd in masks),
-              "each dropout's noise has a mask node of one byte an element: %s" % [nd["output_bytes"] for nd in masks])
+              "each dropout's noise has a mask node of one bit an element: %s" % [nd["output_bytes"] for nd in masks])
         masked.append(len(P.table.masked))
         plans.add(tuple(P.modes))
     draws = [o for o in P.profile.rec.ops if o.name.startswith("aten.bernoulli")]
@@ -294,6 +294,36 @@ def test_dropout_mask(check):
     check(len(plans) == 3, "each budget its own plan (a plan measured over its prediction falls back to the "
           "least plan): %d different plans" % len(plans))
     rematplan.forget(m)
+
+
+def test_mask_bits(check):
+    """A dropout's mask as bits (recompute._pack, _unpack): every size (0, 1, not a multiple of 8,
+    more than one chunk), fp32 and bf16 noise, numpy's packing and torch's own (other devices, no
+    numpy): the noise it gives back is the noise bit for bit, in ceil(n / 8) bytes."""
+    from rematplan import recompute as R
+    torch.manual_seed(0)
+    for numpy in (True, False):
+        saved = R._np
+        if not numpy:
+            R._np = None
+        try:
+            for n, dtype in ((0, torch.float32), (1, torch.float32), (13, torch.float32), (4099, torch.bfloat16),
+                             (R._CHUNK + 21, torch.float32), (2 * R._CHUNK, torch.float32)):
+                noise = torch.empty(n, dtype=dtype).bernoulli_(0.8).div_(0.8).view(-1, 1) if n else \
+                    torch.empty(0, 1, dtype=dtype)
+                bits = R._pack(noise.view(-1))
+                value = noise.max() if n else noise.new_zeros(())
+                m = R._Mask()
+                m.bits, m.value, m.shape = bits, value, noise.shape
+                back = m.noise()
+                check(bits.dtype == torch.uint8 and bits.numel() == (n + 7) // 8,
+                      "mask bits of %d elements (numpy %s): %d bytes" % (n, numpy, bits.numel()))
+                check(back.dtype == noise.dtype and back.shape == noise.shape and
+                      torch.equal(back.view(torch.int16 if dtype == torch.bfloat16 else torch.int32),
+                                  noise.view(torch.int16 if dtype == torch.bfloat16 else torch.int32)),
+                      "the noise of %d elements (%s, numpy %s) back from its bits, bit for bit" % (n, dtype, numpy))
+        finally:
+            R._np = saved
 
 
 def test_held_gradient(check):
@@ -744,8 +774,8 @@ def test_no_import_circle(check):
 
 def run(check):
     import time
-    for t in (test_functional, test_random_inplace_shared, test_dropout_mask, test_held_gradient, test_shape_only,
-              test_inplace_copy, test_inplace_split, test_held_edge_gradient, test_layerdrop, test_hooks,
+    for t in (test_functional, test_random_inplace_shared, test_dropout_mask, test_mask_bits, test_held_gradient,
+              test_shape_only, test_inplace_copy, test_inplace_split, test_held_edge_gradient, test_layerdrop, test_hooks,
               test_lifetimes,
               test_tuple_module, test_budgets, test_steps, test_stable, test_nothing_left, test_no_import_circle):
         t0 = time.perf_counter()

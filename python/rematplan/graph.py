@@ -14,7 +14,7 @@ rstd, dropout's mask, BatchNorm's batch statistics) are a second node
 "<op>.saved" right after it (`part_of` the op): dropping them costs the
 op's forward again. Outputs nobody reads are its forward workspace. A
 dropout's noise has a node "<op>.mask" before it (the random draws, one
-byte an element), from which it is rebuilt by one cheap op.
+bit an element), from which it is rebuilt by a few cheap ops.
 
 Edges: a node reads another's output in its forward; `backward_reads`
 when its backward unpacks that output (the autograd Node that unpacked each
@@ -261,8 +261,8 @@ def build(rec, rates=None):
 # A dropout's noise, as F.dropout makes it on the CPU (torch 1.13 and 2.x): a tensor like the input
 # (empty_like), Bernoulli draws in place (0.0 or 1.0), divided in place by the keep probability: two
 # values, 0 and 1 / (1 - p). Kept, it costs 4 bytes an element (fp32); rebuilt, the draws again, which a
-# CPU makes 20-60x slower per byte than a multiply. Its mask (1 byte an element) and the value rebuild it
-# bit for bit with two cheap ops (recompute.py, _Mask), so the graph offers that as a node of its own.
+# CPU makes 20-60x slower per byte than a multiply. Its mask (1 bit an element) and the value rebuild it
+# bit for bit with a few cheap ops (recompute.py, _Mask), so the graph offers that as a node of its own.
 _NOISE = ("aten.empty_like.default", "aten.bernoulli_.float", "aten.div_.Scalar")
 
 
@@ -283,13 +283,13 @@ def _split_mask(node, numel, nbytes, rates, out_nodes, node_ops, node_first, nod
     """Appends the noise node's mask node (its ops, their time, the random draws; numel bytes) and
     returns the noise node as the mask rebuilds it: one elementwise op."""
     out_nodes.append({"name": node["name"] + ".mask", "forward_time": node["forward_time"], "backward_time": 0.0,
-                      "output_bytes": numel, "gradient_bytes": 0, "backward": False, "random": True,
+                      "output_bytes": (numel + 7) // 8, "gradient_bytes": 0, "backward": False, "random": True,
                       "_mask": True})
     node_ops.append(nd.ops)
     node_first.append(nd.ops[0])
     node_sids.append([])
-    # the mask cast to the noise's dtype (reads numel bytes, writes nbytes), times the value in place
-    fwd = rates.time(numel, numel + 3 * nbytes) if rates is not None else node["forward_time"] / 20
+    # the bits unpacked (a shift and a mask over numel bytes), cast to the noise's dtype, times the value
+    fwd = rates.time(numel, numel // 8 + 4 * numel + 3 * nbytes) if rates is not None else node["forward_time"] / 20
     node = dict(node, forward_time=round(fwd, 5))
     node.pop("random", None)
     return node
