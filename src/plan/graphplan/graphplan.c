@@ -488,6 +488,28 @@ static int64_t least_by_descent(const rm_gmodel *m, rm_gplan *at) {
     return hi;
 }
 
+/* Large eager graphs: the descents' least lowered by the full search (rm_gplan_solve: more starts, a
+ * few tighter budgets within each, pruning between), while it finds a plan at 95% of the least so far,
+ * else at 97.5%; three searches at most (~0.1 s each on a captured T5). The descents stop where their
+ * greedy order leads, and the nodes' sizes move that: with a dropout's mask at a bit an element, T5's
+ * descents stop at 85.8 MB where the full search finds 81.2. */
+static int64_t least_by_solve(const rm_gmodel *m, const int *hint, int64_t hi, rm_gplan *at) {
+    int64_t step = hi / 20;
+    for (int k = 0; k < 3 && hi > 0 && step > hi / 200; k++) {
+        rm_gplan p;
+        if (rm_gplan_solve(m, hi - step, hint, NULL, NULL, &p) != RM_OK) break;
+        if (p.feasible) {
+            hi -= step;
+            if (at) rm_gplan_free(at), *at = p, at->peak = hi;
+            else rm_gplan_free(&p);
+        } else {
+            rm_gplan_free(&p);
+            step /= 2;
+        }
+    }
+    return hi;
+}
+
 int64_t rm_gplan_least(const rm_gmodel *m, const int *hint, rm_geval_fn eval, void *ctx, rm_gplan *at) {
     int n = m->n;
     if (at) {
@@ -495,7 +517,10 @@ int64_t rm_gplan_least(const rm_gmodel *m, const int *hint, rm_geval_fn eval, vo
         at->mode = calloc((size_t)n + 1, 1), at->block = calloc((size_t)n + 1, sizeof *at->block);
         if (!at->mode || !at->block) return rm_gplan_free(at), -1;
     }
-    if (n > 64 && (!eval || eval == rm_gmodel_simulate)) return least_by_descent(m, at);
+    if (n > 64 && (!eval || eval == rm_gmodel_simulate)) {
+        int64_t hi = least_by_descent(m, at);
+        return hi > 0 && m->eager ? least_by_solve(m, hint, hi, at) : hi;
+    }
     /* upper end: store-all's peak */
     rm_gplan p;
     if (rm_gplan_solve(m, INT64_MAX / 4, hint, eval, ctx, &p) != RM_OK) return -1;
