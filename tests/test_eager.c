@@ -254,6 +254,22 @@ static void test_monotone(void) {
           "rises, %d over budget", planned, rises, over);
 }
 
+/* The least of a captured graph is at most `most` of its store-all, and a plan at it is within it. */
+static void check_least(const char *path, double most) {
+    static char json[1 << 18];
+    read_graph(path, json, sizeof json);
+    char *out = NULL, err[512];
+    CHECK(rm_plan_graph(json, -1, &out, err, sizeof err) == RM_OK && out, "%s store-all: %s", path, err);
+    long long all = field(out, "\"store_all_bytes\":"), least = field(out, "\"min_budget_bytes\":");
+    free(out), out = NULL;
+    CHECK(all > 0 && least <= most * (double)all, "%s: least %lld is at most %.4g of store-all %lld (%.4f)", path,
+          least, most, all, (double)least / (double)(all > 0 ? all : 1));
+    CHECK(rm_plan_graph(json, least, &out, err, sizeof err) == RM_OK && out && strstr(out, "\"feasible\":true") &&
+              field(out, "\"peak_bytes\":") <= least, "%s: a plan at the least, within it: %.200s", path,
+          out ? out : err);
+    free(out);
+}
+
 /* A captured eager graph whose least is set at the loss's backward
  * (tests/data/mistral_lora_eager_graph.json: rematplan's capture of the
  * Mistral + PEFT LoRA model of bench/torch_models.py, 344 nodes): there the
@@ -265,17 +281,7 @@ static void test_monotone(void) {
  * over the layers too (what crosses them rebuilt once, the rest each time,
  * the loss's block kept): 0.370. */
 static void test_deep_least(void) {
-    static char json[1 << 17];
-    read_graph("tests/data/mistral_lora_eager_graph.json", json, sizeof json);
-    char *out = NULL, err[512];
-    CHECK(rm_plan_graph(json, -1, &out, err, sizeof err) == RM_OK && out, "store-all: %s", err);
-    long long all = field(out, "\"store_all_bytes\":"), least = field(out, "\"min_budget_bytes\":");
-    free(out), out = NULL;
-    CHECK(all > 0 && least <= 0.375 * (double)all, "least %lld is at most 0.375 of store-all %lld (%.3f)", least, all,
-          (double)least / (double)(all > 0 ? all : 1));
-    CHECK(rm_plan_graph(json, least, &out, err, sizeof err) == RM_OK && out && strstr(out, "\"feasible\":true") &&
-              field(out, "\"peak_bytes\":") <= least, "a plan at the least, within it: %.200s", out ? out : err);
-    free(out);
+    check_least("tests/data/mistral_lora_eager_graph.json", 0.375);
 }
 
 static void test_json(void) {
@@ -306,17 +312,7 @@ static void test_json(void) {
  * bit an element): the bisection's descents stop at 85.8 MB (0.173 of store-all), the full search finds
  * plans down to 81.2; the least is lowered by it (least_by_solve). */
 static void test_solved_least(void) {
-    static char json[1 << 18];
-    read_graph("tests/data/t5_bits_eager_graph.json", json, sizeof json);
-    char *out = NULL, err[512];
-    CHECK(rm_plan_graph(json, -1, &out, err, sizeof err) == RM_OK && out, "store-all: %s", err);
-    long long all = field(out, "\"store_all_bytes\":"), least = field(out, "\"min_budget_bytes\":");
-    free(out), out = NULL;
-    CHECK(all > 0 && least <= 0.166 * (double)all, "T5's least %lld is at most 0.166 of store-all %lld (%.4f)", least,
-          all, (double)least / (double)(all > 0 ? all : 1));
-    CHECK(rm_plan_graph(json, least, &out, err, sizeof err) == RM_OK && out && strstr(out, "\"feasible\":true") &&
-              field(out, "\"peak_bytes\":") <= least, "a plan at T5's least, within it: %.200s", out ? out : err);
-    free(out);
+    check_least("tests/data/t5_bits_eager_graph.json", 0.166);
 }
 
 int main(void) {
