@@ -7,6 +7,13 @@ OPT     ?= -O2 -g
 # cost model: the rows of a causal softmax, and other loops of variable
 # length, stayed scalar (exp 5x slower). Compilers without the flag skip it.
 VECTORIZE := $(shell $(CC) -fvect-cost-model=dynamic -E -x c /dev/null >/dev/null 2>&1 && echo -fvect-cost-model=dynamic)
+# -fno-trapping-math: no floating-point trap handlers are used, so GCC may
+# turn a float comparison's ?: into a vector select. Without it (GCC's
+# default) every loop through rm_fast_expf's clamps (GELU, SiLU, SwiGLU,
+# softmax rows) and other loops with a float ?: stayed scalar ("control
+# flow in loop"). Values do not change: the same IEEE operations element by
+# element, no reassociation, no contraction (-std=c11: -ffp-contract=off).
+VECTORIZE += $(shell $(CC) -fno-trapping-math -E -x c /dev/null >/dev/null 2>&1 && echo -fno-trapping-math)
 # ARCH: the CPU the code is built for. The default builds for this machine; a
 # library to ship (pip install ./python, tools/pack_gpu.sh) is built with
 # ARCH="-march=x86-64-v2" or another portable target.

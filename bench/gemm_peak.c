@@ -122,7 +122,7 @@ int main(int argc, char **argv) {
             return 2;
         }
         argv[2] = argv[1], argv++, argc--; /* the shapes follow */
-        mm = (rm_mm_scratch){malloc(rm_gemm_bf16_scratch(threads, 1 << 30)), threads, 1 << 30};
+        mm = (rm_mm_scratch){malloc(rm_gemm_bf16_scratch(threads, 1 << 30)), threads, 1 << 30, 0};
     }
 #ifdef _OPENMP
     omp_set_num_threads(threads);

@@ -7,8 +7,10 @@
  * one block), every pair of dtypes on several tiles each way, strides,
  * alpha and beta, an F32 or BF16 result. Then the guarantees: the same
  * bits at 1, 2 and 3 threads and inside a parallel region (attention's
- * heads), for each path; the own kernel's start-up check. Tolerance: each
- * output sums K products in fp32, error ~K * 6e-8 of the sum of |terms|. */
+ * heads), for each path, also with the cut for a caller that runs its
+ * products on its own thread (rm_mm_scratch.serial); the own kernel's
+ * start-up check. Tolerance: each output sums K products in fp32, error
+ * ~K * 6e-8 of the sum of |terms|. */
 #include "check.h"
 #include "exec/exec.h"
 #include "util/gemm_bf16_own.h"
@@ -139,7 +141,7 @@ static void products_at(int ta, int wb, int M, int N, int K, const void *A, cons
 
 static void test_threads(const char *path) {
     static const int shapes[][3] = {{300, 200, 777}, {1536, 384, 2048}, {16, 576, 2048}, {2048, 16, 576},
-                                    {384, 1536, 2048}};
+                                    {384, 1536, 2048}, {64, 256, 64}, {64, 64, 256}}; /* the last: attention's */
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
         for (int wb = 0; wb < 2; wb++) {
             const int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2], ta = (int)((s + wb) & 1);
@@ -158,7 +160,7 @@ static void test_threads(const char *path) {
 }
 
 int main(void) {
-    mm = (rm_mm_scratch){malloc(rm_gemm_bf16_scratch(3, 2048)), 3, 2048};
+    mm = (rm_mm_scratch){malloc(rm_gemm_bf16_scratch(3, 2048)), 3, 2048, 0};
     printf("bf16 kernel: %s%s%s\n", rm_bf16_kernel(), *rm_bf16_note() ? "; " : "", rm_bf16_note());
     for (size_t p = 0; p < sizeof paths / sizeof *paths; p++) {
         if (!rm_gemm_bf16_force(paths[p])) {
@@ -169,6 +171,13 @@ int main(void) {
         test_products(paths[p]);
         test_panels(paths[p]);
         test_threads(paths[p]);
+        /* products whose caller always runs them on its own thread (attention's
+         * heads): cut for one thread, the same checks */
+        mm.serial = 1;
+        test_products(paths[p]);
+        test_panels(paths[p]);
+        test_threads(paths[p]);
+        mm.serial = 0;
     }
     rm_gemm_bf16_force(NULL);
     CHECK(rm_bf16_own_selfcheck(0) && rm_bf16_own_selfcheck(1), "the own kernel fails its start-up check");

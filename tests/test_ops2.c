@@ -453,6 +453,55 @@ static void test_builders2(void) {
     }
 }
 
+/* GELU and SiLU with x (and out) kept in bf16 (--precision bf16), against
+ * the fp32 kernels on the widened x: the forward must give the fp32
+ * output rounded once, the backward (which widens a bf16 x in its own
+ * loop) the same dx bits, overwriting and accumulating; N past one chunk
+ * and not a multiple of a vector. */
+static void test_pointwise_bf16(void) {
+    const int64_t N = 3 * RM_ACT_CHUNK + 13;
+    for (int op = 0; op < 2; op++) {
+        rm_graph *g = rm_graph_new();
+        const rm_val x = rm_input(g, "x", RM_DTYPE_F32, 1, (int64_t[]){N});
+        const rm_val y = op ? rm_silu(g, x) : rm_gelu(g, x);
+        const char *name = op ? "silu" : "gelu";
+        CHECK(y >= 0, "%s: builder failed", name);
+        if (y < 0) continue;
+        const rm_node *n = &g->nodes[0];
+        const rm_op_def *d = rm_op_get(n->op);
+        uint16_t *xh = malloc(N * 2), *yh = malloc(N * 2);
+        float *xf = malloc(N * 4), *yf = malloc(N * 4), *dout = malloc(N * 4), *dx[2] = {malloc(N * 4), malloc(N * 4)};
+        for (int64_t i = 0; i < N; i++) {
+            xh[i] = rm_f32_to_bf16(rndu(-6, 6));
+            xf[i] = rm_bf16_to_f32(xh[i]);
+            dout[i] = rndu(-1, 1);
+        }
+        int same_y = 1, same_dx = 1;
+        for (int acc = 0; acc < 2; acc++) {
+            for (int h = 0; h < 2; h++) { /* h: x and out in bf16 */
+                g->vals[x].dtype = g->vals[y].dtype = h ? RM_DTYPE_BF16 : RM_DTYPE_F32;
+                rm_kernel_ctx c;
+                memset(&c, 0, sizeof c);
+                c.node = n, c.threads = max_threads(), c.train = 1;
+                c.vin[0] = &g->vals[x], c.in[0] = h ? (void *)xh : (void *)xf;
+                c.vout[0] = &g->vals[y], c.out[0] = h ? (void *)yh : (void *)yf;
+                c.dout[0] = dout, c.din[0] = dx[h], c.acc[0] = acc;
+                for (int64_t i = 0; i < N; i++) dx[h][i] = acc ? (float)i * 0.25f : NAN;
+                d->forward(&c);
+                d->backward(&c);
+            }
+            for (int64_t i = 0; i < N; i++) {
+                same_y &= yh[i] == rm_f32_to_bf16(yf[i]);
+                same_dx &= memcmp(&dx[0][i], &dx[1][i], 4) == 0;
+            }
+        }
+        CHECK(same_y, "%s: bf16 forward is not the fp32 forward rounded", name);
+        CHECK(same_dx, "%s: backward over a bf16 x differs from the fp32 kernel on the widened x", name);
+        free(xh), free(yh), free(xf), free(yf), free(dout), free(dx[0]), free(dx[1]);
+        rm_graph_free(g);
+    }
+}
+
 int main(void) {
     test_builders2();
     printf("gradient checks (h = %g, |a-n| <= %g*scale + %g*|n|):\n", (double)FD_H, FD_ATOL, FD_RTOL);
@@ -479,6 +528,7 @@ int main(void) {
     test_linear_ce();
     test_linear_ce_chunks();
     test_rmsnorm_threads();
+    test_pointwise_bf16();
     printf("  worst err/tol over all ops: %.3f\n", worst_ratio_all);
     return check_done("test_ops2");
 }

@@ -82,7 +82,7 @@ static void bind(rm_session *s, const rm_program *p, const rm_instr *ins, uint64
     }
     if (ins->work_buf >= 0) c->work = s->arena + p->bufs[ins->work_buf].offset;
     if (ins->work_buf >= 0 && nd->bf16) { /* the products' scratch first, then the op's workspace */
-        c->mm = (rm_mm_scratch){c->work, s->threads, rm_node_mm_dim(nd, g->vals)};
+        c->mm = (rm_mm_scratch){c->work, s->threads, rm_node_mm_dim(nd, g->vals), 0};
         c->work = (char *)c->work + rm_gemm_bf16_scratch(s->threads, c->mm.dim);
     }
 }

@@ -39,7 +39,7 @@ static double measure_flops_per_ms(int threads, int bf16) {
     float *a = malloc((size_t)n * n * 3 * sizeof(float) + (bf16 ? rm_gemm_bf16_scratch(threads, n) : 0));
     if (!a) return 5e7;
     for (size_t i = 0; i < (size_t)n * n * 3; i++) a[i] = (float)(i % 7) * 0.125f;
-    const rm_mm_scratch mm = {a + (size_t)n * n * 3, threads, n};
+    const rm_mm_scratch mm = {a + (size_t)n * n * 3, threads, n, 0};
     rm_set_threads(threads);
     product(bf16, n, a, a + n * n, a + 2 * n * n, &mm); /* warm up (loads OpenBLAS) */
     double best = 1e30;

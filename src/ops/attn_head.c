@@ -65,15 +65,24 @@ static void store_p_row(const rm_attn_head *a, int i, float *row) {
     }
 }
 
+/* A head's products always run on the calling thread (callers run (b,h)
+ * pairs in parallel): cut for one thread (rm_mm_scratch.serial). */
+static rm_mm_scratch serial_mm(const rm_attn_head *a) {
+    rm_mm_scratch mm = a->mm;
+    mm.serial = 1;
+    return mm;
+}
+
 /* --precision bf16: the same steps with every product on rm_gemm_bf16: a
  * row block's scores in the fp32 scratch a->s, the softmax in fp32, P
  * rounded once as it is stored (when kept in bf16), O = P V from the
  * scratch's copy of P (the same values: nothing to widen). */
 static void forward_bf16(const rm_attn_head *a) {
+    const rm_mm_scratch mm = serial_mm(a);
     for (int r0 = 0; r0 < a->Tq; r0 += RM_ATT_BLOCK) {
         const int r1 = min_int(r0 + RM_ATT_BLOCK, a->Tq), cols = block_cols(a, r1);
         rm_gemm_bf16(0, 1, r1 - r0, cols, a->hd, a->scale, rm_act_at(a->q, a->qt, (int64_t)r0 * a->ldq), a->qt, a->ldq,
-                     a->k, a->kt, a->ldk, 0.0f, a->s, RM_DTYPE_F32, a->Tk, &a->mm);
+                     a->k, a->kt, a->ldk, 0.0f, a->s, RM_DTYPE_F32, a->Tk, &mm);
         for (int i = r0; i < r1; i++) {
             const int end = a->causal ? min_int(i + 1, a->Tk) : a->Tk;
             float *row = a->s + (size_t)(i - r0) * a->Tk;
@@ -81,7 +90,7 @@ static void forward_bf16(const rm_attn_head *a) {
             store_p_row(a, i, row);
         }
         rm_gemm_bf16(0, 0, r1 - r0, a->hd, cols, 1.0f, a->s, RM_DTYPE_F32, a->Tk, a->v, a->vt, a->ldv, 0.0f,
-                     rm_act_at(a->o, a->ot, (int64_t)r0 * a->ldo), a->ot, a->ldo, &a->mm);
+                     rm_act_at(a->o, a->ot, (int64_t)r0 * a->ldo), a->ot, a->ldo, &mm);
     }
 }
 
@@ -163,17 +172,18 @@ static void backward_bf16(const rm_attn_head *a, const float *dO, int lddo, floa
                           int lddq, int lddkv, float bq, float bk, float bv) {
     const int Tq = a->Tq, Tk = a->Tk, hd = a->hd;
     const int rstep = a->causal ? RM_ATT_BLOCK : Tq, cstep = a->causal ? RM_ATT_BLOCK : Tk;
+    const rm_mm_scratch mm = serial_mm(a);
     for (int r0 = 0; (dq || dk) && r0 < Tq; r0 += rstep) {
         const int r1 = min_int(r0 + rstep, Tq), cols = block_cols(a, r1);
         const int zc = a->causal ? min_int(r0 + rstep, Tk) : Tk;
         float *d = ds + (size_t)r0 * Tk;
         rm_gemm_bf16(0, 1, r1 - r0, cols, hd, 1.0f, dO + (size_t)r0 * lddo, RM_DTYPE_F32, lddo, a->v, a->vt, a->ldv,
-                     0.0f, d, RM_DTYPE_F32, Tk, &a->mm);
+                     0.0f, d, RM_DTYPE_F32, Tk, &mm);
         if (a->pt == RM_DTYPE_BF16) softmax_grad_bf16(a, ds, r0, r1, zc);
         else softmax_grad(a, ds, r0, r1, zc);
         if (dq)
             rm_gemm_bf16(0, 0, r1 - r0, hd, cols, a->scale, d, RM_DTYPE_F32, Tk, a->k, a->kt, a->ldk, bq,
-                         dq + (size_t)r0 * lddq, RM_DTYPE_F32, lddq, &a->mm);
+                         dq + (size_t)r0 * lddq, RM_DTYPE_F32, lddq, &mm);
     }
     for (int c0 = 0; c0 < Tk; c0 += cstep) {
         const int c1 = min_int(c0 + cstep, Tk), rs = a->causal ? min_int(c0, Tq) : 0;
@@ -181,11 +191,11 @@ static void backward_bf16(const rm_attn_head *a, const float *dO, int lddo, floa
         if (dv)
             rm_gemm_bf16(1, 0, c1 - c0, hd, Tq - rs, 1.0f, rm_act_at(a->p, a->pt, at), a->pt, Tk,
                          dO + (size_t)rs * lddo, RM_DTYPE_F32, lddo, bv, dv + (size_t)c0 * lddkv, RM_DTYPE_F32, lddkv,
-                         &a->mm);
+                         &mm);
         if (dk)
             rm_gemm_bf16(1, 0, c1 - c0, hd, Tq - rs, a->scale, ds + at, RM_DTYPE_F32, Tk,
                          rm_act_at(a->q, a->qt, (int64_t)rs * a->ldq), a->qt, a->ldq, bk, dk + (size_t)c0 * lddkv,
-                         RM_DTYPE_F32, lddkv, &a->mm);
+                         RM_DTYPE_F32, lddkv, &mm);
     }
 }
 

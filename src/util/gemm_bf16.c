@@ -313,7 +313,8 @@ static int cut_of(const job *jb, size_t cap, cut *out) {
  * both), and a widened operand is widened once per panel row (op(A)) or
  * column (op(B)), or per panel (op(B) when op(A) is widened too). At least
  * MIN_PANELS panels where the sides allow, for the threads of a small
- * machine (from the shapes, never the thread count); k in the fewest equal
+ * machine (from the shapes, never the thread count; one when the caller's
+ * products always run on its own thread: rm_mm_scratch.serial); k in the fewest equal
  * blocks whose widened blocks fit the slot (cap bytes: direct_panels then
  * widens a block once for all of a thread's panels that share it). */
 enum { MIN_PANELS = 8, SIDE_LEAST = 32 };
@@ -324,11 +325,11 @@ static double moved(const job *jb, int rows, int cols) {
     return K * (M * cols + N * rows) + (wa ? M * K : 0) + (wb ? N * K * (wa ? rows : 1) : 0);
 }
 
-static int direct_cut(const job *jb, size_t cap, cut *out) {
+static int direct_cut(const job *jb, size_t cap, int serial, cut *out) {
     const int M = jb->a->rows, N = jb->bt->rows, K = jb->a->cols;
     const int pr0 = (M + PANEL - 1) / PANEL, pc0 = (N + PANEL - 1) / PANEL;
     const int prn = (M + SIDE_LEAST - 1) / SIDE_LEAST, pcn = (N + SIDE_LEAST - 1) / SIDE_LEAST;
-    const int want = (int64_t)prn * pcn < MIN_PANELS ? prn * pcn : MIN_PANELS;
+    const int fewest = serial ? 1 : MIN_PANELS, want = (int64_t)prn * pcn < fewest ? prn * pcn : fewest;
     int enough = -1;
     double least = 0;
     *out = (cut){M, N, 0, 1, 1};
@@ -460,7 +461,7 @@ static int run_sgemm(const job *jb, const rm_mm_scratch *mm) {
     const size_t cap = l.acc + l.a + l.b;
     cut cu;
     const int direct = jb->ct == RM_DTYPE_F32 && (jb->a->t != RM_DTYPE_F32 || jb->bt->t != RM_DTYPE_F32);
-    if (!(direct ? direct_cut(jb, cap, &cu) : cut_of(jb, cap, &cu))) return 0;
+    if (!(direct ? direct_cut(jb, cap, mm->serial, &cu) : cut_of(jb, cap, &cu))) return 0;
     const int panels = cu.rows * cu.cols;
     long a_at = -1, b_at = -1;
 #ifdef _OPENMP

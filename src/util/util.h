@@ -34,6 +34,12 @@ typedef struct rm_mm_scratch {
     void *p;     /* rm_gemm_bf16_scratch(slots, dim) bytes */
     int slots;   /* threads that may run tiles at once */
     int64_t dim; /* no product's M, N or K exceeds it */
+    /* 1: the caller runs each product on its own thread, always (inside a
+     * parallel loop over attention's heads): the sgemm path then cuts an
+     * F32-output product for one thread (one panel where the slot holds
+     * it) rather than in panels for others. A property of the call site,
+     * never of the thread count: the bits stay the same at any. */
+    int serial;
 } rm_mm_scratch;
 size_t rm_gemm_bf16_scratch(int threads, int64_t dim);
 void rm_gemm_bf16(int transA, int transB, int M, int N, int K, float alpha, const void *A, rm_dtype at, int lda,
