@@ -326,6 +326,34 @@ def test_mask_bits(check):
             R._np = saved
 
 
+def test_mask_later(check):
+    """A plan that rebuilds a dropout's noise at each reader and its mask once (the planner's ONCE on the
+    ".mask" node): the noise is drawn at its first rebuild in the backward, its mask kept from then on
+    (as bits, to its last reader), so the draws run once in the backward, not at every reader; loss and
+    gradients bit for bit, verify() clean (every rebuilt tensor equal to its first computation)."""
+    import copy as copy_
+    torch.manual_seed(0)
+    m = Dropouts()
+    args = (torch.randn(256, 128), torch.randint(0, 10, (256,)))
+    P = plan_or_least(m, args, 0.5)
+    b = P.profile.built
+    modes = ["keep"] * len(P.modes)
+    for n, k in b.mask_of.items():
+        modes[n], modes[k] = "each", "once"
+    Q = copy_.copy(P)
+    Q.modes, Q.table = modes, P.profile.table(modes)
+    check(len(Q.table.masked_later) == 12 and not Q.table.masked,
+          "mask once, noise each: the table names the 12 noises' ops: %d" % len(Q.table.masked_later))
+    cm = rematplan.apply(m, Q)
+    check_same(check, "mask once, noise each", m, cm, args)
+    st = cm.remat_last.stats
+    check(st["masked_later"] == 12, "each noise's mask kept at its first rebuild: %s" % st)
+    r = rematplan.verify(cm, args, check_memory=False, raise_on_mismatch=False)
+    check(r["ok"], "mask once, noise each: verify clean: %s" % {k: r.get(k) for k in ("ok", "grads_differ",
+                                                                                       "mismatches")})
+    rematplan.forget(m)
+
+
 def test_held_gradient(check):
     """A parameter two autograd Nodes send gradients to (a head tied to the embedding; a module called
     twice) has its first gradient held by autograd's engine until the last arrives: the graph has a
@@ -774,7 +802,8 @@ def test_no_import_circle(check):
 
 def run(check):
     import time
-    for t in (test_functional, test_random_inplace_shared, test_dropout_mask, test_mask_bits, test_held_gradient,
+    for t in (test_functional, test_random_inplace_shared, test_dropout_mask, test_mask_bits, test_mask_later,
+              test_held_gradient,
               test_shape_only, test_inplace_copy, test_inplace_split, test_held_edge_gradient, test_layerdrop, test_hooks,
               test_lifetimes,
               test_tuple_module, test_budgets, test_steps, test_stable, test_nothing_left, test_no_import_circle):

@@ -64,6 +64,9 @@ class Profile:
         # a dropout's noise the plan recomputes while it keeps its mask: packed as the mask
         masked = [rec.ops[b.node_ops[n][0]].key for n, m in b.mask_of.items()
                   if modes[m] == "keep" and modes[n] != "keep"]
+        # rebuilt each time from a mask drawn once in the backward and held (the planner's ONCE for it)
+        later = [rec.ops[b.node_ops[n][0]].key for n, m in b.mask_of.items()
+                 if modes[m] == "once" and modes[n] == "each"]
         random = [op.key for op in rec.ops if op.random]
         writes = {}  # what ops write that is not an activation (a buffer), by place among their inputs
         for op in rec.ops:
@@ -72,7 +75,7 @@ class Profile:
             if w:
                 writes[op.key] = w
         names = {op.key: op.name for op in rec.ops if op.key in table}
-        return Table(table, takeovers, random, writes, masked, names)
+        return Table(table, takeovers, random, writes, masked, names, later)
 
 
 def _key(inputs, device):

@@ -132,6 +132,9 @@ class _Step:
         self.func, self.args, self.kwargs, self.pos, self.rng, self.copies = func, args, kwargs, pos, rng, copies
 
 
+_AT_REBUILD = "at rebuild"  # _Recipe.mask: a dropout's noise whose mask is kept from its first rebuild on
+
+
 class _Recipe:
     """How to rebuild one storage: its first op, then the in-place ops that wrote it."""
     __slots__ = ("steps", "each", "handles", "dependents", "tensors", "deps", "cache", "done", "released",
@@ -145,7 +148,8 @@ class _Recipe:
         self.done = self.released = False
         self.open = True
         self.offset, self.numel = out.storage_offset(), _storage_numel(out)
-        self.mask = False  # True: a dropout's noise, packed as its _Mask; then the _Mask
+        self.mask = False  # True: a dropout's noise, packed as its _Mask; then the _Mask (_AT_REBUILD: at
+        # its first rebuild)
 
 
 if hasattr(torch.Tensor, "untyped_storage"):
@@ -209,8 +213,11 @@ class Table:
     after which a storage is kept (pinned takeovers), of ops that draw random numbers, of ops that
     write a buffer, and of ops that make a dropout's noise the plan keeps as its mask."""
 
-    def __init__(self, modes, takeovers=(), random=(), writes=None, masked=(), names=None):
+    def __init__(self, modes, takeovers=(), random=(), writes=None, masked=(), names=None, masked_later=()):
         self.modes, self.takeovers = modes, set(takeovers)
+        # keys of the ops that make a dropout's noise the plan rebuilds each time, its mask once (the
+        # planner's ONCE: drawn at the first backward that reads the noise, held to the last as bits)
+        self.masked_later = set(masked_later)
         self.names = names or {}  # key -> the captured op's name: a step whose op there differs
         # (another branch, a skipped block) keeps that op's outputs
         self.random = set(random)
@@ -233,7 +240,7 @@ class Step(TorchDispatchMode):
         self.new = []            # recipes made in this forward (swept when it ends)
         self.last_key = None     # the key of the op that ran last
         self.quiet = 0           # > 0 while the pack hook runs ops of its own (not the model's: uncounted)
-        self.stats = {"recipes": 0, "packed": 0, "rebuilt": 0, "unknown_keys": 0, "other_op": 0}
+        self.stats = {"recipes": 0, "packed": 0, "rebuilt": 0, "unknown_keys": 0, "other_op": 0, "masked_later": 0}
 
     # ---- the forward ----
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -366,7 +373,7 @@ class Step(TorchDispatchMode):
             t = outs[pos]
             s = step if isinstance(out, torch.Tensor) else _Step(func, a, kw, pos, rng, copies)
             r = _Recipe(s, mode == "each", t)
-            r.mask = key in self.table.masked
+            r.mask = True if key in self.table.masked else _AT_REBUILD if key in self.table.masked_later else False
             self._claim(r, deps)
             self._track(t, r)
             self.new.append(r)
@@ -480,6 +487,10 @@ class Step(TorchDispatchMode):
                     _check_layout(r, base)
         if self.check is not None:  # the version asked for (an earlier one, empty_like's, may be garbage)
             self.check.rebuilt(r, v, base)
+        if r.mask is _AT_REBUILD and v == len(r.steps):  # the noise drawn again: its mask kept from now on
+            r.mask = _Mask.of(r, base)  # (None where it is not that pattern: drawn at each reader)
+            if r.mask is not None:
+                self.stats["masked_later"] += 1
         return base
 
 
