@@ -314,7 +314,7 @@ def test_mask_bits(check):
                 bits = R._pack(noise.view(-1))
                 value = noise.max() if n else noise.new_zeros(())
                 m = R._Mask()
-                m.bits, m.value, m.shape = bits, value, noise.shape
+                m.bits, m.value, m.shape, m.numel = bits, value, noise.shape, n
                 back = m.noise()
                 check(bits.dtype == torch.uint8 and bits.numel() == (n + 7) // 8,
                       "mask bits of %d elements (numpy %s): %d bytes" % (n, numpy, bits.numel()))

@@ -280,8 +280,8 @@ def _dropout_noise(nd, rec, priv, is_loss):
 
 
 def _split_mask(node, numel, nbytes, rates, out_nodes, node_ops, node_first, node_sids, nd):
-    """Appends the noise node's mask node (its ops, their time, the random draws; numel bytes) and
-    returns the noise node as the mask rebuilds it: one elementwise op."""
+    """Appends the noise node's mask node (its ops, their time, the random draws; a bit an element) and
+    returns the noise node as the mask rebuilds it: a few elementwise ops."""
     out_nodes.append({"name": node["name"] + ".mask", "forward_time": node["forward_time"], "backward_time": 0.0,
                       "output_bytes": (numel + 7) // 8, "gradient_bytes": 0, "backward": False, "random": True,
                       "_mask": True})

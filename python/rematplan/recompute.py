@@ -498,7 +498,7 @@ class _Mask:
     """A dropout's noise (graph.py, _NOISE: Bernoulli draws of 0.0 and 1.0 divided in place by q > 0)
     as its mask, one bit an element (_pack), and its one nonzero value: the mask times the value gives
     it back bit for bit (0 / q is +0.0; every 1 / q is the same number)."""
-    __slots__ = ("version", "bits", "value", "shape")
+    __slots__ = ("version", "bits", "value", "shape", "numel")
 
     @staticmethod
     def of(r, t):
@@ -515,7 +515,7 @@ class _Mask:
                 t.is_floating_point()):
             return None
         m = _Mask()
-        m.version, m.shape = len(r.steps), t.shape
+        m.version, m.shape, m.numel = len(r.steps), t.shape, t.numel()
         with torch.no_grad():
             m.value = t.max() if t.numel() else t.new_zeros(())
             if not bool(torch.isfinite(m.value)):  # 0 * inf is not 0: noise() would not give it back
@@ -527,10 +527,7 @@ class _Mask:
         """The noise, bit for bit: the mask as 1.0 and 0.0 times the value (0 * value is +0.0, as the
         draws made it), in the noise's shape."""
         with torch.no_grad():
-            n = 1
-            for d in self.shape:
-                n *= d
-            return _unpack(self.bits, n).to(self.value.dtype).mul_(self.value).view(self.shape)
+            return _unpack(self.bits, self.numel).to(self.value.dtype).mul_(self.value).view(self.shape)
 
 
 # A mask is packed this many elements at a time: the comparison's bool scratch is 1 MiB, whatever the
@@ -552,6 +549,7 @@ def _pack(flat):
     out = torch.empty((n + 7) // 8, dtype=torch.uint8, device=flat.device)
     scratch = torch.empty((min(n, _CHUNK) + 7) // 8 * 8, dtype=torch.bool, device=flat.device)
     numpy = _np is not None and flat.device.type == "cpu"
+    weights = None if numpy else torch.tensor([1, 2, 4, 8, 16, 32, 64, 128], dtype=torch.uint8, device=flat.device)
     for a in range(0, n, _CHUNK):
         m = min(_CHUNK, n - a)
         b = scratch[: (m + 7) // 8 * 8]
@@ -561,7 +559,6 @@ def _pack(flat):
         if numpy:
             o.numpy()[:] = _np.packbits(b.numpy(), bitorder="little")
         else:
-            weights = torch.tensor([1, 2, 4, 8, 16, 32, 64, 128], dtype=torch.uint8, device=flat.device)
             torch.sum(b.view(torch.uint8).view(-1, 8) * weights, 1, dtype=torch.uint8, out=o)
     return out
 
