@@ -299,7 +299,8 @@ def test_dropout_mask(check):
 def test_mask_bits(check):
     """A dropout's mask as bits (recompute._pack, _unpack): every size (0, 1, not a multiple of 8,
     more than one chunk), fp32 and bf16 noise, numpy's packing and torch's own (other devices, no
-    numpy): the noise it gives back is the noise bit for bit, in ceil(n / 8) bytes."""
+    numpy, or a torch tensor whose dtype numpy lacks): the noise it gives back is the noise bit for
+    bit, in ceil(n / 8) bytes."""
     from rematplan import recompute as R
     torch.manual_seed(0)
     for numpy in (True, False):
@@ -311,7 +312,8 @@ def test_mask_bits(check):
                              (R._CHUNK + 21, torch.float32), (2 * R._CHUNK, torch.float32)):
                 noise = torch.empty(n, dtype=dtype).bernoulli_(0.8).div_(0.8).view(-1, 1) if n else \
                     torch.empty(0, 1, dtype=dtype)
-                bits = R._pack(noise.view(-1))
+                flat = noise.view(-1)  # numpy's array where the forward gives it (fp32 on the CPU)
+                bits = R._pack(flat.numpy() if numpy and R._numpy_ok(flat) else flat, flat.device)
                 value = noise.max() if n else noise.new_zeros(())
                 m = R._Mask()
                 m.bits, m.value, m.shape, m.numel = bits, value, noise.shape, n

@@ -152,7 +152,7 @@ def op_flops(func, args, kwargs, out):
         if base in _MM:
             return _mm(args)
         if base in _CONV:
-            return _conv(args, out if isinstance(out, torch.Tensor) else next(flat_tensors(out), None))
+            return _conv(args, out if isinstance(out, torch.Tensor) else next(iter(flat_tensors(out)), None))
         if "scaled_dot_product" in base or "attention_forward" in base:
             return _attention(args)
     except (TypeError, IndexError, ValueError):

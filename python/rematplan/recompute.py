@@ -404,7 +404,13 @@ class Step(TorchDispatchMode):
         if r.mask is True:
             self.quiet += 1  # the mask's ops are not the model's: they must not shift the keys after them
             try:
-                r.mask = _Mask.of(r, t)
+                # nor pass through this mode (~20 us an op) or a user's: the guard is torch's RAII
+                # object (a context manager in torch 2.x only), on while it lives
+                guard = torch._C._DisableTorchDispatch() if type(t) is torch.Tensor else None
+                try:
+                    r.mask = _Mask.of(r, t)
+                finally:
+                    del guard
             finally:
                 self.quiet -= 1
             if r.mask is not None:  # the draws and their inputs are needed no more
@@ -517,10 +523,19 @@ class _Mask:
         m = _Mask()
         m.version, m.shape, m.numel = len(r.steps), t.shape, t.numel()
         with torch.no_grad():
+            # 0 * inf is not 0: where the value is not finite, noise() would not give the noise back
+            if _numpy_ok(t):
+                a = (t.detach() if t.requires_grad else t).numpy().reshape(-1)
+                m.bits = _pack(a, t.device)
+                value = _first_nonzero(a, m.bits.numpy())  # (a max would read the noise again)
+                if not _np.isfinite(value):
+                    return None
+                m.value = torch.from_numpy(_np.array(value))  # 0-dim, the noise's dtype
+                return m
             m.value = t.max() if t.numel() else t.new_zeros(())
-            if not bool(torch.isfinite(m.value)):  # 0 * inf is not 0: noise() would not give it back
+            if not bool(torch.isfinite(m.value)):
                 return None
-            m.bits = _pack(t.view(-1))
+            m.bits = _pack(t.view(-1), t.device)
         return m
 
     def noise(self):
@@ -540,16 +555,45 @@ except ImportError:  # pragma: no cover (torch's own ops below)
     _np = None
 
 
-def _pack(flat):
+_NUMPY_FLOATS = (torch.float16, torch.float32, torch.float64)
+
+
+def _first_nonzero(a, bits):
+    """The first nonzero element of a (numpy) by its packed bits, or 0 where there is none: every
+    nonzero element of a dropout's noise is the same value (_Mask)."""
+    i = int(bits.argmax()) if bits.size else 0
+    if not bits.size or not bits[i]:
+        return a.dtype.type(0)
+    byte = int(bits[i])
+    return a[i * 8 + (byte & -byte).bit_length() - 1]
+
+
+def _numpy_ok(t):
+    return _np is not None and t.device.type == "cpu" and t.dtype in _NUMPY_FLOATS
+
+
+def _pack(flat, device):
     """flat != 0 as bits, little-endian in each byte (element i is bit i % 8 of byte i // 8): a uint8
-    tensor of ceil(n / 8) bytes on flat's device. 8x smaller than a bool mask: a plan keeps a
-    dropout's mask for 1/32 of its noise's fp32 bytes (issue 34: BART's 42 masks are 6% of its
-    store-all in bools)."""
-    n = flat.numel()
-    out = torch.empty((n + 7) // 8, dtype=torch.uint8, device=flat.device)
-    scratch = torch.empty((min(n, _CHUNK) + 7) // 8 * 8, dtype=torch.bool, device=flat.device)
-    numpy = _np is not None and flat.device.type == "cpu"
-    weights = None if numpy else torch.tensor([1, 2, 4, 8, 16, 32, 64, 128], dtype=torch.uint8, device=flat.device)
+    tensor of ceil(n / 8) bytes on the device. 8x smaller than a bool mask: a plan keeps a dropout's
+    mask for 1/32 of its noise's fp32 bytes (issue 34: BART's 42 masks are 6% of its store-all in
+    bools). flat: a 1-dim tensor, or on the CPU its numpy array: numpy compares and packs there
+    (0.1 ms for 786k elements, where torch's comparison to a bool tensor took 0.47 ms and each torch
+    op in the forward's mode ~20 us more). The bits and the scratch are torch's (the allocator counts
+    them)."""
+    n = flat.numel() if isinstance(flat, torch.Tensor) else flat.size
+    out = torch.empty((n + 7) // 8, dtype=torch.uint8, device=device)
+    scratch = torch.empty((min(n, _CHUNK) + 7) // 8 * 8, dtype=torch.bool, device=device)
+    if not isinstance(flat, torch.Tensor):
+        o, b = out.numpy(), scratch.numpy()
+        for a in range(0, n, _CHUNK):
+            m = min(_CHUNK, n - a)
+            w = (m + 7) // 8 * 8
+            b[m:w] = False
+            _np.not_equal(flat[a:a + m], 0, out=b[:m])
+            o[a // 8: a // 8 + w // 8] = _np.packbits(b[:w], bitorder="little")
+        return out
+    numpy = _np is not None and device.type == "cpu"
+    weights = None if numpy else torch.tensor([1, 2, 4, 8, 16, 32, 64, 128], dtype=torch.uint8, device=device)
     for a in range(0, n, _CHUNK):
         m = min(_CHUNK, n - a)
         b = scratch[: (m + 7) // 8 * 8]
@@ -565,6 +609,8 @@ def _pack(flat):
 
 def _unpack(bits, n):
     """_pack's bits as n uint8 values 0 and 1."""
+    if _np is not None and bits.device.type == "cpu":
+        return torch.from_numpy(_np.unpackbits(bits.detach().numpy(), count=n, bitorder="little"))
     shifts = torch.arange(8, dtype=torch.uint8, device=bits.device)
     return ((bits.unsqueeze(1) >> shifts) & 1).view(-1)[:n]
 
@@ -586,12 +632,23 @@ def _check_layout(r, base):
                          "it with the model" % (_storage_numel(base), r.numel))
 
 
+def _autocast_on(device):
+    """Whether autocast is on for a device type (torch 2.x takes the type; 1.13 has one call each)."""
+    try:
+        return torch.is_autocast_enabled(device)
+    except TypeError:
+        return torch.is_autocast_cpu_enabled() if device == "cpu" else torch.is_autocast_enabled()
+
+
 class _no_autocast:
-    """Replays run the aten ops as recorded: no autocast casts them again."""
+    """Replays run the aten ops as recorded: no autocast casts them again. Where autocast is off (the
+    usual backward) nothing is entered: torch.autocast objects cost ~10 us a rebuild."""
 
     def __enter__(self):
-        self.ctx = [torch.autocast("cpu", enabled=False)]
-        if torch.cuda.is_available():
+        self.ctx = []
+        if _autocast_on("cpu"):
+            self.ctx.append(torch.autocast("cpu", enabled=False))
+        if _autocast_on("cuda") and torch.cuda.is_available():
             self.ctx.append(torch.autocast("cuda", enabled=False))
         for c in self.ctx:
             c.__enter__()
