@@ -634,8 +634,11 @@ rm_status rm_chart_svg(const rm_chart *c, const char *path, char *err, size_t er
  * {"feasible", "budget_bytes", "store_all_bytes", "min_budget_bytes",
  * "peak_bytes", "recompute_time", "total_time", "keep": [names],
  * "recompute": [{"node", "mode"}], "blocks": [[first, last], ...],
- * "schedule": ["F 0", ..., "R 3", "B 5", ...]}. An infeasible budget returns
- * RM_ERR_BUDGET with the JSON still filled. With a top-level
+ * "schedule": ["F 0", ..., "R 3", "B 5", ...], "least_plan": {"least_bytes",
+ * "modes", "blocks"}}. An infeasible budget returns RM_ERR_BUDGET with the
+ * JSON still filled. A later call on the same graph may give "least_plan"
+ * back as the graph's top-level "start": the same answer, without searching
+ * the least budget again (most of a call's time). With a top-level
  * "scratch_bandwidth" (bytes per unit of time; and "io_latency") the plan
  * may page outputs to a scratch file too: "page": [{"node", "lead",
  * "every_gap"}], schedule items "PO i" / "PI i", recompute_time including

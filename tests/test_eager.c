@@ -10,7 +10,8 @@
  *   - With the model's layers given ("block"), the planner's least budget is
  *     at most per-layer checkpointing's peak (what crosses the layers kept,
  *     the rest recomputed once), and at that peak it recomputes no more.
- *   - The JSON: bad "eager", "keep" and "block" refused with a message;
+ *   - The JSON: bad "eager", "keep", "block" and "start" refused with a message;
+ *     a start (the least plan of an earlier answer) gives the same answers;
  *     rm_price_graph's "live_bytes" has one entry per schedule item, whose
  *     largest is the peak. */
 #include "check.h"
@@ -315,6 +316,63 @@ static void test_solved_least(void) {
     check_least("tests/data/t5_bits_eager_graph.json", 0.166);
 }
 
+/* The graph JSON text with `extra` (", \"key\": value") before its closing brace, into out. */
+static void with_key(const char *json, const char *extra, char *out, size_t cap) {
+    size_t len = strlen(json);
+    while (len > 0 && json[len - 1] != '}') len--;
+    snprintf(out, cap, "%.*s%s}", (int)(len ? len - 1 : 0), json, extra);
+}
+
+/* "start": the store-all answer's "least_plan" given back as the graph's start makes every answer
+ * the same, byte for byte, without searching the least again (rematplan passes it on each call
+ * after the first: the search was 80% of each call on this graph); a bad start is refused with a
+ * message; a "forward" start on an eager graph is clamped (a start is a hint, never trusted). */
+static void test_start(void) {
+    static char json[1 << 18], with[1 << 19], start[1 << 16];
+    read_graph("tests/data/t5_bits_eager_graph.json", json, sizeof json);
+    char *top = NULL, err[512];
+    CHECK(rm_plan_graph(json, -1, &top, err, sizeof err) == RM_OK && top, "store-all: %s", err);
+    const char *lp = top ? strstr(top, "\"least_plan\":") : NULL;
+    CHECK(lp != NULL, "the store-all answer names its least plan");
+    if (!lp) { free(top); return; }
+    snprintf(start, sizeof start, ", \"start\": %.*s", (int)(strlen(lp) - strlen("\"least_plan\":") - 1),
+             lp + strlen("\"least_plan\":"));
+    with_key(json, start, with, sizeof with);
+    long long least = field(top, "\"min_budget_bytes\":");
+    const long long budgets[] = {-1, 120000000, 90000000, least, least - 1, least / 2};
+    for (int i = 0; i < 6; i++) {
+        char *a = NULL, *b = NULL, e1[512], e2[512];
+        rm_status r1 = rm_plan_graph(json, budgets[i], &a, e1, sizeof e1);
+        rm_status r2 = rm_plan_graph(with, budgets[i], &b, e2, sizeof e2);
+        CHECK(r1 == r2 && ((!a && !b && strcmp(e1, e2) == 0) || (a && b && strcmp(a, b) == 0)),
+              "budget %lld: the same answer with the start (%d, %d): %.120s / %.120s", budgets[i], r1, r2,
+              a ? a : e1, b ? b : e2);
+        free(a), free(b);
+    }
+    free(top);
+    const char *g = "{\"nodes\": [{\"forward_time\": 1, \"backward_time\": 1, \"output_bytes\": 10},"
+                    " {\"forward_time\": 1, \"backward_time\": 1, \"output_bytes\": 10}],"
+                    " \"edges\": [{\"producer\": 0, \"consumer\": 1}], \"eager\": true}";
+    const char *bad[] = {", \"start\": 3", ", \"start\": {\"modes\": [\"keep\"]}",
+                         ", \"start\": {\"modes\": [\"keep\", \"often\"]}",
+                         ", \"start\": {\"modes\": [\"keep\", \"keep\"], \"blocks\": [0, 2]}",
+                         ", \"start\": {\"modes\": [\"keep\", \"keep\"], \"least_bytes\": -5}",
+                         ", \"start\": {\"modes\": [\"keep\", \"keep\"], \"least_bytes\": \"many\"}"};
+    for (int i = 0; i < 6; i++) {
+        char *out = NULL;
+        with_key(g, bad[i], with, sizeof with);
+        CHECK(rm_plan_graph(with, -1, &out, err, sizeof err) == RM_ERR_FORMAT && !out && strstr(err, "start"),
+              "bad start %d refused, naming it: %s", i, err);
+        free(out);
+    }
+    char *out = NULL;
+    with_key(g, ", \"start\": {\"modes\": [\"forward\", \"keep\"], \"least_bytes\": 1e15}", with, sizeof with);
+    CHECK(rm_plan_graph(with, -1, &out, err, sizeof err) == RM_OK && out && strstr(out, "\"feasible\":true") &&
+              field(out, "\"min_budget_bytes\":") <= field(out, "\"store_all_bytes\":"),
+          "a forward start on an eager graph planned, its least at most store-all: %.200s", out ? out : err);
+    free(out);
+}
+
 int main(void) {
     test_json();
     test_layers();
@@ -322,5 +380,6 @@ int main(void) {
     test_monotone();
     test_deep_least();
     test_solved_least();
+    test_start();
     return check_done("test_eager");
 }

@@ -139,7 +139,11 @@ static rm_status check_totals(const rm_gmodel *m, char *err, size_t errlen) {
     return RM_OK;
 }
 
-static rm_status parse_graph(const char *text, rm_gmodel *m, char *err, size_t errlen) {
+static rm_status plan_of(const cJSON *root, int n, rm_gplan *p, const char *what, char *err, size_t errlen);
+
+/* text into m; "start" (a plan, as rm_price_graph takes it) into *start
+ * when start is not NULL and the graph has one (else start->mode NULL). */
+static rm_status parse_graph(const char *text, rm_gmodel *m, rm_gplan *start, char *err, size_t errlen) {
     cJSON *root = rm_json_parse(text, err, errlen); /* one object, no key twice */
     const cJSON *nodes = root ? cJSON_GetObjectItemCaseSensitive(root, "nodes") : NULL;
     const cJSON *edges = root ? cJSON_GetObjectItemCaseSensitive(root, "edges") : NULL;
@@ -176,6 +180,18 @@ static rm_status parse_graph(const char *text, rm_gmodel *m, char *err, size_t e
         snprintf(err, errlen, "\"eager\" and \"scratch_bandwidth\" cannot be combined: an eager plan does not page");
         rc = RM_ERR_FORMAT;
     }
+    /* optional: a plan at the least budget from an earlier answer ("least_plan"): the least is
+     * then its peak, not searched again (issue 34: the search was 80% of each call) */
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(root, "start");
+    if (start) memset(start, 0, sizeof *start);
+    if (rc == RM_OK && st && start) rc = plan_of(st, n, start, "\"start\"", err, errlen);
+    double given = -1; /* the least the earlier answer named (a budget: at or above the plan's peak) */
+    if (rc == RM_OK && st && start && (!num(st, "least_bytes", 0, -1, &given) || given > 9.0e15)) {
+        snprintf(err, errlen, "\"start\": \"least_bytes\" is a number of bytes >= 0 when given");
+        rm_gplan_free(start), memset(start, 0, sizeof *start);
+        rc = RM_ERR_FORMAT;
+    }
+    if (rc == RM_OK && start && start->mode) start->peak = given >= 0 ? (int64_t)given : -1;
     if (rc == RM_ERR_NOMEM) snprintf(err, errlen, "out of memory");
     if (rc != RM_OK && m->fwd) rm_gmodel_free(m);
     cJSON_Delete(root);
@@ -188,8 +204,22 @@ static const char *mode_name(int mode) {
 }
 
 /* The answer: feasibility, times, bytes, the modes and the schedule. */
+/* {"least_bytes", "modes": [names], "blocks": [ids]} of the plan p at the least budget (what
+ * "start" and rm_price_graph read) into out */
+static void add_plan(cJSON *out, const char *key, const rm_gmodel *m, const rm_gplan *p, int64_t least) {
+    cJSON *o = cJSON_AddObjectToObject(out, key);
+    if (o) cJSON_AddNumberToObject(o, "least_bytes", (double)least);
+    cJSON *modes = o ? cJSON_AddArrayToObject(o, "modes") : NULL, *blocks = o ? cJSON_AddArrayToObject(o, "blocks") : NULL;
+    for (int i = 0; modes && blocks && i < m->n; i++) {
+        cJSON_AddItemToArray(modes, cJSON_CreateString(mode_name(p->mode[i])));
+        cJSON_AddItemToArray(blocks, cJSON_CreateNumber(p->block[i]));
+    }
+}
+
+/* The answer: feasibility, times, bytes, the modes and the schedule; the
+ * plan at the least budget when least_plan is given. */
 static char *answer(const rm_gmodel *m, const rm_gplan *p, const int *paged, int64_t budget, int64_t store_all,
-                    int64_t least) {
+                    int64_t least, const rm_gplan *least_plan) {
     cJSON *out = cJSON_CreateObject();
     double total = 0;
     for (int i = 0; i < m->n; i++) total += m->fwd[i] + (m->has_bwd[i] ? m->bwd[i] : 0);
@@ -242,6 +272,7 @@ static char *answer(const rm_gmodel *m, const rm_gplan *p, const int *paged, int
         }
         rm_schedule_free(&s);
     }
+    if (least_plan && least_plan->mode) add_plan(out, "least_plan", m, least_plan, least);
     char *text = cJSON_PrintUnformatted(out);
     cJSON_Delete(out);
     return text;
@@ -256,22 +287,46 @@ static rm_status entry(const char *fn, char **result_json, char *err, size_t *er
     return RM_OK;
 }
 
+/* A "start" plan made one this graph can run (modes no higher than a node's top: an eager graph
+ * has no "forward", a pinned node is kept; one node per block when eager), priced: the least
+ * budget reported is its "least_bytes" (what the earlier answer named) or its peak, the larger
+ * (an upper bound of the least, as rm_gplan_least's is). */
+static rm_status price_start(const rm_gmodel *m, rm_gplan *at, int64_t *least) {
+    rm_gmodel_clamp(m, at->mode);
+    for (int v = 0; m->eager && v < m->n; v++) at->block[v] = v;
+    if (m->eager) at->n_blocks = m->n;
+    rm_schedule s = {0};
+    rm_gsim w = {0};
+    rm_geval_result r;
+    rm_status rc = rm_gplan_schedule(m, at->mode, at->block, &s);
+    if (rc == RM_OK) rc = rm_gsim_run(m, &s, INT64_MAX / 4, &w, &r);
+    if (rc == RM_OK) *least = at->peak > r.peak ? at->peak : r.peak; /* the least named, or the peak */
+    if (rc == RM_OK) at->feasible = 1, at->cost = r.cost, at->peak = r.peak;
+    rm_gsim_free(&w);
+    rm_schedule_free(&s);
+    return rc;
+}
+
 rm_status rm_plan_graph(const char *graph_json, int64_t budget, char **result_json, char *err, size_t errlen) {
     if (entry("rm_plan_graph", result_json, err, &errlen) != RM_OK) return RM_ERR_ARG;
     rm_gmodel m;
-    rm_status rc = parse_graph(graph_json ? graph_json : "", &m, err, errlen);
+    rm_gplan at; /* a plan at the least budget: a start, so any budget above it plans */
+    rm_status rc = parse_graph(graph_json ? graph_json : "", &m, &at, err, errlen);
     if (rc != RM_OK) return rc;
     rm_gplan all, p;
     rc = rm_gplan_solve(&m, INT64_MAX / 4, NULL, NULL, NULL, &all);
     int64_t store_all = rc == RM_OK ? all.peak : 0;
     if (rc == RM_OK) rm_gplan_free(&all);
     if (budget < 0) budget = store_all;
-    rm_gplan at = {0}; /* a plan at the least budget: a start, so any budget above it plans */
     const double bw = m.bw;
     m.bw = 0; /* the least budget and the recompute plan: without paging */
-    int64_t least = rc == RM_OK ? rm_gplan_least(&m, m.hint, NULL, NULL, &at) : -1;
+    int64_t least = -1;
+    if (rc == RM_OK && at.mode) {
+        rc = price_start(&m, &at, &least);
+        if (least > store_all) least = store_all; /* a named least above store-all names store-all */
+    }
+    else if (rc == RM_OK) least = rm_gplan_least(&m, m.hint, NULL, NULL, &at);
     if (rc == RM_OK) rc = rm_gplan_solve_from(&m, budget, m.hint, NULL, NULL, &at, &p);
-    rm_gplan_free(&at);
     m.bw = bw;
     int *paged = calloc((size_t)m.n, sizeof *paged);
     if (rc == RM_OK && !paged) rc = RM_ERR_NOMEM;
@@ -283,7 +338,7 @@ rm_status rm_plan_graph(const char *graph_json, int64_t budget, char **result_js
         else rm_gplan_free(&p);
     }
     if (rc == RM_OK) {
-        *result_json = answer(&m, &p, paged, budget, store_all, least);
+        *result_json = answer(&m, &p, paged, budget, store_all, least, at.feasible ? &at : NULL);
         if (!*result_json) rc = RM_ERR_NOMEM;
         else if (!p.feasible) {
             rc = RM_ERR_BUDGET;
@@ -294,6 +349,7 @@ rm_status rm_plan_graph(const char *graph_json, int64_t budget, char **result_js
         rm_gplan_free(&p);
     }
     free(paged);
+    if (at.mode) rm_gplan_free(&at);
     if (rc == RM_ERR_NOMEM) snprintf(err, errlen, "out of memory planning");
     rm_gmodel_free(&m);
     return rc;
@@ -301,20 +357,18 @@ rm_status rm_plan_graph(const char *graph_json, int64_t budget, char **result_js
 
 /* ---- pricing a given plan (rm_price_graph) -------------------------------- */
 
-/* plan_json {"modes": [...], "blocks": [...]} into p (n nodes): modes by
- * name, blocks nondecreasing from 0 by at most 1 (absent: one per node). */
-static rm_status parse_plan(const char *text, int n, rm_gplan *p, char *err, size_t errlen) {
-    cJSON *root = rm_json_parse(text, err, errlen); /* one object, no key twice */
-    const cJSON *modes = root ? cJSON_GetObjectItemCaseSensitive(root, "modes") : NULL;
-    const cJSON *blocks = root ? cJSON_GetObjectItemCaseSensitive(root, "blocks") : NULL;
+/* {"modes": [...], "blocks": [...]} into p (n nodes): modes by name, blocks
+ * nondecreasing from 0 by at most 1 (absent: one per node); what names the
+ * object in a message. */
+static rm_status plan_of(const cJSON *root, int n, rm_gplan *p, const char *what, char *err, size_t errlen) {
+    const cJSON *modes = cJSON_IsObject(root) ? cJSON_GetObjectItemCaseSensitive(root, "modes") : NULL;
+    const cJSON *blocks = cJSON_IsObject(root) ? cJSON_GetObjectItemCaseSensitive(root, "blocks") : NULL;
     rm_status rc = RM_OK;
     memset(p, 0, sizeof *p);
-    if (!root) return RM_ERR_FORMAT;
     if (!cJSON_IsArray(modes) || cJSON_GetArraySize(modes) != n ||
         (blocks && (!cJSON_IsArray(blocks) || cJSON_GetArraySize(blocks) != n))) {
-        snprintf(err, errlen, "plan: expected {\"modes\": [%d names: keep, once, each or forward], \"blocks\": "
-                 "[%d block ids, nondecreasing from 0]} (blocks optional)", n, n);
-        cJSON_Delete(root);
+        snprintf(err, errlen, "%s: expected {\"modes\": [%d names: keep, once, each or forward], \"blocks\": "
+                 "[%d block ids, nondecreasing from 0]} (blocks optional)", what, n, n);
         return RM_ERR_FORMAT;
     }
     p->mode = calloc((size_t)n, 1), p->block = calloc((size_t)n, sizeof *p->block);
@@ -327,7 +381,7 @@ static rm_status parse_plan(const char *text, int n, rm_gplan *p, char *err, siz
         int prev = i ? p->block[i - 1] : 0;
         double id = b ? (cJSON_IsNumber(b) ? b->valuedouble : -1) : i;
         if (mode < 0 || id != floor(id) || id < prev || id > prev + 1 || (i == 0 && id != 0)) {
-            snprintf(err, errlen, "plan: node %d: %s", i, mode < 0 ? "mode must be keep, once, each or forward"
+            snprintf(err, errlen, "%s: node %d: %s", what, i, mode < 0 ? "mode must be keep, once, each or forward"
                      : "block ids must start at 0 and grow by 0 or 1 from node to node");
             rc = RM_ERR_FORMAT;
             break;
@@ -336,6 +390,15 @@ static rm_status parse_plan(const char *text, int n, rm_gplan *p, char *err, siz
     }
     if (rc == RM_OK) p->n_blocks = p->block[n - 1] + 1;
     else rm_gplan_free(p);
+    return rc;
+}
+
+/* plan_json, one object (no key twice), into p by plan_of */
+static rm_status parse_plan(const char *text, int n, rm_gplan *p, char *err, size_t errlen) {
+    cJSON *root = rm_json_parse(text, err, errlen);
+    memset(p, 0, sizeof *p);
+    if (!root) return RM_ERR_FORMAT;
+    rm_status rc = plan_of(root, n, p, "plan", err, errlen);
     cJSON_Delete(root);
     return rc;
 }
@@ -356,7 +419,7 @@ rm_status rm_price_graph(const char *graph_json, const char *plan_json, char **r
                          size_t errlen) {
     if (entry("rm_price_graph", result_json, err, &errlen) != RM_OK) return RM_ERR_ARG;
     rm_gmodel m;
-    rm_status rc = parse_graph(graph_json ? graph_json : "", &m, err, errlen);
+    rm_status rc = parse_graph(graph_json ? graph_json : "", &m, NULL, err, errlen);
     if (rc != RM_OK) return rc;
     rm_gplan p;
     rc = parse_plan(plan_json ? plan_json : "", m.n, &p, err, errlen);
@@ -368,7 +431,7 @@ rm_status rm_price_graph(const char *graph_json, const char *plan_json, char **r
     if (rc == RM_OK) {
         p.feasible = 1, p.cost = r.cost, p.peak = r.peak;
         int *none = calloc((size_t)(m.n ? m.n : 1), sizeof *none); /* a given plan pages nothing */
-        *result_json = none ? answer(&m, &p, none, r.peak, -1, -1) : NULL;
+        *result_json = none ? answer(&m, &p, none, r.peak, -1, -1, NULL) : NULL;
         free(none);
         if (*result_json) *result_json = with_live(*result_json, &w, s.n); /* the bytes live at each item */
         if (!*result_json) rc = RM_ERR_NOMEM;
