@@ -148,7 +148,9 @@ def solve(memory, joint_graph, max_memory, node_info=None, candidates=None):
     graph = {"nodes": nodes, "edges": edges}
     rc, ans, _ = _lib.plan_graph(graph, int(max_memory * scale))
     if not ans or not ans.get("feasible"):
-        rc, ans, _ = _lib.plan_graph(graph, int(ans["min_budget_bytes"]) if ans else -1)
+        start = ans.get("least_plan") if ans else None  # the least not searched again
+        rc, ans, _ = _lib.plan_graph(graph if start is None else dict(graph, start=start),
+                                     int(ans["min_budget_bytes"]) if ans else -1)
     keep = {int(k) for k in ans.get("keep", []) if k != "loss"}
     return sorted(keep), [i for i in range(n) if i not in keep]
 
