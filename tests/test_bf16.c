@@ -10,7 +10,8 @@
  * heads), for each path, also with the cut for a caller that runs its
  * products on its own thread (rm_mm_scratch.serial); the own kernel's
  * start-up check. Tolerance: each output sums K products in fp32, error
- * ~K * 6e-8 of the sum of |terms|. */
+ * ~K * 6e-8 of the sum of |terms|. And rm_f32_to_bf16_run (half.h), the
+ * rounding of a run, against rm_f32_to_bf16 element by element. */
 #include "check.h"
 #include "exec/exec.h"
 #include "util/gemm_bf16_own.h"
@@ -159,7 +160,31 @@ static void test_threads(const char *path) {
         }
 }
 
+/* rm_f32_to_bf16_run (AVX2 by hand where there is AVX2) against
+ * rm_f32_to_bf16 of each alpha * x + add: the same bits, NaN (quiet and
+ * signalling), infinities, -0, ties, subnormals, every length to 40 (the
+ * 16-wide body and its tail), with and without add */
+static void test_round_run(void) {
+    static const uint32_t special[] = {0x7fc00000u, 0x7f800001u, 0xffa00000u, 0x7f800000u, 0xff800000u, 0x80000000u,
+                                       0x3f808000u, 0x3f818000u, 0x00008000u, 0x00018000u, 0x7f7fffffu, 0x007fffffu};
+    float x[40], add[40];
+    for (int i = 0; i < 40; i++) {
+        x[i] = i < 12 ? rm_bits_f32(special[i]) : rnd() * 1e3f;
+        add[i] = i % 7 == 3 ? rm_bits_f32(special[i % 12]) : rnd();
+    }
+    for (int n = 0; n <= 40; n++)
+        for (int with = 0; with < 2; with++) {
+            const float alpha = with ? 0.37f : 1.0f;
+            uint16_t got[40], want[40];
+            rm_f32_to_bf16_run(x + 40 - n, alpha, with ? add : NULL, got, n);
+            for (int i = 0; i < n; i++)
+                want[i] = rm_f32_to_bf16(with ? alpha * x[40 - n + i] + add[i] : alpha * x[40 - n + i]);
+            CHECK(memcmp(got, want, (size_t)n * 2) == 0, "rm_f32_to_bf16_run: n %d, add %d: other bits", n, with);
+        }
+}
+
 int main(void) {
+    test_round_run();
     mm = (rm_mm_scratch){malloc(rm_gemm_bf16_scratch(3, 2048)), 3, 2048, 0};
     printf("bf16 kernel: %s%s%s\n", rm_bf16_kernel(), *rm_bf16_note() ? "; " : "", rm_bf16_note());
     for (size_t p = 0; p < sizeof paths / sizeof *paths; p++) {

@@ -13,8 +13,7 @@ const float *rm_act_read(const void *p, rm_dtype t, int64_t off, int64_t n, floa
 
 void rm_act_write(void *p, rm_dtype t, int64_t off, int64_t n, const float *buf) {
     if (t != RM_DTYPE_BF16) return; /* the kernel wrote p itself (rm_act_dst) */
-    uint16_t *h = (uint16_t *)p + off;
-    for (int64_t i = 0; i < n; i++) h[i] = rm_f32_to_bf16(buf[i]);
+    rm_f32_to_bf16_run(buf, 1.0f, NULL, (uint16_t *)p + off, n);
 }
 
 void rm_op_gemm(const rm_kernel_ctx *c, int transA, int transB, int M, int N, int K, float alpha, const void *A,

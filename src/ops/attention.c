@@ -46,11 +46,16 @@ static rm_attn_head head_of(const rm_kernel_ctx *c, void *out, void *att, int bh
                           .qt = xt, .kt = xt, .vt = xt, .pt = pt, .ot = ot, .s = s, .mm = c->mm};
 }
 
+/* a thread's forward scratch (rm_attn_head_scratch) for qkv x */
+static size_t head_scratch(const rm_node *n, const rm_value *x) {
+    return rm_attn_head_scratch(n, x->shape[1], x->shape[2] / 3 / n->iarg[0]);
+}
+
 /* qkv is (B,T,3C), out is (B,T,C), att is (B,H,T,T); work: a (RM_ATT_BLOCK,T)
  * scores scratch per thread under bf16 */
 static void attention_forward(const rm_kernel_ctx *c) {
     const int BH = (int)c->vin[0]->shape[0] * c->node->iarg[0];
-    const size_t per = rm_attn_head_scratch(c->node, c->vin[0]->shape[1]) / sizeof(float);
+    const size_t per = head_scratch(c->node, c->vin[0]) / sizeof(float);
     #pragma omp parallel for schedule(static)
     for (int bh = 0; bh < BH; bh++) {
         float *s = per ? (float *)c->work + (size_t)rm_thread_id() * per : NULL;
@@ -88,7 +93,7 @@ static double attention_flops(const rm_node *n, const rm_value *vals, int backwa
 /* one (T,T) scratch matrix per thread for dP / dS; under bf16 the
  * forward's scores of a row block per thread */
 static size_t attention_workspace(const rm_node *n, const rm_value *vals, int backward, int threads) {
-    if (!backward) return (size_t)threads * rm_attn_head_scratch(n, vals[n->in[0]].shape[1]);
+    if (!backward) return (size_t)threads * head_scratch(n, &vals[n->in[0]]);
     size_t T = (size_t)vals[n->in[0]].shape[1];
     return (size_t)threads * T * T * sizeof(float);
 }

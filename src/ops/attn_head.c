@@ -59,10 +59,8 @@ static void store_p_row(const rm_attn_head *a, int i, float *row) {
         return;
     }
     uint16_t *h = (uint16_t *)a->p + (size_t)i * a->Tk;
-    for (int j = 0; j < a->Tk; j++) {
-        h[j] = rm_f32_to_bf16(row[j]);
-        row[j] = rm_bf16_to_f32(h[j]);
-    }
+    rm_f32_to_bf16_run(row, 1.0f, NULL, h, a->Tk);
+    for (int j = 0; j < a->Tk; j++) row[j] = rm_bf16_to_f32(h[j]);
 }
 
 /* A head's products always run on the calling thread (callers run (b,h)
@@ -73,23 +71,43 @@ static rm_mm_scratch serial_mm(const rm_attn_head *a) {
     return mm;
 }
 
+/* A bf16 K or V (Tk rows of hd, stride *ld) widened to fp32 into dst
+ * (stride hd) where the products would widen it for each row block
+ * anyway (rm_gemm_bf16_widens): the same values, so the same bits. *t and
+ * *ld then say F32 and hd. */
+static const void *widen_once(const void *x, rm_dtype *t, int *ld, const rm_attn_head *a, float *dst) {
+    if (*t != RM_DTYPE_BF16 || !rm_gemm_bf16_widens()) return x;
+    for (int i = 0; i < a->Tk; i++) {
+        const uint16_t *h = (const uint16_t *)x + (size_t)i * *ld;
+        float *d = dst + (size_t)i * a->hd;
+        for (int j = 0; j < a->hd; j++) d[j] = rm_bf16_to_f32(h[j]);
+    }
+    *t = RM_DTYPE_F32, *ld = a->hd;
+    return dst;
+}
+
 /* --precision bf16: the same steps with every product on rm_gemm_bf16: a
  * row block's scores in the fp32 scratch a->s, the softmax in fp32, P
  * rounded once as it is stored (when kept in bf16), O = P V from the
- * scratch's copy of P (the same values: nothing to widen). */
+ * scratch's copy of P (the same values: nothing to widen); K and V
+ * widened once for all row blocks (widen_once). */
 static void forward_bf16(const rm_attn_head *a) {
     const rm_mm_scratch mm = serial_mm(a);
+    float *kw = a->s + (size_t)RM_ATT_BLOCK * a->Tk, *vw = kw + (size_t)a->Tk * a->hd;
+    rm_dtype kt = a->kt, vt = a->vt;
+    int ldk = a->ldk, ldv = a->ldv;
+    const void *k = widen_once(a->k, &kt, &ldk, a, kw), *v = widen_once(a->v, &vt, &ldv, a, vw);
     for (int r0 = 0; r0 < a->Tq; r0 += RM_ATT_BLOCK) {
         const int r1 = min_int(r0 + RM_ATT_BLOCK, a->Tq), cols = block_cols(a, r1);
         rm_gemm_bf16(0, 1, r1 - r0, cols, a->hd, a->scale, rm_act_at(a->q, a->qt, (int64_t)r0 * a->ldq), a->qt, a->ldq,
-                     a->k, a->kt, a->ldk, 0.0f, a->s, RM_DTYPE_F32, a->Tk, &mm);
+                     k, kt, ldk, 0.0f, a->s, RM_DTYPE_F32, a->Tk, &mm);
         for (int i = r0; i < r1; i++) {
             const int end = a->causal ? min_int(i + 1, a->Tk) : a->Tk;
             float *row = a->s + (size_t)(i - r0) * a->Tk;
             softmax_row(row, end, a->Tk, a->mask);
             store_p_row(a, i, row);
         }
-        rm_gemm_bf16(0, 0, r1 - r0, a->hd, cols, 1.0f, a->s, RM_DTYPE_F32, a->Tk, a->v, a->vt, a->ldv, 0.0f,
+        rm_gemm_bf16(0, 0, r1 - r0, a->hd, cols, 1.0f, a->s, RM_DTYPE_F32, a->Tk, v, vt, ldv, 0.0f,
                      rm_act_at(a->o, a->ot, (int64_t)r0 * a->ldo), a->ot, a->ldo, &mm);
     }
 }

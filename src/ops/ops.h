@@ -179,15 +179,18 @@ typedef struct rm_attn_head {
     const int32_t *mask;
     /* --precision bf16: the products take bf16 inputs (rm_gemm_bf16), q, k,
      * v, P and O are kept as their dtypes say (F32 or BF16), and the forward
-     * computes a row block's scores in s, (RM_ATT_BLOCK,Tk) floats */
+     * computes a row block's scores in s, (RM_ATT_BLOCK,Tk) floats, then
+     * K and V as fp32, (Tk,hd) floats each (rm_attn_head_scratch) */
     int bf16;
     rm_dtype qt, kt, vt, pt, ot;
     float *s;
     rm_mm_scratch mm; /* the products' scratch (the kernel context's) */
 } rm_attn_head;
-/* The forward's scratch of one thread under bf16 (0 in fp32). */
-static inline size_t rm_attn_head_scratch(const rm_node *n, int64_t Tk) {
-    return n->bf16 ? (size_t)RM_ATT_BLOCK * (size_t)Tk * sizeof(float) : 0;
+/* The forward's scratch of one thread under bf16 (0 in fp32): a row
+ * block's scores, then K and V widened to fp32 once for all row blocks
+ * (where bf16 products widen their operands: rm_gemm_bf16_widens). */
+static inline size_t rm_attn_head_scratch(const rm_node *n, int64_t Tk, int64_t hd) {
+    return n->bf16 ? ((size_t)RM_ATT_BLOCK + 2 * (size_t)hd) * (size_t)Tk * sizeof(float) : 0;
 }
 void rm_attn_head_forward(const rm_attn_head *a);
 /* dO (Tq,hd) with stride lddo, ds a (Tq,Tk) scratch; dq (stride lddq), dk

@@ -101,11 +101,16 @@ static rm_attn_head head_of(const rm_kernel_ctx *c, int bh, float *s) {
                           .bf16 = c->node->bf16, .mm = c->mm, .qt = qt, .kt = kt, .vt = vt, .pt = pt, .ot = ot, .s = s};
 }
 
+/* a thread's forward scratch (rm_attn_head_scratch) for q and k */
+static size_t head_scratch(const rm_node *n, const rm_value *q, const rm_value *k) {
+    return rm_attn_head_scratch(n, k->shape[1], q->shape[2] / n->iarg[0]);
+}
+
 /* q is (B,Tq,C), k and v are (B,Tk,Ckv), mask is (B,Tk) i32 or absent;
  * out is (B,Tq,C), att is (B,H,Tq,Tk). Causal: attn_head.c's row blocks. */
 static void xattention_forward(const rm_kernel_ctx *c) {
     const int BH = (int)c->vin[0]->shape[0] * c->node->iarg[0];
-    const size_t per = rm_attn_head_scratch(c->node, c->vin[1]->shape[1]) / sizeof(float);
+    const size_t per = head_scratch(c->node, c->vin[0], c->vin[1]) / sizeof(float);
 #pragma omp parallel for schedule(static)
     for (int bh = 0; bh < BH; bh++) {
         float *s = per ? (float *)c->work + (size_t)rm_thread_id() * per : NULL;
@@ -153,7 +158,7 @@ static double xattention_flops(const rm_node *n, const rm_value *vals, int backw
 /* one (Tq,Tk) scratch matrix per thread for dP / dS; under bf16 the
  * forward's scores of a row block per thread */
 static size_t xattention_workspace(const rm_node *n, const rm_value *vals, int backward, int threads) {
-    if (!backward) return (size_t)threads * rm_attn_head_scratch(n, vals[n->in[1]].shape[1]);
+    if (!backward) return (size_t)threads * head_scratch(n, &vals[n->in[0]], &vals[n->in[1]]);
     const size_t Tq = (size_t)vals[n->in[0]].shape[1], Tk = (size_t)vals[n->in[1]].shape[1];
     return (size_t)threads * Tq * Tk * sizeof(float);
 }

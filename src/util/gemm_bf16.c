@@ -148,6 +148,11 @@ const char *rm_bf16_note(void) {
 
 void rm_gemm_bf16_prepare(void) { pthread_once(&path_once, choose); }
 
+int rm_gemm_bf16_widens(void) {
+    pthread_once(&path_once, choose);
+    return path == P_SGEMM;
+}
+
 int rm_gemm_bf16_force(const char *kernel) {
     pthread_once(&path_once, choose);
     for (int q = 0; q < P_COUNT; q++)
@@ -367,11 +372,7 @@ static const float *widened(const operand *x, int r0, int nr, int k0, int nk, fl
 static void write_tile_bias(const float *acc, int mc, int nc, float alpha, const float *bias, uint16_t *C, int ldc) {
     float rb[PANEL];
     for (int j = 0; j < nc; j++) rb[j] = rm_bf16_to_f32(rm_f32_to_bf16(bias[j]));
-    for (int i = 0; i < mc; i++) {
-        const float *s = acc + (size_t)i * nc;
-        uint16_t *c = C + (size_t)i * ldc;
-        for (int j = 0; j < nc; j++) c[j] = rm_f32_to_bf16(alpha * s[j] + rb[j]);
-    }
+    for (int i = 0; i < mc; i++) rm_f32_to_bf16_run(acc + (size_t)i * nc, alpha, rb, C + (size_t)i * ldc, nc);
 }
 
 /* Panels [p0, p1) (row by row when op(A) is widened, else column by

@@ -247,7 +247,7 @@ void rm_bf16_write_tile(const float *acc, int lda, int mc, int nc, float alpha, 
         if (ct == RM_DTYPE_BF16) {
             uint16_t *c = (uint16_t *)C + at;
             if (beta == 0.0f)
-                for (int j = 0; j < nc; j++) c[j] = rm_f32_to_bf16(alpha * s[j]);
+                rm_f32_to_bf16_run(s, alpha, NULL, c, nc);
             else
                 for (int j = 0; j < nc; j++) c[j] = rm_f32_to_bf16(alpha * s[j] + beta * rm_bf16_to_f32(c[j]));
         } else {

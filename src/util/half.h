@@ -13,6 +13,9 @@
 
 #include <stdint.h>
 #include <string.h>
+#ifdef __AVX2__
+#include <immintrin.h>
+#endif
 
 static inline float rm_bits_f32(uint32_t u) {
     float f;
@@ -34,6 +37,33 @@ static inline float rm_bf16_to_f32(uint16_t h) { return rm_bits_f32((uint32_t)h 
 static inline uint16_t rm_f32_to_bf16(float f) {
     const uint32_t u = rm_f32_bits(f), r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16, q = (u >> 16) | 0x40u;
     return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? q : r);
+}
+
+/* dst[i] = rm_f32_to_bf16(alpha * src[i] + add[i]) for i < n (add may be
+ * NULL: + 0 is not added), the same bits; with AVX2 16 at a time by hand
+ * (GCC's vectorized select packs to 16 bits and widens back: half again the
+ * instructions). alpha * src + add is a product then a sum, never fused. */
+static inline void rm_f32_to_bf16_run(const float *src, float alpha, const float *add, uint16_t *dst, int64_t n) {
+    int64_t i = 0;
+#ifdef __AVX2__
+    const __m256 va = _mm256_set1_ps(alpha);
+    const __m256i bias = _mm256_set1_epi32(0x7fff), one = _mm256_set1_epi32(1), quiet = _mm256_set1_epi32(0x40);
+    for (; i + 16 <= n; i += 16) {
+        __m256i h[2];
+        for (int k = 0; k < 2; k++) {
+            __m256 x = _mm256_mul_ps(va, _mm256_loadu_ps(src + i + 8 * k));
+            if (add) x = _mm256_add_ps(x, _mm256_loadu_ps(add + i + 8 * k));
+            const __m256i u = _mm256_castps_si256(x), top = _mm256_srli_epi32(u, 16);
+            const __m256i r = _mm256_srli_epi32(
+                _mm256_add_epi32(_mm256_add_epi32(u, bias), _mm256_and_si256(top, one)), 16);
+            const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+            h[k] = _mm256_blendv_epi8(r, _mm256_or_si256(top, quiet), nan);
+        }
+        const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(h[0], h[1]), 0xd8);
+        _mm256_storeu_si256((__m256i *)(dst + i), packed);
+    }
+#endif
+    for (; i < n; i++) dst[i] = rm_f32_to_bf16(add ? alpha * src[i] + add[i] : alpha * src[i]);
 }
 
 static inline float rm_f16_to_f32(uint16_t h) {

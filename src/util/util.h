@@ -55,6 +55,10 @@ void rm_gemm_bf16_bias(int M, int N, int K, const void *A, rm_dtype at, int lda,
 /* Chooses the path (loading oneDNN and OpenBLAS), once: rm_compile calls
  * it, so no step does. */
 void rm_gemm_bf16_prepare(void);
+/* 1 where bf16 products widen bf16 operands to fp32 (the sgemm path): a
+ * caller that multiplies one bf16 operand many times may widen it once
+ * (exactly) and pass it as F32, for the same bits. */
+int rm_gemm_bf16_widens(void);
 /* Tests: how many products ran the own kernel instead of the chosen path
  * for want of scratch (none should: rm_node_mm_dim bounds every side). */
 long rm_gemm_bf16_short(void);
