@@ -176,8 +176,9 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libremat.a $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Isrc -o $@ $< $(BUILD)/libremat.a $(LDLIBS)
 
-# bench/gemm_peak.c: the sgemm peak (cblas, linked) and rm_gemm_bf16's (libremat)
-$(BUILD)/bench/gemm_peak: bench/gemm_peak.c $(BUILD)/libremat.a $(HDRS)
+# bench/gemm_peak.c: the sgemm peak (cblas, linked) and rm_gemm_bf16's (libremat);
+# bench/bf16_linear.c: a linear layer's bf16 forward against fp32's, alone
+$(BUILD)/bench/gemm_peak $(BUILD)/bench/bf16_linear: $(BUILD)/bench/%: bench/%.c $(BUILD)/libremat.a $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Isrc -o $@ $< $(BUILD)/libremat.a $(LDLIBS) $(shell $(BLAS_ENV) pkg-config --libs openblas 2>/dev/null) -Wl,-rpath,$(BLAS_LIBDIR)
 

@@ -11,7 +11,8 @@
 #     test_bf16_train on it (every path against a double product, and the
 #     guarantees); it stops if they fail;
 #  1. bench/gemm_peak.c on the models' shapes: fp32 (cblas_sgemm) and bf16
-#     on every path this host has: the GEMM peaks;
+#     on every path this host has: the GEMM peaks; bench/bf16_linear.c: a
+#     linear layer's forward alone, bf16 against fp32 (OUT/bf16_linear.txt);
 #  2. shape A (12 x 384, context 256, batch 8, vocab 256, built-in corpus)
 #     and the GPT-2 shape (12 x 768, context 64, batch 4, vocab 50257,
 #     random ids), REPS (3) rounds alternating remat fp32, remat bf16, remat
@@ -46,7 +47,8 @@ TP=${TORCH_PYTHON:-/opt/torch/.venv/bin/python}
 OUT=${1:-$(mktemp -d "${TMPDIR:-/tmp}/remat_bf16.XXXXXX")}
 mkdir -p "$OUT"
 say() { echo "bf16: $*" >&2; }
-make -s -j"$THREADS" "$REMAT" "$BUILD/tests/test_bf16" "$BUILD/tests/test_bf16_train" "$BUILD/bench/gemm_peak" >&2
+make -s -j"$THREADS" "$REMAT" "$BUILD/tests/test_bf16" "$BUILD/tests/test_bf16_train" "$BUILD/bench/gemm_peak" \
+    "$BUILD/bench/bf16_linear" >&2
 "$TP" -c 'import torch; assert int(torch.__version__.split(".")[0]) >= 2' || { say "$TP has no torch 2.x"; exit 1; }
 
 # 0. the host, and the paths checked on it
@@ -75,6 +77,10 @@ for p in onednn sgemm avx512_bf16 portable; do
     # shellcheck disable=SC2086
     "$BUILD/bench/gemm_peak" "$THREADS" "bf16-$p" $GS >"$OUT/gemm_bf16_$p.json" 2>/dev/null || rm -f "$OUT/gemm_bf16_$p.json"
 done
+# a linear layer's forward alone, bf16 (the host's path) against fp32, alternating
+if [ "${SMOKE:-0}" = 1 ]; then lin="1 1"; else lin=""; fi
+# shellcheck disable=SC2086
+"$BUILD/bench/bf16_linear" "$THREADS" $lin >"$OUT/bf16_linear.txt"
 
 # 2. the steps, alternating
 "$TP" - "$OUT/tokens_v50257.bin" <<'EOF'

@@ -278,8 +278,10 @@ static void scale_tile(float *c, int ldc, int mc, int nc, float beta) {
  * block, op(B)'s kc x c block) and a BF16 C's fp32 sums (r x c) fit in one
  * slot (cap bytes). From the shapes and cap alone, never the thread count.
  * Each halving takes the side that saves most (rows and columns before k:
- * one sgemm per panel then sums all of k). */
-enum { PANEL = 512 };
+ * one sgemm per panel then sums all of k). A BF16 C, unless the call site
+ * runs its products on its own thread (serial): at least MIN_PANELS panels
+ * where the sides allow (enough_panels), as direct_cut. */
+enum { PANEL = 512, MIN_PANELS = 8, SIDE_LEAST = 32 };
 typedef struct cut { int r, c, kc, rows, cols; } cut; /* rows, cols: panels down and across */
 
 static size_t cut_bytes(const job *jb, int r, int c, int kc) {
@@ -293,8 +295,28 @@ static int even_split(int n, int most) { /* the side of ceil(n / most) equal pan
     return parts > 0 ? (n + parts - 1) / parts : 1;
 }
 
-static int cut_of(const job *jb, size_t cap, cut *out) {
+/* Panels of r x c over M x N split further, columns first (the panels of
+ * a row share op(A)'s widened block), down to SIDE_LEAST, until there are
+ * MIN_PANELS: the threads of a small machine share them evenly. From the
+ * shapes alone. The GPT-2 shape's qkv forward (256 x 2304, BF16 C) was 5
+ * panels of 461 columns, 3 and 2 on two threads: 1.20x fp32's sgemm, in 8
+ * of 288 1.03x. Not for an F32 C from F32 operands (the backward's dX in
+ * bf16): 256 x 768 in 8 panels of 96 instead of 2 of 384 was 5-10% slower
+ * (each sgemm packs its panel's op(A) again). */
+static void enough_panels(int M, int N, int *r, int *c) {
+    for (;;) {
+        const int pr = (M + *r - 1) / *r, pc = (N + *c - 1) / *c;
+        if ((int64_t)pr * pc >= MIN_PANELS) return;
+        const int c2 = (N + pc) / (pc + 1), r2 = (M + pr) / (pr + 1); /* one panel more across, down */
+        if (c2 >= SIDE_LEAST && c2 < *c) *c = c2;
+        else if (r2 >= SIDE_LEAST && r2 < *r) *r = r2;
+        else return;
+    }
+}
+
+static int cut_of(const job *jb, size_t cap, int serial, cut *out) {
     int r = even_split(jb->a->rows, PANEL), c = even_split(jb->bt->rows, PANEL), kc = jb->a->cols;
+    if (!serial && jb->ct != RM_DTYPE_F32) enough_panels(jb->a->rows, jb->bt->rows, &r, &c);
     for (;;) {
         const size_t now = cut_bytes(jb, r, c, kc);
         if (now <= cap) break;
@@ -322,7 +344,6 @@ static int cut_of(const job *jb, size_t cap, cut *out) {
  * products always run on its own thread: rm_mm_scratch.serial); k in the fewest equal
  * blocks whose widened blocks fit the slot (cap bytes: direct_panels then
  * widens a block once for all of a thread's panels that share it). */
-enum { MIN_PANELS = 8, SIDE_LEAST = 32 };
 
 static double moved(const job *jb, int rows, int cols) {
     const double M = jb->a->rows, N = jb->bt->rows, K = jb->a->cols;
@@ -462,7 +483,7 @@ static int run_sgemm(const job *jb, const rm_mm_scratch *mm) {
     const size_t cap = l.acc + l.a + l.b;
     cut cu;
     const int direct = jb->ct == RM_DTYPE_F32 && (jb->a->t != RM_DTYPE_F32 || jb->bt->t != RM_DTYPE_F32);
-    if (!(direct ? direct_cut(jb, cap, mm->serial, &cu) : cut_of(jb, cap, &cu))) return 0;
+    if (!(direct ? direct_cut(jb, cap, mm->serial, &cu) : cut_of(jb, cap, mm->serial, &cu))) return 0;
     const int panels = cu.rows * cu.cols;
     long a_at = -1, b_at = -1;
 #ifdef _OPENMP
