@@ -24,7 +24,9 @@
 #     STEPS (5) steps, its median step; the median over rounds; and shape A
 #     under one memory budget, half of fp32's store-all (remat fp32, bf16,
 #     bf16 on the AVX2 path), where bf16 keeps more and recomputes less;
-#  3. the exact counts (plan, no timing);
+#  3. the exact counts (plan, no timing); then bench/bf16_pair.c: 10 pairs
+#     of steps (forward and backward) of each shape, fp32 and bf16 in one
+#     process, alternating (OUT/bf16_pair_A.txt, _B.txt);
 #  4. LORA=1 (default): the SmolLM2-135M-shape LoRA fine-tune (a random bf16
 #     folder, r 16 on the seven projections, batch 4, context 512): remat
 #     --precision bf16 --memory-limit 1GiB against PEFT with bf16 autocast
@@ -48,7 +50,7 @@ OUT=${1:-$(mktemp -d "${TMPDIR:-/tmp}/remat_bf16.XXXXXX")}
 mkdir -p "$OUT"
 say() { echo "bf16: $*" >&2; }
 make -s -j"$THREADS" "$REMAT" "$BUILD/tests/test_bf16" "$BUILD/tests/test_bf16_train" "$BUILD/bench/gemm_peak" \
-    "$BUILD/bench/bf16_linear" >&2
+    "$BUILD/bench/bf16_linear" "$BUILD/bench/bf16_pair" >&2
 "$TP" -c 'import torch; assert int(torch.__version__.split(".")[0]) >= 2' || { say "$TP has no torch 2.x"; exit 1; }
 
 # 0. the host, and the paths checked on it
@@ -129,6 +131,13 @@ while [ "$i" -lt "$REPS" ]; do
     remat H bf16 bf16 "$i"
     if [ "$AVX2" = 1 ]; then remat H bf16 avx2 "$i" ONEDNN_MAX_CPU_ISA=AVX2; fi
     i=$((i + 1))
+done
+
+# 3b. the two shapes again, fp32 and bf16 step by step in one process (steadier on a shared machine)
+for s in A B; do
+    if [ "${SMOKE:-0}" = 1 ]; then echo "(SMOKE: not run)" >"$OUT/bf16_pair_$s.txt"; continue; fi
+    say "pairs of steps, shape $s"
+    "$BUILD/bench/bf16_pair" "$THREADS" "$s" 10 >"$OUT/bf16_pair_$s.txt"
 done
 
 # 4. the LoRA fine-tune
