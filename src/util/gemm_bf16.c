@@ -278,9 +278,11 @@ static void scale_tile(float *c, int ldc, int mc, int nc, float beta) {
  * block, op(B)'s kc x c block) and a BF16 C's fp32 sums (r x c) fit in one
  * slot (cap bytes). From the shapes and cap alone, never the thread count.
  * Each halving takes the side that saves most (rows and columns before k:
- * one sgemm per panel then sums all of k). A BF16 C, unless the call site
- * runs its products on its own thread (serial): at least MIN_PANELS panels
- * where the sides allow (enough_panels), as direct_cut. */
+ * one sgemm per panel then sums all of k). A BF16 C starts from grid_of's
+ * panels (at least MIN_PANELS where the sides allow, unless serial), F32
+ * operands into an F32 C from the fewest (the backward's dX in bf16: 256 x
+ * 768 in 8 panels of 96 instead of 2 of 384 was 5-10% slower, each sgemm
+ * packing its panel's op(A) again). */
 enum { PANEL = 512, MIN_PANELS = 8, SIDE_LEAST = 32 };
 typedef struct cut { int r, c, kc, rows, cols; } cut; /* rows, cols: panels down and across */
 
@@ -290,33 +292,41 @@ static size_t cut_bytes(const job *jb, int r, int c, int kc) {
                             (jb->bt->t != RM_DTYPE_F32 ? (size_t)kc * c : 0));
 }
 
-static int even_split(int n, int most) { /* the side of ceil(n / most) equal panels */
-    const int parts = (n + most - 1) / most;
-    return parts > 0 ? (n + parts - 1) / parts : 1;
+static double moved(const job *jb, int rows, int cols) {
+    const double M = jb->a->rows, N = jb->bt->rows, K = jb->a->cols;
+    const int wa = jb->a->t != RM_DTYPE_F32, wb = jb->bt->t != RM_DTYPE_F32;
+    return K * (M * cols + N * rows) + (wa ? M * K : 0) + (wb ? N * K * (wa ? rows : 1) : 0);
 }
 
-/* Panels of r x c over M x N split further, columns first (the panels of
- * a row share op(A)'s widened block), down to SIDE_LEAST, until there are
- * MIN_PANELS: the threads of a small machine share them evenly. From the
- * shapes alone. The GPT-2 shape's qkv forward (256 x 2304, BF16 C) was 5
- * panels of 461 columns, 3 and 2 on two threads: 1.20x fp32's sgemm, in 8
- * of 288 1.03x. Not for an F32 C from F32 operands (the backward's dX in
- * bf16): 256 x 768 in 8 panels of 96 instead of 2 of 384 was 5-10% slower
- * (each sgemm packs its panel's op(A) again). */
-static void enough_panels(int M, int N, int *r, int *c) {
-    for (;;) {
-        const int pr = (M + *r - 1) / *r, pc = (N + *c - 1) / *c;
-        if ((int64_t)pr * pc >= MIN_PANELS) return;
-        const int c2 = (N + pc) / (pc + 1), r2 = (M + pr) / (pr + 1); /* one panel more across, down */
-        if (c2 >= SIDE_LEAST && c2 < *c) *c = c2;
-        else if (r2 >= SIDE_LEAST && r2 < *r) *r = r2;
-        else return;
+/* The panels of C (r x c each, at most PANEL a side, at least SIDE_LEAST)
+ * that number at least `fewest` where the sides allow and move least. With
+ * fewest 1: ceil(M / PANEL) x ceil(N / PANEL) equal panels. The GPT-2
+ * shape's qkv forward (256 x 2304, BF16 C) was 5 panels of 461 columns, 3
+ * and 2 on two threads, 1.20x fp32's sgemm; from here 8 of 288, 1.03x. */
+static void grid_of(const job *jb, int fewest, cut *out) {
+    const int M = jb->a->rows, N = jb->bt->rows;
+    const int pr0 = (M + PANEL - 1) / PANEL, pc0 = (N + PANEL - 1) / PANEL;
+    const int prn = (M + SIDE_LEAST - 1) / SIDE_LEAST, pcn = (N + SIDE_LEAST - 1) / SIDE_LEAST;
+    const int want = (int64_t)prn * pcn < fewest ? prn * pcn : fewest;
+    int enough = -1;
+    double least = 0;
+    *out = (cut){M, N, 0, 1, 1};
+    for (int pr = pr0; pr <= prn && pr <= pr0 + MIN_PANELS; pr++) { /* for each pr, the fewest columns */
+        int pc = (want + pr - 1) / pr;
+        pc = pc < pc0 ? pc0 : pc > pcn ? pcn : pc;
+        const int r = (M + pr - 1) / pr, c = (N + pc - 1) / pc, rows = (M + r - 1) / r, cols = (N + c - 1) / c;
+        const int ok = rows * cols >= want;
+        const double m = moved(jb, rows, cols);
+        if (ok < enough || (ok == enough && m >= least)) continue;
+        enough = ok, least = m;
+        *out = (cut){r, c, 0, rows, cols};
     }
 }
 
 static int cut_of(const job *jb, size_t cap, int serial, cut *out) {
-    int r = even_split(jb->a->rows, PANEL), c = even_split(jb->bt->rows, PANEL), kc = jb->a->cols;
-    if (!serial && jb->ct != RM_DTYPE_F32) enough_panels(jb->a->rows, jb->bt->rows, &r, &c);
+    cut g;
+    grid_of(jb, serial || jb->ct == RM_DTYPE_F32 ? 1 : MIN_PANELS, &g);
+    int r = g.r, c = g.c, kc = jb->a->cols;
     for (;;) {
         const size_t now = cut_bytes(jb, r, c, kc);
         if (now <= cap) break;
@@ -344,31 +354,9 @@ static int cut_of(const job *jb, size_t cap, int serial, cut *out) {
  * products always run on its own thread: rm_mm_scratch.serial); k in the fewest equal
  * blocks whose widened blocks fit the slot (cap bytes: direct_panels then
  * widens a block once for all of a thread's panels that share it). */
-
-static double moved(const job *jb, int rows, int cols) {
-    const double M = jb->a->rows, N = jb->bt->rows, K = jb->a->cols;
-    const int wa = jb->a->t != RM_DTYPE_F32, wb = jb->bt->t != RM_DTYPE_F32;
-    return K * (M * cols + N * rows) + (wa ? M * K : 0) + (wb ? N * K * (wa ? rows : 1) : 0);
-}
-
 static int direct_cut(const job *jb, size_t cap, int serial, cut *out) {
-    const int M = jb->a->rows, N = jb->bt->rows, K = jb->a->cols;
-    const int pr0 = (M + PANEL - 1) / PANEL, pc0 = (N + PANEL - 1) / PANEL;
-    const int prn = (M + SIDE_LEAST - 1) / SIDE_LEAST, pcn = (N + SIDE_LEAST - 1) / SIDE_LEAST;
-    const int fewest = serial ? 1 : MIN_PANELS, want = (int64_t)prn * pcn < fewest ? prn * pcn : fewest;
-    int enough = -1;
-    double least = 0;
-    *out = (cut){M, N, 0, 1, 1};
-    for (int pr = pr0; pr <= prn && pr <= pr0 + MIN_PANELS; pr++) { /* for each pr, the fewest columns */
-        int pc = (want + pr - 1) / pr;
-        pc = pc < pc0 ? pc0 : pc > pcn ? pcn : pc;
-        const int r = (M + pr - 1) / pr, c = (N + pc - 1) / pc, rows = (M + r - 1) / r, cols = (N + c - 1) / c;
-        const int ok = rows * cols >= want;
-        const double m = moved(jb, rows, cols);
-        if (ok < enough || (ok == enough && m >= least)) continue;
-        enough = ok, least = m;
-        *out = (cut){r, c, 0, rows, cols};
-    }
+    const int K = jb->a->cols;
+    grid_of(jb, serial ? 1 : MIN_PANELS, out);
     const size_t per_k = cut_bytes(jb, out->r, out->c, 1), kmost = per_k ? cap / per_k : (size_t)K;
     if (kmost < 1) return 0; /* the slot is too small (not for dim's shapes) */
     const int64_t parts = K > 0 ? ((int64_t)K + (int64_t)kmost - 1) / (int64_t)kmost : 1;
