@@ -177,13 +177,13 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libremat.a $(HDRS)
 	$(CC) $(CFLAGS) -Isrc -o $@ $< $(BUILD)/libremat.a $(LDLIBS)
 
 # bench/bf16_pair.c: bf16 against fp32 step by step in one process (remat.h alone)
-$(BUILD)/bench/bf16_pair: bench/bf16_pair.c $(BUILD)/libremat.a include/remat.h
+$(BUILD)/bench/bf16_pair: bench/bf16_pair.c bench/bench_clock.h $(BUILD)/libremat.a include/remat.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libremat.a $(LDLIBS)
 
 # bench/gemm_peak.c: the sgemm peak (cblas, linked) and rm_gemm_bf16's (libremat);
 # bench/bf16_linear.c: a linear layer's bf16 forward against fp32's, alone
-$(BUILD)/bench/gemm_peak $(BUILD)/bench/bf16_linear: $(BUILD)/bench/%: bench/%.c $(BUILD)/libremat.a $(HDRS)
+$(BUILD)/bench/gemm_peak $(BUILD)/bench/bf16_linear: $(BUILD)/bench/%: bench/%.c bench/bench_clock.h $(BUILD)/libremat.a $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Isrc -o $@ $< $(BUILD)/libremat.a $(LDLIBS) $(shell $(BLAS_ENV) pkg-config --libs openblas 2>/dev/null) -Wl,-rpath,$(BLAS_LIBDIR)
 

@@ -16,7 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
+#include "bench_clock.h"
 
 static const struct {
     int m, n, k;
@@ -26,12 +27,6 @@ static const struct {
     {256, 50257, 768, "GPT-2 shape: head"},   {2048, 1152, 384, "shape A: qkv"},
     {2048, 1536, 384, "shape A: fc"},         {2048, 256, 384, "shape A: head"},
 };
-
-static double now_ms(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
-}
 
 /* x (m, k), w (n, k), bias (n): fp32, and x's bf16 copy */
 typedef struct operands {
@@ -56,14 +51,14 @@ static int fill(operands *o, int m, int n, int k) {
 static double best_of(int bf16, int calls, int m, int n, int k, operands *o, const rm_mm_scratch *mm) {
     double best = 1e30;
     for (int i = 0; i < calls; i++) {
-        const double t0 = now_ms();
+        const double t0 = bench_now_ms();
         if (bf16) {
             rm_gemm_bf16_bias(m, n, k, o->xh, RM_DTYPE_BF16, k, o->w, RM_DTYPE_F32, k, o->bias, o->ch, n, mm);
         } else {
             for (int r = 0; r < m; r++) memcpy(o->c + (size_t)r * n, o->bias, sizeof(float) * n);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, o->x, k, o->w, k, 1.0f, o->c, n);
         }
-        const double t = now_ms() - t0;
+        const double t = bench_now_ms() - t0;
         if (t < best) best = t;
     }
     return best;

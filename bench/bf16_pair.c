@@ -16,13 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-static double now_ms(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
-}
+#include "bench_clock.h"
 
 static int by_value(const void *a, const void *b) {
     const double x = *(const double *)a, y = *(const double *)b;
@@ -66,12 +61,12 @@ static int open_side(side *d, const rm_gpt_config *c, rm_precision p, int thread
 
 static double step_ms(side *d, uint64_t step) {
     float loss = 0.0f;
-    const double t0 = now_ms();
+    const double t0 = bench_now_ms();
     if (rm_step(d->s, step, &loss) != RM_OK) {
         fprintf(stderr, "bf16_pair: %s\n", rm_session_errmsg(d->s));
         exit(1);
     }
-    return now_ms() - t0;
+    return bench_now_ms() - t0;
 }
 
 int main(int argc, char **argv) {

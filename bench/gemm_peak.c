@@ -28,6 +28,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include "bench_clock.h"
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -53,11 +55,7 @@ static const shape defaults[] = {
     {50257, 768, 256, 1, 0, "B: head backward dW"},
 };
 
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
+static double now_s(void) { return bench_now_ms() * 1e-3; }
 
 static int parse_shape(const char *s, shape *out) {
     char tt[3] = "NT";
