@@ -36,7 +36,8 @@ written on a copy taken before the op, so a recomputation changes no
 module state; a tensor a recomputed op writes that belongs to another
 recipe is copied first, so no cached value is changed either.
 """
-import threading
+import os
+import sys
 import weakref
 
 import torch
@@ -137,15 +138,22 @@ _AT_REBUILD = "at rebuild"  # _Recipe.mask: a dropout's noise whose mask is kept
 
 class _Recipe:
     """How to rebuild one storage: its first op, then the in-place ops that wrote it."""
-    __slots__ = ("steps", "each", "handles", "dependents", "tensors", "deps", "cache", "done", "released",
-                 "open", "offset", "numel", "mask")
+    __slots__ = ("steps", "each", "handles", "dependents", "alive", "users", "tensors", "deps", "cache", "done",
+                 "released", "dead", "last", "open", "offset", "numel", "mask")
 
     def __init__(self, step, each, out):
         self.steps, self.each = [step], each
+        # handles: packed and not yet unpacked; dependents: recipes that may still read its value to
+        # build theirs (these two say how long a rebuilt value is held within one backward pass)
         self.handles = self.dependents = 0
+        # alive: its handles autograd still holds; users: recipes not dead that read it (where the
+        # graph is kept for another backward, these two say how long it can be rebuilt: Step.lazy)
+        self.alive = self.users = 0
+        self.last = None  # (version, value): the value given out as it died, held while autograd holds a
+        # handle (the node that unpacked it may unpack it again: ctx.saved_tensors read twice)
         self.tensors = 0  # tensors on its storage still alive in the forward (it may still be read)
         self.deps, self.cache = [], {}
-        self.done = self.released = False
+        self.done = self.released = self.dead = False
         self.open = True
         self.offset, self.numel = out.storage_offset(), _storage_numel(out)
         self.mask = False  # True: a dropout's noise, packed as its _Mask; then the _Mask (_AT_REBUILD: at
@@ -167,11 +175,24 @@ def _storage_numel(t):
 
 
 class _Handle:
-    """What autograd saves in place of a tensor the plan recomputes."""
-    __slots__ = ("ref",)
+    """What autograd saves in place of a tensor the plan recomputes. Autograd lets go of it when the
+    graph goes (after the backward that ran it, unless the graph is kept for another): then its
+    recipe need not be rebuilt for it again."""
+    __slots__ = ("ref", "step")
 
-    def __init__(self, ref):
-        self.ref = ref
+    def __init__(self, ref, step):
+        self.ref, self.step = ref, step
+        ref.recipe.alive += 1
+
+    def __del__(self):
+        r = self.ref.recipe
+        r.alive -= 1
+        if r.alive <= 0:
+            r.last = None
+        try:
+            self.step._maybe_dead(r)
+        except Exception:  # pragma: no cover (at the interpreter's exit)
+            pass
 
 
 class _Rng:
@@ -240,7 +261,13 @@ class Step(TorchDispatchMode):
         self.new = []            # recipes made in this forward (swept when it ends)
         self.last_key = None     # the key of the op that ran last
         self.quiet = 0           # > 0 while the pack hook runs ops of its own (not the model's: uncounted)
-        self.stats = {"recipes": 0, "packed": 0, "rebuilt": 0, "unknown_keys": 0, "other_op": 0, "masked_later": 0}
+        # dead: recipes that hold nothing any more (after a backward that ran the whole graph, all of them)
+        self.stats = {"recipes": 0, "packed": 0, "rebuilt": 0, "unknown_keys": 0, "other_op": 0, "masked_later": 0,
+                      "dead": 0}
+        # lazy: a recipe can be rebuilt until autograd lets go of its handles (a graph kept for another
+        # backward unpacks them again), not only until its last unpack: on from the first unpack in a
+        # backward that keeps its graph (torch 1.13: known at the step's first unpack)
+        self.lazy, self.asked = False, False
 
     # ---- the forward ----
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -386,6 +413,7 @@ class Step(TorchDispatchMode):
         for d in deps:
             if d is not r:
                 d.dependents += 1
+                d.users += 1
                 r.deps.append(d)
 
     def end(self):
@@ -414,32 +442,81 @@ class Step(TorchDispatchMode):
             finally:
                 self.quiet -= 1
             if r.mask is not None:  # the draws and their inputs are needed no more
-                self._release(r)
+                self._drop_deps(r)
                 r.steps = [None] * len(r.steps)
         r.handles += 1
         self.stats["packed"] += 1
-        return _Handle(_Ref(r, len(r.steps), t))
+        return _Handle(_Ref(r, len(r.steps), t), self)
 
     def unpack(self, h):
         if not isinstance(h, _Handle):
             return h
+        if not self.lazy and (_KEEP_GRAPH_ASKED or not self.asked):
+            self.asked = True
+            self.lazy = _keep_graph() if _KEEP_GRAPH_ASKED else _keep_graph_by_frames()
         ref = h.ref
-        t = _view(self.value(ref.recipe, ref.version), ref)
         r = ref.recipe
+        base = self.value(r, ref.version) if not r.dead else self._again(r, ref.version)
         if r.handles > 0:
             r.handles -= 1
         self._maybe_done(r)
-        return t
+        if r.dead and r.alive > 0:
+            r.last = (ref.version, base)  # no more than the node that unpacked it holds, until it is done
+        return _view(base, ref)
+
+    def _again(self, r, v):
+        """A handle unpacked again after its recipe let go of what rebuilds it (a node reading its saved
+        tensors twice): the value given out last."""
+        x = r.last[1] if r.last is not None and r.last[0] == v else None
+        if x is None:
+            from ._lib import RematError
+            raise RematError("rematplan: a recomputed tensor was unpacked again after its last reader (a second "
+                             "backward through a graph kept with retain_graph or create_graph?); this is a "
+                             "rematplan bug: please report it with the model")
+        return x
 
     def _maybe_done(self, r):
+        """This backward pass needs r's value no more: its cached value goes, and (unless lazy) what
+        rebuilds it, at once, as the plan's memory counts it. Lazy, a graph kept for another backward
+        may still unpack r's handles: r is rebuilt for them (not held) until autograd lets go of them."""
         if r.handles == 0 and r.dependents == 0 and r.tensors <= 0 and not r.done:
             r.done = True
             r.cache.clear()
             self._release(r)
-            r.steps = ()  # nothing can ask for it any more: what it holds goes
+            if not self.lazy:
+                self._kill(r)
+        self._maybe_dead(r)
+
+    def _maybe_dead(self, r):
+        """Nothing can ask for r any more (no handle autograd holds, no recipe that reads it, no tensor
+        of the forward on it): what it holds goes, and what it reads is needed no more by it."""
+        stack = [r]
+        while stack:
+            r = stack.pop()
+            if not r.dead and r.alive <= 0 and r.users <= 0 and r.tensors <= 0:
+                self._kill(r)
+            if r.dead:
+                stack.extend(d for d in self._drop_deps(r) if not d.dead)
+
+    def _kill(self, r):
+        """r holds nothing any more: nothing rebuilds it again."""
+        r.dead = r.done = True
+        self.stats["dead"] += 1
+        r.cache.clear()
+        r.steps = ()
+
+    def _drop_deps(self, r):
+        """r reads its inputs no more (its value is packed as a mask, or r is dead): the recipes it
+        read that may be dead now."""
+        self._release(r)
+        deps, r.deps = r.deps, []
+        for d in deps:
+            d.users -= 1
+        return deps
 
     def _release(self, r):
-        """r needs its inputs no more (its value is held for good, or nothing will ask for it)."""
+        """r needs its inputs' values no more in this pass (its value is held for good, or nothing
+        will ask for it)."""
         if r.released:
             return
         r.released = True
@@ -654,7 +731,25 @@ class _no_autocast:
         return False
 
 
-_state = threading.local()
+def _keep_graph_by_frames():
+    """torch 1.13, which cannot say whether the running backward keeps its graph: the retain_graph
+    of the torch.autograd.backward or grad call below on this thread's Python stack (both resolve it
+    from create_graph before they call the engine); True (keep) where there is none (a backward on
+    another thread: CUDA's device threads)."""
+    f = sys._getframe(1)
+    while f is not None:
+        code = f.f_code
+        if code.co_name in ("backward", "grad") and code.co_filename.endswith(_AUTOGRAD_FILE):
+            keep = f.f_locals.get("retain_graph")
+            return True if keep is None else bool(keep)
+        f = f.f_back
+    return True
+
+
+_AUTOGRAD_FILE = os.path.join("torch", "autograd", "__init__.py")
+# whether the backward running now keeps its graph for another (retain_graph, create_graph)
+_keep_graph = getattr(torch._C._autograd, "_get_current_graph_task_keep_graph", None)
+_KEEP_GRAPH_ASKED = _keep_graph is not None  # else asked once a step, by its frames
 
 
 class Forward:

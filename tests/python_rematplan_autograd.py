@@ -1,0 +1,165 @@
+"""An applied plan under the ways people call autograd, run by
+tests/python_rematplan.py (make test: torch 1.13, CPU).
+
+A recomputed tensor is a handle autograd saves; the backward unpacks it and
+rematplan rebuilds the value. Autograd may unpack a handle more than once:
+  - retain_graph=True, then a second backward of the same graph (two
+    losses of one forward, a GAN's generator step);
+  - create_graph=True (a gradient penalty, MAML): the first backward keeps
+    the graph and the second goes through the forward's nodes again;
+  - a custom Function reading ctx.saved_tensors twice in its backward.
+Before, the recipe had let go of what it reads after its first unpack, and
+the second raised a raw AttributeError. Also: torch.autograd.grad for a
+part of the graph (handles never unpacked), two forwards summed into one
+backward (gradient accumulation), a forward whose backward never runs.
+Each: loss and gradients bit for bit those of the model without the plan
+(dropout on), and once autograd lets go of the graph, no recipe holds
+anything (Step.stats["dead"] == stats["recipes"]).
+"""
+import gc
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import rematplan
+from python_rematplan_small import plan_or_least
+
+
+class Twice(torch.autograd.Function):
+    """x * w, whose backward reads its saved tensors twice."""
+
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        return x * w
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        x2, w2 = ctx.saved_tensors
+        return g * w2, (g * x2).sum(0)
+
+
+class Net(nn.Module):
+    """Linear, F.gelu, dropout, a layer norm and a custom Function, six times."""
+
+    def __init__(self, d=96, layers=6):
+        super().__init__()
+        self.fcs = nn.ModuleList(nn.Linear(d, d) for _ in range(layers))
+        self.norms = nn.ModuleList(nn.LayerNorm(d) for _ in range(layers))
+        self.scales = nn.ParameterList(nn.Parameter(torch.ones(d)) for _ in range(layers))
+        self.head = nn.Linear(d, 10)
+
+    def forward(self, x, y):
+        for fc, norm, s in zip(self.fcs, self.norms, self.scales):
+            x = x + Twice.apply(F.dropout(F.gelu(fc(norm(x))), 0.1, self.training), s)
+        return F.cross_entropy(self.head(x), y)
+
+
+def grads_of(model):
+    return [None if p.grad is None else p.grad.clone() for p in model.parameters()]
+
+
+def run_both(model, cm, args, seed, body):
+    """body(module) on the model and on the applied model from the same RNG state and no gradients:
+    (what body returned, gradients) of each."""
+    out = []
+    for mod in (model, cm):
+        for p in model.parameters():
+            p.grad = None
+        torch.manual_seed(seed)
+        r = body(mod)
+        out.append((r, grads_of(model)))
+    return out
+
+
+def equal(a, b):
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(equal(x, y) for x, y in zip(a, b))
+    return (a is None and b is None) or (a is not None and b is not None and torch.equal(a, b))
+
+
+def all_dead(cm):
+    gc.collect()
+    s = cm.remat_last.stats
+    return s["recipes"] > 0 and s["dead"] == s["recipes"], s
+
+
+def test_autograd(check):
+    torch.manual_seed(0)
+    m = Net()
+    x, y = torch.randn(64, 96), torch.randint(0, 10, (64,))
+    P = plan_or_least(m, (x, y), 0.4)
+    cm = rematplan.apply(m, P)
+    check(P.n_recomputed() > 0, "autograd: the plan recomputes: %r" % P)
+
+    def plain(mod):
+        loss = mod(x, y)
+        loss.backward()
+        return loss.detach()
+    (l0, g0), (l1, g1) = run_both(m, cm, (x, y), 1, plain)
+    check(equal(l0, l1) and equal(g0, g1), "a step: loss and gradients bit for bit")
+    ok, s = all_dead(cm)
+    check(ok, "after a backward, every recipe is dead: %s" % s)
+
+    def retained(mod):
+        loss = mod(x, y)
+        loss.backward(retain_graph=True)
+        first = grads_of(m)
+        (2 * loss).backward()
+        return first
+    try:
+        (a0, g0), (a1, g1) = run_both(m, cm, (x, y), 2, retained)
+        check(equal(a0, a1) and equal(g0, g1), "retain_graph, then a second backward: gradients bit for bit")
+        ok, s = all_dead(cm)
+        check(ok, "retain_graph: once the graph goes, every recipe is dead: %s" % s)
+    except Exception as e:  # noqa: BLE001 (the test reports what was raised)
+        check(False, "retain_graph, then a second backward: raised %s: %s" % (type(e).__name__, e))
+
+    def penalty(mod):
+        xx = x.clone().requires_grad_()
+        loss = mod(xx, y)
+        gx, = torch.autograd.grad(loss, xx, create_graph=True)
+        (loss + gx.pow(2).sum()).backward()
+        return gx.detach()
+    try:
+        (a0, g0), (a1, g1) = run_both(m, cm, (x, y), 3, penalty)
+        check(equal(a0, a1) and equal(g0, g1), "create_graph (a gradient penalty): gradients bit for bit")
+    except Exception as e:  # noqa: BLE001
+        check(False, "create_graph (a gradient penalty): raised %s: %s" % (type(e).__name__, e))
+
+    def part(mod):
+        xx = x.clone().requires_grad_()
+        gx, = torch.autograd.grad(mod(xx, y), xx)
+        return gx
+    (a0, _), (a1, _) = run_both(m, cm, (x, y), 4, part)
+    check(equal(a0, a1), "torch.autograd.grad for the input alone: bit for bit")
+    ok, s = all_dead(cm)
+    check(ok, "autograd.grad for a part: once the graph goes, every recipe is dead: %s" % s)
+
+    x2 = torch.randn(32, 96)
+    y2 = torch.randint(0, 10, (32,))
+
+    def accumulate(mod):
+        loss = mod(x, y) + mod(x2, y2)
+        loss.backward()
+        return loss.detach()
+    (l0, g0), (l1, g1) = run_both(m, cm, (x, y), 5, accumulate)
+    check(equal(l0, l1) and equal(g0, g1), "two forwards, one backward: loss and gradients bit for bit")
+
+    def abandoned(mod):
+        mod(x, y)  # its graph dropped unused
+        loss = mod(x, y)
+        loss.backward()
+        return loss.detach()
+    (l0, g0), (l1, g1) = run_both(m, cm, (x, y), 6, abandoned)
+    check(equal(l0, l1) and equal(g0, g1), "a forward whose backward never runs, then a step: bit for bit")
+    rematplan.forget(m)
+
+
+def run(check):
+    import time
+    t0 = time.perf_counter()
+    test_autograd(check)
+    print("test_autograd: %.1f s" % (time.perf_counter() - t0))
