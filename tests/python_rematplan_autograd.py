@@ -1,5 +1,5 @@
-"""An applied plan under the ways people call autograd, run by
-tests/python_rematplan.py (make test: torch 1.13, CPU).
+"""An applied plan under the ways people call autograd and keep models, run
+by tests/python_rematplan.py (make test: torch 1.13, CPU).
 
 A recomputed tensor is a handle autograd saves; the backward unpacks it and
 rematplan rebuilds the value. Autograd may unpack a handle more than once:
@@ -15,7 +15,13 @@ backward (gradient accumulation), a forward whose backward never runs.
 Each: loss and gradients bit for bit those of the model without the plan
 (dropout on), and once autograd lets go of the graph, no recipe holds
 anything (Step.stats["dead"] == stats["recipes"]).
+
+The applied model pickled whole (torch.save(model), copy.deepcopy): the copy
+runs the plan (it recomputes; gradients bit for bit). Before, torch.save
+raised "cannot pickle 'PyCapsule' object" (the Plan's captured step).
 """
+import copy
+import io
 import gc
 
 import torch
@@ -86,12 +92,17 @@ def all_dead(cm):
     return s["recipes"] > 0 and s["dead"] == s["recipes"], s
 
 
-def test_autograd(check):
+def planned_net():
+    """Net, its applied plan at 0.4 (or the least), the plan, the inputs."""
     torch.manual_seed(0)
     m = Net()
     x, y = torch.randn(64, 96), torch.randint(0, 10, (64,))
     P = plan_or_least(m, (x, y), 0.4)
-    cm = rematplan.apply(m, P)
+    return m, rematplan.apply(m, P), P, (x, y)
+
+
+def test_autograd(check):
+    m, cm, P, (x, y) = planned_net()
     check(P.n_recomputed() > 0, "autograd: the plan recomputes: %r" % P)
 
     def plain(mod):
@@ -158,8 +169,41 @@ def test_autograd(check):
     rematplan.forget(m)
 
 
+def test_saved(check):
+    m, cm, _, (x, y) = planned_net()
+    for how in ("torch.save", "copy.deepcopy"):
+        try:
+            if how == "torch.save":
+                buf = io.BytesIO()
+                torch.save(cm, buf)
+                buf.seek(0)
+                load = torch.load
+                c2 = load(buf, weights_only=False) if "weights_only" in load.__code__.co_varnames else load(buf)
+            else:
+                c2 = copy.deepcopy(cm)
+        except Exception as e:  # noqa: BLE001 (the test reports what was raised)
+            check(False, "the applied model through %s: raised %s: %s" % (how, type(e).__name__, e))
+            continue
+        m2 = c2.remat_model
+        check(c2.remat_plan is None and c2.remat_table is not None and m2 is not m,
+              "%s: the copy keeps the table, not the Plan" % how)
+        res = []
+        for a, b in ((m, cm), (m2, c2)):
+            for p in a.parameters():
+                p.grad = None
+            torch.manual_seed(8)
+            loss = b(x, y)
+            loss.backward()
+            res.append((loss, grads_of(a)))
+        check(equal(res[0][0], res[1][0]) and equal(res[0][1], res[1][1]) and c2.remat_last.stats["recipes"] > 0,
+              "%s: the copy recomputes (%s), loss and gradients bit for bit" % (
+                  how, c2.remat_last.stats if c2.remat_last is not None else None))
+    rematplan.forget(m)
+
+
 def run(check):
     import time
-    t0 = time.perf_counter()
-    test_autograd(check)
-    print("test_autograd: %.1f s" % (time.perf_counter() - t0))
+    for t in (test_autograd, test_saved):
+        t0 = time.perf_counter()
+        t(check)
+        print("%s: %.1f s" % (t.__name__, time.perf_counter() - t0))

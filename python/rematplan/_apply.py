@@ -43,6 +43,14 @@ class RematModel(torch.nn.Module):
         object.__setattr__(self, "remat_last", None)   # the last forward's recompute.Step (its stats)
         self.train(model.training)
 
+    def __getstate__(self):
+        """Pickled (torch.save(model), copy.deepcopy) with the table it runs, not the Plan: the plan's
+        profile holds the captured step (aten ops, its tensors), which neither pickles nor is needed
+        to run the plan. The copy runs the plan; its remat_plan is None."""
+        state = dict(self.__dict__)
+        state["remat_plan"], state["remat_check"], state["remat_last"] = None, None, None
+        return state
+
     def train(self, mode=True):
         super().train(mode)
         self.remat_model.train(mode)
