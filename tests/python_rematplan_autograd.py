@@ -16,6 +16,10 @@ Each: loss and gradients bit for bit those of the model without the plan
 (dropout on), and once autograd lets go of the graph, no recipe holds
 anything (Step.stats["dead"] == stats["recipes"]).
 
+A model called with keyword arguments (model(**batch)): plan() and verify()
+take the mapping (before, it was the one positional argument and the model
+raised inside its forward).
+
 The applied model pickled whole (torch.save(model), copy.deepcopy): the copy
 runs the plan (it recomputes; gradients bit for bit). Before, torch.save
 raised "cannot pickle 'PyCapsule' object" (the Plan's captured step).
@@ -201,9 +205,50 @@ def test_saved(check):
     rematplan.forget(m)
 
 
+class Keywords(nn.Module):
+    """A forward taking keyword arguments and returning {"loss": ...}, as transformers' models do."""
+
+    def __init__(self, vocab=100, d=64):
+        super().__init__()
+        self.emb, self.head = nn.Embedding(vocab, d), nn.Linear(d, vocab)
+        self.fcs = nn.ModuleList(nn.Linear(d, d) for _ in range(6))
+
+    def forward(self, input_ids, labels=None, attention_mask=None):
+        x = self.emb(input_ids) * attention_mask[..., None]
+        for fc in self.fcs:
+            x = F.dropout(F.gelu(fc(x)), 0.1, self.training)
+        logits = self.head(x)
+        return {"loss": F.cross_entropy(logits.view(-1, logits.size(-1)), labels.view(-1)), "logits": logits}
+
+
+def test_keywords(check):
+    from collections import UserDict
+    torch.manual_seed(0)
+    m = Keywords()
+    batch = UserDict(input_ids=torch.randint(0, 100, (8, 32)), labels=torch.randint(0, 100, (8, 32)),
+                     attention_mask=torch.ones(8, 32))
+    try:
+        P = plan_or_least(m, batch, 0.5)
+    except Exception as e:  # noqa: BLE001 (the test reports what was raised)
+        check(False, "keyword arguments: plan() raised %s: %s" % (type(e).__name__, e))
+        return
+    cm = rematplan.apply(m, P)
+    (l0, g0), (l1, g1) = run_both(m, cm, batch, 9, lambda mod: mod(**batch)["loss"].backward())
+    check(P.n_recomputed() > 0 and equal(g0, g1) and P.measured_peak <= P.budget_bytes,
+          "keyword arguments (a mapping): planned (%r), gradients bit for bit" % P)
+    r = rematplan.verify(cm, batch, raise_on_mismatch=False)
+    check(r["ok"] and r["within_budget"], "keyword arguments: verify clean: %s" % r)
+    try:
+        rematplan.plan(m, {0: batch["input_ids"]}, 0.5, verbose=False)
+        check(False, "a mapping whose keys are not names is refused")
+    except TypeError as e:
+        check("argument names" in str(e), "a mapping whose keys are not names: %s" % e)
+    rematplan.forget(m)
+
+
 def run(check):
     import time
-    for t in (test_autograd, test_saved):
+    for t in (test_autograd, test_saved, test_keywords):
         t0 = time.perf_counter()
         t(check)
         print("%s: %.1f s" % (t.__name__, time.perf_counter() - t0))

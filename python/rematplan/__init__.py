@@ -52,15 +52,15 @@ def forget_rates():
     return f()
 
 
-def _device_of(example_inputs):
-    from .capture import flat_tensors
-    ts = list(flat_tensors(example_inputs))
+def _device_of(example):
+    ts = example.tensors()
     return ts[0].device if ts else None
 
 
 def plan(model, example_inputs, budget, device=None, repeats=1, verbose=True, check=True, reuse=None):
-    """Records one training step of model(*example_inputs) (which returns the loss) on the inputs'
-    device and plans, op by op, what to keep and what to recompute within `budget`: bytes (int), a
+    """Records one training step of the model called with example_inputs (a tensor, a tuple of
+    positional arguments, or a dict of keyword arguments: model(**batch)), whose forward returns the
+    loss, on the inputs' device, and plans, op by op, what to keep and what to recompute within `budget`: bytes (int), a
     fraction of the step's measured store-all peak (float in (0, 1]), or a string ("3GiB", "500MB",
     "50%"). Raises BudgetError, naming the least budget that works, when it cannot be met.
     check: measure the store-all step and the plan's step (PyTorch's allocator count on CPU,
@@ -76,7 +76,8 @@ def plan(model, example_inputs, budget, device=None, repeats=1, verbose=True, ch
     from .capture import refuse_compiled
     from .profile import profile_of
     refuse_compiled(model)
-    args = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
+    from ._tree import Example
+    args = Example.of(example_inputs)
     if device is None:
         device = _device_of(args)
     from .memory import settled

@@ -3,9 +3,43 @@ in tuples, lists and dicts, and the same structure with each leaf mapped.
 Both run for every op of an applied model's forward (recompute.py), so they
 build lists, not generators: a generator frame per nesting level cost 12 ms
 of Whisper's forward (~1700 ops)."""
+from collections.abc import Mapping
+
 import torch
 
 _Tensor = torch.Tensor
+
+
+class Example:
+    """A step's inputs as the model is called with them: a tensor (model(x)), a tuple or list of
+    positional arguments (model(*args)), or a mapping of keyword arguments (model(**batch): a
+    tokenizer's BatchEncoding, a dict with labels)."""
+    __slots__ = ("args", "kwargs")
+
+    def __init__(self, args, kwargs):
+        self.args, self.kwargs = args, kwargs
+
+    @staticmethod
+    def of(inputs):
+        if isinstance(inputs, Example):
+            return inputs
+        if isinstance(inputs, Mapping):
+            if not all(isinstance(k, str) for k in inputs):
+                raise TypeError("example inputs: a mapping's keys must be the forward's argument names (strings)")
+            return Example((), dict(inputs))
+        return Example(tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,), {})
+
+    def call(self, model):
+        return model(*self.args, **self.kwargs)
+
+    def tensors(self):
+        """The tensors in them, positional first, then by keyword in the mapping's order."""
+        return flat_tensors((self.args, self.kwargs))
+
+    def key(self):
+        """What the profile is kept for: each tensor's shape, dtype and device, and the keywords."""
+        return (tuple((tuple(t.shape), str(t.dtype), str(t.device)) for t in self.tensors()),
+                tuple(self.kwargs))
 
 
 def flat_tensors(v):

@@ -24,6 +24,7 @@ import hashlib
 import torch
 
 from ._lib import RematError
+from ._tree import Example
 from .capture import ModelState, loss_of
 from .memory import Events, allocator_only_works, allocator_peak, collect
 
@@ -124,7 +125,7 @@ def _step(model, args, kept):
     """One training step as a loop runs it: what the forward returns is held through the backward."""
     def step():
         kept.rewind()
-        out = model(*args)
+        out = args.call(model)
         try:
             loss_of(out).backward()
         except RuntimeError as e:
@@ -138,7 +139,7 @@ def _step(model, args, kept):
 def measure_step(model, inputs, device=None):
     """The activation peak of one training step of model(*inputs), in bytes: PyTorch's allocator
     count on CPU, max_memory_allocated on CUDA. The model is left as it was."""
-    args = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
+    args = Example.of(inputs)
     with ModelState(model, zero_grads=True) as k:
         r = measure(_step(model, args, k), device, rss=False)
     return r.get("cuda_peak", r.get("allocator_peak"))
@@ -149,7 +150,7 @@ def store_all_step(model, inputs, device=None):
     runs in it, and on CPU the profiler records the allocator's events and no op's (memory.Events),
     so the step runs at its plain speed. Where this torch records every op (allocator_only_works()
     false), the time is of a second step, time_step's. The model is left as it was."""
-    args = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
+    args = Example.of(inputs)
     with ModelState(model, zero_grads=True) as k:
         r = measure(_step(model, args, k), device, rss=False, timed=True)
     peak = r.get("cuda_peak", r.get("allocator_peak"))
@@ -161,7 +162,7 @@ def time_step(model, inputs, device=None, runs=1, warm=0):
     """The wall time of one training step of model(*inputs) in ms (the fastest of `runs`, after `warm`
     more); the model is left as it was."""
     import time
-    args = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
+    args = Example.of(inputs)
     cuda = device is not None and torch.device(device).type == "cuda"
     best = None
     with ModelState(model, zero_grads=True) as k:
@@ -194,12 +195,12 @@ def verify(model, inputs, device=None, check_memory=True, raise_on_mismatch=True
     against the plan. Leaves the model's buffers, gradients and RNG as it found them. Returns a dict."""
     plan = getattr(model, "remat_plan", None)
     plain = getattr(model, "remat_model", model)
-    args = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
+    args = Example.of(inputs)
     res = {}
     with ModelState(model, zero_grads=True) as k:
         k.rewind()
         with ModelState(plain, zero_grads=True):  # buffers back as they were for the planned step
-            out = plain(*args)
+            out = args.call(plain)
             loss0 = loss_of(out).detach().clone()
             loss_of(out).backward()
             want = _grads(plain)
@@ -210,7 +211,7 @@ def verify(model, inputs, device=None, check_memory=True, raise_on_mismatch=True
             object.__setattr__(model, "remat_check", check)
         try:
             with ModelState(plain, zero_grads=True):
-                out = model(*args)
+                out = args.call(model)
                 loss1 = loss_of(out).detach().clone()
                 loss_of(out).backward()
                 got = _grads(plain)

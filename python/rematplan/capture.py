@@ -38,7 +38,7 @@ import torch
 from torch.utils._mode_utils import no_dispatch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ._tree import flat_tensors  # noqa: F401 (rematplan.capture.flat_tensors)
+from ._tree import Example, flat_tensors  # noqa: F401 (rematplan.capture.flat_tensors)
 from .calls import Calls
 from .pricing import SHAPE_ONLY, draw_probability, kind, moved_bytes, op_flops, spec
 
@@ -164,7 +164,7 @@ class _Pass(TorchDispatchMode):
             self._register(p, -1, PARAM, name)
         for name, b in model.named_buffers():
             self._register(b, -1, BUFFER, name)
-        for i, t in enumerate(flat_tensors(inputs)):
+        for i, t in enumerate(inputs.tensors()):
             self._register(t, -1, INPUT, "input %d" % i)
 
     # ---- storages ----
@@ -451,12 +451,13 @@ def one_pass(model, inputs, device, measure_cpu=False):
     events give each op's and each Node's peak on CPU). Returns a StepRecord."""
     from .memory import CpuPeaks
     peaks = CpuPeaks() if measure_cpu and not (_cuda(device) and torch.cuda.is_available()) else None
+    inputs = Example.of(inputs)
     p = _Pass(model, inputs, device, peaks)
     b = _Backward(p)
     with peaks if peaks is not None else Nothing():
         with p.where, torch.autograd.graph.saved_tensors_hooks(p.pack, b.unpack):
             with p:
-                out = model(*inputs)
+                out = inputs.call(model)
             p.settle()
         if p.compiled is not None:
             raise compiled_error(p.compiled)
@@ -611,11 +612,11 @@ def capture(model, inputs, device=None, repeats=1):
     same ops, bytes, workspaces and saves on 8 models of bench/torch_models.py (and a separate
     lifetimes forward cost 0.7 s of T5's plan()). On CUDA (the BLAS handles' workspaces, autotuned
     kernels) a plain step warms up first."""
-    args = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
+    args = Example.of(inputs)
     with ModelState(model) as k:
         if _cuda(device):
             k.reset()
-            loss_of(model(*args)).backward()
+            loss_of(args.call(model)).backward()
         k.reset()
         rec = one_pass(model, args, device, measure_cpu=True)
     return rec

@@ -13,7 +13,8 @@ import weakref
 
 import torch
 
-from .capture import ACT, capture, flat_tensors
+from ._tree import Example
+from .capture import ACT, capture
 from .graph import build
 from .pricing import calibrate
 from .recompute import Table
@@ -79,11 +80,10 @@ class Profile:
 
 
 def _key(inputs, device):
-    ts = [(tuple(t.shape), str(t.dtype), str(t.device)) for t in flat_tensors(inputs)]
     autocast = [torch.is_autocast_enabled()]
     if hasattr(torch, "get_autocast_gpu_dtype"):
         autocast.append(str(torch.get_autocast_gpu_dtype()))
-    return (tuple(ts), str(device), torch.is_grad_enabled(), tuple(autocast))
+    return (Example.of(inputs).key(), str(device), torch.is_grad_enabled(), tuple(autocast))
 
 
 def profile_of(model, inputs, device=None, repeats=1, fresh=False):
