@@ -20,6 +20,11 @@ A model called with keyword arguments (model(**batch)): plan() and verify()
 take the mapping (before, it was the one positional argument and the model
 raised inside its forward).
 
+An applied model given to plan() and apply() again (another budget): the
+model it runs is planned and gets the new plan (before: plan() captured the
+applied model's own recording and refused every budget below store-all). A
+function given as the model: a ModelError saying so (was AttributeError).
+
 The applied model pickled whole (torch.save(model), copy.deepcopy): the copy
 runs the plan (it recomputes; gradients bit for bit). Before, torch.save
 raised "cannot pickle 'PyCapsule' object" (the Plan's captured step).
@@ -246,9 +251,30 @@ def test_keywords(check):
     rematplan.forget(m)
 
 
+def test_planned_again(check):
+    m, cm, P, (x, y) = planned_net()
+    try:
+        P2 = plan_or_least(cm, (x, y), 0.3)
+        cm2 = rematplan.apply(cm, P2)
+    except Exception as e:  # noqa: BLE001 (the test reports what was raised)
+        check(False, "an applied model planned again: raised %s: %s" % (type(e).__name__, e))
+        return
+    check(P2.model is m and cm2.remat_model is m and P2.budget_bytes < P.budget_bytes and
+          P2.measured_peak <= P2.budget_bytes,
+          "an applied model planned again at 0.3: the model it runs, within the budget (%r after %r)" % (P2, P))
+    (_, g0), (_, g1) = run_both(m, cm2, (x, y), 10, lambda mod: mod(x, y).backward())
+    check(equal(g0, g1) and cm2.remat_last.stats["recipes"] > 0, "an applied model planned again: bit for bit")
+    try:
+        rematplan.plan(lambda a, b: (a * b).sum(), (x, y), 0.5, verbose=False)
+        check(False, "a function as the model is refused")
+    except TypeError as e:
+        check("nn.Module" in str(e), "a function as the model: %s" % e)
+    rematplan.forget(m)
+
+
 def run(check):
     import time
-    for t in (test_autograd, test_saved, test_keywords):
+    for t in (test_autograd, test_saved, test_keywords, test_planned_again):
         t0 = time.perf_counter()
         t(check)
         print("%s: %.1f s" % (t.__name__, time.perf_counter() - t0))

@@ -67,14 +67,18 @@ def plan(model, example_inputs, budget, device=None, repeats=1, verbose=True, ch
     max_memory_allocated on CUDA): the profile's bytes are scaled to the measured store-all, and
     while a plan's measured peak exceeds the budget it is planned again for the budget less the
     excess. Prints the predicted (and measured) peak and overhead unless verbose=False.
-    reuse: an earlier plan of the same model and inputs (profiles are kept per model anyway)."""
+    reuse: an earlier plan of the same model and inputs (profiles are kept per model anyway).
+    An applied model (apply's result) is planned as the model it runs: plan it again at another
+    budget and apply that plan to it."""
     from . import _lib
     from .budget import Search
     from .planning import budget_bytes, store_all
     _lib.lib()  # a broken library (LibraryError) and a bad budget cost no capture
     budget_bytes(budget, 1)
+    from ._apply import unwrapped
     from .capture import refuse_compiled
     from .profile import profile_of
+    model = unwrapped(model, "rematplan.plan")
     refuse_compiled(model)
     from ._tree import Example
     args = Example.of(example_inputs)

@@ -13,9 +13,23 @@ import torch
 from .recompute import Forward
 
 
+def unwrapped(model, who):
+    """The model a plan is made for: an applied model's own (plan() and apply() given apply's result
+    plan and apply the model it runs); a TypeError (ModelError) for what is not an nn.Module."""
+    if isinstance(model, RematModel):
+        return model.remat_model
+    if not isinstance(model, torch.nn.Module):
+        from .capture import ModelError
+        raise ModelError("%s: the model must be a torch.nn.Module whose forward returns the loss, not a %s; wrap "
+                         "a function and its loss in an nn.Module" % (who, type(model).__name__))
+    return model
+
+
 def apply(model, plan):
     """A module with the model's own submodules, parameters and buffers (the same names, the same
-    order) whose forward runs the model with the plan."""
+    order) whose forward runs the model with the plan. Given an applied model, the model it runs
+    gets the new plan instead (the old one is left as it was)."""
+    model = unwrapped(model, "rematplan.apply")
     if getattr(plan, "profile", None) is None:
         raise ValueError("rematplan.apply: this plan has no captured model (it was planned from a graph file)")
     if model is not plan.model:
