@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import python_rematplan as base  # noqa: E402
 import python_rematplan_small as small  # noqa: E402
 import python_rematplan_ops as ops  # noqa: E402
-import python_rematplan_autograd as autograd  # noqa: E402
+import python_rematplan_use as use  # noqa: E402
 import rematplan_models as M  # noqa: E402
 import rematplan  # noqa: E402
 
@@ -179,7 +179,7 @@ def main():
         small.test_untraceable = _untraceable_without_vision
     small.run(check, a.remat)
     ops.run(check)
-    autograd.run(check)
+    use.run(check)
     base.test_budgets(a.remat)
     base.test_models(vision=vision)
     for t in (test_hf, test_compile, test_compiled_module):

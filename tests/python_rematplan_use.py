@@ -1,5 +1,6 @@
-"""An applied plan under the ways people call autograd and keep models, run
-by tests/python_rematplan.py (make test: torch 1.13, CPU).
+"""An applied plan as people use it: autograd's calls, keyword arguments,
+saving it, planning it again. Run by tests/python_rematplan.py (make test:
+torch 1.13, CPU) and tests/python_rematplan_hf.py (make test-torch2).
 
 A recomputed tensor is a handle autograd saves; the backward unpacks it and
 rematplan rebuilds the value. Autograd may unpack a handle more than once:
