@@ -24,7 +24,9 @@ raised inside its forward).
 An applied model given to plan() and apply() again (another budget): the
 model it runs is planned and gets the new plan (before: plan() captured the
 applied model's own recording and refused every budget below store-all). A
-function given as the model: a ModelError saying so (was AttributeError).
+function given as the model: a ModelError saying so (was AttributeError);
+so is plan() with gradients off (inside torch.no_grad(): was "the forward
+must return the loss"; torch.inference_mode(): a raw RuntimeError).
 
 The applied model pickled whole (torch.save(model), copy.deepcopy): the copy
 runs the plan (it recomputes; gradients bit for bit). Before, torch.save
@@ -270,6 +272,15 @@ def test_planned_again(check):
         check(False, "a function as the model is refused")
     except TypeError as e:
         check("nn.Module" in str(e), "a function as the model: %s" % e)
+    for off in (torch.no_grad, getattr(torch, "inference_mode", None)):
+        if off is None:
+            continue
+        try:
+            with off():
+                rematplan.plan(m, (x, y), 0.5, verbose=False)
+            check(False, "plan() with gradients off (%s) is refused" % off.__name__)
+        except rematplan.ModelError as e:
+            check("gradients are off" in str(e), "plan() inside %s: %s" % (off.__name__, e))
     rematplan.forget(m)
 
 

@@ -57,6 +57,18 @@ def _device_of(example):
     return ts[0].device if ts else None
 
 
+def _grads_on():
+    """plan() records a training step: a ModelError where gradients are off (the capture's loss then
+    requires no grad, or inference tensors raise deep inside it)."""
+    import torch
+    off = "torch.inference_mode()" if getattr(torch, "is_inference_mode_enabled", lambda: False)() else \
+        "torch.no_grad()" if not torch.is_grad_enabled() else None
+    if off is not None:
+        from .capture import ModelError
+        raise ModelError("rematplan.plan: gradients are off here (inside %s): plan() records a training step "
+                         "(forward and backward); call it where the training step runs, with gradients on" % off)
+
+
 def plan(model, example_inputs, budget, device=None, repeats=1, verbose=True, check=True, reuse=None):
     """Records one training step of the model called with example_inputs (a tensor, a tuple of
     positional arguments, or a dict of keyword arguments: model(**batch)), whose forward returns the
@@ -79,6 +91,7 @@ def plan(model, example_inputs, budget, device=None, repeats=1, verbose=True, ch
     from .capture import refuse_compiled
     from .profile import profile_of
     model = unwrapped(model, "rematplan.plan")
+    _grads_on()
     refuse_compiled(model)
     from ._tree import Example
     args = Example.of(example_inputs)
