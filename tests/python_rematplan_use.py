@@ -26,7 +26,11 @@ model it runs is planned and gets the new plan (before: plan() captured the
 applied model's own recording and refused every budget below store-all). A
 function given as the model: a ModelError saying so (was AttributeError);
 so is plan() with gradients off (inside torch.no_grad(): was "the forward
-must return the loss"; torch.inference_mode(): a raw RuntimeError).
+must return the loss"; torch.inference_mode(): a raw RuntimeError). A model
+that recomputes with torch.utils.checkpoint itself (transformers'
+gradient_checkpointing_enable()): a refusal and the plan's summary say so
+and how to let rematplan choose (before: a refusal naming a least equal to
+store-all, no reason given).
 
 The applied model pickled whole (torch.save(model), copy.deepcopy): the copy
 runs the plan (it recomputes; gradients bit for bit). Before, torch.save
@@ -284,9 +288,45 @@ def test_planned_again(check):
     rematplan.forget(m)
 
 
+class Checkpointed(nn.Module):
+    """Net's blocks, each run through torch.utils.checkpoint (non-reentrant), as a user who switched
+    on gradient checkpointing has it."""
+
+    def __init__(self, d=96, layers=4):
+        super().__init__()
+        self.blocks = nn.ModuleList(nn.Sequential(nn.LayerNorm(d), nn.Linear(d, 4 * d), nn.GELU(),
+                                                  nn.Linear(4 * d, d)) for _ in range(layers))
+        self.head = nn.Linear(d, 10)
+
+    def forward(self, x, y):
+        from torch.utils.checkpoint import checkpoint
+        for b in self.blocks:
+            x = x + checkpoint(b, x, use_reentrant=False)
+        return F.cross_entropy(self.head(x), y)
+
+
+def test_checkpointed(check):
+    torch.manual_seed(0)
+    m = Checkpointed()
+    x, y = torch.randn(64, 96), torch.randint(0, 10, (64,))
+    try:
+        P = rematplan.plan(m, (x, y), 0.3, verbose=False)
+        said = P.summary()
+    except rematplan.BudgetError as e:
+        said = str(e)
+    check("torch.utils.checkpoint" in said and "4 module calls" in said and "blocks.0" in said,
+          "a model that checkpoints its blocks itself: rematplan says so: %s" % said)
+    torch.manual_seed(0)
+    plain = Net()  # a model without checkpoint: no note
+    P = plan_or_least(plain, (x, y), 0.5)
+    check("torch.utils.checkpoint" not in P.summary(), "no checkpoint note where there is none: %s" % P.summary())
+    rematplan.forget(m)
+    rematplan.forget(plain)
+
+
 def run(check):
     import time
-    for t in (test_autograd, test_saved, test_keywords, test_planned_again):
+    for t in (test_autograd, test_saved, test_keywords, test_planned_again, test_checkpointed):
         t0 = time.perf_counter()
         t(check)
         print("%s: %.1f s" % (t.__name__, time.perf_counter() - t0))

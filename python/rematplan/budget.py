@@ -166,7 +166,8 @@ class Search:
         return self.prof.least
 
     def refusal(self, want, least):
+        note = self.prof.checkpoint_note()
         return BudgetError("rematplan: budget %s (%d bytes) cannot be met: the least budget that works is %s "
-                           "(%d bytes, its plan measured; store-all %s); raise the budget to at least %d bytes"
-                           % (human(want), want, human(least), least, human(self.full), least),
-                           least, self.full, want)
+                           "(%d bytes, its plan measured; store-all %s); raise the budget to at least %d bytes%s"
+                           % (human(want), want, human(least), least, human(self.full), least,
+                              "; " + note if note else ""), least, self.full, want)

@@ -31,6 +31,8 @@ model, its buffers, its parameters' gradients and the RNG are left as they
 were.
 """
 import functools
+import os
+import sys
 import time
 import weakref
 
@@ -124,11 +126,12 @@ class Op:
 class Call:
     """One module call: ops first..end-1 ran inside it (children's included); occ: how many calls of
     the same module came before it in the step; nops: the ops that ran in it outside its children."""
-    __slots__ = ("idx", "module", "path", "parent", "first", "end", "occ", "nops", "children")
+    __slots__ = ("idx", "module", "path", "parent", "first", "end", "occ", "nops", "children", "checkpointed")
 
     def __init__(self, idx, module, path, parent, first, occ):
         self.idx, self.module, self.path, self.parent, self.first, self.occ = idx, module, path, parent, first, occ
         self.end, self.nops, self.children = first, 0, []
+        self.checkpointed = False  # run inside torch.utils.checkpoint (the model recomputes it itself)
 
 
 class _Saved:
@@ -160,6 +163,7 @@ class _Pass(TorchDispatchMode):
         self.node_op = {}      # autograd Node -> op that created it
         self.events = []       # CUDA: (op, start, end) events
         self.compiled = None   # where the step ran torch.compile'd code (a ModelError after the pass)
+        self.checkpointed = []  # the outermost module calls torch.utils.checkpoint ran (their paths)
         for name, p in model.named_parameters():
             self._register(p, -1, PARAM, name)
         for name, b in model.named_buffers():
@@ -288,6 +292,9 @@ class _Pass(TorchDispatchMode):
         c = Call(len(self.calls), module, path, parent.idx if parent is not None else -1, len(self.ops), occ)
         if parent is not None:
             parent.children.append(c.idx)
+        c.checkpointed = parent.checkpointed if parent is not None and parent.checkpointed else _in_checkpoint()
+        if c.checkpointed and (parent is None or not parent.checkpointed):
+            self.checkpointed.append(path)
         self.calls.append(c)
         return c
 
@@ -331,7 +338,25 @@ class StepRecord:
     def __init__(self, p, loss_sid, bwd_ms, readers):
         self.storages, self.ops, self.calls = p.storages, p.ops, p.calls
         self.loss_sid, self.bwd_ms = loss_sid, bwd_ms
+        self.checkpointed = p.checkpointed
         self.saves = [(s[0], s[1], readers.get(i, s[1])) for i, s in enumerate(p.saves) if s[0] is not None]
+
+
+_CHECKPOINT_FILE = os.path.join("torch", "utils", "checkpoint.py")
+
+
+def _in_checkpoint():
+    """Whether torch.utils.checkpoint runs the module call being entered (its frames are on this
+    thread's stack below the recorded pass)."""
+    f = sys._getframe(2)
+    while f is not None:
+        code = f.f_code
+        if code.co_filename.endswith(_CHECKPOINT_FILE):
+            return True
+        if code is one_pass.__code__:
+            return False
+        f = f.f_back
+    return False
 
 
 def _nodes_of(loss):

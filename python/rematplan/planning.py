@@ -83,6 +83,9 @@ class Plan:
         if getattr(self, "predicted_step_ms", None):
             lines.append("  predicted step %.1f ms (store-all measured %.1f ms)" % (
                 self.predicted_step_ms, self.store_all_ms))
+        note = self.profile.checkpoint_note() if self.profile is not None else ""
+        if note:
+            lines.append("  note: " + note)
         lines += ["  least budget that works: %s; %s" % (human(self.least_bytes), self.reproduce()),
                   "  planned in %.3f s (libremat %s)" % (self.plan_seconds, _lib.version())]
         by_mode = {}

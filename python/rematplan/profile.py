@@ -36,6 +36,18 @@ class Profile:
         self.measured_plans = {}  # plan key -> the Plan measured (budget.Search.fastest)
         self.least = None    # (least bytes, Plan): the least plan, measured within it
 
+    def checkpoint_note(self):
+        """What to say where the model recomputes with torch.utils.checkpoint itself ("" where not):
+        its store-all is then that step, and rematplan plans only what checkpoint leaves saved."""
+        paths = self.rec.checkpointed
+        if not paths:
+            return ""
+        return ("the model already recomputes %d module call%s with torch.utils.checkpoint (%s%s): store-all here is "
+                "that step, and rematplan plans only what it leaves saved; turn it off (transformers: "
+                "model.gradient_checkpointing_disable()) and plan again to let rematplan choose what to recompute"
+                % (len(paths), "" if len(paths) == 1 else "s", ", ".join(p or "(the model)" for p in paths[:3]),
+                   ", ..." if len(paths) > 3 else ""))
+
     def recompute_ms(self, P):
         """What a plan adds to the store-all step, in ms: the ops the planner's schedule recomputes,
         priced (pricing.Rates: their FLOPs and bytes and the cost of one op), the Python that rebuilds
