@@ -32,6 +32,11 @@ gradient_checkpointing_enable()): a refusal and the plan's summary say so
 and how to let rematplan choose (before: a refusal naming a least equal to
 store-all, no reason given).
 
+A forward that writes its inputs in place (x.mul_(0.5)): plan() and verify()
+leave the user's batch as it was (before: changed once per pass plan() ran,
+and verify() compared the plain step on one batch with the applied step on
+another, reporting a mismatch where there was none).
+
 The applied model pickled whole (torch.save(model), copy.deepcopy): the copy
 runs the plan (it recomputes; gradients bit for bit). Before, torch.save
 raised "cannot pickle 'PyCapsule' object" (the Plan's captured step).
@@ -324,9 +329,48 @@ def test_checkpointed(check):
     rematplan.forget(plain)
 
 
+class InPlaceInput(nn.Module):
+    """Scales and shifts its input in place before its layers."""
+
+    def __init__(self, d=64):
+        super().__init__()
+        self.fcs = nn.ModuleList(nn.Linear(d, d) for _ in range(6))
+        self.head = nn.Linear(d, 10)
+
+    def forward(self, x, y):
+        x.mul_(0.5).add_(1.0)
+        for fc in self.fcs:
+            x = F.dropout(F.gelu(fc(x)), 0.1, self.training)
+        return F.cross_entropy(self.head(x), y)
+
+
+def test_inputs_kept(check):
+    torch.manual_seed(0)
+    m = InPlaceInput()
+    x, y = torch.randn(32, 64), torch.randint(0, 10, (32,))
+    x0 = x.clone()
+    P = plan_or_least(m, (x, y), 0.5)
+    check(torch.equal(x, x0), "plan() leaves inputs a forward writes in place as they were (max change %g)"
+          % (x - x0).abs().max().item())
+    cm = rematplan.apply(m, P)
+    r = rematplan.verify(cm, (x, y), raise_on_mismatch=False)
+    check(r["ok"] and torch.equal(x, x0), "verify() of a forward writing its input: clean, the input as it was: %s"
+          % {k: r.get(k) for k in ("ok", "grads_differ", "mismatches")})
+    res = []
+    for mod in (m, cm):
+        x.copy_(x0)
+        for p in m.parameters():
+            p.grad = None
+        torch.manual_seed(12)
+        mod(x, y).backward()
+        res.append(grads_of(m))
+    check(equal(res[0], res[1]) and P.n_recomputed() > 0, "a forward writing its input: gradients bit for bit")
+    rematplan.forget(m)
+
+
 def run(check):
     import time
-    for t in (test_autograd, test_saved, test_keywords, test_planned_again, test_checkpointed):
+    for t in (test_autograd, test_saved, test_keywords, test_planned_again, test_checkpointed, test_inputs_kept):
         t0 = time.perf_counter()
         t(check)
         print("%s: %.1f s" % (t.__name__, time.perf_counter() - t0))

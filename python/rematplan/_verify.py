@@ -140,7 +140,7 @@ def measure_step(model, inputs, device=None):
     """The activation peak of one training step of model(*inputs), in bytes: PyTorch's allocator
     count on CPU, max_memory_allocated on CUDA. The model is left as it was."""
     args = Example.of(inputs)
-    with ModelState(model, zero_grads=True) as k:
+    with ModelState(model, zero_grads=True, inputs=args) as k:
         r = measure(_step(model, args, k), device, rss=False)
     return r.get("cuda_peak", r.get("allocator_peak"))
 
@@ -151,7 +151,7 @@ def store_all_step(model, inputs, device=None):
     so the step runs at its plain speed. Where this torch records every op (allocator_only_works()
     false), the time is of a second step, time_step's. The model is left as it was."""
     args = Example.of(inputs)
-    with ModelState(model, zero_grads=True) as k:
+    with ModelState(model, zero_grads=True, inputs=args) as k:
         r = measure(_step(model, args, k), device, rss=False, timed=True)
     peak = r.get("cuda_peak", r.get("allocator_peak"))
     ms = r["ms"] if "cuda_peak" in r or allocator_only_works() else time_step(model, inputs, device)
@@ -165,7 +165,7 @@ def time_step(model, inputs, device=None, runs=1, warm=0):
     args = Example.of(inputs)
     cuda = device is not None and torch.device(device).type == "cuda"
     best = None
-    with ModelState(model, zero_grads=True) as k:
+    with ModelState(model, zero_grads=True, inputs=args) as k:
         step = _step(model, args, k)
         for i in range(runs + warm):
             if cuda:
@@ -197,7 +197,7 @@ def verify(model, inputs, device=None, check_memory=True, raise_on_mismatch=True
     plain = getattr(model, "remat_model", model)
     args = Example.of(inputs)
     res = {}
-    with ModelState(model, zero_grads=True) as k:
+    with ModelState(model, zero_grads=True, inputs=args) as k:
         k.rewind()
         with ModelState(plain, zero_grads=True):  # buffers back as they were for the planned step
             out = args.call(plain)

@@ -551,14 +551,20 @@ def loss_of(out):
 
 
 class ModelState:
-    """Leaves the model as it was: its buffers, its parameters' gradients, the RNG (CPU and CUDA).
-    zero_grads: give the step gradients to add into (so a measured step does not count them)."""
+    """Leaves the model as it was: its buffers, its parameters' gradients, the RNG (CPU and CUDA), and
+    the inputs (a forward that writes its inputs in place, x.mul_(0.5), would change the user's batch
+    once per pass, and each pass would see another: the inputs are put back before each pass and at
+    the end). zero_grads: give the step gradients to add into (so a measured step does not count
+    them)."""
 
-    def __init__(self, model, zero_grads=False):
-        self.model, self.zero_grads = model, zero_grads
+    def __init__(self, model, zero_grads=False, inputs=None):
+        self.model, self.zero_grads, self.example = model, zero_grads, inputs
 
     def __enter__(self):
         m = self.model
+        # (tensor, its value, its version): put back where a pass changed it
+        self.inputs = [[t, t.detach().clone(), t._version] for t in Example.of(self.example).tensors()
+                       if not t.is_inference()] if self.example is not None else []
         self.buffers = [(b, b.detach().clone()) for b in m.buffers()]
         self.rng = torch.get_rng_state()
         self.cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and \
@@ -571,7 +577,13 @@ class ModelState:
         return self
 
     def rewind(self):
-        """The RNG as it was at the start."""
+        """The RNG and the inputs as they were at the start."""
+        for e in self.inputs:
+            t, v, version = e
+            if t._version != version:
+                with torch.no_grad():
+                    t.copy_(v)
+                e[2] = t._version
         torch.set_rng_state(self.rng)
         if self.cuda_rng is not None:
             torch.cuda.set_rng_state_all(self.cuda_rng)
@@ -638,7 +650,7 @@ def capture(model, inputs, device=None, repeats=1):
     lifetimes forward cost 0.7 s of T5's plan()). On CUDA (the BLAS handles' workspaces, autotuned
     kernels) a plain step warms up first."""
     args = Example.of(inputs)
-    with ModelState(model) as k:
+    with ModelState(model, inputs=args) as k:
         if _cuda(device):
             k.reset()
             loss_of(args.call(model)).backward()
