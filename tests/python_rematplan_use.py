@@ -35,7 +35,8 @@ store-all, no reason given).
 A forward that writes its inputs in place (x.mul_(0.5)): plan() and verify()
 leave the user's batch as it was (before: changed once per pass plan() ran,
 and verify() compared the plain step on one batch with the applied step on
-another, reporting a mismatch where there was none).
+another, reporting a mismatch where there was none); an input that gets a
+gradient keeps its .grad (before: every pass's gradient added into it).
 
 The applied model pickled whole (torch.save(model), copy.deepcopy): the copy
 runs the plan (it recomputes; gradients bit for bit). Before, torch.save
@@ -366,6 +367,16 @@ def test_inputs_kept(check):
         res.append(grads_of(m))
     check(equal(res[0], res[1]) and P.n_recomputed() > 0, "a forward writing its input: gradients bit for bit")
     rematplan.forget(m)
+    # an input that gets a gradient (an adversarial example): its .grad as the user left it
+    m2, _, _, (x2, y2) = planned_net()
+    x2.requires_grad_()
+    mine = torch.full_like(x2, 7.0)
+    x2.grad = mine
+    P2 = plan_or_least(m2, (x2, y2), 0.3)
+    rematplan.verify(rematplan.apply(m2, P2), (x2, y2), raise_on_mismatch=False)
+    check(x2.grad is mine and bool((mine == 7.0).all()),
+          "plan() and verify() leave an input's .grad as it was (it gathered every pass's gradient)")
+    rematplan.forget(m2)
 
 
 def run(check):

@@ -563,8 +563,11 @@ class ModelState:
     def __enter__(self):
         m = self.model
         # (tensor, its value, its version): put back where a pass changed it
-        self.inputs = [[t, t.detach().clone(), t._version] for t in Example.of(self.example).tensors()
-                       if not t.is_inference()] if self.example is not None else []
+        ts = Example.of(self.example).tensors() if self.example is not None else []
+        self.inputs = [[t, t.detach().clone(), t._version] for t in ts if not t.is_inference()]
+        # inputs that get a gradient (an adversarial example, an embedding fed in): their .grad as it
+        # was, and none during the passes (each pass's backward would add into it)
+        self.input_grads = [(t, t.grad) for t in ts if t.requires_grad and t.is_leaf]
         self.buffers = [(b, b.detach().clone()) for b in m.buffers()]
         self.rng = torch.get_rng_state()
         self.cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and \
@@ -577,7 +580,9 @@ class ModelState:
         return self
 
     def rewind(self):
-        """The RNG and the inputs as they were at the start."""
+        """The RNG and the inputs as they were at the start (the inputs' .grad none)."""
+        for t, _ in self.input_grads:
+            t.grad = None
         for e in self.inputs:
             t, v, version = e
             if t._version != version:
@@ -599,7 +604,7 @@ class ModelState:
             for b, v in self.buffers:
                 b.data.copy_(v)
         self.rewind()
-        for p, g in self.grads:
+        for p, g in self.grads + self.input_grads:
             p.grad = g
 
 
