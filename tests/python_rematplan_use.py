@@ -26,7 +26,9 @@ model it runs is planned and gets the new plan (before: plan() captured the
 applied model's own recording and refused every budget below store-all). A
 function given as the model: a ModelError saying so (was AttributeError);
 so is plan() with gradients off (inside torch.no_grad(): was "the forward
-must return the loss"; torch.inference_mode(): a raw RuntimeError). A model
+must return the loss"; torch.inference_mode(): a raw RuntimeError), and a
+model whose lazy modules have not made their parameters yet (torch's raw
+ValueError from inside rematplan). A model
 that recomputes with torch.utils.checkpoint itself (transformers'
 gradient_checkpointing_enable()): a refusal and the plan's summary say so
 and how to let rematplan choose (before: a refusal naming a least equal to
@@ -264,6 +266,17 @@ def test_keywords(check):
     rematplan.forget(m)
 
 
+class Lazy(nn.Module):
+    """A module whose forward returns the loss of `net` (lazy modules inside)."""
+
+    def __init__(self, net):
+        super().__init__()
+        self.net = net
+
+    def forward(self, x, y):
+        return F.cross_entropy(self.net(x), y)
+
+
 def test_planned_again(check):
     m, cm, P, (x, y) = planned_net()
     try:
@@ -292,6 +305,17 @@ def test_planned_again(check):
         except rematplan.ModelError as e:
             check("gradients are off" in str(e), "plan() inside %s: %s" % (off.__name__, e))
     rematplan.forget(m)
+    lazy = nn.Sequential(nn.LazyLinear(96), nn.GELU(), nn.LazyLinear(10))
+    lazy_model = Lazy(lazy)
+    try:
+        rematplan.plan(lazy_model, (x, y), 0.5, verbose=False)
+        check(False, "a model with lazy parameters not made yet is refused")
+    except rematplan.ModelError as e:
+        check("not made yet" in str(e) and "0.weight" in str(e), "lazy parameters not made yet: %s" % e)
+    lazy_model(x, y)  # the dry run that makes them: then it plans
+    P3 = plan_or_least(lazy_model, (x, y), 0.5)
+    check(P3.measured_peak <= P3.budget_bytes, "a lazy model after its first forward plans: %r" % P3)
+    rematplan.forget(lazy_model)
 
 
 class Checkpointed(nn.Module):

@@ -69,6 +69,25 @@ def _grads_on():
                          "(forward and backward); call it where the training step runs, with gradients on" % off)
 
 
+def _no_lazy(model):
+    """A ModelError where parameters or buffers are not made yet (nn.LazyLinear and the other lazy
+    modules make them at their first forward): plan() records the model as it will train."""
+    from torch.nn.parameter import UninitializedParameter
+    try:
+        from torch.nn.parameter import UninitializedBuffer
+    except ImportError:  # pragma: no cover (torch < 1.9)
+        UninitializedBuffer = UninitializedParameter
+    lazy = [n for n, t in list(model.named_parameters()) + list(model.named_buffers())
+            if isinstance(t, (UninitializedParameter, UninitializedBuffer))]
+    if lazy:
+        from .capture import ModelError
+        raise ModelError("rematplan.plan: %d parameter%s or buffers are not made yet (%s%s: lazy modules make "
+                         "them at their first forward): run the model once on a batch (model(*inputs)) before "
+                         "plan(), and make the optimizer after that" % (len(lazy), "" if len(lazy) == 1 else "s",
+                                                                       ", ".join(lazy[:3]),
+                                                                       ", ..." if len(lazy) > 3 else ""))
+
+
 def plan(model, example_inputs, budget, device=None, repeats=1, verbose=True, check=True, reuse=None):
     """Records one training step of the model called with example_inputs (a tensor, a tuple of
     positional arguments, or a dict of keyword arguments: model(**batch)), whose forward returns the
@@ -92,6 +111,7 @@ def plan(model, example_inputs, budget, device=None, repeats=1, verbose=True, ch
     from .profile import profile_of
     model = unwrapped(model, "rematplan.plan")
     _grads_on()
+    _no_lazy(model)
     refuse_compiled(model)
     from ._tree import Example
     args = Example.of(example_inputs)
