@@ -233,9 +233,9 @@ class Keywords(nn.Module):
         self.emb, self.head = nn.Embedding(vocab, d), nn.Linear(d, vocab)
         self.fcs = nn.ModuleList(nn.Linear(d, d) for _ in range(6))
 
-    def forward(self, input_ids, labels=None, attention_mask=None):
+    def forward(self, input_ids, labels=None, attention_mask=None, deep=True):
         x = self.emb(input_ids) * attention_mask[..., None]
-        for fc in self.fcs:
+        for fc in self.fcs if deep else self.fcs[:2]:
             x = F.dropout(F.gelu(fc(x)), 0.1, self.training)
         logits = self.head(x)
         return {"loss": F.cross_entropy(logits.view(-1, logits.size(-1)), labels.view(-1)), "logits": logits}
@@ -263,6 +263,12 @@ def test_keywords(check):
         check(False, "a mapping whose keys are not names is refused")
     except TypeError as e:
         check("argument names" in str(e), "a mapping whose keys are not names: %s" % e)
+    # a plain value among the keywords makes another step: another profile, not the first one's
+    P1 = plan_or_least(m, UserDict(batch, deep=True), 0.5)
+    P2 = plan_or_least(m, UserDict(batch, deep=False), 0.5)
+    check(P2.profile is not P1.profile and len(P2.graph["nodes"]) < len(P1.graph["nodes"]),
+          "keyword arguments: deep=False is planned as its own step, not deep=True's (%d nodes against %d)"
+          % (len(P2.graph["nodes"]), len(P1.graph["nodes"])))
     rematplan.forget(m)
 
 

@@ -37,9 +37,17 @@ class Example:
         return flat_tensors((self.args, self.kwargs))
 
     def key(self):
-        """What the profile is kept for: each tensor's shape, dtype and device, and the keywords."""
-        return (tuple((tuple(t.shape), str(t.dtype), str(t.device)) for t in self.tensors()),
-                tuple(self.kwargs))
+        """What the profile is kept for: each tensor's shape, dtype and device, the keywords, and the
+        plain values beside them (use_cache=False and True are other steps)."""
+        def frozen(x):  # hashable: tuples for lists and dicts
+            if isinstance(x, _Tensor):
+                return (tuple(x.shape), str(x.dtype), str(x.device))
+            if isinstance(x, (tuple, list)):
+                return tuple(frozen(v) for v in x)
+            if isinstance(x, Mapping):
+                return tuple((repr(k), frozen(v)) for k, v in x.items())
+            return x if x is None or isinstance(x, (bool, int, float, str)) else type(x).__name__
+        return frozen(self.args), tuple(sorted((k, frozen(v)) for k, v in self.kwargs.items()))
 
 
 def flat_tensors(v):

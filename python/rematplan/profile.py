@@ -3,9 +3,10 @@ priced at (pricing.py), its graph (graph.py), the table a plan's modes
 become for the applied model (recompute.py), and the measured store-all
 step.
 
-Profiles are kept per model object (weakly) and per inputs' shapes,
-dtypes and devices, and for the grad, autocast and training mode they ran
-under: planning the same model at another budget reuses its profile (and
+Profiles are kept per model object (weakly) and per inputs (the tensors'
+shapes, dtypes and devices, the keywords, and the plain values beside them:
+use_cache=False and True are other steps; before, they shared a profile),
+and for the grad, autocast and training mode they ran under: planning the same model at another budget reuses its profile (and
 the steps already measured), so a least budget that plan() names plans the
 same way when asked for. `forget(model)` drops them.
 """
