@@ -341,6 +341,22 @@ class Checkpointed(nn.Module):
         return F.cross_entropy(self.head(x), y)
 
 
+def test_structure_changed(check):
+    """A layer frozen after a plan: plan() captures the step again (it is another step: no dW for the
+    frozen weights), not the old profile (whose store-all was twice the new step's)."""
+    m, _, P1, (x, y) = planned_net()
+    for p in list(m.fcs[:4].parameters()) + list(m.norms[:4].parameters()):
+        p.requires_grad_(False)
+    P2 = plan_or_least(m, (x, y), 0.4)
+    check(P2.profile is not P1.profile and P2.store_all_bytes < P1.store_all_bytes,
+          "layers frozen after a plan: captured again (store-all %d after %d)" % (P2.store_all_bytes,
+                                                                                 P1.store_all_bytes))
+    r = rematplan.verify(rematplan.apply(m, P2), (x, y), raise_on_mismatch=False)
+    check(r["ok"] and r["within_budget"], "layers frozen after a plan: the new plan verifies: %s"
+          % {k: r.get(k) for k in ("ok", "grads_differ", "measured_peak", "budget")})
+    rematplan.forget(m)
+
+
 def test_checkpointed(check):
     torch.manual_seed(0)
     m = Checkpointed()
@@ -411,7 +427,8 @@ def test_inputs_kept(check):
 
 def run(check):
     import time
-    for t in (test_autograd, test_saved, test_keywords, test_planned_again, test_checkpointed, test_inputs_kept):
+    for t in (test_autograd, test_saved, test_keywords, test_planned_again, test_structure_changed,
+              test_checkpointed, test_inputs_kept):
         t0 = time.perf_counter()
         t(check)
         print("%s: %.1f s" % (t.__name__, time.perf_counter() - t0))

@@ -6,7 +6,10 @@ step.
 Profiles are kept per model object (weakly) and per inputs (the tensors'
 shapes, dtypes and devices, the keywords, and the plain values beside them:
 use_cache=False and True are other steps; before, they shared a profile),
-and for the grad, autocast and training mode they ran under: planning the same model at another budget reuses its profile (and
+per the model's structure (its modules and their training mode, its
+parameters' shapes, dtypes and whether they train: a layer frozen or a
+module swapped is another step), and for the grad and autocast mode they
+ran under: planning the same model at another budget reuses its profile (and
 the steps already measured), so a least budget that plan() names plans the
 same way when asked for. `forget(model)` drops them.
 """
@@ -99,10 +102,19 @@ def _key(inputs, device):
     return (Example.of(inputs).key(), str(device), torch.is_grad_enabled(), tuple(autocast))
 
 
+def _structure(model):
+    """What of the model makes its step: its modules (types, training mode) and parameters (names, shapes,
+    dtypes, devices, whether they train). A layer frozen, a module swapped (LoRA, PEFT) or a dtype
+    changed after a plan is another step: it is captured again, not planned from the old profile."""
+    return (tuple((n, type(m).__name__, m.training) for n, m in model.named_modules()),
+            tuple((n, tuple(p.shape), str(p.dtype), str(p.device), p.requires_grad)
+                  for n, p in model.named_parameters()))
+
+
 def profile_of(model, inputs, device=None, repeats=1, fresh=False):
     """The model's profile for these inputs (captured now, or kept from before)."""
     per = _profiles.setdefault(model, {})
-    key = (_key(inputs, device), model.training)
+    key = (_key(inputs, device), _structure(model))
     if fresh or key not in per:
         per[key] = Profile(model, inputs, device, repeats)
     return per[key]
