@@ -40,6 +40,9 @@ and verify() compared the plain step on one batch with the applied step on
 another, reporting a mismatch where there was none); an input that gets a
 gradient keeps its .grad (before: every pass's gradient added into it).
 
+A step on other inputs than the plan's (a larger batch): bit for bit, and a
+RuntimeWarning, once, that its peak is not the one measured.
+
 The applied model pickled whole (torch.save(model), copy.deepcopy): the copy
 runs the plan (it recomputes; gradients bit for bit). Before, torch.save
 raised "cannot pickle 'PyCapsule' object" (the Plan's captured step).
@@ -357,6 +360,24 @@ def test_structure_changed(check):
     rematplan.forget(m)
 
 
+def test_other_inputs(check):
+    """A step on other inputs than the plan's (a larger batch) runs the plan, bit for bit, and says
+    once that its peak is not the one measured (RuntimeWarning); the plan's own inputs say nothing."""
+    import warnings
+    m, cm, _, (x, y) = planned_net()
+    x2, y2 = torch.randn(128, 96), torch.randint(0, 10, (128,))
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        cm(x, y).backward()
+        quiet = len(got)
+        (_, g0), (_, g1) = run_both(m, cm, (x2, y2), 13, lambda mod: mod(x2, y2).backward())
+        cm(x2, y2).backward()
+    said = [w for w in got if issubclass(w.category, RuntimeWarning) and "rematplan" in str(w.message)]
+    check(quiet == 0 and len(said) == 1 and equal(g0, g1),
+          "a larger batch than the plan's: bit for bit, said once (%d warnings, %d before)" % (len(said), quiet))
+    rematplan.forget(m)
+
+
 def test_checkpointed(check):
     torch.manual_seed(0)
     m = Checkpointed()
@@ -428,7 +449,7 @@ def test_inputs_kept(check):
 def run(check):
     import time
     for t in (test_autograd, test_saved, test_keywords, test_planned_again, test_structure_changed,
-              test_checkpointed, test_inputs_kept):
+              test_other_inputs, test_checkpointed, test_inputs_kept):
         t0 = time.perf_counter()
         t(check)
         print("%s: %.1f s" % (t.__name__, time.perf_counter() - t0))

@@ -55,6 +55,9 @@ class RematModel(torch.nn.Module):
         object.__setattr__(self, "remat_table", plan.table)
         object.__setattr__(self, "remat_check", None)  # verify()'s checker while it runs
         object.__setattr__(self, "remat_last", None)   # the last forward's recompute.Step (its stats)
+        # the inputs the plan was made for (their shapes, dtypes, plain values), said once if a step differs
+        object.__setattr__(self, "remat_inputs_key", getattr(plan.profile, "inputs_key", None))
+        object.__setattr__(self, "remat_warned", False)
         self.train(model.training)
 
     def __getstate__(self):
@@ -65,6 +68,18 @@ class RematModel(torch.nn.Module):
         state["remat_plan"], state["remat_check"], state["remat_last"] = None, None, None
         return state
 
+    def _check_inputs(self, args, kwargs):
+        """A step on other inputs than the plan's (a larger batch, longer sequences) runs the plan, bit
+        for bit, but its memory is not what the plan measured: said once (RuntimeWarning)."""
+        from ._tree import Example
+        if Example(args, kwargs).key() != self.remat_inputs_key:
+            import warnings
+            object.__setattr__(self, "remat_warned", True)
+            warnings.warn("rematplan: this step's inputs differ from those the plan was made for (tensor shapes, "
+                          "dtypes or other arguments): it runs the plan, but its peak is not the one measured "
+                          "within the budget; plan() with inputs like these to hold the budget for them",
+                          RuntimeWarning, stacklevel=3)
+
     def train(self, mode=True):
         super().train(mode)
         self.remat_model.train(mode)
@@ -74,6 +89,8 @@ class RematModel(torch.nn.Module):
         table = self.remat_table
         if table is None or not table.modes or not torch.is_grad_enabled():
             return self.remat_model(*args, **kwargs)
+        if self.__dict__.get("remat_inputs_key") is not None and not self.__dict__.get("remat_warned"):
+            self._check_inputs(args, kwargs)
         with Forward(self.remat_model, table, self.remat_check) as step:
             out = self.remat_model(*args, **kwargs)
         object.__setattr__(self, "remat_last", step)

@@ -29,6 +29,7 @@ _profiles = weakref.WeakKeyDictionary()
 class Profile:
     def __init__(self, model, inputs, device, repeats):
         self.rec = capture(model, inputs, device, repeats)
+        self.inputs_key = Example.of(inputs).key()  # what the applied model's steps are compared with
         acts = sorted(s.nbytes // 4 for s in self.rec.storages if s.kind == ACT)
         self.rates = calibrate(self.rec.ops, device, acts[len(acts) // 2] if acts else 1 << 20)
         self.built = build(self.rec, self.rates)
