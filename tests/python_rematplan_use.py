@@ -24,7 +24,9 @@ raised inside its forward).
 An applied model given to plan() and apply() again (another budget): the
 model it runs is planned and gets the new plan (before: plan() captured the
 applied model's own recording and refused every budget below store-all). A
-function given as the model: a ModelError saying so (was AttributeError);
+function given as the model: a ModelError saying so (was AttributeError),
+and so is a model holding an applied plan as a module (was: every budget
+below store-all refused);
 so is plan() with gradients off (inside torch.no_grad(): was "the forward
 must return the loss"; torch.inference_mode(): a raw RuntimeError), and a
 model whose lazy modules have not made their parameters yet (torch's raw
@@ -286,6 +288,17 @@ class Lazy(nn.Module):
         return F.cross_entropy(self.net(x), y)
 
 
+class Holder(nn.Module):
+    """A model whose one module is another model (here: an applied plan)."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x, y):
+        return self.inner(x, y)
+
+
 def test_planned_again(check):
     m, cm, P, (x, y) = planned_net()
     try:
@@ -314,6 +327,11 @@ def test_planned_again(check):
         except rematplan.ModelError as e:
             check("gradients are off" in str(e), "plan() inside %s: %s" % (off.__name__, e))
     rematplan.forget(m)
+    try:
+        rematplan.plan(Holder(cm), (x, y), 0.5, verbose=False)
+        check(False, "a model holding an applied plan is refused")
+    except rematplan.ModelError as e:
+        check("holds an applied plan (inner" in str(e), "a model holding an applied plan: %s" % e)
     lazy = nn.Sequential(nn.LazyLinear(96), nn.GELU(), nn.LazyLinear(10))
     lazy_model = Lazy(lazy)
     try:

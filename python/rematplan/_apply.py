@@ -15,13 +15,19 @@ from .recompute import Forward
 
 def unwrapped(model, who):
     """The model a plan is made for: an applied model's own (plan() and apply() given apply's result
-    plan and apply the model it runs); a TypeError (ModelError) for what is not an nn.Module."""
+    plan and apply the model it runs); a TypeError (ModelError) for what is not an nn.Module, or holds
+    an applied plan inside."""
     if isinstance(model, RematModel):
-        return model.remat_model
+        model = model.remat_model
+    from .capture import ModelError
     if not isinstance(model, torch.nn.Module):
-        from .capture import ModelError
         raise ModelError("%s: the model must be a torch.nn.Module whose forward returns the loss, not a %s; wrap "
                          "a function and its loss in an nn.Module" % (who, type(model).__name__))
+    inner = [n for n, m in model.named_modules() if isinstance(m, RematModel)]
+    if inner:  # its recording would hide the step from this one's, and the two plans would both run
+        raise ModelError("%s: the model holds an applied plan (%s: rematplan.apply's result): one plan covers "
+                         "the whole model; put the module back (model.%s = model.%s.remat_model) and plan the "
+                         "model" % (who, ", ".join(inner[:3]), inner[0], inner[0]))
     return model
 
 
