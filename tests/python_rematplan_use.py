@@ -26,7 +26,9 @@ model it runs is planned and gets the new plan (before: plan() captured the
 applied model's own recording and refused every budget below store-all). A
 function given as the model: a ModelError saying so (was AttributeError),
 and so is a model holding an applied plan as a module (was: every budget
-below store-all refused);
+below store-all refused), a model on the meta device (was a TypeError about
+the loss); a device other than the inputs' is a ValueError (was torch's
+AssertionError, "Torch not compiled with CUDA enabled");
 so is plan() with gradients off (inside torch.no_grad(): was "the forward
 must return the loss"; torch.inference_mode(): a raw RuntimeError), and a
 model whose lazy modules have not made their parameters yet (torch's raw
@@ -332,6 +334,17 @@ def test_planned_again(check):
         check(False, "a model holding an applied plan is refused")
     except rematplan.ModelError as e:
         check("holds an applied plan (inner" in str(e), "a model holding an applied plan: %s" % e)
+    for device, want in (("cuda:0", "the inputs are on cpu"), ("bogus", "device 'bogus'")):
+        try:
+            rematplan.plan(m, (x, y), 0.5, device=device, verbose=False)
+            check(False, "device %r for inputs on the CPU is refused" % device)
+        except ValueError as e:
+            check(want in str(e), "device %r for inputs on the CPU: %s" % (device, e))
+    try:
+        rematplan.plan(Holder(Net().to("meta")), (x.to("meta"), y.to("meta")), 0.5, verbose=False)
+        check(False, "a model on the meta device is refused")
+    except rematplan.ModelError as e:
+        check("meta device" in str(e), "a model on the meta device: %s" % e)
     lazy = nn.Sequential(nn.LazyLinear(96), nn.GELU(), nn.LazyLinear(10))
     lazy_model = Lazy(lazy)
     try:

@@ -52,9 +52,27 @@ def forget_rates():
     return f()
 
 
-def _device_of(example):
+def _checked_device(model, example, device):
+    """The device the step runs on: the inputs' (device, where given, must be theirs); a ModelError where
+    the model or inputs are on the meta device (no memory to measure) or the device is not one torch
+    has."""
+    import torch
+    from .capture import ModelError
     ts = example.tensors()
-    return ts[0].device if ts else None
+    kinds = {t.device.type for t in ts} | {p.device.type for p in model.parameters()}
+    if "meta" in kinds:
+        raise ModelError("rematplan.plan: the model or its inputs are on the meta device, which holds no memory "
+                         "to measure: plan on the device the model trains on")
+    if device is None:
+        return ts[0].device if ts else None
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError, ValueError) as e:
+        raise ValueError("rematplan.plan: device %r: %s" % (device, e)) from None
+    if ts and dev.type not in {t.device.type for t in ts}:
+        raise ValueError("rematplan.plan: device %r, but the inputs are on %s: move the model and inputs there, "
+                         "or leave device out (the inputs' device)" % (str(device), ts[0].device))
+    return dev
 
 
 def _grads_on():
@@ -115,8 +133,7 @@ def plan(model, example_inputs, budget, device=None, repeats=1, verbose=True, ch
     refuse_compiled(model)
     from ._tree import Example
     args = Example.of(example_inputs)
-    if device is None:
-        device = _device_of(args)
+    device = _checked_device(model, args, device)
     from .memory import settled
     with settled():
         prof = reuse.profile if reuse is not None and reuse.model is model else \
