@@ -443,6 +443,46 @@ class InPlaceInput(nn.Module):
         return F.cross_entropy(self.head(x), y)
 
 
+class OwnGenerator(nn.Module):
+    """Adds noise drawn from a generator of its own (not the global RNG)."""
+
+    def __init__(self, d=64):
+        super().__init__()
+        self.fcs = nn.ModuleList(nn.Linear(d, d) for _ in range(6))
+        self.head = nn.Linear(d, 10)
+        self.gen = torch.Generator().manual_seed(123)
+
+    def forward(self, x, y):
+        for fc in self.fcs:
+            x = F.gelu(fc(x)) + 0.01 * torch.randn(x.shape, generator=self.gen)
+        return F.cross_entropy(self.head(x), y)
+
+
+def test_own_generator(check):
+    """plan() and verify() leave a generator the model holds as it was (before: plan() advanced it
+    once per pass, and verify() drew the plain and the applied step from different states, reporting
+    gradients that differ where the plan was right)."""
+    torch.manual_seed(0)
+    m = OwnGenerator()
+    x, y = torch.randn(32, 64), torch.randint(0, 10, (32,))
+    before = m.gen.get_state().clone()
+    P = plan_or_least(m, (x, y), 0.5)
+    cm = rematplan.apply(m, P)
+    r = rematplan.verify(cm, (x, y), raise_on_mismatch=False)
+    check(torch.equal(before, m.gen.get_state()) and r["ok"],
+          "a model's own generator: as it was after plan() and verify(), verify clean: %s"
+          % {k: r.get(k) for k in ("ok", "grads_differ")})
+    res = []
+    for mod in (m, cm):
+        m.gen.manual_seed(7)
+        for p in m.parameters():
+            p.grad = None
+        mod(x, y).backward()
+        res.append(grads_of(m))
+    check(equal(res[0], res[1]) and P.n_recomputed() > 0, "a model's own generator: gradients bit for bit")
+    rematplan.forget(m)
+
+
 def test_inputs_kept(check):
     torch.manual_seed(0)
     m = InPlaceInput()
@@ -480,7 +520,7 @@ def test_inputs_kept(check):
 def run(check):
     import time
     for t in (test_autograd, test_saved, test_keywords, test_planned_again, test_structure_changed,
-              test_other_inputs, test_checkpointed, test_inputs_kept):
+              test_other_inputs, test_checkpointed, test_inputs_kept, test_own_generator):
         t0 = time.perf_counter()
         t(check)
         print("%s: %.1f s" % (t.__name__, time.perf_counter() - t0))

@@ -551,8 +551,8 @@ def loss_of(out):
 
 
 class ModelState:
-    """Leaves the model as it was: its buffers, its parameters' gradients, the RNG (CPU and CUDA), and
-    the inputs (a forward that writes its inputs in place, x.mul_(0.5), would change the user's batch
+    """Leaves the model as it was: its buffers, its parameters' gradients, the RNG (CPU and CUDA, and
+    generators the model's modules hold as attributes), and the inputs (a forward that writes its inputs in place, x.mul_(0.5), would change the user's batch
     once per pass, and each pass would see another: the inputs are put back before each pass and at
     the end). zero_grads: give the step gradients to add into (so a measured step does not count
     them)."""
@@ -568,6 +568,11 @@ class ModelState:
         # inputs that get a gradient (an adversarial example, an embedding fed in): their .grad as it
         # was, and none during the passes (each pass's backward would add into it)
         self.input_grads = [(t, t.grad) for t in ts if t.requires_grad and t.is_leaf]
+        # the model's own generators (torch.randn(..., generator=self.g)): each pass draws as the first
+        # (an applied model's are its model's: rematplan.apply's result holds the model's children)
+        root = m.__dict__.get("remat_model", m)
+        gens = {id(g): g for mod in root.modules() for g in vars(mod).values() if isinstance(g, torch.Generator)}
+        self.generators = [(g, g.get_state()) for g in gens.values()]
         self.buffers = [(b, b.detach().clone()) for b in m.buffers()]
         self.rng = torch.get_rng_state()
         self.cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and \
@@ -580,7 +585,8 @@ class ModelState:
         return self
 
     def rewind(self):
-        """The RNG and the inputs as they were at the start (the inputs' .grad none)."""
+        """The RNG (and the model's generators) and the inputs as they were at the start (the inputs'
+        .grad none)."""
         for t, _ in self.input_grads:
             t.grad = None
         for e in self.inputs:
@@ -592,6 +598,8 @@ class ModelState:
         torch.set_rng_state(self.rng)
         if self.cuda_rng is not None:
             torch.cuda.set_rng_state_all(self.cuda_rng)
+        for g, state in self.generators:
+            g.set_state(state)
 
     def reset(self):
         """Before a pass that makes gradients of its own: none, and the RNG as at the start."""
