@@ -334,6 +334,14 @@ def test_planned_again(check):
         check(False, "a model holding an applied plan is refused")
     except rematplan.ModelError as e:
         check("holds an applied plan (inner" in str(e), "a model holding an applied plan: %s" % e)
+    try:
+        import numpy as np
+        from rematplan.planning import budget_bytes
+        got = (budget_bytes(np.int64(10 ** 6), 4 * 10 ** 6), budget_bytes(np.float32(0.25), 4 * 10 ** 6))
+        check(got == (10 ** 6, 10 ** 6), "numpy numbers as budgets (np.int64 bytes, np.float32 a fraction): %s"
+              % (got,))
+    except ImportError:
+        pass
     for device, want in (("cuda:0", "the inputs are on cpu"), ("bogus", "device 'bogus'")):
         try:
             rematplan.plan(m, (x, y), 0.5, device=device, verbose=False)

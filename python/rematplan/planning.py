@@ -12,6 +12,7 @@ mapping onto regions loses anything. Bytes are the profile's, times
 so that what is predicted is what the allocator counts).
 """
 import math
+import numbers
 import time
 
 from . import _lib
@@ -38,8 +39,13 @@ def human(b):
 
 def budget_bytes(budget, store_all):
     """budget: bytes (int), a fraction of store-all (float in (0, 1]), or a string libremat parses."""
-    if isinstance(budget, bool):
+    if isinstance(budget, bool) or type(budget).__name__ == "bool_":
         raise TypeError("budget: bytes, a fraction or a string such as '3GiB' or '50%'")
+    # numpy's and other libraries' numbers as Python's (np.int64 is no int, np.float32 no float)
+    if not isinstance(budget, (int, float, str)) and isinstance(budget, numbers.Integral):
+        budget = int(budget)
+    elif not isinstance(budget, (int, float, str)) and isinstance(budget, numbers.Real):
+        budget = float(budget)
     if isinstance(budget, int):
         if budget <= 0:
             raise ValueError("budget: %d bytes: must be positive" % budget)
