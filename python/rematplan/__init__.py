@@ -52,60 +52,6 @@ def forget_rates():
     return f()
 
 
-def _checked_device(model, example, device):
-    """The device the step runs on: the inputs' (device, where given, must be theirs); a ModelError where
-    the model or inputs are on the meta device (no memory to measure) or the device is not one torch
-    has."""
-    import torch
-    from .capture import ModelError
-    ts = example.tensors()
-    kinds = {t.device.type for t in ts} | {p.device.type for p in model.parameters()}
-    if "meta" in kinds:
-        raise ModelError("rematplan.plan: the model or its inputs are on the meta device, which holds no memory "
-                         "to measure: plan on the device the model trains on")
-    if device is None:
-        return ts[0].device if ts else None
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError, ValueError) as e:
-        raise ValueError("rematplan.plan: device %r: %s" % (device, e)) from None
-    if ts and dev.type not in {t.device.type for t in ts}:
-        raise ValueError("rematplan.plan: device %r, but the inputs are on %s: move the model and inputs there, "
-                         "or leave device out (the inputs' device)" % (str(device), ts[0].device))
-    return dev
-
-
-def _grads_on():
-    """plan() records a training step: a ModelError where gradients are off (the capture's loss then
-    requires no grad, or inference tensors raise deep inside it)."""
-    import torch
-    off = "torch.inference_mode()" if getattr(torch, "is_inference_mode_enabled", lambda: False)() else \
-        "torch.no_grad()" if not torch.is_grad_enabled() else None
-    if off is not None:
-        from .capture import ModelError
-        raise ModelError("rematplan.plan: gradients are off here (inside %s): plan() records a training step "
-                         "(forward and backward); call it where the training step runs, with gradients on" % off)
-
-
-def _no_lazy(model):
-    """A ModelError where parameters or buffers are not made yet (nn.LazyLinear and the other lazy
-    modules make them at their first forward): plan() records the model as it will train."""
-    from torch.nn.parameter import UninitializedParameter
-    try:
-        from torch.nn.parameter import UninitializedBuffer
-    except ImportError:  # pragma: no cover (torch < 1.9)
-        UninitializedBuffer = UninitializedParameter
-    lazy = [n for n, t in list(model.named_parameters()) + list(model.named_buffers())
-            if isinstance(t, (UninitializedParameter, UninitializedBuffer))]
-    if lazy:
-        from .capture import ModelError
-        raise ModelError("rematplan.plan: %d parameter%s or buffers are not made yet (%s%s: lazy modules make "
-                         "them at their first forward): run the model once on a batch (model(*inputs)) before "
-                         "plan(), and make the optimizer after that" % (len(lazy), "" if len(lazy) == 1 else "s",
-                                                                       ", ".join(lazy[:3]),
-                                                                       ", ..." if len(lazy) > 3 else ""))
-
-
 def plan(model, example_inputs, budget, device=None, repeats=1, verbose=True, check=True, reuse=None):
     """Records one training step of the model called with example_inputs (a tensor, a tuple of
     positional arguments, or a dict of keyword arguments: model(**batch)), whose forward returns the
@@ -124,16 +70,9 @@ def plan(model, example_inputs, budget, device=None, repeats=1, verbose=True, ch
     from .planning import budget_bytes, store_all
     _lib.lib()  # a broken library (LibraryError) and a bad budget cost no capture
     budget_bytes(budget, 1)
-    from ._apply import unwrapped
-    from .capture import refuse_compiled
+    from ._given import given
     from .profile import profile_of
-    model = unwrapped(model, "rematplan.plan")
-    _grads_on()
-    _no_lazy(model)
-    refuse_compiled(model)
-    from ._tree import Example
-    args = Example.of(example_inputs)
-    device = _checked_device(model, args, device)
+    model, args, device = given(model, example_inputs, device)
     from .memory import settled
     with settled():
         prof = reuse.profile if reuse is not None and reuse.model is model else \
