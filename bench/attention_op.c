@@ -9,8 +9,11 @@
  * attention, as many key/value heads as heads), "fused" (GPT's
  * rm_attention over one (B,T,3C) qkv tensor), or a number K: grouped-query
  * attention with K key/value heads (rm_attention_gqa; built only with
- * -DRM_BENCH_GQA, in a tree that has it). Not a test. */
+ * -DRM_BENCH_GQA, in a tree that has it). REMAT_BENCH_BF16=1 (fused only): as
+ * --precision bf16 runs it (qkv, out and P in bf16, the products on
+ * rm_gemm_bf16's path with its planned scratch). Not a test. */
 #include "ops/ops.h"
+#include "util/half.h"
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,19 +68,33 @@ int main(int argc, char **argv) {
 #endif
     }
     if (!ok) return fprintf(stderr, "attention_op %s: %s\n", which, rm_graph_errmsg(g)), 1;
+    const int bf16 = fused && getenv("REMAT_BENCH_BF16") && !strcmp(getenv("REMAT_BENCH_BF16"), "1");
+    if (bf16) { /* as exec/precision.c marks it: bf16 products, qkv, out and P kept in bf16 */
+        g->nodes[0].bf16 = 1;
+        g->vals[g->nodes[0].in[0]].dtype = g->vals[g->nodes[0].out[0]].dtype = RM_DTYPE_BF16;
+        g->vals[g->nodes[0].out[1]].dtype = RM_DTYPE_BF16;
+    }
     const rm_node *n = &g->nodes[0];
     const rm_op_def *op = rm_op_get(fused ? RM_OP_ATTENTION : RM_OP_XATTENTION);
     float *x[3], *dx[3], *out = malloc(nq * 4), *p = malloc(np * 4), *dout = malloc(nq * 4);
     for (int i = 0; i < 3; i++) {
         x[i] = malloc(nx[i] * 4), dx[i] = malloc(nx[i] * 4);
         for (size_t e = 0; e < nx[i]; e++) x[i][e] = (float)((e * 2654435761u + i) % 1000) / 1000.0f - 0.5f;
+        if (bf16) /* the same values rounded, in the first half of the buffer */
+            for (size_t e = 0; e < nx[i]; e++) ((uint16_t *)x[i])[e] = rm_f32_to_bf16(x[i][e]);
     }
     for (size_t e = 0; e < nq; e++) dout[e] = (float)(e % 17) / 17.0f - 0.5f;
-    void *work = malloc(op->workspace(n, g->vals, 1, threads));
+    const size_t fw = rm_node_workspace(n, g->vals, 0, threads), bw = rm_node_workspace(n, g->vals, 1, threads);
+    char *work = malloc(fw > bw ? fw : bw);
     rm_kernel_ctx c;
     memset(&c, 0, sizeof c);
     c.node = n, c.threads = threads, c.work = work;
+    if (bf16) { /* the products' scratch first, then the op's workspace (exec.c) */
+        c.mm = (rm_mm_scratch){work, threads, rm_node_mm_dim(n, g->vals), 0};
+        c.work = work + rm_gemm_bf16_scratch(threads, c.mm.dim);
+    }
     for (int i = 0; i < (fused ? 1 : 3); i++) c.vin[i] = &g->vals[n->in[i]], c.in[i] = x[i], c.din[i] = dx[i];
+    for (int j = 0; j < n->n_out; j++) c.vout[j] = &g->vals[n->out[j]];
     c.out[0] = out, c.out[1] = p, c.dout[0] = dout;
     double *f = malloc(reps * sizeof *f), *b = malloc(reps * sizeof *b);
     double *fc = malloc(reps * sizeof *fc), *bc = malloc(reps * sizeof *bc);
@@ -93,8 +110,8 @@ int main(int argc, char **argv) {
     qsort(b, reps, sizeof *b, cmp);
     qsort(fc, reps, sizeof *fc, cmp);
     qsort(bc, reps, sizeof *bc, cmp);
-    printf("attention %s B=%d T=%d H=%d K=%d hd=%d threads=%d: forward min %.2f median %.2f ms, backward min "
-           "%.2f median %.2f ms; cpu forward median %.2f ms, backward median %.2f ms\n", fused ? "fused" : "general",
+    printf("attention %s%s B=%d T=%d H=%d K=%d hd=%d threads=%d: forward min %.2f median %.2f ms, backward min "
+           "%.2f median %.2f ms; cpu forward median %.2f ms, backward median %.2f ms\n", fused ? "fused" : "general", bf16 ? " bf16" : "",
            B, T, H, K, HD, threads, f[0], f[reps / 2], b[0], b[reps / 2], fc[reps / 2], bc[reps / 2]);
     return 0;
 }
