@@ -105,7 +105,7 @@ static int build(evaluator *e) {
     if (!a->quiet) cli_precision_note(a);
     if (e->hf) {
         rc = cli_hf_load(e->hf, e->s, a);
-        rm_hf_close(e->hf); /* unmaps its files */
+        rm_hf_close(e->hf); /* closes its files */
         e->hf = NULL;
         return rc;
     }

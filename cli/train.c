@@ -315,7 +315,7 @@ static int build_session(trainer *t) {
     if (cli_dist_attach(t->s, flags) != RM_OK) return cli_fail(1, "%s", rm_session_errmsg(t->s));
     if (t->hf) {
         if ((rc = cli_hf_load(t->hf, t->s, a)) != 0) return rc;
-        rm_hf_close(t->hf); /* unmaps its files */
+        rm_hf_close(t->hf); /* closes its files */
         t->hf = NULL;
     } else if (a->init && rm_load_params(t->s, a->init, err, sizeof err) != RM_OK) return cli_fail(1, "%s", err);
     if (rm_optim_new(t->s, NULL, &t->opt) != RM_OK) return cli_fail(1, "%s", rm_session_errmsg(t->s));

@@ -1174,13 +1174,15 @@ rm_status rm_read_file(const char *path, size_t max_bytes, char **out, size_t *l
  * than hidden_size/heads, quantization_config, ...; docs/MODELS.md). The
  * tensors must be exactly the model's (names, shapes; F32, F16 or BF16):
  * a bias or any tensor the model has no place for is refused too. The
- * weight files are mapped (mmap), not read: a tensor's pages come in when
- * rm_hf_load converts it and are dropped when it is done, so loading never
- * holds a second copy of the file. The folder's files are validated at
- * open, never trusted (sizes, offsets, names). */
+ * weight files' headers are read at open and the files kept open; rm_hf_load
+ * reads each tensor a block at a time as it converts it, so loading never
+ * holds a second copy of the file, and a file another program truncates
+ * meanwhile is an error (RM_ERR_IO naming it), never a crash. The
+ * folder's files are validated at open, never trusted (sizes, offsets,
+ * names). */
 typedef struct rm_hf rm_hf;
 /* Opens dir (RM_ERR_IO: not a folder, no weights; RM_ERR_FORMAT naming
- * the field, file or tensor; RM_ERR_NOMEM); rm_hf_close unmaps and frees
+ * the field, file or tensor; RM_ERR_NOMEM); rm_hf_close closes and frees
  * it (NULL: nothing). */
 rm_status rm_hf_open(const char *dir, rm_hf **out, char *err, size_t errlen);
 void rm_hf_close(rm_hf *m);

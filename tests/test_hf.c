@@ -5,7 +5,7 @@
  * Also: the widening of F16/BF16 is exact (subnormals, signed zero), a
  * non-finite weight is refused, a tied lm_head.weight must equal the
  * embedding, parameters the folder lacks (LoRA adapters) keep their values,
- * and loading a mapped folder adds about one tensor to the peak RSS, not
+ * and loading a folder adds about a block of a tensor to the peak RSS, not
  * the file (no second copy). Frozen weights kept in 2 bytes
  * (rm_param_store): what may and may not be, the same training as fp32
  * storage of the same values, files in and out. tests/hf_torch.py checks
@@ -19,6 +19,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static char tmpdir[256];
 
@@ -466,8 +467,9 @@ static long status_kib(const char *key) {
     return v;
 }
 
-/* Opening and loading map the file: the peak RSS grows by about a tensor,
- * not by the file (42 MB of BF16 here; the largest tensor is 1 MB). */
+/* Opening and loading read the file a block at a time: the peak RSS grows
+ * by less than a tensor, not by the file (42 MB of BF16 here; the largest
+ * tensor is 1 MB). */
 static void test_no_second_copy(void) {
     shape_cfg c = {8, 512, 8, 8, 1024, 512, 1};
     char dir[400], err[1024];
@@ -493,6 +495,79 @@ static void test_no_second_copy(void) {
     rm_session_free(s);
     rm_graph_free(g);
     rm_hf_close(m);
+}
+
+/* A weight file truncated by another program after rm_hf_open: the load
+ * is RM_ERR_IO naming the file, never SIGBUS (the files were mapped, and
+ * reading a mapping past the file's new end killed the process with
+ * SIGBUS). 0: a plain load; 1: a tied lm_head.weight compared with the
+ * embedding; 2: a frozen base kept in BF16 (the narrowing scan); 3: the
+ * second of two shards. 0 when refused as it should be. */
+static int truncated_case(const char *dir, const char *file, int which) {
+    char err[1024], path[600];
+    rm_hf *m = NULL;
+    if (rm_hf_open(dir, &m, err, sizeof err) != RM_OK) return 2;
+    rm_llama_config lc;
+    memset(&lc, 0, sizeof lc);
+    rm_hf_llama_config(m, &lc);
+    lc.context = 4, lc.batch = 1;
+    if (which == 2) lc.lora.rank = 2, lc.lora.alpha = 4.0f;
+    rm_graph *g = rm_graph_new();
+    rm_model_io io;
+    rm_session *s = NULL;
+    rm_options o;
+    rm_options_default(&o);
+    o.forward_only = which != 2;
+    int rc = 3;
+    if (rm_llama_build(g, &lc, &io) == RM_OK && (which != 2 || rm_store_frozen(g, RM_DTYPE_BF16, NULL) == RM_OK) &&
+        rm_compile(g, &o, &s) == RM_OK) {
+        snprintf(path, sizeof path, "%s/%s", dir, file);
+        rc = truncate(path, which == 0 ? 20000 : 0) != 0 ? 4 : 0;
+        const rm_status st = rc ? RM_OK : rm_hf_load(m, s, NULL, err, sizeof err);
+        if (!rc && (st != RM_ERR_IO || !strstr(err, "shorter than when it was opened") || !strstr(err, path))) {
+            fprintf(stderr, "case %d: %d '%s'\n", which, st, err);
+            rc = 5;
+        }
+    }
+    rm_session_free(s);
+    rm_graph_free(g);
+    rm_hf_close(m);
+    return rc;
+}
+
+static void test_truncated(void) {
+    const char *names[4] = {"trunc_plain", "trunc_tied", "trunc_store", "trunc_shards"};
+    for (int which = 0; which < 4; which++) {
+        shape_cfg c = {1, 32, 2, 2, 48, 60, which == 1};
+        char dir[400], path[600];
+        make_folder(names[which], &c, "", "F32", dir, sizeof dir);
+        const char *file = "model.safetensors";
+        tensors ts;
+        model_tensors(&c, &ts);
+        snprintf(path, sizeof path, "%s/model.safetensors", dir);
+        if (which == 1) { /* lm_head.weight saved beside the tied embedding */
+            add(&ts, "lm_head.weight", 60, 32);
+            write_st(path, &ts, 0, ts.n, "F32");
+        }
+        if (which == 3) {
+            remove(path);
+            char idx[4096];
+            size_t j = (size_t)snprintf(idx, sizeof idx, "{\"weight_map\": {");
+            for (int i = 0; i < ts.n; i++)
+                j += (size_t)snprintf(idx + j, sizeof idx - j, "%s\"%s\": \"%s\"", i ? ", " : "", ts.names[i],
+                                      i < 4 ? "a.safetensors" : "b.safetensors");
+            snprintf(idx + j, sizeof idx - j, "}}");
+            snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+            write_text(path, idx);
+            snprintf(path, sizeof path, "%s/a.safetensors", dir);
+            write_st(path, &ts, 0, 4, "F32");
+            snprintf(path, sizeof path, "%s/b.safetensors", dir);
+            write_st(path, &ts, 4, ts.n, "F32");
+            file = "b.safetensors";
+        }
+        const int rc = truncated_case(dir, file, which);
+        CHECK(rc == 0, "%s: a load from a file truncated after rm_hf_open: %d", names[which], rc);
+    }
 }
 
 /* A LoRA llama (folder in BF16) with its base kept in BF16 against the same
@@ -685,6 +760,7 @@ int main(void) {
     test_shards();
     test_load_rules();
     test_no_second_copy();
+    test_truncated();
     test_store();
     test_store_strategies();
     check_rmdir(tmpdir);

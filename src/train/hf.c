@@ -3,10 +3,13 @@
  * model.safetensors.index.json maps tensor names to, checked against the
  * LlamaForCausalLM the config describes, and loaded into a session.
  *
- * The weight files are mapped (rm_st_open_mapped): nothing is read until a
- * tensor is converted into its parameter, and its pages are dropped right
- * after (rm_st_release), so the resident memory of a load is the session's
- * own plus about one tensor of the file. */
+ * The weight files are opened (rm_st_open: the header read and checked,
+ * the file kept open) and a tensor is read a block at a time as it is
+ * converted into its parameter (rm_st_convert, pread), so the resident
+ * memory of a load is the session's own plus a block. They are read, not
+ * mapped: a file that another process truncates after it was opened gives
+ * a short read, an error naming the file, where a mapping would raise
+ * SIGBUS and kill the process. */
 #include "exec/exec.h"
 #include "train/hf.h"
 #include "util/half.h"
@@ -45,7 +48,7 @@ void rm_hf_close(rm_hf *m) {
     free(m);
 }
 
-/* Opens one weight file (mapped) as file number m->n_files. */
+/* Opens one weight file (its header read, the file kept open) as file number m->n_files. */
 static rm_status add_file(rm_hf *m, const char *path, char *err, size_t errlen) {
     rm_st_file **f = realloc(m->files, (size_t)(m->n_files + 1) * sizeof *f);
     if (f) m->files = f;
@@ -57,7 +60,7 @@ static rm_status add_file(rm_hf *m, const char *path, char *err, size_t errlen) 
         return RM_ERR_NOMEM;
     }
     rm_st_file *st = NULL;
-    rm_status s = rm_st_open_mapped(path, &st, err, errlen);
+    rm_status s = rm_st_open(path, &st, err, errlen);
     if (s != RM_OK) {
         free(copy);
         return s;
@@ -405,41 +408,75 @@ rm_status rm_hf_tensor(const rm_hf *m, int i, rm_tensor_info *out) {
 
 /* ---- loading -------------------------------------------------------------- */
 
-/* Tensor t into dst, kept as v is, a block of LOAD_BLOCK elements at a
- * time, each block's pages of the mapped file dropped once converted: a
- * load holds at most a block of the file beside the parameters (a 131 MB
- * embedding would otherwise sit in memory whole until converted). The
- * index of a value that is not finite, or -1. */
-#define LOAD_BLOCK ((uint64_t)1 << 22)
-static int64_t load_tensor(const rm_hf *m, const rm_hf_entry *t, const rm_value *v, void *dst) {
-    const uint64_t n = (uint64_t)v->numel, esize = rm_st_dtype_size(t->t->dtype);
-    const size_t out_size = v->store == RM_DTYPE_F32 ? 4 : 2;
-    for (uint64_t i0 = 0; i0 < n; i0 += LOAD_BLOCK) {
-        rm_st_tensor part = *t->t;
-        const uint64_t k = n - i0 < LOAD_BLOCK ? n - i0 : LOAD_BLOCK;
-        part.data = (const unsigned char *)t->t->data + i0 * esize;
-        part.bytes = k * esize;
-        int64_t bad;
-        rm_st_convert(m->files[t->file], &part, (unsigned char *)dst + i0 * out_size, k, v->store, &bad);
-        rm_st_release(m->files[t->file], &part); /* mapped: in memory, no read can fail */
-        if (bad >= 0) return (int64_t)i0 + bad;
-    }
-    return -1;
+/* The message for a tensor whose file can no longer be read. */
+static void read_failed(const rm_hf *m, const rm_hf_entry *t, char *err, size_t errlen) {
+    char nm[80];
+    snprintf(nm, sizeof nm, "%.60s", t->t->name);
+    rm_st_seterr(err, errlen, "cannot read tensor '%s' from '%s': the file is shorter than when it was opened "
+                 "(another program truncated or is rewriting it); load the model again once the file is complete",
+                 nm, m->file_paths[t->file]);
 }
 
-/* A tied lm_head.weight saved beside the embedding must be the same matrix. */
-static rm_status check_tied(const rm_hf *m, char *err, size_t errlen) {
+/* Elements [i0, i0 + k) of tensor t (k <= HF_BLOCK) read into raw (HF_BLOCK
+ * * 4 bytes, the caller's: nothing is allocated per block) and converted
+ * into dst kept as store: RM_ERR_IO when the file can no longer be read
+ * (it shrank since it was opened); *bad: the first value that is not
+ * finite, from i0, unless set already. */
+#define HF_BLOCK ((uint64_t)1 << 16)
+static rm_status read_block(const rm_hf *m, const rm_hf_entry *t, uint64_t i0, uint64_t k, unsigned char *raw,
+                            void *dst, rm_dtype store, int64_t *bad) {
+    const size_t esize = rm_st_dtype_size(t->t->dtype);
+    rm_status st = rm_st_read(m->files[t->file], t->t, i0 * esize, raw, (size_t)k * esize);
+    rm_st_tensor part = *t->t; /* the block, in memory */
+    part.data = raw, part.bytes = k * esize;
+    int64_t b = -1;
+    if (st == RM_OK) st = rm_st_convert(m->files[t->file], &part, dst, k, store, &b);
+    if (b >= 0 && *bad < 0) *bad = (int64_t)i0 + b;
+    return st;
+}
+
+/* Tensor t into dst, kept as v is, a block at a time through raw. */
+static rm_status load_tensor(const rm_hf *m, const rm_hf_entry *t, const rm_value *v, void *dst, unsigned char *raw,
+                             int64_t *bad) {
+    const uint64_t n = (uint64_t)v->numel;
+    const size_t out = v->store == RM_DTYPE_F32 ? 4 : 2;
+    rm_status st = RM_OK;
+    *bad = -1;
+    for (uint64_t i0 = 0; i0 < n && st == RM_OK; i0 += HF_BLOCK)
+        st = read_block(m, t, i0, n - i0 < HF_BLOCK ? n - i0 : HF_BLOCK, raw, (unsigned char *)dst + i0 * out,
+                        v->store, bad);
+    return st;
+}
+
+/* A tied lm_head.weight saved beside the embedding must be the same
+ * matrix: both read a block at a time and compared bit for bit. */
+static rm_status check_tied(const rm_hf *m, unsigned char *raw, char *err, size_t errlen) {
     const rm_hf_entry *head = find(m, "lm_head.weight"), *emb = find(m, "model.embed_tokens.weight");
     if (!head || !m->cfg.tie_embeddings) return RM_OK;
+    float *a = malloc(HF_BLOCK * sizeof *a), *b = malloc(HF_BLOCK * sizeof *b);
+    rm_status st = a && b ? RM_OK : RM_ERR_NOMEM;
+    if (st != RM_OK) rm_st_seterr(err, errlen, "'%s': out of memory", m->dir);
     const uint64_t n = rm_st_numel(emb->t);
-    for (uint64_t i = 0; i < n; i++)
-        if (rm_f32_bits(rm_st_element(head->t, i)) != rm_f32_bits(rm_st_element(emb->t, i))) {
-            rm_st_seterr(err, errlen, "'%s': tie_word_embeddings is true but lm_head.weight differs from "
-                         "model.embed_tokens.weight (element %llu)", m->dir, (unsigned long long)i);
-            return RM_ERR_FORMAT;
+    for (uint64_t i0 = 0; i0 < n && st == RM_OK; i0 += HF_BLOCK) {
+        const uint64_t k = n - i0 < HF_BLOCK ? n - i0 : HF_BLOCK;
+        int64_t bad = -1;
+        const rm_hf_entry *failed = head;
+        if ((st = read_block(m, head, i0, k, raw, a, RM_DTYPE_F32, &bad)) != RM_OK ||
+            (failed = emb, st = read_block(m, emb, i0, k, raw, b, RM_DTYPE_F32, &bad)) != RM_OK) {
+            read_failed(m, failed, err, errlen);
+            break;
         }
-    rm_st_release(m->files[head->file], head->t);
-    return RM_OK;
+        for (uint64_t i = 0; i < k; i++)
+            if (rm_f32_bits(a[i]) != rm_f32_bits(b[i])) {
+                rm_st_seterr(err, errlen, "'%s': tie_word_embeddings is true but lm_head.weight differs from "
+                             "model.embed_tokens.weight (element %llu)", m->dir, (unsigned long long)(i0 + i));
+                st = RM_ERR_FORMAT;
+                break;
+            }
+    }
+    free(a);
+    free(b);
+    return st;
 }
 
 /* Whether tensor t has a parameter in s, and which (-1: skipped). */
@@ -484,30 +521,37 @@ rm_status rm_hf_load(rm_hf *m, rm_session *s, int *n_loaded, char *err, size_t e
         return rm_session_fail(s, RM_ERR_STATE, "rm_hf_load: the session has no parameters (dry run)");
     }
     int *param = malloc(((size_t)m->n_tensors + 1) * sizeof *param);
-    rm_status st = param ? RM_OK : RM_ERR_NOMEM;
-    if (!param) snprintf(e, sizeof e, "'%.300s': out of memory", m->dir);
+    unsigned char *raw = malloc(HF_BLOCK * 4); /* a block of the file, as read */
+    rm_status st = param && raw ? RM_OK : RM_ERR_NOMEM;
+    if (st != RM_OK) snprintf(e, sizeof e, "'%.300s': out of memory", m->dir);
     for (int i = 0; i < m->n_tensors && st == RM_OK; i++) st = match(m, s, m->tensors[i].t, &param[i], e, sizeof e);
     for (int i = 0; i < m->n_tensors && st == RM_OK; i++) { /* the narrowing rule, before a value is written */
         const rm_value *v = param[i] >= 0 ? &s->g->vals[s->g->params[param[i]]] : NULL;
         int64_t at = -1;
         float x = 0;
-        if (v && (st = rm_st_first_unfit(m->files[m->tensors[i].file], m->tensors[i].t, v->store, &at, &x)) != RM_OK)
-            snprintf(e, sizeof e, "'%.300s': out of memory", m->dir);
+        if (v && (st = rm_st_first_unfit(m->files[m->tensors[i].file], m->tensors[i].t, v->store, &at, &x)) != RM_OK) {
+            if (st == RM_ERR_IO) read_failed(m, &m->tensors[i], e, sizeof e);
+            else snprintf(e, sizeof e, "'%.300s': out of memory", m->dir);
+        }
         if (at >= 0) {
             rm_st_unfit_error(e, sizeof e, m->dir, v->name, at, x, v->store);
             st = RM_ERR_FORMAT;
         }
     }
-    if (st == RM_OK) st = check_tied(m, e, sizeof e);
+    if (st == RM_OK) st = check_tied(m, raw, e, sizeof e);
     int loaded = 0;
     for (int i = 0; i < m->n_tensors && st == RM_OK; i++) {
         if (param[i] < 0) continue;
         const rm_value *v = &s->g->vals[s->g->params[param[i]]];
         int64_t bad = -1;
-        if (!rm_session_state_paged(s, param[i], 0)) bad = load_tensor(m, &m->tensors[i], v, s->params + v->param_off);
-        else if ((st = rm_st_load_paged(s, m->files[m->tensors[i].file], m->tensors[i].t, param[i], 0, &bad)) != RM_OK)
-            snprintf(e, sizeof e, "'%.200s': cannot load '%.120s' into the scratch file: %.150s", m->dir, v->name,
-                     st == RM_ERR_NOMEM ? "out of memory" : s->errmsg);
+        const int paged = rm_session_state_paged(s, param[i], 0);
+        s->errmsg[0] = 0; /* set by a failed write to the scratch file, not by a failed read */
+        if (!paged) st = load_tensor(m, &m->tensors[i], v, s->params + v->param_off, raw, &bad);
+        else st = rm_st_load_paged(s, m->files[m->tensors[i].file], m->tensors[i].t, param[i], 0, &bad);
+        if (st == RM_ERR_IO && !s->errmsg[0]) read_failed(m, &m->tensors[i], e, sizeof e);
+        else if (st != RM_OK)
+            snprintf(e, sizeof e, "'%.200s': cannot load '%.120s'%s: %.150s", m->dir, v->name,
+                     paged ? " into the scratch file" : "", st == RM_ERR_NOMEM ? "out of memory" : s->errmsg);
         if (st == RM_OK && bad >= 0) {
             snprintf(e, sizeof e, "'%.300s': tensor '%s' has a value that is not finite (element %lld)", m->dir, v->name,
                      (long long)bad);
@@ -516,6 +560,7 @@ rm_status rm_hf_load(rm_hf *m, rm_session *s, int *n_loaded, char *err, size_t e
         loaded++;
     }
     free(param);
+    free(raw);
     if (st != RM_OK) {
         rm_st_seterr(err, errlen, "%s", e);
         return rm_session_fail(s, st, "%s", e);

@@ -33,7 +33,7 @@ struct rm_hf {
     rm_hf_config cfg;
     char notes[1024];
     int n_files;
-    rm_st_file **files;  /* mapped (rm_st_open_mapped) */
+    rm_st_file **files;  /* open, headers read (rm_st_open) */
     char **file_paths;   /* for messages */
     char *config_path, *index_path; /* the other files read (index_path NULL: one weight file) */
     int n_tensors;

@@ -46,7 +46,6 @@ rm_status rm_st_first_unfit(const rm_st_file *f, const rm_st_tensor *t, rm_dtype
                 break;
             }
         }
-        if (t->data) rm_st_release(f, &part); /* a mapped file's pages: dropped again */
     }
     free(buf);
     return st;

@@ -183,7 +183,7 @@ rm_status rm_st_load_paged(rm_session *s, const rm_st_file *f, const rm_st_tenso
     enum { BLOCK = 1 << 18 }; /* elements a piece */
     const uint64_t esize = rm_st_dtype_size(t->dtype), n = t->bytes / esize;
     float *buf = malloc(BLOCK * sizeof *buf);
-    unsigned char *raw = t->data ? NULL : malloc(BLOCK * esize); /* a file read, not mapped */
+    unsigned char *raw = t->data ? NULL : malloc(BLOCK * esize); /* a file read from disk */
     rm_status st = buf && (t->data || raw) ? RM_OK : RM_ERR_NOMEM;
     *bad = -1;
     for (uint64_t e0 = 0; e0 < n && st == RM_OK; e0 += BLOCK) {
@@ -193,7 +193,6 @@ rm_status rm_st_load_paged(rm_session *s, const rm_st_file *f, const rm_st_tenso
         if (!t->data) st = rm_st_read(f, t, e0 * esize, raw, (size_t)(k * esize));
         int64_t b = -1;
         if (st == RM_OK) st = rm_st_convert(f, &part, buf, k, RM_DTYPE_F32, &b); /* F32 copied, 2 bytes widened */
-        rm_st_release(f, &part); /* a mapped file's pages: dropped again */
         if (b >= 0 && *bad < 0) *bad = (int64_t)e0 + b;
         if (st == RM_OK) st = rm_session_state_write(s, pi, what, e0 * sizeof *buf, buf, (size_t)k * sizeof *buf);
     }

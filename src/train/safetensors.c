@@ -6,7 +6,6 @@
  * from elsewhere (and the reader is fuzzed, fuzz/). The writer is in
  * st_write.c; rm_save_params, rm_load_params and the training-state files,
  * on top of both, are in params.c. */
-#define _DEFAULT_SOURCE /* madvise: a mapped tensor's pages dropped once read */
 #include "train/safetensors.h"
 #include "util/half.h"
 #include "util/util.h"
@@ -19,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -37,9 +35,7 @@ typedef struct st_entry {
 } st_entry;
 
 struct rm_st_file {
-    unsigned char *mem;  /* the whole file (rm_st_parse), or its 8 bytes and header (rm_st_open) (owned);
-                          * rm_st_open_mapped: the file mapped, map_len bytes */
-    size_t map_len;
+    unsigned char *mem;  /* the whole file (rm_st_parse), or its 8 bytes and header (rm_st_open) (owned) */
     const unsigned char *data; /* the data section in mem, or NULL: read from fd */
     uint64_t data_len;
     int fd;              /* rm_st_open: the file, read with pread (-1: all in mem) */
@@ -473,8 +469,7 @@ void rm_st_close(rm_st_file *f) {
     free(f->dims);
     free(f->meta_k);
     free(f->meta_v);
-    if (f->map_len) munmap(f->mem, f->map_len);
-    else free(f->mem);
+    free(f->mem);
     if (f->fd >= 0) close(f->fd);
     free(f);
 }
@@ -598,54 +593,6 @@ rm_status rm_st_open(const char *path, rm_st_file **out, char *err, size_t errle
         return RM_ERR_IO;
     }
     return finish_open(f, dst, len, path, out, err, errlen);
-}
-
-/* The file mapped read-only instead of read: nothing is copied, a page comes
- * in when it is first read. Every offset was checked against the size fstat
- * gave (a file truncated by another process while mapped is outside what
- * a reader can check: reading past its new end raises SIGBUS). */
-rm_status rm_st_open_mapped(const char *path, rm_st_file **out, char *err, size_t errlen) {
-    if (!path || !out) {
-        rm_st_seterr(err, errlen, "rm_st_open_mapped: bad arguments");
-        return RM_ERR_ARG;
-    }
-    *out = NULL;
-    size_t len;
-    rm_status st;
-    int fd = rm_open_regular(path, SIZE_MAX / 2, &len, &st, err, errlen); /* never blocks on a FIFO */
-    if (fd < 0) return st;
-    rm_st_file *f = calloc(1, sizeof *f);
-    if (!f) {
-        close(fd);
-        rm_st_seterr(err, errlen, "cannot read '%s': out of memory", path);
-        return RM_ERR_NOMEM;
-    }
-    f->fd = -1; /* all of it in (mapped) memory */
-    if (len > 0) {
-        void *p = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (p == MAP_FAILED) {
-            const int e = errno;
-            rm_st_seterr(err, errlen, "cannot map '%s': %s", path, strerror(e));
-            close(fd);
-            free(f);
-            return e == ENOMEM ? RM_ERR_NOMEM : RM_ERR_IO;
-        }
-        f->mem = p;
-        f->map_len = len;
-    }
-    close(fd); /* the mapping keeps the file */
-    return finish_open(f, f->mem, len, path, out, err, errlen);
-}
-
-void rm_st_release(const rm_st_file *f, const rm_st_tensor *t) {
-    if (!f || !t || !f->map_len || !t->bytes) return;
-    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), base = (uintptr_t)f->mem;
-    uintptr_t a = (uintptr_t)t->data, b = a + (uintptr_t)t->bytes;
-    a = a / page * page;
-    if (a < base) a = base;
-    b = (b + page - 1) / page * page;
-    if (b > base + f->map_len) b = base + f->map_len; /* the last page of the mapping */
-    if (b > a) madvise((void *)a, b - a, MADV_DONTNEED); /* read again from the file if used */
 }
 
 int rm_st_count(const rm_st_file *f) { return f ? f->n : 0; }

@@ -76,14 +76,6 @@ rm_status rm_st_write_ex(const char *path, int n, const rm_st_tensor *tensors,
  * RM_ERR_FORMAT (message naming the file and the problem) if malformed,
  * RM_ERR_NOMEM. On success *out must be freed with rm_st_close. */
 rm_status rm_st_open(const char *path, rm_st_file **out, char *err, size_t errlen);
-/* rm_st_open with the file mapped (mmap, read-only) instead of read into
- * memory: the tensor views point into the mapping, and a page is read
- * from the file when first used. For the large files of pretrained models
- * (hf.c): no second copy of the file. */
-rm_status rm_st_open_mapped(const char *path, rm_st_file **out, char *err, size_t errlen);
-/* Drops the pages of tensor t of a mapped file from memory (the file gives
- * them again if t is read later); nothing for a file read into memory. */
-void rm_st_release(const rm_st_file *f, const rm_st_tensor *t);
 /* Bytes [off, off + n) of tensor t of f into dst: RM_ERR_IO when the file
  * can no longer be read (it shrank since it was opened), RM_ERR_ARG for a
  * range outside the tensor. */
@@ -112,7 +104,7 @@ uint64_t rm_st_shape_numel(int ndim, const int64_t *shape, int *overflow);
 /* rm_format_shape (remat.h) writes a shape for messages. */
 
 /* Element i of an F32, BF16 or F16 tensor as fp32 (exactly); its data in
- * memory (rm_st_parse, rm_st_open_mapped). */
+ * memory (rm_st_parse). */
 float rm_st_element(const rm_st_tensor *t, uint64_t i);
 /* The first n elements of an F32, BF16 or F16 tensor of f into dst kept as
  * `store` (F32; BF16 or F16: 2 bytes each, copied when the dtypes agree,
