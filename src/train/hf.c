@@ -15,11 +15,13 @@
 #include "util/half.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define HF_MAX_SHARDS 4096
 #define HF_MAX_INDEX_BYTES ((size_t)64 << 20)
@@ -29,9 +31,42 @@ static int join(char *out, size_t cap, const char *dir, const char *name) {
     return n > 0 && (size_t)n < cap;
 }
 
-static int is_file(const char *path) {
+/* Whether the name is in the folder in any form (a link to nothing, a
+ * FIFO, a folder): it is then the file to read, and reading it says what
+ * is wrong with it, rather than that it is not there. */
+static int present(const char *path) {
     struct stat sb;
-    return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+    return lstat(path, &sb) == 0;
+}
+
+/* RM_OK when path can be opened as far as its name goes; else RM_ERR_IO
+ * saying why: not there (named by `by`, or the folder's own file), or a
+ * symbolic link to nothing (a Hugging Face cache whose blob is gone). */
+static rm_status reachable(const rm_hf *m, const char *path, const char *by, char *err, size_t errlen) {
+    struct stat sb;
+    char to[512];
+    if (stat(path, &sb) == 0) return RM_OK;
+    const int e = errno;
+    const ssize_t n = lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode) ? readlink(path, to, sizeof to - 1) : -1;
+    if (n >= 0) {
+        to[n] = 0;
+        rm_st_seterr(err, errlen, "'%s' is a symbolic link to '%s', which cannot be opened (%s): %s", path, to,
+                     strerror(e), e == ENOENT ? "a Hugging Face cache missing that file (a download that did not "
+                     "finish, a blob removed); download the model again" : "fix the link or put the file there");
+    } else if (e != ENOENT)
+        rm_st_seterr(err, errlen, "cannot open '%s': %s", path, strerror(e));
+    else if (by)
+        rm_st_seterr(err, errlen, "'%s', which %s names, does not exist: a download that did not finish? (every "
+                     "shard the index names must be in the folder)", path, by);
+    else {
+        char snap[4352];
+        join(snap, sizeof snap, m->dir, "snapshots");
+        const int cache = stat(snap, &sb) == 0 && S_ISDIR(sb.st_mode);
+        rm_st_seterr(err, errlen, "'%s' has no %s: not a Hugging Face model folder (save_pretrained writes "
+                     "config.json and model.safetensors)%s", m->dir, strrchr(path, '/') + 1,
+                     cache ? "; in a Hugging Face cache give the folder snapshots/<revision>/ inside it" : "");
+    }
+    return RM_ERR_IO;
 }
 
 void rm_hf_close(rm_hf *m) {
@@ -115,6 +150,10 @@ static rm_status open_index(rm_hf *m, const char *ipath, char *err, size_t errle
             goto done;
         }
         if (shard_of(m, path) >= 0) continue;
+        if (reachable(m, path, "model.safetensors.index.json", err, errlen) != RM_OK) {
+            st = RM_ERR_IO;
+            goto done;
+        }
         if (m->n_files >= HF_MAX_SHARDS) {
             rm_st_seterr(err, errlen, "'%s': more than %d shards", ipath, HF_MAX_SHARDS);
             goto done;
@@ -305,15 +344,17 @@ static rm_status open_folder(rm_hf *m, char *err, size_t errlen) {
         rm_st_seterr(err, errlen, "'%s': out of memory", m->dir);
         return RM_ERR_NOMEM;
     }
-    rm_status st = rm_read_file(path, (size_t)1 << 20, &text, &len, err, errlen);
+    rm_status st = reachable(m, path, NULL, err, errlen);
+    if (st == RM_OK) st = rm_read_file(path, (size_t)1 << 20, &text, &len, err, errlen);
     if (st == RM_OK) st = rm_hf_parse_config(text, len, path, &m->cfg, m->notes, sizeof m->notes, err, errlen);
     free(text);
     if (st != RM_OK) return st;
     join(path, sizeof path, m->dir, "model.safetensors");
-    if (is_file(path)) st = add_file(m, path, err, errlen);
-    else {
+    if (present(path)) {
+        if ((st = reachable(m, path, NULL, err, errlen)) == RM_OK) st = add_file(m, path, err, errlen);
+    } else {
         join(path, sizeof path, m->dir, "model.safetensors.index.json");
-        if (!is_file(path)) {
+        if (!present(path)) {
             rm_st_seterr(err, errlen, "'%s' has no model.safetensors or model.safetensors.index.json (remat reads "
                          "safetensors weights only)", m->dir);
             return RM_ERR_IO;
@@ -322,7 +363,8 @@ static rm_status open_folder(rm_hf *m, char *err, size_t errlen) {
             rm_st_seterr(err, errlen, "'%s': out of memory", m->dir);
             return RM_ERR_NOMEM;
         }
-        st = open_index(m, path, err, errlen);
+        st = reachable(m, path, NULL, err, errlen);
+        if (st == RM_OK) st = open_index(m, path, err, errlen);
     }
     if (st == RM_OK) st = index_tensors(m, err, errlen);
     if (st == RM_OK) st = check_tensors(m, err, errlen);

@@ -1,0 +1,85 @@
+#!/bin/sh
+# test_harden5.sh: the fifth hardening round, model folders as a new user
+# finds them (--init DIR; docs/RELIABILITY.md, "Readers never block and
+# never trust a file"), each class tried on several members:
+#  1. a file of the folder that is there but cannot be read as one: a
+#     symbolic link to nothing (a Hugging Face cache whose blob is gone), a
+#     link loop, a FIFO, a folder, for config.json, model.safetensors, the
+#     index and a shard; a shard the index names that is missing; a folder
+#     with no config.json (a cache's models--org--name/ root). Each says
+#     what the name is and what to do, exit 1, no work (a FIFO or a
+#     dangling model.safetensors said "'DIR' has no model.safetensors").
+# Every command runs under `timeout`: a hang is a failure (exit 124).
+. "$(dirname "$0")/harden_lib.sh"
+PY=$(command -v python3 || echo /usr/bin/python3)
+SRC=$(cd "$(dirname "$R")/.." && pwd)/tests
+"$PY" "$SRC/hf_tiny.py" base >/dev/null 2>&1 || bad "hf_tiny.py"
+run "$R" eval --init base $HF --data data.txt
+check '[ $rc -eq 0 ]' "the tiny folder evaluates: exit $rc $(cat err)"
+# folder NAME: a copy of base/; sharded NAME: the same weights as two shards and an index
+folder() { rm -rf "$1" && cp -r base "$1"; }
+sharded() {
+    folder "$1" && "$PY" - "$1" <<'PY'
+import json, struct, sys
+d = sys.argv[1]
+raw = open(d + "/model.safetensors", "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+head, data = json.loads(raw[8:8 + n]), raw[8 + n:]
+names = sorted((k for k in head if k != "__metadata__"), key=lambda k: head[k]["data_offsets"][0])
+wmap = {}
+for i, part in enumerate((names[:10], names[10:])):
+    file, h, out = "model-%05d-of-00002.safetensors" % (i + 1), {}, b""
+    for k in part:
+        b = data[head[k]["data_offsets"][0]:head[k]["data_offsets"][1]]
+        h[k] = dict(head[k], data_offsets=[len(out), len(out) + len(b)])
+        out += b
+        wmap[k] = file
+    hb = json.dumps(h).encode()
+    open(d + "/" + file, "wb").write(struct.pack("<Q", len(hb)) + hb + out)
+json.dump({"metadata": {}, "weight_map": wmap}, open(d + "/model.safetensors.index.json", "w"))
+PY
+    rm -f "$1/model.safetensors"
+}
+S2=model-00002-of-00002.safetensors
+sharded sh
+run "$R" eval --init sh $HF --data data.txt
+check '[ $rc -eq 0 ]' "the sharded folder evaluates: exit $rc $(cat err)"
+
+# ---- 1. a name that is there but not a readable file ---------------------------
+# try DIR WORDS...: eval and train refuse DIR, exit 1, naming each word
+try() {
+    dir=$1; shift
+    for cmd in "eval --init $dir $HF --data data.txt" "train --init $dir $HF --steps 1"; do
+        # shellcheck disable=SC2086
+        run "$R" $cmd
+        refused 1 "$cmd"
+        for w in "$@"; do check 'grep -q -- "$w" err' "$cmd: no '$w' in: $(cat err)"; done
+    done
+}
+folder w1 && rm w1/model.safetensors && ln -s ../../blobs/abc w1/model.safetensors
+try w1 "w1/model.safetensors' is a symbolic link to '../../blobs/abc'" "download the model again"
+folder w2 && rm w2/model.safetensors && mkfifo w2/model.safetensors
+try w2 "w2/model.safetensors': it is a FIFO"
+folder w3 && rm w3/model.safetensors && mkdir w3/model.safetensors
+try w3 "w3/model.safetensors': it is a directory"
+folder w4 && rm w4/model.safetensors && ln -s model.safetensors w4/model.safetensors
+try w4 "w4/model.safetensors' is a symbolic link" "fix the link"
+folder c1 && rm c1/config.json && ln -s ../../blobs/c1 c1/config.json
+try c1 "c1/config.json' is a symbolic link to '../../blobs/c1'" "download the model again"
+folder c2 && rm c2/config.json
+try c2 "'c2' has no config.json: not a Hugging Face model folder"
+mkdir -p hub/models--org--m/snapshots && cp -r base hub/models--org--m/snapshots/rev
+try hub/models--org--m "give the folder snapshots/<revision>/"
+sharded i1 && rm i1/model.safetensors.index.json && ln -s nowhere i1/model.safetensors.index.json
+try i1 "i1/model.safetensors.index.json' is a symbolic link to 'nowhere'"
+sharded i2 && rm i2/model.safetensors.index.json && mkfifo i2/model.safetensors.index.json
+try i2 "i2/model.safetensors.index.json': it is a FIFO"
+sharded s1 && rm s1/$S2
+try s1 "s1/$S2', which model.safetensors.index.json names, does not exist"
+sharded s2 && rm s2/$S2 && ln -s ../../blobs/s2 s2/$S2
+try s2 "s2/$S2' is a symbolic link to '../../blobs/s2'" "download the model again"
+sharded s3 && rm s3/$S2 && mkfifo s3/$S2
+try s3 "s3/$S2': it is a FIFO"
+
+echo "test_harden5: $pass passed, $fail failed"
+[ $fail -eq 0 ]
