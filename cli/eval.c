@@ -29,10 +29,13 @@ static int model_from_file(cli_args *a, rm_run_info *out) {
     char err[1024];
     rm_file *f = NULL;
     rm_run_info r;
-    if (rm_file_open(a->load, &f, err, sizeof err) != RM_OK) return cli_fail(1, "%s", err);
-    rm_status st = rm_file_run_info(f, &r, err, sizeof err);
+    char hint[600];
+    rm_status st = rm_file_open(a->load, &f, err, sizeof err);
+    if (st == RM_OK) st = rm_file_run_info(f, &r, err, sizeof err);
     rm_file_close(f);
-    if (st != RM_OK) return cli_fail(1, "%s (remat eval --load reads the files remat train --save writes)", err);
+    if (st != RM_OK)
+        return cli_fail(1, "%s (remat eval --load reads the files remat train --save writes)%s", err,
+                        cli_hf_hint(a->load, hint, sizeof hint));
     if (strcmp(r.model, "gpt") && strcmp(r.model, "llama") && strcmp(r.model, "uvit"))
         return cli_fail(1, "'%s' holds a %s model; remat eval scores language models (gpt, llama, uvit)", a->load,
                         r.model);

@@ -10,6 +10,33 @@ int cli_is_dir(const char *path) {
     return path && stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
 }
 
+/* A file a Hugging Face folder names itself (its shards as save_pretrained names them). */
+static int hf_file_name(const char *base) {
+    const size_t n = strlen(base);
+    return !strcmp(base, "config.json") || !strcmp(base, "model.safetensors") ||
+           !strcmp(base, "model.safetensors.index.json") ||
+           (!strncmp(base, "model-", 6) && n > 18 && !strcmp(base + n - 12, ".safetensors"));
+}
+
+const char *cli_hf_hint(const char *path, char *buf, size_t cap) {
+    char dir[4096], cfg[4200];
+    struct stat sb;
+    if (!buf || cap == 0) return "";
+    buf[0] = 0;
+    if (!path || !*path) return buf;
+    const int is_dir = cli_is_dir(path);
+    const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+    if (!is_dir && !hf_file_name(base)) return buf;
+    if (is_dir) snprintf(dir, sizeof dir, "%s", path);
+    else if (!slash) snprintf(dir, sizeof dir, ".");
+    else snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    snprintf(cfg, sizeof cfg, "%s/config.json", dir);
+    if (stat(cfg, &sb) != 0 || !S_ISREG(sb.st_mode)) return buf;
+    snprintf(buf, cap, "; '%s' is a Hugging Face model folder%s: remat reads one with --init %s (train, eval, bench)",
+             dir, is_dir ? "" : " (give the folder, not its file)", dir);
+    return buf;
+}
+
 typedef struct flag_ctx {
     cli_args *a;
     const char *dir;

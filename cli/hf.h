@@ -6,6 +6,12 @@
 
 /* 1 if path names a folder. */
 int cli_is_dir(const char *path);
+/* When path is a Hugging Face model folder (it holds config.json) or one
+ * of its files by name (config.json, the index, model.safetensors or a
+ * model-*.safetensors shard), "; ..." saying to give the folder with --init
+ * DIR; else "". For the message of a flag that reads a remat file and
+ * could not read path (--load, --resume, --init FILE, inspect). */
+const char *cli_hf_hint(const char *path, char *buf, size_t cap);
 /* Opens a->init as a Hugging Face folder and takes the model flags from its
  * config.json (--model llama; a given model flag that differs is a usage
  * error); prints its notes. Returns 0 with *out open, or the exit status

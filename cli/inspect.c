@@ -3,6 +3,7 @@
  * the file is sound (with or without a checksum), 1 when it is malformed or
  * its checksum does not hold, 2 on a usage error. */
 #include "args.h"
+#include "hf.h"
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -18,9 +19,10 @@ int cli_inspect(int argc, char **argv) {
     if (argc != 1 || strncmp(argv[0], "--", 2) == 0)
         return cli_fail(2, "inspect takes one file: remat inspect FILE.safetensors");
     const char *path = argv[0];
-    char err[512], sum[RM_CHECKSUM_LEN];
+    char err[512], sum[RM_CHECKSUM_LEN], hint[600];
     rm_file *f = NULL;
-    if (rm_file_open(path, &f, err, sizeof err) != RM_OK) return cli_fail(1, "%s", err);
+    if (rm_file_open(path, &f, err, sizeof err) != RM_OK)
+        return cli_fail(1, "%s%s", err, cli_hf_hint(path, hint, sizeof hint));
     int present = 0;
     rm_status vst = rm_file_verify(f, &present, sum, err, sizeof err);
 

@@ -3,6 +3,7 @@
 #define _DEFAULT_SOURCE /* realpath */
 #include "paths.h"
 #include "ckptfile.h"
+#include "hf.h"
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -186,7 +187,10 @@ static int check_readable(const cli_file *f) {
     if (!*f->path) return cli_fail(2, "%s needs a file name, got ''", f->flag);
     if (stat(f->path, &st) != 0) return cli_fail(1, "%s: cannot open '%s': %s", f->flag, f->path, strerror(errno));
     if (S_ISDIR(st.st_mode) && f->kind == CLI_IN_ANY) return 0; /* a model folder: rm_hf_open checks its files */
-    if (S_ISDIR(st.st_mode)) return cli_fail(1, "%s: cannot read '%s': it is a directory", f->flag, f->path);
+    char hint[600];
+    if (S_ISDIR(st.st_mode))
+        return cli_fail(1, "%s: cannot read '%s': it is a directory%s", f->flag, f->path,
+                        cli_hf_hint(f->path, hint, sizeof hint));
     if (S_ISFIFO(st.st_mode))
         return cli_fail(1, "%s: cannot read '%s': it is a FIFO (a pipe), not a regular file", f->flag, f->path);
     if (!S_ISREG(st.st_mode))

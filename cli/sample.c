@@ -2,6 +2,7 @@
  * metadata, load its weights and generate tokens one at a time. */
 #include "args.h"
 #include "guard.h"
+#include "hf.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -128,9 +129,10 @@ static int decode(const cli_args *a, rm_session *s, const rm_model_io *io, float
 int cli_sample(const cli_args *a0) {
     if (!a0->load) return cli_fail(2, "sample needs --load FILE (a .safetensors file saved by remat train --save)");
     cli_args a = *a0;
-    char err[512];
+    char err[512], hint[600];
     rm_file *f = NULL;
-    if (rm_file_open(a.load, &f, err, sizeof err) != RM_OK) return cli_fail(1, "--load: %s", err);
+    if (rm_file_open(a.load, &f, err, sizeof err) != RM_OK)
+        return cli_fail(1, "--load: %s%s", err, cli_hf_hint(a.load, hint, sizeof hint));
     const char *model = rm_file_meta(f, "model");
     static const char *const models[] = {"gpt", "llama", "uvit", "encdec"};
     a.model = NULL;
@@ -151,7 +153,7 @@ int cli_sample(const cli_args *a0) {
         return cli_fail(1, "'%s': metadata lacks a gpt, llama, uvit or encdec model config (model, layers 1-4096 or "
                         "enc_layers and dec_layers, dim 1-65536, heads 1-4096, context 1-65536, vocab 2-2^24; llama: "
                         "ffn_dim, and kv_heads, rope_theta, norm_eps, tie_embeddings when present; LoRA: lora_rank, "
-                        "lora_alpha, lora_dropout, lora_targets)", a.load);
+                        "lora_alpha, lora_dropout, lora_targets)%s", a.load, cli_hf_hint(a.load, hint, sizeof hint));
     if (encdec && cli_given(&a, "--prompt"))
         return cli_fail(2, "'%s' holds an encdec: it decodes --source TEXT; --prompt is for language models (drop it)",
                         a.load);

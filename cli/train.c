@@ -227,14 +227,15 @@ static int check_flags(const cli_args *a) {
  * it; the state itself is loaded once the session exists. */
 static int open_resume(trainer *t) {
     cli_args *a = t->a;
-    char err[512];
+    char err[512], hint[600];
     int present = 0, rc;
+    cli_hf_hint(a->resume, hint, sizeof hint);
     if (rm_file_open(a->resume, &t->resume, err, sizeof err) != RM_OK ||
         rm_file_verify(t->resume, &present, NULL, err, sizeof err) != RM_OK)
-        return cli_fail(1, "--resume: %s", err);
+        return cli_fail(1, "--resume: %s%s", err, hint);
     if (!present)
         return cli_fail(1, "'%s': no checksum (metadata 'remat_checksum'): not a checkpoint file of remat train "
-                        "(--init loads the weights of any file)", a->resume);
+                        "(--init loads the weights of any file)%s", a->resume, hint);
     if (rm_file_run_info(t->resume, &t->resumed, err, sizeof err) != RM_OK) return cli_fail(1, "%s", err);
     if ((rc = cli_resume_args(a, &t->resumed, a->resume)) != 0) return rc;
     t->start = t->resumed.step;
@@ -266,12 +267,12 @@ static int load_data(trainer *t) {
  * allocates the model, so metadata claiming a larger model than the file's
  * tensors is refused before anything of that size is allocated. */
 static int check_file(rm_file *open, const char *path, const rm_graph *g) {
-    char err[512];
+    char err[512], hint[600];
     rm_file *f = open;
     rm_status st = f ? RM_OK : rm_file_open(path, &f, err, sizeof err);
     if (st == RM_OK) st = rm_file_check(f, g, err, sizeof err);
     if (f != open) rm_file_close(f);
-    return st == RM_OK ? 0 : cli_fail(1, "%s", err);
+    return st == RM_OK ? 0 : cli_fail(1, "%s%s", err, cli_hf_hint(path, hint, sizeof hint));
 }
 
 /* Graph, session, optimizer; then the weights of --init or the state of --resume. */

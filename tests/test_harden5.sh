@@ -9,6 +9,11 @@
 #     with no config.json (a cache's models--org--name/ root). Each says
 #     what the name is and what to do, exit 1, no work (a FIFO or a
 #     dangling model.safetensors said "'DIR' has no model.safetensors").
+#  2. a model folder, or one of its files, given where remat reads its own
+#     files (--load, --resume, --init FILE, inspect): the message says to
+#     give the folder with --init DIR ("it is a directory", "header length
+#     7165896756295633531 exceeds the limit", "missing tensor
+#     'transformer.wte.weight'" said nothing of the kind).
 # Every command runs under `timeout`: a hang is a failure (exit 124).
 . "$(dirname "$0")/harden_lib.sh"
 PY=$(command -v python3 || echo /usr/bin/python3)
@@ -80,6 +85,26 @@ sharded s2 && rm s2/$S2 && ln -s ../../blobs/s2 s2/$S2
 try s2 "s2/$S2' is a symbolic link to '../../blobs/s2'" "download the model again"
 sharded s3 && rm s3/$S2 && mkfifo s3/$S2
 try s3 "s3/$S2': it is a FIFO"
+
+# ---- 2. a model folder or its file where a remat file is read -----------------
+for cmd in "inspect base" "inspect base/config.json" "sample --load base --tokens 2" \
+    "sample --load base/model.safetensors --tokens 2" "eval --load base --data data.txt" \
+    "eval --load base/model.safetensors --data data.txt" "train --resume base $HF --steps 1" \
+    "train --resume base/model.safetensors $HF --steps 1" "train --init base/config.json $HF --steps 1" \
+    "train --init base/model.safetensors $HF --steps 1" "train --init sh/model-00001-of-00002.safetensors $HF --steps 1" \
+    "train --init sh/model.safetensors.index.json $HF --steps 1"; do
+    # shellcheck disable=SC2086
+    run "$R" $cmd
+    refused 1 "$cmd"
+    check 'grep -q "is a Hugging Face model folder.*remat reads one with --init \\(base\\|sh\\) (train" err' "$cmd: no --init DIR hint: $(cat err)"
+done
+# a file of remat's, or a file outside a model folder, gets no such hint
+"$R" train $LLAMA --steps 1 --save own.st >/dev/null 2>&1 || bad "training own.st"
+run "$R" eval --load data.txt --data data.txt
+check '[ $rc -eq 1 ] && ! grep -q "Hugging Face" err' "eval --load data.txt: $(cat err)"
+cp own.st base/run.safetensors
+run "$R" train --resume base/run.safetensors --steps 2 --quiet --save own2.st
+check '[ $rc -eq 0 ]' "a remat file inside a model folder resumes: exit $rc $(cat err)"
 
 echo "test_harden5: $pass passed, $fail failed"
 [ $fail -eq 0 ]
