@@ -14,6 +14,9 @@
 #     give the folder with --init DIR ("it is a directory", "header length
 #     7165896756295633531 exceeds the limit", "missing tensor
 #     'transformer.wte.weight'" said nothing of the kind).
+#  3. more shards than the limit of open files leaves: each shard stays
+#     open until the load is done (they are read, not mapped), so the
+#     message says so and how to raise the limit (ulimit -n).
 # Every command runs under `timeout`: a hang is a failure (exit 124).
 . "$(dirname "$0")/harden_lib.sh"
 PY=$(command -v python3 || echo /usr/bin/python3)
@@ -21,19 +24,20 @@ SRC=$(cd "$(dirname "$R")/.." && pwd)/tests
 "$PY" "$SRC/hf_tiny.py" base >/dev/null 2>&1 || bad "hf_tiny.py"
 run "$R" eval --init base $HF --data data.txt
 check '[ $rc -eq 0 ]' "the tiny folder evaluates: exit $rc $(cat err)"
-# folder NAME: a copy of base/; sharded NAME: the same weights as two shards and an index
+# folder NAME: a copy of base/; sharded NAME [K]: the same weights as K shards (2) and an index
 folder() { rm -rf "$1" && cp -r base "$1"; }
 sharded() {
-    folder "$1" && "$PY" - "$1" <<'PY'
+    folder "$1" && "$PY" - "$1" "${2:-2}" <<'PY'
 import json, struct, sys
-d = sys.argv[1]
+d, parts_n = sys.argv[1], int(sys.argv[2])
 raw = open(d + "/model.safetensors", "rb").read()
 n = struct.unpack("<Q", raw[:8])[0]
 head, data = json.loads(raw[8:8 + n]), raw[8 + n:]
 names = sorted((k for k in head if k != "__metadata__"), key=lambda k: head[k]["data_offsets"][0])
 wmap = {}
-for i, part in enumerate((names[:10], names[10:])):
-    file, h, out = "model-%05d-of-00002.safetensors" % (i + 1), {}, b""
+parts = [names[:10], names[10:]] if parts_n == 2 else [names[i::parts_n] for i in range(parts_n)]
+for i, part in enumerate(parts):
+    file, h, out = "model-%05d-of-%05d.safetensors" % (i + 1, parts_n), {}, b""
     for k in part:
         b = data[head[k]["data_offsets"][0]:head[k]["data_offsets"][1]]
         h[k] = dict(head[k], data_offsets=[len(out), len(out) + len(b)])
@@ -105,6 +109,17 @@ check '[ $rc -eq 1 ] && ! grep -q "Hugging Face" err' "eval --load data.txt: $(c
 cp own.st base/run.safetensors
 run "$R" train --resume base/run.safetensors --steps 2 --quiet --save own2.st
 check '[ $rc -eq 0 ]' "a remat file inside a model folder resumes: exit $rc $(cat err)"
+
+# ---- 3. more shards than open files allowed --------------------------------------
+sharded many 21
+for cmd in "eval --init many $HF --data data.txt" "train --init many $HF --steps 1"; do
+    # shellcheck disable=SC2086
+    (ulimit -n 20 && $TO "$R" $cmd >out 2>err); rc=$?
+    refused 1 "ulimit -n 20, $cmd"
+    check 'grep -q "Too many open files (.*shards open: .*ulimit -n, now 20)" err' "ulimit -n 20, $cmd: $(cat err)"
+done
+run "$R" eval --init many $HF --data data.txt
+check '[ $rc -eq 0 ]' "21 shards within the limit: exit $rc $(cat err)"
 
 echo "test_harden5: $pass passed, $fail failed"
 [ $fail -eq 0 ]

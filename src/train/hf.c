@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -95,8 +96,15 @@ static rm_status add_file(rm_hf *m, const char *path, char *err, size_t errlen) 
         return RM_ERR_NOMEM;
     }
     rm_st_file *st = NULL;
+    errno = 0;
     rm_status s = rm_st_open(path, &st, err, errlen);
     if (s != RM_OK) {
+        struct rlimit lim;
+        const size_t n = err ? strlen(err) : 0;
+        if (errno == EMFILE && n < errlen && getrlimit(RLIMIT_NOFILE, &lim) == 0) /* each shard stays open */
+            snprintf(err + n, errlen - n, " (%d shards open: remat keeps each shard open until the load is done; "
+                     "raise the limit of open files, ulimit -n, now %llu)", m->n_files,
+                     (unsigned long long)lim.rlim_cur);
         free(copy);
         return s;
     }
