@@ -17,6 +17,12 @@
 #  3. more shards than the limit of open files leaves: each shard stays
 #     open until the load is done (they are read, not mapped), so the
 #     message says so and how to raise the limit (ulimit -n).
+#  4. a name or value from the folder's files shown in a message (a tensor
+#     name, model_type, hidden_act, architectures, rope_scaling's type, a
+#     weight_map name, a key given twice, an unknown key in the note, a
+#     link's target) with a newline or a terminal escape in it: the message
+#     stays one line, the characters shown as '?' (a newline split the
+#     error in two, an escape reached the terminal).
 # Every command runs under `timeout`: a hang is a failure (exit 124).
 . "$(dirname "$0")/harden_lib.sh"
 PY=$(command -v python3 || echo /usr/bin/python3)
@@ -120,6 +126,51 @@ for cmd in "eval --init many $HF --data data.txt" "train --init many $HF --steps
 done
 run "$R" eval --init many $HF --data data.txt
 check '[ $rc -eq 0 ]' "21 shards within the limit: exit $rc $(cat err)"
+
+# ---- 4. control characters from the files, in one-line messages ----------------
+"$PY" - <<'PY'
+import json, os, shutil, struct
+def read(p):
+    b = open(p, "rb").read(); n = struct.unpack("<Q", b[:8])[0]
+    return json.loads(b[8:8 + n]), b[8 + n:]
+def write(p, head, data, raw=None):
+    hb = raw if raw is not None else json.dumps(head).encode()
+    open(p, "wb").write(struct.pack("<Q", len(hb)) + hb + data)
+head, data = read("base/model.safetensors")
+cfg = json.load(open("base/config.json"))
+def mk(name, **over):
+    os.makedirs(name, exist_ok=True)
+    json.dump(dict(cfg, **over), open(name + "/config.json", "w"))
+    shutil.copy("base/model.safetensors", name)
+mk("n_mt", model_type="lla\nma")
+mk("n_act", hidden_act="si\nlu")
+mk("n_arch", architectures=["Llama\x1b[31mForCausalLM"])
+mk("n_rope", rope_scaling={"type": "li\nnear", "factor": 2.0})
+mk("n_tensor")
+h = dict(head); h["evil\nname\x1b[31m.weight"] = dict(head["model.norm.weight"])
+write("n_tensor/model.safetensors", None, data, json.dumps(h).encode())
+mk("n_hdup")
+hb = json.dumps(head).encode()
+write("n_hdup/model.safetensors", None, data, b'{"a\\nb": 1, "a\\nb": 2, ' + hb[1:])
+mk("n_dup")
+open("n_dup/config.json", "w").write(json.dumps(cfg)[:-1] + ', "a\\nb": 1, "a\\nb": 2}')
+mk("n_idx")
+os.remove("n_idx/model.safetensors"); shutil.copy("base/model.safetensors", "n_idx/a.safetensors")
+wmap = {k: "a.safetensors" for k in head if k != "__metadata__"}
+wmap["bad\nname"] = "a.safetensors"
+json.dump({"weight_map": wmap}, open("n_idx/model.safetensors.index.json", "w"))
+mk("n_note", **{"x\x1b[31mred\nkey": 1})
+PY
+folder n_link && rm n_link/model.safetensors && ln -s "$(printf 'blob\nx')" n_link/model.safetensors
+esc=$(printf '\033')
+for d in n_mt n_act n_arch n_rope n_tensor n_hdup n_dup n_idx n_link; do
+    run "$R" eval --init $d $HF --data data.txt
+    check '[ $rc -eq 1 ] && [ $(wc -l < err) -eq 1 ] && ! grep -q "$esc" err && grep -q "error: .*?" err' \
+        "$d: not one line, or control characters: exit $rc: $(cat -A err | head -c 300)"
+done
+run "$R" eval --init n_note $HFV --data data.txt --max-batches 1
+check '[ $rc -eq 0 ] && [ $(grep -c . err) -eq 1 ] && ! grep -q "$esc" err && grep -q "note: .*x?\[31mred?key" err' \
+    "n_note: the note of keys not read: exit $rc: $(cat -A err | head -c 300)"
 
 echo "test_harden5: $pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -50,8 +50,10 @@ static rm_status reachable(const rm_hf *m, const char *path, const char *by, cha
     const int e = errno;
     const ssize_t n = lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode) ? readlink(path, to, sizeof to - 1) : -1;
     if (n >= 0) {
+        char shown[80];
         to[n] = 0;
-        rm_st_seterr(err, errlen, "'%s' is a symbolic link to '%s', which cannot be opened (%s): %s", path, to,
+        rm_st_printable(to, shown, sizeof shown);
+        rm_st_seterr(err, errlen, "'%s' is a symbolic link to '%s', which cannot be opened (%s): %s", path, shown,
                      strerror(e), e == ENOENT ? "a Hugging Face cache missing that file (a download that did not "
                      "finish, a blob removed); download the model again" : "fix the link or put the file there");
     } else if (e != ENOENT)
@@ -118,7 +120,7 @@ static int plain_name(const char *s) {
     size_t n = strlen(s);
     if (n == 0 || n > 255 || strcmp(s, ".") == 0 || strcmp(s, "..") == 0) return 0;
     for (size_t i = 0; i < n; i++)
-        if (s[i] == '/' || (unsigned char)s[i] < 0x20) return 0;
+        if (s[i] == '/' || (unsigned char)s[i] < 0x20 || s[i] == 0x7f) return 0;
     return 1;
 }
 
@@ -152,7 +154,7 @@ static rm_status open_index(rm_hf *m, const char *ipath, char *err, size_t errle
     int n_map = 0;
     for (const cJSON *it = map->child; it; it = it->next, n_map++) {
         char nm[80];
-        snprintf(nm, sizeof nm, "%.60s", it->string);
+        rm_st_printable(it->string, nm, sizeof nm);
         if (!cJSON_IsString(it) || !plain_name(it->valuestring) || !join(path, sizeof path, m->dir, it->valuestring)) {
             rm_st_seterr(err, errlen, "'%s': weight_map entry '%s' must name a file in the folder", ipath, nm);
             goto done;
@@ -174,7 +176,7 @@ static rm_status open_index(rm_hf *m, const char *ipath, char *err, size_t errle
         join(path, sizeof path, m->dir, it->valuestring);
         if (!rm_st_find(m->files[shard_of(m, path)], it->string)) {
             char nm[80];
-            snprintf(nm, sizeof nm, "%.60s", it->string);
+            rm_st_printable(it->string, nm, sizeof nm);
             rm_st_seterr(err, errlen, "'%s' maps tensor '%s' to '%s', which does not hold it", ipath, nm, path);
             goto done;
         }
@@ -188,7 +190,7 @@ static rm_status open_index(rm_hf *m, const char *ipath, char *err, size_t errle
                 if (!cJSON_IsString(to) || !join(path, sizeof path, m->dir, to->valuestring) ||
                     strcmp(path, m->file_paths[i]) != 0) {
                     char nm[80];
-                    snprintf(nm, sizeof nm, "%.60s", t->name);
+                    rm_st_printable(t->name, nm, sizeof nm);
                     rm_st_seterr(err, errlen, "'%s' holds tensor '%s', which '%s' does not map to it",
                                  m->file_paths[i], nm, ipath);
                     goto done;
@@ -221,7 +223,7 @@ static rm_status index_tensors(rm_hf *m, char *err, size_t errlen) {
     for (int i = 1; i < n; i++)
         if (strcmp(m->tensors[i].t->name, m->tensors[i - 1].t->name) == 0) {
             char nm[80];
-            snprintf(nm, sizeof nm, "%.60s", m->tensors[i].t->name);
+            rm_st_printable(m->tensors[i].t->name, nm, sizeof nm);
             rm_st_seterr(err, errlen, "'%s': tensor '%s' is in two files", m->dir, nm);
             return RM_ERR_FORMAT;
         }
@@ -262,7 +264,7 @@ static int canonical(const char *name, int l, const char *part) {
 static rm_status check_one(const rm_hf *m, const rm_st_tensor *t, char *err, size_t errlen) {
     const rm_hf_config *h = &m->cfg;
     char nm[80], have[160], want[160];
-    snprintf(nm, sizeof nm, "%.60s", t->name);
+    rm_st_printable(t->name, nm, sizeof nm);
     if (is_inv_freq(t->name)) return RM_OK;
     int64_t C = h->dim, Ckv = (int64_t)h->dim / h->heads * h->kv_heads, F = h->ffn_dim, V = h->vocab;
     int64_t shape[2] = {C, 0};
@@ -461,7 +463,7 @@ rm_status rm_hf_tensor(const rm_hf *m, int i, rm_tensor_info *out) {
 /* The message for a tensor whose file can no longer be read. */
 static void read_failed(const rm_hf *m, const rm_hf_entry *t, char *err, size_t errlen) {
     char nm[80];
-    snprintf(nm, sizeof nm, "%.60s", t->t->name);
+    rm_st_printable(t->t->name, nm, sizeof nm);
     rm_st_seterr(err, errlen, "cannot read tensor '%s' from '%s': the file is shorter than when it was opened "
                  "(another program truncated or is rewriting it); load the model again once the file is complete",
                  nm, m->file_paths[t->file]);
@@ -553,7 +555,7 @@ static rm_status match(const rm_hf *m, const rm_session *s, const rm_st_tensor *
         return RM_OK;
     }
     char nm[80];
-    snprintf(nm, sizeof nm, "%.60s", t->name);
+    rm_st_printable(t->name, nm, sizeof nm);
     rm_st_seterr(err, errlen, "'%s': the session has no parameter '%s' (build the model rm_hf_run_info describes)",
                  m->dir, nm);
     return RM_ERR_ARG;

@@ -89,7 +89,7 @@ static void check_kind(cfg_ctx *c) {
         return;
     }
     if (strcmp(mt->valuestring, "llama") != 0) {
-        snprintf(shown, sizeof shown, "%.60s", mt->valuestring);
+        rm_st_printable(mt->valuestring, shown, sizeof shown);
         fail(c, "%s \"%s\" is not supported: remat builds LlamaForCausalLM (model_type \"llama\"); Mistral, Qwen2 "
              "and other families differ in ways it does not model", "model_type", shown);
         return;
@@ -102,7 +102,7 @@ static void check_kind(cfg_ctx *c) {
     }
     for (const cJSON *a = arch->child; a; a = a->next)
         if (!cJSON_IsString(a) || strcmp(a->valuestring, "LlamaForCausalLM") != 0) {
-            snprintf(shown, sizeof shown, "%.60s", cJSON_IsString(a) ? a->valuestring : "(not a string)");
+            rm_st_printable(cJSON_IsString(a) ? a->valuestring : "(not a string)", shown, sizeof shown);
             fail(c, "%s names %s: remat reads LlamaForCausalLM (a causal language model with lm_head) only",
                  "architectures", shown);
             return;
@@ -116,7 +116,7 @@ static void check_refused(cfg_ctx *c, const rm_hf_config *h) {
     if ((it = field(c, "rope_scaling")) != NULL) {
         const cJSON *t = cJSON_IsObject(it) ? cJSON_GetObjectItemCaseSensitive(it, "rope_type") : NULL;
         if (!t && cJSON_IsObject(it)) t = cJSON_GetObjectItemCaseSensitive(it, "type");
-        snprintf(shown, sizeof shown, "%.60s", t && cJSON_IsString(t) ? t->valuestring : "given");
+        rm_st_printable(t && cJSON_IsString(t) ? t->valuestring : "given", shown, sizeof shown);
         fail(c, "%s (%s) is not supported: remat's RoPE has no scaling (linear, dynamic, yarn, llama3); "
              "the model would compute other attention than it was trained with", "rope_scaling", shown);
     }
@@ -131,7 +131,7 @@ static void check_refused(cfg_ctx *c, const rm_hf_config *h) {
         fail(c, "%s is true: remat's RoPE rotates the two halves of a head (transformers' rotate_half), not "
              "interleaved pairs%s", "rope_interleaved", NULL);
     if ((it = field(c, "hidden_act")) != NULL && (!cJSON_IsString(it) || strcmp(it->valuestring, "silu") != 0)) {
-        snprintf(shown, sizeof shown, "%.60s", cJSON_IsString(it) ? it->valuestring : "(not a string)");
+        rm_st_printable(cJSON_IsString(it) ? it->valuestring : "(not a string)", shown, sizeof shown);
         fail(c, "%s \"%s\" is not supported: remat's llama MLP is SwiGLU (silu)", "hidden_act", shown);
     }
     if ((it = field(c, "attention_dropout")) != NULL && !(cJSON_IsNumber(it) && it->valuedouble == 0.0))
@@ -174,10 +174,8 @@ static void list_unknown(const cJSON *root, char *notes, size_t cap) {
     notes[0] = 0;
     for (const cJSON *it = root->child; it && j + 80 < cap; it = it->next)
         if (it->string && !known_key(it->string)) {
-            char k[64];
-            snprintf(k, sizeof k, "%.60s", it->string);
-            for (char *p = k; *p; p++)
-                if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
+            char k[80];
+            rm_st_printable(it->string, k, sizeof k);
             j += (size_t)snprintf(notes + j, cap - j, "%s%s", j ? ", " : "config.json keys remat does not read: ",
                                   k);
         }

@@ -57,10 +57,10 @@ void rm_st_seterr(char *err, size_t errlen, const char *fmt, ...) {
     va_end(ap);
 }
 
-/* A string from the file, made fit for a one-line message. */
-static const char *clean(const char *s, char *out, size_t cap) {
+const char *rm_st_printable(const char *s, char *out, size_t cap) {
     size_t j = 0;
-    for (size_t i = 0; s[i] && j + 4 < cap; i++) {
+    if (!out || cap == 0) return "";
+    for (size_t i = 0; s && s[i] && j + 4 < cap; i++) {
         unsigned char c = (unsigned char)s[i];
         out[j++] = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
         if (i >= 60 && s[i + 1]) {
@@ -179,7 +179,7 @@ static rm_status parse_shape(const cJSON *sh, int64_t *dims, int *ndim_out, cons
 static rm_status parse_tensor(const cJSON *it, st_entry *e, int64_t *dims, uint64_t data_len,
                               const char *fname, char *err, size_t errlen) {
     char nm[80];
-    const char *name = clean(it->string, nm, sizeof nm);
+    const char *name = rm_st_printable(it->string, nm, sizeof nm);
     if (!cJSON_IsObject(it)) {
         rm_st_seterr(err, errlen, "'%s': entry '%s' is not an object", fname, name);
         return RM_ERR_FORMAT;
@@ -200,7 +200,7 @@ static rm_status parse_tensor(const cJSON *it, st_entry *e, int64_t *dims, uint6
     if (esize == 0) {
         char d[80];
         rm_st_seterr(err, errlen, "'%s': tensor '%s' has unknown dtype '%s'", fname, name,
-               clean(dt->valuestring, d, sizeof d));
+               rm_st_printable(dt->valuestring, d, sizeof d));
         return RM_ERR_FORMAT;
     }
     int ndim;
@@ -263,13 +263,13 @@ static rm_status parse_metadata(rm_st_file *f, const cJSON *it, const char *fnam
         char k[80];
         if (!cJSON_IsString(m) || !m->valuestring) {
             rm_st_seterr(err, errlen, "'%s': metadata '%s' is not a string", fname,
-                   clean(m->string, k, sizeof k));
+                   rm_st_printable(m->string, k, sizeof k));
             return RM_ERR_FORMAT;
         }
         for (int i = 0; i < f->n_meta; i++)
             if (strcmp(f->meta_k[i], m->string) == 0) {
                 rm_st_seterr(err, errlen, "'%s': metadata key '%s' appears twice", fname,
-                       clean(m->string, k, sizeof k));
+                       rm_st_printable(m->string, k, sizeof k));
                 return RM_ERR_FORMAT;
             }
         f->meta_k[f->n_meta] = m->string;
@@ -337,7 +337,8 @@ static rm_status parse_header(rm_st_file *f, const unsigned char *buf, size_t le
     }
     const char *dup = rm_json_dup_key(f->root); /* a tensor or a metadata key twice: which one counts? */
     if (dup) {
-        rm_st_seterr(err, errlen, "'%s': header names '%.60s' twice", fname, dup);
+        char k[80];
+        rm_st_seterr(err, errlen, "'%s': header names '%s' twice", fname, rm_st_printable(dup, k, sizeof k));
         return RM_ERR_FORMAT;
     }
     return RM_OK;
@@ -406,12 +407,12 @@ static rm_status check_tiling(rm_st_file *f, const char *fname, char *err, size_
         st_entry *e = &f->ent[i];
         if (e->begin < pos) {
             rm_st_seterr(err, errlen, "'%s': tensors '%s' and '%s' overlap", fname,
-                   clean(f->ent[i - 1].t.name, a, sizeof a), clean(e->t.name, b, sizeof b));
+                   rm_st_printable(f->ent[i - 1].t.name, a, sizeof a), rm_st_printable(e->t.name, b, sizeof b));
             return RM_ERR_FORMAT;
         }
         if (e->begin > pos) {
             rm_st_seterr(err, errlen, "'%s': %llu unused bytes before tensor '%s'", fname,
-                   (unsigned long long)(e->begin - pos), clean(e->t.name, b, sizeof b));
+                   (unsigned long long)(e->begin - pos), rm_st_printable(e->t.name, b, sizeof b));
             return RM_ERR_FORMAT;
         }
         pos = e->end;
@@ -443,7 +444,7 @@ static rm_status index_names(rm_st_file *f, const char *fname, char *err, size_t
         if (i > 0 && strcmp(names[i].name, names[i - 1].name) == 0) {
             char a[80];
             rm_st_seterr(err, errlen, "'%s': tensor '%s' appears twice", fname,
-                   clean(names[i].name, a, sizeof a));
+                   rm_st_printable(names[i].name, a, sizeof a));
             st = RM_ERR_FORMAT;
         }
     }

@@ -76,6 +76,11 @@ rm_status rm_st_write_ex(const char *path, int n, const rm_st_tensor *tensors,
  * RM_ERR_FORMAT (message naming the file and the problem) if malformed,
  * RM_ERR_NOMEM. On success *out must be freed with rm_st_close. */
 rm_status rm_st_open(const char *path, rm_st_file **out, char *err, size_t errlen);
+/* s (a name or value read from a file; NULL: "") made fit for a one-line
+ * message in out: control characters (newline, escape) as '?', cut after
+ * about 60 bytes with "..."; returns out. Every string of a file that a
+ * message shows goes through it (hf.c, hfconfig.c, this reader). */
+const char *rm_st_printable(const char *s, char *out, size_t cap);
 /* Bytes [off, off + n) of tensor t of f into dst: RM_ERR_IO when the file
  * can no longer be read (it shrank since it was opened), RM_ERR_ARG for a
  * range outside the tensor. */

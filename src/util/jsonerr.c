@@ -65,8 +65,12 @@ long long rm_json_nul_at(const char *text, size_t len) {
 }
 
 static void dup_error(const char *dup, char *err, size_t errlen) {
-    snprintf(err, errlen, "invalid JSON: the key '%.60s' appears twice in one object (which one counts?): give each "
-             "key once", dup);
+    char k[64];
+    snprintf(k, sizeof k, "%.60s", dup);
+    for (char *p = k; *p; p++) /* one line: no newline or escape from the file */
+        if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
+    snprintf(err, errlen, "invalid JSON: the key '%s' appears twice in one object (which one counts?): give each "
+             "key once", k);
 }
 
 static void nul_error(long long at, char *err, size_t errlen) {
