@@ -23,6 +23,11 @@
 #     link's target) with a newline or a terminal escape in it: the message
 #     stays one line, the characters shown as '?' (a newline split the
 #     error in two, an escape reached the terminal).
+#  5. JSON that Python's json writes and reads but JSON does not allow
+#     (NaN, Infinity, -Infinity: json.dump writes them for float('nan')),
+#     and an empty file: the message shows what stands at the byte and
+#     says what it is ("invalid JSON near byte 78 of 403" said neither),
+#     in config.json, the index and any other JSON remat reads.
 # Every command runs under `timeout`: a hang is a failure (exit 124).
 . "$(dirname "$0")/harden_lib.sh"
 PY=$(command -v python3 || echo /usr/bin/python3)
@@ -171,6 +176,25 @@ done
 run "$R" eval --init n_note $HFV --data data.txt --max-batches 1
 check '[ $rc -eq 0 ] && [ $(grep -c . err) -eq 1 ] && ! grep -q "$esc" err && grep -q "note: .*x?\[31mred?key" err' \
     "n_note: the note of keys not read: exit $rc: $(cat -A err | head -c 300)"
+
+# ---- 5. NaN, Infinity, an empty file ----------------------------------------------
+for lit in NaN Infinity -Infinity; do
+    folder j$lit && sed "s/\"rope_theta\": [0-9.]*/\"rope_theta\": $lit/" base/config.json > j$lit/config.json
+    try j$lit "config.json': not a JSON object: invalid JSON near byte [0-9]* of [0-9]* ('$lit," \
+        "NaN and Infinity are not JSON numbers"
+done
+sharded jidx && sed 's/"weight_map"/"metadata": {"total_size": NaN}, "weight_map"/' sh/model.safetensors.index.json \
+    > jidx/model.safetensors.index.json
+try jidx "index.json': not a JSON object: invalid JSON near byte [0-9]* of [0-9]* ('NaN}" "are not JSON numbers"
+folder jempty && : > jempty/config.json
+try jempty "config.json': not a JSON object: invalid JSON near byte 0 of 0: the file is empty"
+printf '{"stages": [{"a": Infinity}]}' > chain.json
+run "$R" plan --chain chain.json --memory-budget 100
+refused 1 "plan --chain with Infinity"
+check 'grep -q "(.Infinity}]}.): NaN and Infinity are not JSON numbers" err' "plan --chain with Infinity: $(cat err)"
+printf '{"stages": []}\n\033[31mred' > trail.json
+run "$R" plan --chain trail.json --memory-budget 100
+check '[ $rc -eq 1 ] && [ $(wc -l < err) -eq 1 ] && ! grep -q "$esc" err' "bytes after a chain file's object: $(cat -A err)"
 
 echo "test_harden5: $pass passed, $fail failed"
 [ $fail -eq 0 ]

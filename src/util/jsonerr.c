@@ -64,11 +64,17 @@ long long rm_json_nul_at(const char *text, size_t len) {
     return -1;
 }
 
+/* s made one line: a newline or escape from the file shown as '?'. */
+static char *one_line(char *s) {
+    for (char *p = s; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
+    return s;
+}
+
 static void dup_error(const char *dup, char *err, size_t errlen) {
     char k[64];
     snprintf(k, sizeof k, "%.60s", dup);
-    for (char *p = k; *p; p++) /* one line: no newline or escape from the file */
-        if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
+    one_line(k);
     snprintf(err, errlen, "invalid JSON: the key '%s' appears twice in one object (which one counts?): give each "
              "key once", k);
 }
@@ -76,6 +82,28 @@ static void dup_error(const char *dup, char *err, size_t errlen) {
 static void nul_error(long long at, char *err, size_t errlen) {
     snprintf(err, errlen, "invalid JSON: it contains a NUL character (byte %lld): remat reads text up to a NUL, "
              "Python's json past it, so the two would read different names or values; remove it", at);
+}
+
+/* What a reader written for Python's json may have put at byte `at` of
+ * text (len bytes) that JSON does not allow, as a hint: "" when nothing. */
+static const char *near_hint(const char *text, size_t at, size_t len) {
+    const char *p = text + at;
+    const size_t left = len - at;
+    if (len == 0) return ": the file is empty";
+    if (left > 0 && *p == '-') p++;
+    if ((size_t)(p - text) + 3 <= len && (!strncmp(p, "NaN", 3) || !strncmp(p, "Inf", 3)))
+        return ": NaN and Infinity are not JSON numbers (Python's json writes them); give a number";
+    return "";
+}
+
+/* "invalid JSON near byte AT of LEN ('...')" and the hint, into err. */
+static void near_error(const char *prefix, const char *text, size_t at, size_t len, char *err, size_t errlen) {
+    char shown[24];
+    if (at > len) at = len;
+    const size_t j = at < len ? (len - at < 20 ? len - at : 20) : 0;
+    snprintf(shown, sizeof shown, "%.*s", (int)j, text + at); /* stops at a NUL too */
+    snprintf(err, errlen, "%sinvalid JSON near byte %zu of %zu%s%s%s%s", prefix, at, len, *shown ? " ('" : "",
+             one_line(shown), *shown ? "')" : "", near_hint(text, at, len));
 }
 
 cJSON *rm_json_parse(const char *text, char *err, size_t errlen) {
@@ -97,7 +125,7 @@ cJSON *rm_json_parse_len(const char *text, size_t len, char *err, size_t errlen)
     cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
     if (!root) {
         size_t at = end && end >= text && end <= text + len ? (size_t)(end - text) : 0;
-        snprintf(err, errlen, "not a JSON object: invalid JSON near byte %zu of %zu", at, len);
+        near_error("not a JSON object: ", text, at, len, err, errlen);
         return NULL;
     }
     const char *p = end;
@@ -114,9 +142,12 @@ void rm_json_error(const char *text, const char *end, char *err, size_t errlen) 
     size_t at = end && end >= text ? (size_t)(end - text) : 0;
     const char *stop = NULL;
     cJSON *lenient = cJSON_ParseWithOpts(text, &stop, 0);
-    if (lenient && stop)
-        snprintf(err, errlen, "invalid JSON: bytes after the JSON object, at byte %zu ('%.20s'): remove them",
-                 (size_t)(stop - text), stop);
-    else snprintf(err, errlen, "invalid JSON near byte %zu of %zu", at, strlen(text));
+    char shown[24];
+    if (lenient && stop) {
+        snprintf(shown, sizeof shown, "%.20s", stop);
+        snprintf(err, errlen, "invalid JSON: bytes after the JSON object, at byte %zu ('%s'): remove them",
+                 (size_t)(stop - text), one_line(shown));
+    }
+    else near_error("", text, at, strlen(text), err, errlen);
     cJSON_Delete(lenient);
 }
