@@ -100,6 +100,10 @@ sharded s2 && rm s2/$S2 && ln -s ../../blobs/s2 s2/$S2
 try s2 "s2/$S2' is a symbolic link to '../../blobs/s2'" "download the model again"
 sharded s3 && rm s3/$S2 && mkfifo s3/$S2
 try s3 "s3/$S2': it is a FIFO"
+# a model.safetensors that is not a file beside an index: the index is read (transformers does the same)
+sharded s4 && ln -s ../../blobs/gone s4/model.safetensors
+run "$R" eval --init s4 $HF --data data.txt
+check '[ $rc -eq 0 ]' "a dangling model.safetensors beside the index: exit $rc $(cat err)"
 
 # ---- 2. a model folder or its file where a remat file is read -----------------
 for cmd in "inspect base" "inspect base/config.json" "sample --load base --tokens 2" \

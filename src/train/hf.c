@@ -359,11 +359,15 @@ static rm_status open_folder(rm_hf *m, char *err, size_t errlen) {
     if (st == RM_OK) st = rm_hf_parse_config(text, len, path, &m->cfg, m->notes, sizeof m->notes, err, errlen);
     free(text);
     if (st != RM_OK) return st;
+    char ipath[4352];
     join(path, sizeof path, m->dir, "model.safetensors");
-    if (present(path)) {
+    join(ipath, sizeof ipath, m->dir, "model.safetensors.index.json");
+    /* model.safetensors when it is a file, or there in another form and no index is (transformers, too,
+     * takes the index when model.safetensors is not a file) */
+    if ((stat(path, &sb) == 0 && S_ISREG(sb.st_mode)) || (present(path) && !present(ipath))) {
         if ((st = reachable(m, path, NULL, err, errlen)) == RM_OK) st = add_file(m, path, err, errlen);
     } else {
-        join(path, sizeof path, m->dir, "model.safetensors.index.json");
+        snprintf(path, sizeof path, "%s", ipath);
         if (!present(path)) {
             rm_st_seterr(err, errlen, "'%s' has no model.safetensors or model.safetensors.index.json (remat reads "
                          "safetensors weights only)", m->dir);
