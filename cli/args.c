@@ -55,12 +55,21 @@ void cli_args_default(cli_args *a) {
 
 int cli_fail_rank = -1;
 
+/* The error is one line: a control character in it (a newline or a
+ * terminal escape in a path the user gave, in a file's name or contents
+ * the library quotes) is shown as '?'. */
+static void one_line(char *msg) {
+    for (unsigned char *c = (unsigned char *)msg; *c; c++)
+        if (*c < 0x20 || *c == 0x7f) *c = '?';
+}
+
 int cli_fail(int status, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     char msg[2048], rank[32] = ""; /* a memory limit's breakdown with its least limits (cli/limit.c) */
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    one_line(msg);
     if (cli_fail_rank >= 0) snprintf(rank, sizeof rank, "rank %d: ", cli_fail_rank);
     fprintf(stderr, "remat: error: %s%s\n", rank, msg); /* one write: ranks' lines do not interleave */
     return status;

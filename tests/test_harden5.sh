@@ -28,6 +28,9 @@
 #     and an empty file: the message shows what stands at the byte and
 #     says what it is ("invalid JSON near byte 78 of 403" said neither),
 #     in config.json, the index and any other JSON remat reads.
+#  6. a path the user gives (--init, --data, --load, --resume, inspect)
+#     with a newline or a terminal escape in it: the error quotes it on one
+#     line, the characters shown as '?' (cli_fail; they were printed raw).
 # Every command runs under `timeout`: a hang is a failure (exit 124).
 . "$(dirname "$0")/harden_lib.sh"
 PY=$(command -v python3 || echo /usr/bin/python3)
@@ -199,6 +202,17 @@ check 'grep -q "(.Infinity}]}.): NaN and Infinity are not JSON numbers" err' "pl
 printf '{"stages": []}\n\033[31mred' > trail.json
 run "$R" plan --chain trail.json --memory-budget 100
 check '[ $rc -eq 1 ] && [ $(wc -l < err) -eq 1 ] && ! grep -q "$esc" err' "bytes after a chain file's object: $(cat -A err)"
+
+# ---- 6. a path the user gives, with a newline or a terminal escape in it -----------
+# the error quotes it: one line, the characters shown as '?' (cli_fail)
+odd=$(printf 'no\nsuch\033[31mred')
+for flags in "eval --init $odd --data data.txt" "train --data $odd --steps 1" "sample --load $odd" \
+    "train --resume $odd" "inspect $odd"; do
+    IFS='|'; set -- $(printf '%s' "$flags" | sed 's/ /|/g'); unset IFS
+    run "$R" "$@"
+    check '[ $rc -ne 0 ] && [ $(wc -l < err) -eq 1 ] && ! grep -q "$esc" err && grep -q "error: .*no?such?\[31mred" err' \
+        "remat ${flags%% *} with a newline and an escape in a path: exit $rc: $(cat -A err | head -c 300)"
+done
 
 echo "test_harden5: $pass passed, $fail failed"
 [ $fail -eq 0 ]
