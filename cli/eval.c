@@ -99,6 +99,7 @@ static int build(evaluator *e) {
         if (rm_param_trainable(e->g, rm_param_at(e->g, i))) rm_param_freeze(e->g, rm_param_at(e->g, i));
     int rc = cli_frozen_store(a, e->g, e->hf, NULL);
     if (rc) return rc;
+    if (e->hf && rm_hf_mark_loaded(e->hf, e->g, NULL) != RM_OK) return cli_fail(1, "%s", rm_graph_errmsg(e->g));
     rm_options o;
     rm_options_default(&o);
     o.threads = a->threads;

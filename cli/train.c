@@ -292,6 +292,7 @@ static int build_session(trainer *t) {
         return cli_fail(2, "%s leaves no parameter to train: freeze fewer", a->train_only ? "--train-only" : "--freeze");
     int rc = cli_frozen_store(a, t->g, t->hf, t->resume);
     if (rc) return rc;
+    if (t->hf && rm_hf_mark_loaded(t->hf, t->g, NULL) != RM_OK) return cli_fail(1, "%s", rm_graph_errmsg(t->g));
     /* a remat file (--resume, --init FILE) against the model; a Hugging Face folder was checked at open */
     if (a->resume || (a->init && !t->hf)) rc = check_file(t->resume, a->resume ? a->resume : a->init, t->g);
     if (rc) return rc;

@@ -172,6 +172,8 @@ static int open_model(const settings *s, rm_hf **hf, rm_llama_config *c, rm_grap
     /* The frozen weights kept as the folder stores them: a BF16 file's base
      * costs 2 bytes a weight, widened to fp32 inside each product. */
     if (st == RM_OK) st = rm_hf_store_frozen(*hf, *g, NULL);
+    /* rm_hf_load fills the base: rm_compile need not draw its first values */
+    if (st == RM_OK) st = rm_hf_mark_loaded(*hf, *g, NULL);
     /* The plan, the arena and every buffer, sized to fit the limit. */
     rm_options o;
     rm_options_default(&o);
@@ -277,7 +279,7 @@ int main(int argc, char **argv) {
     if (!rc) print_plan(sess);
     /* The pretrained weights into the frozen base; the adapters keep their init. */
     if (!rc && rm_hf_load(hf, sess, NULL, err, sizeof err) != RM_OK) rc = 1;
-    rm_hf_close(hf); /* unmaps the weight files: the session holds its own copy */
+    rm_hf_close(hf); /* closes the weight files: the session holds its own copy */
     if (!rc) rc = load_data(&s, c.vocab, &data);
     if (!rc) rc = validate(sess, &io, &data, "before");
     if (!rc) rc = train(&s, sess, &io, &data);

@@ -1220,6 +1220,13 @@ const char *rm_hf_file(const rm_hf *m, int i);
  * checked before anything is written, a non-finite value after some
  * parameters were (the caller's session is then not to be used). */
 rm_status rm_hf_load(rm_hf *m, rm_session *s, int *n_loaded, char *err, size_t errlen);
+/* Marks each parameter of g that the folder holds (by name) as one
+ * rm_hf_load will fill: rm_compile then leaves it zero instead of drawing
+ * its first values (a 7B model's draws took over 100 s before its load
+ * began). Before rm_compile; a session whose load then fails or is not
+ * made holds zeros there. Parameters the folder lacks (LoRA adapters)
+ * are drawn as before, with the same values. *n (NULL-able) counts them. */
+rm_status rm_hf_mark_loaded(const rm_hf *m, rm_graph *g, int *n);
 
 /* ---- frozen parameters kept in 2 bytes (issue 21) ------------------------------ */
 

@@ -751,6 +751,51 @@ static void test_store_strategies(void) {
     rm_hf_close(m);
 }
 
+/* rm_hf_mark_loaded: the folder's weights are not drawn at rm_compile (zero
+ * until rm_hf_load), a parameter the folder lacks is drawn as before, and
+ * the loaded session is the same bit for bit. */
+static void test_mark_loaded(void) {
+    shape_cfg c = {2, 16, 4, 2, 24, 40, 0};
+    char dir[400], err[1024];
+    make_folder("marked", &c, "", "BF16", dir, sizeof dir);
+    rm_hf *m = NULL;
+    CHECK(rm_hf_open(dir, &m, err, sizeof err) == RM_OK, "mark: %s", err);
+    rm_llama_config lc;
+    memset(&lc, 0, sizeof lc);
+    if (m) rm_hf_llama_config(m, &lc);
+    lc.context = 4, lc.batch = 1;
+    rm_graph *g[2];
+    rm_session *s[2] = {NULL, NULL};
+    rm_val extra[2] = {-1, -1};
+    int n = -1;
+    for (int k = 0; k < 2 && m; k++) {
+        rm_model_io io;
+        rm_options o;
+        rm_options_default(&o);
+        o.forward_only = 1;
+        g[k] = rm_graph_new();
+        if (rm_llama_build(g[k], &lc, &io) != RM_OK) continue;
+        extra[k] = rm_param(g[k], "adapter.weight", 1, (int64_t[]){5}, RM_INIT_NORMAL, 0.02f, 0);
+        if (k == 1) CHECK(rm_hf_mark_loaded(m, g[k], &n) == RM_OK && n == 21, "mark: %d marked", n);
+        CHECK(rm_compile(g[k], &o, &s[k]) == RM_OK, "mark: compile %s", rm_graph_errmsg(g[k]));
+    }
+    const rm_val wq = s[1] ? rm_param_by_name(g[1], "model.layers.0.self_attn.q_proj.weight") : -1;
+    int zero = wq >= 0, same = s[0] && s[1];
+    for (int64_t e = 0; wq >= 0 && e < rm_numel(g[1], wq); e++) zero &= ((const float *)rm_value_data(s[1], wq))[e] == 0;
+    CHECK(zero, "mark: a marked weight is zero before the load, not drawn");
+    for (int k = 0; k < 2 && same; k++) same = rm_hf_load(m, s[k], NULL, err, sizeof err) == RM_OK;
+    for (int p = 0; same && p < rm_param_count(g[0]); p++) {
+        const rm_val v = rm_param_at(g[0], p);
+        same = !memcmp(rm_value_data(s[0], v), rm_value_data(s[1], rm_param_at(g[1], p)),
+                       (size_t)rm_numel(g[0], v) * sizeof(float));
+    }
+    CHECK(same && extra[0] >= 0, "mark: loaded sessions differ (or did not load: %s)", err);
+    CHECK(rm_hf_mark_loaded(NULL, g[0], NULL) == RM_ERR_ARG && rm_hf_mark_loaded(m, NULL, &n) == RM_ERR_ARG && n == 0,
+          "mark: NULL arguments");
+    for (int k = 0; k < 2 && m; k++) rm_session_free(s[k]), rm_graph_free(g[k]);
+    rm_hf_close(m);
+}
+
 int main(void) {
     if (check_tmpdir(tmpdir, sizeof tmpdir, "test_hf")) return 1;
     test_half();
@@ -763,6 +808,7 @@ int main(void) {
     test_truncated();
     test_store();
     test_store_strategies();
+    test_mark_loaded();
     check_rmdir(tmpdir);
     return check_done("test_hf");
 }

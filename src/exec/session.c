@@ -56,6 +56,8 @@ static rm_status init_params(rm_session *s) {
     for (int i = 0; i < g->n_params; i++) {
         const rm_value *v = &g->vals[g->params[i]];
         rm_status rc;
+        if (v->init == RM_INIT_ZEROS && !s->page.params) continue; /* zero already (rm_hf_mark_loaded: ~100 s of
+                                                                     * draws for a 7B model's weights) */
         if (!rm_session_state_paged(s, i, 0)) {
             if ((rc = init_param(s, i, s->params + v->param_off)) != RM_OK) return rc;
             continue;

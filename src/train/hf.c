@@ -443,6 +443,18 @@ rm_status rm_hf_store_frozen(const rm_hf *m, rm_graph *g, int *n) {
     return RM_OK;
 }
 
+rm_status rm_hf_mark_loaded(const rm_hf *m, rm_graph *g, int *n) {
+    if (n) *n = 0;
+    if (!m || !g) return g ? rm_graph_fail(g, RM_ERR_ARG, "rm_hf_mark_loaded: m must not be NULL") : RM_ERR_ARG;
+    for (int i = 0; i < rm_param_count(g); i++) {
+        rm_value *v = &g->vals[rm_param_at(g, i)];
+        if (!find(m, v->name)) continue;
+        v->init = RM_INIT_ZEROS; /* rm_hf_load writes every value: no draw for it at rm_compile */
+        if (n) (*n)++;
+    }
+    return RM_OK;
+}
+
 int rm_hf_max_positions(const rm_hf *m) { return m ? m->cfg.max_positions : 0; }
 const char *rm_hf_notes(const rm_hf *m) { return m ? m->notes : ""; }
 int rm_hf_tensor_count(const rm_hf *m) { return m ? m->n_tensors : 0; }
