@@ -2,6 +2,7 @@
  * its training-state files, rm_run_info), resuming from one, and the names
  * of the periodic step files. */
 #include "ckptfile.h"
+#include "hf.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -278,4 +279,17 @@ void cli_prune_step_files(const char *path, int keep) {
                     strerror(errno));
     }
     free(steps);
+}
+
+/* ---- the weights of --resume, --init FILE, --load -------------------------- */
+
+int cli_check_weights(rm_file *open, const char *path, rm_graph *g) {
+    char err[512], hint[600];
+    rm_file *f = open;
+    rm_status st = f ? RM_OK : rm_file_open(path, &f, err, sizeof err);
+    if (st == RM_OK) st = rm_file_check(f, g, err, sizeof err);
+    if (st == RM_OK && rm_file_mark_loaded(f, g, NULL) != RM_OK) /* not drawn: the load writes them */
+        snprintf(err, sizeof err, "%s", rm_graph_errmsg(g)), st = RM_ERR_ARG;
+    if (f != open) rm_file_close(f);
+    return st == RM_OK ? 0 : cli_fail(1, "%s%s", err, cli_hf_hint(path, hint, sizeof hint));
 }

@@ -25,4 +25,11 @@ int cli_step_of(const char *base, const char *name, uint64_t *step);
 /* Removes the oldest step files of path's series so that `keep` remain
  * (keep 0: none removed). Prints a warning for a file it cannot remove. */
 void cli_prune_step_files(const char *path, int keep);
+/* The remat file path (or open, when not NULL) holds every parameter of g
+ * as a load needs it: checked on its index (rm_file_check) before
+ * rm_compile allocates the model, so a file whose metadata claims a larger
+ * model than its tensors is refused first; its parameters are then marked
+ * (rm_file_mark_loaded), not drawn at rm_compile. 0, or 1 with the message
+ * printed. */
+int cli_check_weights(rm_file *open, const char *path, rm_graph *g);
 #endif

@@ -5,6 +5,7 @@
  * batches of --batch rows of --context tokens, every target once
  * (rm_evaluate_part). Forward only: no gradients, no optimizer state. */
 #include "args.h"
+#include "ckptfile.h"
 #include "hf.h"
 #include "paths.h"
 #include <math.h>
@@ -100,6 +101,7 @@ static int build(evaluator *e) {
     int rc = cli_frozen_store(a, e->g, e->hf, NULL);
     if (rc) return rc;
     if (e->hf && rm_hf_mark_loaded(e->hf, e->g, NULL) != RM_OK) return cli_fail(1, "%s", rm_graph_errmsg(e->g));
+    if (!e->hf && (rc = cli_check_weights(NULL, a->load, e->g)) != 0) return rc;
     rm_options o;
     rm_options_default(&o);
     o.threads = a->threads;

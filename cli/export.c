@@ -33,6 +33,8 @@ static int load_model(const cli_args *a, rm_file *f, rm_run_info *r, rm_graph **
     r->batch = 1, r->dropout = 0.0f;
     if (!(*g = rm_graph_new()) || rm_run_build(r, *g, &io, 0) != RM_OK)
         return cli_fail(1, "'%s': %s", a->load, rm_graph_errmsg(*g));
+    if (rm_file_check(f, *g, err, sizeof err) != RM_OK) return cli_fail(1, "%s", err);
+    rm_file_mark_loaded(f, *g, NULL); /* rm_load_params writes them: not drawn */
     rm_options o;
     rm_options_default(&o);
     o.threads = a->threads;

@@ -1,6 +1,7 @@
 /* sample.c: `remat sample --load FILE`: rebuild the model from the file's
  * metadata, load its weights and generate tokens one at a time. */
 #include "args.h"
+#include "ckptfile.h"
 #include "guard.h"
 #include "hf.h"
 #include <math.h>
@@ -185,14 +186,7 @@ int cli_sample(const cli_args *a0) {
         rc = cli_fail(1, "%s", rm_graph_errmsg(g));
         goto done;
     }
-    /* the file's tensors are the model's, checked on its header before the model is allocated */
-    rm_status fst = rm_file_open(a.load, &f, err, sizeof err);
-    if (fst == RM_OK) fst = rm_file_check(f, g, err, sizeof err);
-    rm_file_close(f);
-    if (fst != RM_OK) {
-        rc = cli_fail(1, "%s", err);
-        goto done;
-    }
+    if ((rc = cli_check_weights(NULL, a.load, g)) != 0) goto done;
     rm_options o;
     rm_options_default(&o);
     o.threads = a.threads;

@@ -262,19 +262,6 @@ static int load_data(trainer *t) {
     return 0;
 }
 
-/* The file of --resume or --init holds every parameter of the model built
- * from it: checked on its header (rm_file_check) before rm_compile
- * allocates the model, so metadata claiming a larger model than the file's
- * tensors is refused before anything of that size is allocated. */
-static int check_file(rm_file *open, const char *path, const rm_graph *g) {
-    char err[512], hint[600];
-    rm_file *f = open;
-    rm_status st = f ? RM_OK : rm_file_open(path, &f, err, sizeof err);
-    if (st == RM_OK) st = rm_file_check(f, g, err, sizeof err);
-    if (f != open) rm_file_close(f);
-    return st == RM_OK ? 0 : cli_fail(1, "%s%s", err, cli_hf_hint(path, hint, sizeof hint));
-}
-
 /* Graph, session, optimizer; then the weights of --init or the state of --resume. */
 static int build_session(trainer *t) {
     const cli_args *a = t->a;
@@ -294,7 +281,7 @@ static int build_session(trainer *t) {
     if (rc) return rc;
     if (t->hf && rm_hf_mark_loaded(t->hf, t->g, NULL) != RM_OK) return cli_fail(1, "%s", rm_graph_errmsg(t->g));
     /* a remat file (--resume, --init FILE) against the model; a Hugging Face folder was checked at open */
-    if (a->resume || (a->init && !t->hf)) rc = check_file(t->resume, a->resume ? a->resume : a->init, t->g);
+    if (a->resume || (a->init && !t->hf)) rc = cli_check_weights(t->resume, a->resume ? a->resume : a->init, t->g);
     if (rc) return rc;
     rm_options o;
     if ((rc = cli_options(a, a->memory_budget, &o)) != 0) return rc;

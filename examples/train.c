@@ -87,7 +87,11 @@ static int open_run(const char *state, int steps, config *c, rm_run_info *run, r
 
 /* The model, compiled to fit 60% of the activation memory that keeping
  * everything would take: the session plans what to recompute. */
-static int compile(const config *c, const rm_run_info *run, rm_graph **g, rm_model_io *io, rm_session **s) {
+/* resume (NULL-able): the file the session is then loaded from. Its
+ * parameters are checked against the model before it is allocated, and
+ * not drawn (rm_file_mark_loaded): the load writes them. */
+static int compile(const config *c, const rm_run_info *run, rm_file *resume, rm_graph **g, rm_model_io *io,
+                   rm_session **s) {
     rm_options o;
     rm_options_default(&o);
     o.seed = run->seed;
@@ -95,7 +99,17 @@ static int compile(const config *c, const rm_run_info *run, rm_graph **g, rm_mod
     o.optim = run->optim; /* the session knows its optimizer */
     *g = rm_graph_new();
     *s = NULL;
-    if (!*g || build(*g, c, io) != RM_OK || rm_compile(*g, &o, s) != RM_OK) {
+    char err[512];
+    if (!*g || build(*g, c, io) != RM_OK) {
+        fprintf(stderr, "train: %s\n", rm_graph_errmsg(*g));
+        return 1;
+    }
+    if (resume && rm_file_check(resume, *g, err, sizeof err) != RM_OK) {
+        fprintf(stderr, "train: %s\n", err);
+        return 1;
+    }
+    if (resume) rm_file_mark_loaded(resume, *g, NULL); /* f and g are valid: it cannot fail */
+    if (rm_compile(*g, &o, s) != RM_OK) {
         fprintf(stderr, "train: %s\n", rm_graph_errmsg(*g));
         return 1;
     }
@@ -152,7 +166,7 @@ int main(int argc, char **argv) {
         rc = 1;
     snprintf(run.data, sizeof run.data, "%s", data.name);
     run.data_tokens = data.n;
-    if (!rc) rc = compile(&c, &run, &g, &io, &s);
+    if (!rc) rc = compile(&c, &run, resume, &g, &io, &s);
     /* A resumed run loads parameters, AdamW moments and the update count. */
     if (!rc && rm_optim_new(s, NULL, &opt) != RM_OK) rc = 1;
     if (!rc && resume && rm_file_restore(resume, s, opt, err, sizeof err) != RM_OK) rc = 1;

@@ -1145,6 +1145,14 @@ rm_status rm_file_run_info(const rm_file *f, rm_run_info *r, char *err, size_t e
  * whose metadata claims a larger model than its tensors hold is refused
  * before anything of that size is allocated. */
 rm_status rm_file_check(const rm_file *f, const rm_graph *g, char *err, size_t errlen);
+/* Marks each parameter of g that f holds (by name, dtype and shape, as
+ * rm_file_check wants it) as one a load from f will fill: rm_compile then
+ * leaves it zero instead of drawing its first values (a resumed or --init
+ * run's draws, overwritten at once). Before rm_compile; a session whose
+ * load then fails or is not made holds zeros there. Parameters f lacks
+ * (LoRA adapters a base model's file has not) are drawn as before, with
+ * the same values. *n (NULL-able) counts the marked ones. */
+rm_status rm_file_mark_loaded(const rm_file *f, rm_graph *g, int *n);
 /* Loads the file into s and o as rm_load_state does (the checksum must be
  * present and hold; the AdamW moments and update count with an AdamW o).
  * On any error nothing is changed. */

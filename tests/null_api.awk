@@ -25,6 +25,7 @@ BEGIN {
           "rm_parse_strategy.param rm_parse_size.fraction rm_constant_i32.name rm_custom.name " \
           "rm_data_from_bytes.name rm_data_from_tokens.name rm_step_accumulate.fill " \
           "rm_optim_state.m rm_optim_state.v rm_optim_state.t rm_store_frozen.n rm_hf_store_frozen.n rm_hf_mark_loaded.n " \
+          "rm_file_mark_loaded.n " \
           "rm_hf_load.n_loaded", opt, " ")
     for (i in opt) nullable[opt[i]] = 1
     # Sizes of the caller's buffers (extreme_calls leaves them valid): rows

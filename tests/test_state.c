@@ -1,7 +1,8 @@
 /* test_state.c: checkpoint files in the library: the checksum against a
  * value computed with Python's hashlib, the optimizer state API, a save and
  * load that resumes a GPT (dropout on) and an MLP with BatchNorm bit for bit,
- * all-or-nothing loads, and the writer's removal of a dead writer's temp. */
+ * all-or-nothing loads, parameters a file will fill left undrawn
+ * (rm_file_mark_loaded), and the writer's removal of a dead writer's temp. */
 #include "check.h"
 #include "batch.h"
 #include "exec/exec.h"
@@ -71,7 +72,11 @@ typedef struct run {
     rm_model_io io;
 } run;
 
-static int make_run(run *r, int mlp, rm_optim_kind kind, const char *strategy) {
+/* mark (NULL-able): a file whose parameters rm_file_mark_loaded marks
+ * before rm_compile (*marked counts them); extra: one more parameter, which
+ * no file holds. */
+static int make_run_marked(run *r, int mlp, rm_optim_kind kind, const char *strategy, const char *mark, int extra,
+                           int *marked) {
     memset(r, 0, sizeof *r);
     r->g = rm_graph_new();
     if (mlp) {
@@ -84,6 +89,14 @@ static int make_run(run *r, int mlp, rm_optim_kind kind, const char *strategy) {
         rm_gpt_config c = {.layers = 2, .dim = 16, .heads = 2, .context = 8, .vocab = 16, .batch = 3, .dropout = 0.1f};
         rm_gpt_build(r->g, &c, &r->io);
     }
+    if (extra) rm_param(r->g, "extra.weight", 1, (int64_t[]){7}, RM_INIT_NORMAL, 0.02f, 0);
+    if (mark) {
+        char err[512];
+        rm_file *f = NULL;
+        CHECK(rm_file_open(mark, &f, err, sizeof err) == RM_OK, "open %s: %s", mark, err);
+        CHECK(f && rm_file_mark_loaded(f, r->g, marked) == RM_OK, "mark: %s", rm_graph_errmsg(r->g));
+        rm_file_close(f);
+    }
     rm_options o;
     rm_options_default(&o);
     o.threads = 2;
@@ -95,6 +108,10 @@ static int make_run(run *r, int mlp, rm_optim_kind kind, const char *strategy) {
     int ok = rm_compile(r->g, &o, &r->s) == RM_OK && rm_optim_new(r->s, &oc, &r->o) == RM_OK;
     CHECK(ok, "compile: %s", rm_graph_errmsg(r->g));
     return ok;
+}
+
+static int make_run(run *r, int mlp, rm_optim_kind kind, const char *strategy) {
+    return make_run_marked(r, mlp, kind, strategy, NULL, 0, NULL);
 }
 
 static void free_run(run *r) {
@@ -186,6 +203,47 @@ static void test_all_or_nothing(void) {
     free_run(&b);
 }
 
+/* rm_file_mark_loaded: the file's parameters are zero after rm_compile,
+ * not drawn; the restored run goes on bit for bit as the uninterrupted one;
+ * a parameter the file lacks is drawn as without the mark. */
+static void test_mark_loaded(int mlp) {
+    run a, b, c, d;
+    char path[512], err[512];
+    path_in(path, sizeof path, "marked.safetensors");
+    int n = -1;
+    if (!make_run(&a, mlp, RM_OPTIM_ADAMW, "none") || !make_run(&b, mlp, RM_OPTIM_ADAMW, "none")) return;
+    train(&a, mlp, 0, 5);
+    train(&b, mlp, 0, 2);
+    CHECK(rm_save_state(b.s, b.o, path, 0, NULL, NULL, err, sizeof err) == RM_OK, "save: %s", err);
+    if (make_run_marked(&c, mlp, RM_OPTIM_ADAMW, "blocks", path, 0, &n)) {
+        CHECK(n == rm_param_count(c.g), "mark: %d of %d marked", n, rm_param_count(c.g));
+        int zero = 1;
+        for (size_t i = 0; i < c.g->param_floats; i++) zero &= c.s->params[i] == 0.0f;
+        CHECK(zero, "mark (%s): a marked parameter was drawn", mlp ? "mlp" : "gpt");
+        CHECK(rm_load_state(c.s, c.o, path, err, sizeof err) == RM_OK, "load: %s", err);
+        train(&c, mlp, 2, 5);
+        CHECK(memcmp(a.s->params, c.s->params, a.g->param_floats * sizeof(float)) == 0,
+              "mark (%s): the resumed run differs from the uninterrupted one", mlp ? "mlp" : "gpt");
+        free_run(&c);
+    }
+    run e;
+    if (make_run_marked(&d, mlp, RM_OPTIM_ADAMW, "none", path, 1, &n) &&
+        make_run_marked(&e, mlp, RM_OPTIM_ADAMW, "none", NULL, 1, NULL)) {
+        const rm_val x = rm_param_by_name(d.g, "extra.weight"), y = rm_param_by_name(e.g, "extra.weight");
+        CHECK(n == rm_param_count(d.g) - 1 && x >= 0 && y >= 0 &&
+                  memcmp(rm_value_data(d.s, x), rm_value_data(e.s, y), 7 * sizeof(float)) == 0,
+              "mark: a parameter the file lacks was not drawn as without the mark (%d marked)", n);
+        free_run(&e);
+    }
+    rm_file *f = NULL;
+    CHECK(rm_file_open(path, &f, err, sizeof err) == RM_OK && rm_file_mark_loaded(NULL, d.g, NULL) == RM_ERR_ARG &&
+              rm_file_mark_loaded(f, NULL, &n) == RM_ERR_ARG && n == 0, "mark: NULL arguments");
+    rm_file_close(f);
+    free_run(&d);
+    free_run(&a);
+    free_run(&b);
+}
+
 static int count_entries(const char *needle) {
     DIR *d = opendir(tmpdir);
     int n = 0;
@@ -238,6 +296,8 @@ int main(void) {
     test_resume(0, RM_OPTIM_SGD);
     test_resume(1, RM_OPTIM_ADAMW);
     test_all_or_nothing();
+    test_mark_loaded(0);
+    test_mark_loaded(1);
     test_stale_temps();
     check_rmdir(tmpdir);
     return check_done("test_state");

@@ -298,6 +298,20 @@ rm_status rm_params_match(const rm_graph *g, const rm_st_file *f, const char *fn
     return st;
 }
 
+/* Marks each parameter f holds as F32 (or 2 bytes) of its shape as one the
+ * load will write: rm_compile leaves it zero instead of drawing it. */
+rm_status rm_params_mark_loaded(rm_graph *g, const rm_st_file *f, const char *fname, int *n) {
+    const rm_st_tensor *t;
+    for (int i = 0; i < g->n_params; i++) {
+        rm_value *p = &g->vals[g->params[i]];
+        if (rm_st_find(f, p->name) && find_like(NULL, f, fname, p->name, p, g->param_floats, &t, NULL, 0) == RM_OK) {
+            p->init = RM_INIT_ZEROS;
+            if (n) (*n)++;
+        }
+    }
+    return RM_OK;
+}
+
 static rm_status load_path(rm_session *s, rm_optim *o, const char *path, int flags,
                            char *err, size_t errlen) {
     if (!s || !s->g || !path)

@@ -157,6 +157,9 @@ enum { RM_LOAD_STATE = 1, RM_LOAD_VERIFIED = 2 };
 /* RM_OK when f holds every parameter of g as F32 of its shape (what a load
  * needs), checked on the file's index alone: before a session allocates. */
 rm_status rm_params_match(const rm_graph *g, const rm_st_file *f, const char *fname, char *err, size_t errlen);
+/* Marks every parameter of g that f holds as rm_params_match wants it
+ * (RM_INIT_ZEROS: not drawn at rm_compile); *n (NULL-able) counts them. */
+rm_status rm_params_mark_loaded(rm_graph *g, const rm_st_file *f, const char *fname, int *n);
 rm_status rm_load_from(rm_session *s, rm_optim *o, const rm_st_file *f, const char *fname,
                        int flags, char *err, size_t errlen);
 /* params.c: t, whose data is state `what` (0: the parameter, 1: AdamW's

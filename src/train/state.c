@@ -265,6 +265,13 @@ rm_status rm_file_check(const rm_file *f, const rm_graph *g, char *err, size_t e
     return rm_params_match(g, f->st, f->path, err, errlen);
 }
 
+rm_status rm_file_mark_loaded(const rm_file *f, rm_graph *g, int *n) {
+    if (n) *n = 0;
+    if (!f || !g) return g ? rm_graph_fail(g, RM_ERR_ARG, "rm_file_mark_loaded: f must not be NULL") : RM_ERR_ARG;
+    if (g->status != RM_OK) return g->status;
+    return rm_params_mark_loaded(g, f->st, f->path, n);
+}
+
 rm_status rm_file_restore(rm_file *f, rm_session *s, rm_optim *o, char *err, size_t errlen) {
     if (!f) {
         rm_st_seterr(err, errlen, "rm_file_restore: f must not be NULL");
