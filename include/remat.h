@@ -1176,8 +1176,9 @@ rm_status rm_read_file(const char *path, size_t max_bytes, char **out, size_t *l
  * weights, model.safetensors or the shards model.safetensors.index.json
  * names. Only LlamaForCausalLM (model_type "llama") is read. Every config
  * field that changes what the model computes is honoured (the shape,
- * num_key_value_heads, rms_norm_eps, rope_theta, tie_word_embeddings) or
- * refused with RM_ERR_FORMAT naming it (rope_scaling, attention_bias,
+ * num_key_value_heads, rms_norm_eps, rope_theta at the top level or in
+ * transformers 5's rope_parameters, tie_word_embeddings) or refused with
+ * RM_ERR_FORMAT naming it (rope_scaling, a scaled rope_type, attention_bias,
  * mlp_bias, hidden_act other than silu, attention_dropout, head_dim other
  * than hidden_size/heads, quantization_config, ...; docs/MODELS.md). The
  * tensors must be exactly the model's (names, shapes; F32, F16 or BF16):

@@ -21,8 +21,17 @@ import torch.nn.functional as F
 DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}
 
 
-def hf_config(cfg):
-    """config.json of a LlamaForCausalLM of shape cfg (layers, dim, heads, kv_heads, ffn, vocab, ...)."""
+def hf_config(cfg, v5=False):
+    """config.json of a LlamaForCausalLM of shape cfg (layers, dim, heads, kv_heads, ffn, vocab, ...); v5: as
+    transformers 5 writes it (RoPE's base in rope_parameters, head_dim and dtype given, no rope_scaling)."""
+    if v5:
+        c = hf_config(cfg)
+        for k in ("rope_theta", "rope_scaling", "torch_dtype"):
+            del c[k]
+        c.update({"rope_parameters": {"rope_theta": cfg.get("theta", 10000.0), "rope_type": "default"},
+                  "head_dim": cfg["dim"] // cfg["heads"], "dtype": "bfloat16", "pad_token_id": None,
+                  "transformers_version": "5.25.0"})
+        return c
     return {
         "architectures": ["LlamaForCausalLM"], "model_type": "llama",
         "hidden_size": cfg["dim"], "num_hidden_layers": cfg["layers"], "num_attention_heads": cfg["heads"],

@@ -56,10 +56,10 @@ def rel_err(got, ref):
     return float((got - ref).abs().max() / ref.abs().max())
 
 
-def logits_case(hf_check, tmp, name, cfg, dtype, shards, B=2, T=24, seed=1):
+def logits_case(hf_check, tmp, name, cfg, dtype, shards, B=2, T=24, seed=1, v5=False):
     d = os.path.join(tmp, name)
     P = H.random_params(cfg, seed, dtype, std=0.08)
-    H.write_folder(d, cfg, P, dtype, shards)
+    H.write_folder(d, cfg, P, dtype, shards, config=H.hf_config(cfg, v5))
     g = torch.Generator().manual_seed(seed + 100)
     idx = torch.randint(0, cfg["vocab"], (B, T), generator=g, dtype=torch.int32)
     tok, out = os.path.join(tmp, name + ".tok"), os.path.join(tmp, name + ".logits")
@@ -281,6 +281,9 @@ def refusal_cases(remat, tmp):
     write_llama3_tokens(data, list(range(50)) * 4)
     cases = [
         ("rope_scaling", {"rope_scaling": {"rope_type": "llama3", "factor": 8.0}}, "rope_scaling"),
+        ("rope_parameters", {"rope_parameters": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e4}},
+         "rope_parameters"),
+        ("hidden_act_null", {"hidden_act": None}, "hidden_act"),
         ("attention_bias", {"attention_bias": True}, "attention_bias"),
         ("mlp_bias", {"mlp_bias": True}, "mlp_bias"),
         ("model_type", {"model_type": "mistral"}, "model_type"),
@@ -364,6 +367,8 @@ def main():
         logits_case(hf_check, tmp, "gqa_tied_bf16", gqa, "BF16", 1)
         mha = dict(layers=2, dim=32, heads=4, kv_heads=4, ffn=64, vocab=260, eps=1e-6, theta=10000.0, tie=False)
         logits_case(hf_check, tmp, "mha_untied_f16_3shards", mha, "F16", 3, B=3, T=70)
+        # config.json as transformers 5 writes it: RoPE's base only in rope_parameters
+        logits_case(hf_check, tmp, "gqa_transformers5_config", dict(gqa, theta=100000.0), "BF16", 1, T=70, v5=True)
         eval_case(remat, tmp)
         lora_case(remat, hf_check, tmp)
         refusal_cases(remat, tmp)

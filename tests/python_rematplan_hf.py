@@ -7,6 +7,9 @@ from PyPI (a venv; the wheels are gigabytes, so not in `make test`), plus
   - the op-level checks of tests/python_rematplan_ops.py (functional ops,
     random and in-place ops, LayerDrop, hooks, tuple outputs, budgets,
     stable pricing) on this torch;
+  - a LlamaForCausalLM folder transformers' save_pretrained writes, read by
+    remat eval --init: transformers' loss to 1e-5 (RoPE's base where this
+    transformers writes it), a RoPE scaling refused;
   - compile mode: torch.compile with activation_memory_budget and libremat
     as the solver: gradients equal eager's within fp tolerance, and the
     solver runs no node of the joint graph (each node's target replaced by
@@ -64,6 +67,50 @@ def test_hf():
     for name, make in (("gpt2-hf", gpt2), ("llama-hf", llama)):
         torch.manual_seed(0)
         base.check_model(name, lambda: make().train(), (idx,))
+
+
+def test_hf_folder(remat):
+    """A folder transformers' own save_pretrained writes (config.json as this version writes it: 5.x puts RoPE's
+    base in rope_parameters) read by remat eval --init: its mean loss is transformers' to 1e-5; a RoPE scaling
+    is refused naming rope_parameters or rope_scaling."""
+    import struct
+    import subprocess
+    import tempfile
+    import torch.nn.functional as F
+    from transformers import LlamaConfig, LlamaForCausalLM
+    B, T, nb, V = 2, 48, 3, 128
+    ids = torch.randint(0, V, (nb * B * T + 1,), generator=torch.Generator().manual_seed(5))
+    with tempfile.TemporaryDirectory() as tmp:
+        data = os.path.join(tmp, "ids.bin")
+        with open(data, "wb") as f:  # llm.c's llama-3 token file: magic, version 7, count, uint32 ids
+            f.write(struct.pack("<3i", 20240801, 7, len(ids)) + bytes(1024 - 12) + ids.to(torch.int32).numpy().tobytes())
+        for scaling in (None, {"rope_type": "linear", "factor": 2.0}):
+            torch.manual_seed(0)
+            cfg = LlamaConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
+                              intermediate_size=96, vocab_size=V, rope_theta=100000.0, rms_norm_eps=1e-5,
+                              initializer_range=0.25)  # attention far from uniform: RoPE shows
+            if scaling:
+                cfg.rope_parameters = dict(scaling, rope_theta=100000.0)
+            m = LlamaForCausalLM(cfg).eval()
+            d = os.path.join(tmp, "linear" if scaling else "plain")
+            m.save_pretrained(d)
+            p = subprocess.run([remat, "eval", "--init", d, "--data", data, "--batch", str(B), "--context", str(T)],
+                               capture_output=True, text=True)
+            if scaling:
+                check(p.returncode == 1 and ("rope_parameters" in p.stderr or "rope_scaling" in p.stderr),
+                      "transformers %s folder with a linear RoPE scaling: exit %d %r"
+                      % (__import__("transformers").__version__, p.returncode, p.stderr.strip()))
+                continue
+            line = [x for x in p.stdout.splitlines() if "mean loss" in x]
+            got = float(line[0].split("mean loss ")[1].split(",")[0]) if line else None
+            with torch.no_grad():
+                ref = sum(float(F.cross_entropy(m(input_ids=r[:, :-1]).logits.reshape(-1, V), r[:, 1:].reshape(-1)))
+                          for r in (torch.stack([ids[k * B * T + j * T: k * B * T + j * T + T + 1] for j in range(B)])
+                                    for k in range(nb))) / nb
+            print("remat eval --init of a transformers %s folder: mean loss %s, transformers' %.6f"
+                  % (__import__("transformers").__version__, got, ref))
+            check(got is not None and abs(got - ref) <= 1e-5 * abs(ref),
+                  "transformers' folder: remat's mean loss %s, transformers' %.7f (%s)" % (got, ref, p.stderr.strip()))
 
 
 def test_compile():
@@ -182,7 +229,10 @@ def main():
     use.run(check)
     base.test_budgets(a.remat)
     base.test_models(vision=vision)
-    for t in (test_hf, test_compile, test_compiled_module):
+    def test_hf_folder_eval():
+        test_hf_folder(a.remat)
+
+    for t in (test_hf, test_compile, test_compiled_module, test_hf_folder_eval):
         t1 = time.perf_counter()
         t()
         print("%s: %.1f s" % (t.__name__, time.perf_counter() - t1))

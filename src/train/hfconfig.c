@@ -2,15 +2,16 @@
  * LlamaConfig reads it, for LlamaForCausalLM (model_type "llama").
  *
  * Every field that changes what the model computes is either honoured
- * (the shape, rms_norm_eps, rope_theta, tie_word_embeddings, grouped-query
- * attention) or refused with a message naming it (rope_scaling, biases,
+ * (the shape, rms_norm_eps, rope_theta where transformers 4.x or 5 writes
+ * it, tie_word_embeddings, grouped-query attention) or refused with a message naming it (rope_scaling, biases,
  * another activation, attention dropout, another head size, quantization,
  * custom code, sliding windows, another model_type). Fields that do not
  * change the computation (token ids, use_cache, torch_dtype, ...) are not
  * needed; keys this reader does not know are listed in the notes, so a
  * caller can show them. Absent optional fields take LlamaConfig's
  * defaults: num_key_value_heads = num_attention_heads, rms_norm_eps 1e-6,
- * rope_theta 10000, tie_word_embeddings false. The shape fields are
+ * rope_theta 10000, tie_word_embeddings false; JSON null is such a default
+ * where LlamaConfig takes None for one, and refused where it does not. The shape fields are
  * required (LlamaConfig's defaults are LLaMA-7B's; a config without them
  * is not one to guess). Nothing in the text is trusted: numbers must be
  * exact integers in range, strings and booleans of the right type. */
@@ -60,14 +61,60 @@ static int get_int(cfg_ctx *c, const char *key, int lo, int hi, int required, in
     return 1;
 }
 
-/* A positive finite number no larger than hi; *out kept when absent. */
-static int get_positive(cfg_ctx *c, const char *key, double hi, float *out) {
-    const cJSON *it = field(c, key);
+/* A positive finite number no larger than hi, it (named shown); *out kept when it is NULL. */
+static int positive_of(cfg_ctx *c, const cJSON *it, const char *shown, double hi, float *out) {
     if (!it) return 1;
     double d = cJSON_IsNumber(it) ? it->valuedouble : NAN;
-    if (!(d > 0.0 && d <= hi) || !((float)d > 0.0f)) return fail(c, "%s must be a positive number%s", key, NULL);
+    if (!(d > 0.0 && d <= hi) || !((float)d > 0.0f)) return fail(c, "%s must be a positive number%s", shown, NULL);
     *out = (float)d;
     return 1;
+}
+
+/* A field LlamaConfig needs a value for: JSON null is no default there
+ * (hidden_act None, rms_norm_eps None: the model does not build). */
+static const cJSON *not_null(cfg_ctx *c, const char *key) {
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(c->root, key);
+    if (it && cJSON_IsNull(it))
+        fail(c, "%s is null: transformers' LlamaConfig takes no default for it (give its value, or leave the key "
+             "out for the default)%s", key, NULL);
+    return field(c, key);
+}
+
+/* RoPE's base. transformers 5 writes it into rope_parameters ({"rope_type":
+ * "default", "rope_theta": ...}) and reads that before a top-level
+ * rope_theta (4.x's place), then 10000. A rope_type other than "default"
+ * scales the frequencies, and a partial_rotary_factor rotates part of each
+ * head: neither is remat's RoPE. */
+static void read_rope(cfg_ctx *c, rm_hf_config *h) {
+    const cJSON *rp = field(c, "rope_parameters"), *top = not_null(c, "rope_theta");
+    char shown[96];
+    positive_of(c, top, "rope_theta", 1e30, &h->rope_theta);
+    if (rp && !cJSON_IsObject(rp)) {
+        fail(c, "%s must be an object ({\"rope_type\": \"default\", \"rope_theta\": ...})%s", "rope_parameters",
+             NULL);
+        return;
+    }
+    const cJSON *type = rp ? cJSON_GetObjectItemCaseSensitive(rp, "rope_type") : NULL;
+    if (rp && !type) type = cJSON_GetObjectItemCaseSensitive(rp, "type");
+    if (type && (!cJSON_IsString(type) || strcmp(type->valuestring, "default") != 0)) {
+        rm_st_printable(cJSON_IsString(type) ? type->valuestring : "(not a string)", shown, sizeof shown);
+        fail(c, "%s' rope_type \"%s\" is not supported: remat's RoPE has no scaling (linear, dynamic, yarn, "
+             "llama3); the model would compute other attention than it was trained with", "rope_parameters", shown);
+        return;
+    }
+    const cJSON *partial[2] = {field(c, "partial_rotary_factor"),
+                               rp ? cJSON_GetObjectItemCaseSensitive(rp, "partial_rotary_factor") : NULL};
+    for (int i = 0; i < 2; i++)
+        if (partial[i] && !cJSON_IsNull(partial[i]) && !(cJSON_IsNumber(partial[i]) && partial[i]->valuedouble == 1.0))
+            fail(c, "%s is not 1: remat's RoPE rotates the whole of each head%s",
+                 i ? "rope_parameters' partial_rotary_factor" : "partial_rotary_factor", NULL);
+    const cJSON *inner = rp ? cJSON_GetObjectItemCaseSensitive(rp, "rope_theta") : NULL;
+    if (!inner || cJSON_IsNull(inner)) return;
+    float theta = h->rope_theta;
+    if (positive_of(c, inner, "rope_parameters' rope_theta", 1e30, &theta) && top && theta != h->rope_theta)
+        fail(c, "%s and rope_parameters' rope_theta differ: transformers 5 reads the second, 4.x the first "
+             "(keep one)%s", "rope_theta", NULL);
+    h->rope_theta = theta;
 }
 
 /* A boolean; *out kept when absent. */
@@ -130,7 +177,7 @@ static void check_refused(cfg_ctx *c, const rm_hf_config *h) {
     if (get_bool(c, "rope_interleaved", &flag) && flag)
         fail(c, "%s is true: remat's RoPE rotates the two halves of a head (transformers' rotate_half), not "
              "interleaved pairs%s", "rope_interleaved", NULL);
-    if ((it = field(c, "hidden_act")) != NULL && (!cJSON_IsString(it) || strcmp(it->valuestring, "silu") != 0)) {
+    if ((it = not_null(c, "hidden_act")) != NULL && (!cJSON_IsString(it) || strcmp(it->valuestring, "silu") != 0)) {
         rm_st_printable(cJSON_IsString(it) ? it->valuestring : "(not a string)", shown, sizeof shown);
         fail(c, "%s \"%s\" is not supported: remat's llama MLP is SwiGLU (silu)", "hidden_act", shown);
     }
@@ -159,9 +206,10 @@ static int known_key(const char *k) {
         "num_key_value_heads", "intermediate_size", "vocab_size", "rms_norm_eps", "rope_theta", "rope_scaling",
         "tie_word_embeddings", "hidden_act", "attention_bias", "mlp_bias", "attention_dropout", "head_dim",
         "quantization_config", "auto_map", "sliding_window", "pretraining_tp", "max_position_embeddings",
-        "rope_interleaved",
+        "rope_interleaved", "rope_parameters", "partial_rotary_factor",
         /* not part of the computation */
-        "bos_token_id", "eos_token_id", "pad_token_id", "initializer_range", "torch_dtype", "transformers_version",
+        "bos_token_id", "eos_token_id", "pad_token_id", "initializer_range", "torch_dtype", "dtype",
+        "transformers_version",
         "use_cache", "_name_or_path", "tokenizer_class", "output_attentions", "output_hidden_states",
         "return_dict", "is_llama_config", NULL};
     for (int i = 0; keys[i]; i++)
@@ -207,8 +255,8 @@ rm_status rm_hf_parse_config(const char *json, size_t len, const char *name, rm_
     h.kv_heads = h.heads;
     get_int(&c, "num_key_value_heads", 1, 4096, 0, &h.kv_heads);
     get_int(&c, "max_position_embeddings", 1, 1 << 30, 0, &h.max_positions);
-    get_positive(&c, "rms_norm_eps", 1.0, &h.norm_eps);
-    get_positive(&c, "rope_theta", 1e30, &h.rope_theta);
+    positive_of(&c, not_null(&c, "rms_norm_eps"), "rms_norm_eps", 1.0, &h.norm_eps);
+    read_rope(&c, &h);
     get_bool(&c, "tie_word_embeddings", &h.tie_embeddings);
     if (c.st == RM_OK && (h.dim % h.heads != 0 || (h.dim / h.heads) % 2 != 0))
         fail(&c, "%s must be num_attention_heads times an even head size (RoPE rotates pairs)%s", "hidden_size",
