@@ -75,6 +75,16 @@ int cli_fail(int status, const char *fmt, ...) {
     return status;
 }
 
+void cli_notice(const char *kind, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char msg[2048];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    one_line(msg);
+    fprintf(stderr, "remat: %s: %s\n", kind, msg);
+}
+
 int cli_given(const cli_args *a, const char *flag) {
     for (int i = 0; i < a->n_given; i++)
         if (strcmp(a->given[i], flag) == 0) return 1;
@@ -83,8 +93,8 @@ int cli_given(const cli_args *a, const char *flag) {
 
 void cli_once(const char *flag, const char **seen, const char *value) {
     if (*seen && value && strcmp(*seen, value) != 0)
-        fprintf(stderr, "remat: warning: %s is given twice, '%.200s' then '%.200s': the last is used (give it once)\n",
-                flag, *seen, value);
+        cli_notice("warning", "%s is given twice, '%.200s' then '%.200s': the last is used (give it once)",
+                      flag, *seen, value);
     *seen = value;
 }
 
@@ -476,7 +486,7 @@ static int check_command_flags(const cli_args *a) {
         const char *f = u->name;
         if ((me == U_PLAN && u->kind == SETTING) || (me == U_SAMPLE && !strcmp(f, "--quiet")) ||
             (me == U_BENCH && !strcmp(f, "--print-plan"))) {
-            fprintf(stderr, "remat: warning: %s does not apply to remat %s; ignored\n", f, a->command);
+            cli_notice("warning", "%s does not apply to remat %s; ignored", f, a->command);
             continue;
         }
         char users[80] = "";

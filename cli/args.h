@@ -122,6 +122,9 @@ void cli_usage(FILE *f);
 /* "error: ..." on stderr; returns the exit status (1 runtime, 2 usage).
  * Under mpirun with several ranks the message names the rank (cli_fail_rank >= 0). */
 int cli_fail(int status, const char *fmt, ...);
+/* Prints "remat: <kind>: <message>" (kind "note" or "warning") on stderr as one line, as
+ * cli_fail does: a control character a path or a file brought in is shown as '?'. */
+void cli_notice(const char *kind, const char *fmt, ...);
 extern int cli_fail_rank;
 
 /* dist.c: MPI under mpirun (nothing otherwise): start, rank and ranks,

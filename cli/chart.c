@@ -92,7 +92,7 @@ int bench_load_compare(const char *path, bench_point **out, int *n) {
         rc = cli_fail(1, "--compare '%s' has no row with a step time and a memory figure (%d rows, %d malformed)",
                       path, rows, bad);
     if (!rc && bad)
-        fprintf(stderr, "remat: warning: --compare '%s': %d of %d rows malformed (left out)\n", path, bad, rows);
+        cli_notice("warning", "--compare '%s': %d of %d rows malformed (left out)", path, bad, rows);
     if (rc) free(*out), *out = NULL, *n = 0;
     return rc;
 }

@@ -20,8 +20,8 @@ typedef struct ctx {
 } ctx;
 
 static void note_override(ctx *c, const char *flag, const char *file_value) {
-    fprintf(stderr, "remat: note: %s overrides the value in '%s' (%s): the resumed run differs "
-            "from one that never stopped\n", flag, c->path, file_value);
+    cli_notice("note", "%s overrides the value in '%s' (%s): the resumed run differs "
+               "from one that never stopped", flag, c->path, file_value);
 }
 
 /* A model flag: the file's value; an explicit flag that contradicts it is a
@@ -275,8 +275,8 @@ void cli_prune_step_files(const char *path, int keep) {
     for (size_t i = (size_t)keep; i < n; i++) {
         char old[4096];
         if (cli_step_path(path, steps[i], old, sizeof old) && unlink(old) != 0 && errno != ENOENT)
-            fprintf(stderr, "remat: warning: cannot remove old checkpoint file '%s': %s\n", old,
-                    strerror(errno));
+            cli_notice("warning", "cannot remove old checkpoint file '%s': %s", old,
+                          strerror(errno));
     }
     free(steps);
 }

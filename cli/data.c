@@ -35,9 +35,9 @@ int cli_load_data(const cli_args *a, rm_dataset *d, rm_pairs *p) {
     if (!strcmp(a->model, "encdec")) {
         for (int i = 0; i < 2; i++)
             if (cli_given(a, i ? "--val-fraction" : "--sampler"))
-                fprintf(stderr, "remat: warning: %s does not apply to --model encdec (it draws (source, target) pairs "
-                        "at random; evaluation uses pairs drawn with another seed); ignored\n",
-                        i ? "--val-fraction" : "--sampler");
+                cli_notice("warning", "%s does not apply to --model encdec (it draws (source, target) pairs "
+                              "at random; evaluation uses pairs drawn with another seed); ignored",
+                              i ? "--val-fraction" : "--sampler");
         if (a->context < 2) return cli_fail(2, "--model encdec needs --context >= 2 (a byte and EOS)");
         if (a->data && check_data_fits(a->data, 1)) return 1;
         if (a->data && rm_pairs_load(p, a->data, err, sizeof err) != RM_OK) return cli_fail(1, "%s", err);

@@ -88,10 +88,10 @@ int cli_hf_open(cli_args *a, rm_hf **out) {
         *out = NULL;
         return c.rc;
     }
-    if (!a->quiet && *rm_hf_notes(*out)) fprintf(stderr, "remat: note: %s\n", rm_hf_notes(*out));
+    if (!a->quiet && *rm_hf_notes(*out)) cli_notice("note", "%s", rm_hf_notes(*out));
     if (!a->quiet && rm_hf_max_positions(*out) && a->context > rm_hf_max_positions(*out))
-        fprintf(stderr, "remat: note: --context %d is beyond the model's max_position_embeddings %d: positions it "
-                "never saw in training\n", a->context, rm_hf_max_positions(*out));
+        cli_notice("note", "--context %d is beyond the model's max_position_embeddings %d: positions it "
+                   "never saw in training", a->context, rm_hf_max_positions(*out));
     return 0;
 }
 

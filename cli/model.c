@@ -43,7 +43,7 @@ void cli_run_info(const cli_args *a, const char *data_name, size_t data_tokens, 
 }
 
 void cli_precision_note(const cli_args *a) {
-    if (!strcmp(a->precision, "bf16") && *rm_bf16_note()) fprintf(stderr, "remat: note: %s\n", rm_bf16_note());
+    if (!strcmp(a->precision, "bf16") && *rm_bf16_note()) cli_notice("note", "%s", rm_bf16_note());
 }
 
 int cli_options(const cli_args *a, const char *budget, rm_options *o) {
@@ -94,8 +94,8 @@ int cli_paging_options(const cli_args *a, rm_options *o) {
     if (cli_check_scratch(a->scratch)) return 2;
     if (a->scratch && !a->memory_limit && !a->memory_budget && !a->page && !a->quiet && cli_dist_rank() == 0 &&
         a->command && !strcmp(a->command, "train")) /* (plan --sweep plans budgets) */
-        fprintf(stderr, "remat: note: --scratch pages what a --memory-limit or --memory-budget needs paged (or what "
-                "--page names); with neither, nothing is paged\n");
+        cli_notice("note", "--scratch pages what a --memory-limit or --memory-budget needs paged (or what "
+                   "--page names); with neither, nothing is paged");
     o->scratch_dir = a->scratch;
     if (a->scratch_bandwidth && !strcmp(a->scratch_bandwidth, "measure")) {
         o->scratch_bandwidth = 0; /* the probe, even on --resume */

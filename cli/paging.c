@@ -126,7 +126,7 @@ int cli_paging_resumed(const cli_args *a, const rm_file *f, rm_options *o) {
     if (!(wb > 0 && rb > 0)) return 0; /* none recorded (no --scratch then), another rank count: measured */
     o->scratch_bandwidth = wb, o->scratch_read_bandwidth = rb;
     if (!a->quiet && cli_dist_rank() == 0)
-        fprintf(stderr, "remat: note: --resume plans the paging with the scratch bandwidth the run planned with before "
-                "(write %.2f, read %.2f GB/s); --scratch-bandwidth measure measures it again\n", wb / 1e9, rb / 1e9);
+        cli_notice("note", "--resume plans the paging with the scratch bandwidth the run planned with before "
+                   "(write %.2f, read %.2f GB/s); --scratch-bandwidth measure measures it again", wb / 1e9, rb / 1e9);
     return 1;
 }

@@ -109,7 +109,7 @@ static int decode(const cli_args *a, rm_session *s, const rm_model_io *io, float
     int32_t *src = rm_value_data(s, io->source), *mask = rm_value_data(s, io->source_mask);
     int32_t *tok = rm_value_data(s, io->tokens), *tgt = rm_value_data(s, io->targets);
     size_t ns = strlen(a->source);
-    if (ns > (size_t)T) fprintf(stderr, "remat: note: --source is %zu bytes; the model reads the first %d\n", ns, T);
+    if (ns > (size_t)T) cli_notice("note", "--source is %zu bytes; the model reads the first %d", ns, T);
     rm_seq2seq_row((const unsigned char *)a->source, ns, NULL, 0, T, src, mask, tok, tgt);
     const float temp = cli_given(a, "--temperature") ? a->temperature : 0.0f; /* greedy by default */
     for (int t = 0; t < T; t++) {

@@ -96,7 +96,7 @@ static int evaluate(trainer *t, float *out) {
     if (rm_data_num_batches(&t->data, RM_DATA_VAL, t->a->batch, t->a->context) == 0) return 0;
     if (rm_evaluate(t->s, &t->io, &t->data, 20, out) == RM_OK) return 1;
     /* no mean loss (a batch's loss is not finite): said, not printed as nan */
-    if (!t->a->quiet) fprintf(stderr, "remat: warning: no validation loss: %s\n", rm_session_errmsg(t->s));
+    if (!t->a->quiet) cli_notice("warning", "no validation loss: %s", rm_session_errmsg(t->s));
     return 0;
 }
 
@@ -218,8 +218,8 @@ static int check_flags(const cli_args *a) {
     if (cli_dist_size() == 1)
         for (int i = 0; i < 2; i++)
             if (cli_given(a, i ? "--no-overlap" : "--shard-optimizer"))
-                fprintf(stderr, "remat: warning: %s is for several ranks (mpirun -np P remat train ...); one process "
-                        "has nothing to %s\n", i ? "--no-overlap" : "--shard-optimizer", i ? "overlap" : "shard");
+                cli_notice("warning", "%s is for several ranks (mpirun -np P remat train ...); one process "
+                              "has nothing to %s", i ? "--no-overlap" : "--shard-optimizer", i ? "overlap" : "shard");
     return 0;
 }
 
@@ -242,8 +242,8 @@ static int open_resume(trainer *t) {
     t->batch_offset = (int64_t)(t->resumed.data_position - t->resumed.step);
     if (cli_divergence_load(&t->div, rm_file_meta(t->resume, "divergence_window"),
                             rm_file_meta(t->resume, "divergence_run"), rm_file_meta(t->resume, "divergence_reference")))
-        fprintf(stderr, "remat: note: '%s': its divergence_* metadata is malformed; the divergence rule starts "
-                "from this run's first loss\n", a->resume);
+        cli_notice("note", "'%s': its divergence_* metadata is malformed; the divergence rule starts "
+                   "from this run's first loss", a->resume);
     if (t->start > (uint64_t)a->steps)
         return cli_fail(2, "'%s' is at step %llu, past --steps %d (--steps is the step count to reach, "
                         "counted from the start of training)", a->resume, (unsigned long long)t->start, a->steps);
@@ -257,8 +257,8 @@ static int load_data(trainer *t) {
     if (rc) return rc;
     if (t->encdec) t->data.n = t->pairs.n; /* for the run's metadata: the number of pairs */
     else if (t->resume && t->resumed.data_tokens != t->data.n)
-        fprintf(stderr, "remat: note: '%s' was trained on %llu tokens of '%s'; this run has %zu tokens of '%s'\n",
-                a->resume, (unsigned long long)t->resumed.data_tokens, t->resumed.data, t->data.n, t->data.name);
+        cli_notice("note", "'%s' was trained on %llu tokens of '%s'; this run has %zu tokens of '%s'",
+                   a->resume, (unsigned long long)t->resumed.data_tokens, t->resumed.data, t->data.n, t->data.name);
     return 0;
 }
 

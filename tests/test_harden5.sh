@@ -30,7 +30,8 @@
 #     in config.json, the index and any other JSON remat reads.
 #  6. a path the user gives (--init, --data, --load, --resume, inspect)
 #     with a newline or a terminal escape in it: the error quotes it on one
-#     line, the characters shown as '?' (cli_fail; they were printed raw).
+#     line, the characters shown as '?' (cli_fail; they were printed raw);
+#     a note or a warning quoting it does the same (cli_notice).
 # Every command runs under `timeout`: a hang is a failure (exit 124).
 . "$(dirname "$0")/harden_lib.sh"
 PY=$(command -v python3 || echo /usr/bin/python3)
@@ -213,6 +214,14 @@ for flags in "eval --init $odd --data data.txt" "train --data $odd --steps 1" "s
     check '[ $rc -ne 0 ] && [ $(wc -l < err) -eq 1 ] && ! grep -q "$esc" err && grep -q "error: .*no?such?\[31mred" err' \
         "remat ${flags%% *} with a newline and an escape in a path: exit $rc: $(cat -A err | head -c 300)"
 done
+
+# notes and warnings quote it as one line too (cli_notice): a resumed run's note names its file
+run "$R" train --model gpt --layers 1 --dim 16 --heads 2 --context 8 --batch 2 --data data.txt --steps 1 \
+    --save "$odd.safetensors" --quiet
+run "$R" train --resume "$odd.safetensors" --lr 0.5 --steps 2 --quiet
+check '[ $rc -eq 0 ] && grep -q "note: --lr overrides the value in .no?such?\[31mred" err && ! grep -q "$esc" err &&
+    ! grep -qv "^remat: " err' "a note quoting a path with a newline and an escape: exit $rc: $(cat -A err | head -c 400)"
+rm -f "$odd.safetensors"
 
 echo "test_harden5: $pass passed, $fail failed"
 [ $fail -eq 0 ]
