@@ -116,7 +116,7 @@ class Op:
         self.idx, self.name, self.call, self.key = idx, name, call, key
         self.reads, self.writes, self.new, self.new_pos, self.dead = [], [], [], [], []
         self.flops = self.moved = 0.0
-        self.spec = None  # a matrix product's arguments as shapes (pricing.calibrate replays it)
+        self.spec = None  # its arguments as shapes (pricing.calibrate replays products and memory ops)
         self.p = None     # a Bernoulli draw's probability (its price depends on it: pricing.op_class)
         self.ms = self.bwd_ms = 0.0
         self.random = self.has_grad = False
@@ -235,9 +235,9 @@ class _Pass(TorchDispatchMode):
             if key not in self.by_key and nbytes:
                 op.new.append(self._register(t, op.idx, ACT))
                 op.new_pos.append(pos)
-        op.flops, op.moved = op_flops(func, args, kwargs, out), moved_bytes(ins, outs)
+        op.flops, op.moved = op_flops(func, args, kwargs, out), moved_bytes(ins, outs, func)
         op.p = draw_probability(name, args, kwargs)
-        if kind(name) == "mm":
+        if op.moved or kind(name) == "mm":
             op.spec = spec(args, kwargs) + (func,)
         self.deaths.made(op.key, in_keys, outs)
         self.keep.append([_storage(t) for t in outs])

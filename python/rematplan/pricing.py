@@ -20,9 +20,12 @@ step's own heaviest matrix products (their shapes, dtypes and device
 replayed on random tensors), the byte rate on an elementwise op over a
 tensor of the step's typical size, each slow class's functions on a
 tensor of up to 4 MB (random: bernoulli_, normal_, uniform_; each
-transcendental function by name), the cost of one op on a tiny one, and
-the cost of the recording mode per op (the applied plan's dispatch mode):
-medians of several runs, rounded to a grid of 2^(1/4) steps.
+transcendental function by name), every other memory op that moves a
+share of the step's bytes by name, replayed at its largest shape in the
+step (a BatchNorm's statistics run 30x slower per byte than mul), the
+cost of one op on a tiny one, and the cost of the recording mode per op
+(the applied plan's dispatch mode): medians of several runs, rounded to a
+grid of 2^(1/4) steps. A view moves no bytes: it costs one op.
 
 Each rate is measured once per process, device and thread count (and per
 tensor size or matrix product's shapes) and remembered: captures of the
@@ -160,9 +163,21 @@ def op_flops(func, args, kwargs, out):
     return float(sum(t.numel() for t in flat_tensors(out)))
 
 
-def moved_bytes(ins, outs):
-    """Bytes an op reads and writes (each tensor's elements, not its whole storage)."""
+def moved_bytes(ins, outs, func=None):
+    """Bytes an op reads and writes (each tensor's elements, not its whole storage); none for a view
+    (view, t, permute, _unsafe_view, ...: a new tensor over its input's storage, no element read)."""
+    if func is not None and is_view(func):
+        return 0.0
     return float(sum(t.numel() * t.element_size() for t in ins) + sum(t.numel() * t.element_size() for t in outs))
+
+
+def is_view(func):
+    """Whether an aten op returns a view of an input (its schema: an alias that is not written)."""
+    try:
+        rets = func._schema.returns
+    except AttributeError:
+        return False
+    return bool(rets) and all(r.alias_info is not None and not r.alias_info.is_write for r in rets)
 
 
 def _grid(x):
@@ -172,26 +187,34 @@ def _grid(x):
 
 
 class Rates:
-    """flop_rate (FLOP per ms), byte_rate (bytes per ms), per_op and mode_op (ms), and class_rates:
-    the byte rate of each slow class (op_class), at most byte_rate."""
+    """flop_rate (FLOP per ms), byte_rate (bytes per ms), per_op, mode_op and record_op (ms), class_rates: the
+    byte rate of each slow class (op_class), and op_rates: the byte rate of each memory op (by name)
+    replayed at the step's largest shape for it; each at most byte_rate."""
 
-    def __init__(self, flop_rate, byte_rate, per_op, mode_op=0.0, class_rates=None):
+    def __init__(self, flop_rate, byte_rate, per_op, mode_op=0.0, class_rates=None, op_rates=None):
         self.flop_rate, self.byte_rate, self.per_op, self.mode_op = flop_rate, byte_rate, per_op, mode_op
         self.flop_products = 0
         self.class_rates = dict(class_rates or {})
+        self.op_rates = dict(op_rates or {})
+        self.record_op = 0.0  # what recording an op's recipe adds to mode_op (an op the plan recomputes)
 
-    def time(self, flops, moved, cls=None):
-        rate = min(self.class_rates.get(cls, self.byte_rate), self.byte_rate) if cls else self.byte_rate
-        return max(flops / self.flop_rate, moved / rate) + self.per_op
+    def time(self, flops, moved, cls=None, name=None):
+        rate = self.class_rates.get(cls, self.byte_rate) if cls else self.byte_rate
+        if name in self.op_rates and not (cls or "").startswith(("random", "bernoulli")):
+            rate = self.op_rates[name]  # measured at its own shape: before the class's 1-D tensor
+        return max(flops / self.flop_rate, moved / min(rate, self.byte_rate)) + self.per_op
 
     def op_time(self, op):
         """An op of the capture (.name, .random, .flops, .moved), priced."""
-        return self.time(op.flops, op.moved, op_class(op.name, op.random, getattr(op, "p", None)))
+        return self.time(op.flops, op.moved, op_class(op.name, op.random, getattr(op, "p", None)), op.name)
 
     def __repr__(self):
         slow = ", ".join("%s %.3g" % (k, v / 1e6) for k, v in sorted(self.class_rates.items()))
-        return "Rates(%.3g GFLOP/s, %.3g GB/s, %.1f us per op, %.1f us per recorded op; GB/s of %s)" % (
-            self.flop_rate / 1e6, self.byte_rate / 1e6, self.per_op * 1e3, self.mode_op * 1e3, slow or "-")
+        ops = ", ".join("%s %.3g" % (k.replace("aten.", "").split(".")[0], v / 1e6)
+                        for k, v in sorted(self.op_rates.items()) if v < self.byte_rate)
+        return "Rates(%.3g GFLOP/s, %.3g GB/s, %.1f us per op, %.1f us per recorded op; GB/s of %s; of %s)" % (
+            self.flop_rate / 1e6, self.byte_rate / 1e6, self.per_op * 1e3, self.mode_op * 1e3, slow or "-",
+            ops or "-")
 
 
 class TensorSpec:
@@ -290,13 +313,17 @@ def _remembered(dev, what, measure):
     return _memo[key]
 
 
-def calibrate(ops, device=None, act_numel=1 << 20):
-    """Rates for ops with .name, .flops and .spec (matrix products: what calibrate replays), on device."""
+def calibrate(ops, device=None, act_numel=1 << 20, recording=None):
+    """Rates for ops with .name, .flops and .spec (what calibrate replays), on device. recording(module,
+    plan): a context that runs module's forward as an applied plan does (recompute.Forward)."""
     dev = torch.device(device) if device is not None else torch.device("cpu")
     _load_memo()
     known = len(_memo)
     per_op = _remembered(dev, "per_op", lambda: _per_op(dev))
-    mode_op = _remembered(dev, "mode_op", lambda: _mode_op(dev, per_op))
+    mode_op = _remembered(dev, "mode_op %s" % ("recording" if recording else "passing"),
+                          lambda: _mode_op(dev, recording))
+    record_op = 0.0 if not recording else max(
+        _remembered(dev, "record_op", lambda: _mode_op(dev, recording, recorded=200)) - mode_op, 0.0)
     k = min(max(int(act_numel), 1 << 16), 1 << 24)
     k = 1 << (k.bit_length() - 1)  # a power of two: models of about the same size share the rate
     with torch.no_grad():
@@ -316,10 +343,12 @@ def calibrate(ops, device=None, act_numel=1 << 20):
             if r > 0:
                 rates.append((r, o.flops))
         flop_rate = _weighted_median(rates) if rates else 50e6
+        op_rates = _op_rates(ops, dev, per_op)
     if len(_memo) != known:
         _save_memo()
     R = Rates(_grid(flop_rate), _grid(byte_rate), _grid(per_op), _grid(mode_op),
-              {c: _grid(r) for c, r in class_rates.items()})
+              {c: _grid(r) for c, r in class_rates.items()}, {n: _grid(r) for n, r in op_rates.items()})
+    R.record_op = _grid(record_op) if record_op > 0 else 0.0
     R.flop_products = len(rates)  # products the FLOP rate was measured on (0: the fallback's 50 GFLOP/s)
     return R
 
@@ -330,20 +359,38 @@ def _per_op(dev, n=200):
     return _ms(lambda: [torch.mul(a, 2.0) for _ in range(n)], 5, dev) / n
 
 
-def _mode_op(dev, per_op, n=200):
-    """What a dispatch mode (the applied plan's recording) adds to one op, in ms."""
+class _Chain(torch.nn.Module):
+    """n small products, each of the one before: each saves its inputs for the backward (the pack
+    hook sees them), and while the first op's output lives, as in a step, every op's arguments are
+    looked through for what recipes make."""
+
+    def __init__(self, n):
+        super().__init__()
+        self.n = n
+
+    def forward(self, x, w):
+        for _ in range(self.n):
+            x = torch.mul(x, w)
+        return x
+
+
+def _mode_op(dev, recording=None, n=200, recorded=1):
+    """What the applied plan's recording mode adds to one op of the forward, in ms: _Chain run in it
+    (recording(module, modes): its first `recorded` ops recomputed), against the same run plainly.
+    Without recording: a mode that passes each op on, the least any mode costs."""
     from torch.utils._python_dispatch import TorchDispatchMode
-    a = torch.ones(1, device=dev, requires_grad=True)
+    a, w = torch.ones(1, device=dev, requires_grad=True), torch.ones(1, device=dev, requires_grad=True)
+    m = _Chain(n)
+    modes = {("", 0, i): {0: "once"} for i in range(recorded)}
 
     class Passing(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             return func(*args, **(kwargs or {}))
 
     def in_mode():
-        with Passing():
-            for _ in range(n):
-                torch.mul(a, 2.0)
-    return max(_ms(in_mode, 5, dev) / n - per_op, 1e-9)
+        with (recording(m, modes) if recording else Passing()):
+            m(a, w)
+    return max((_ms(in_mode, 5, dev) - _ms(lambda: m(a, w), 5, dev)) / n, 1e-9)
 
 
 def _byte_rate(dev, k, per_op):
@@ -366,6 +413,50 @@ def _flop_rate(o, dev, per_op):
         f = o.spec[2]
         return o.flops / max(_ms(lambda: f(*args, **kwargs), 5, dev) - per_op, 1e-6)
     except Exception:  # noqa: B902: an op that cannot be replayed on made-up inputs is not priced by it
+        return 0.0
+
+
+REPLAY_SHARE = 0.01  # memory ops replayed at their own shape: those moving this share of the step's bytes
+
+
+def _op_rates(ops, dev, per_op):
+    """{op name: bytes per ms}: each memory op that moves a share of the step's bytes, replayed at its
+    largest shape in the step on made-up tensors (a BatchNorm's statistics over (N, H, W) ran at 5 GB/s
+    where an elementwise op ran at 160, a log_softmax over rows of 50257 at 2 GB/s: priced at the
+    elementwise rate, MobileNetV3's rebuilt BatchNorms were predicted at 1/20 of what they took)."""
+    biggest, total = {}, {}
+    for o in ops:
+        if getattr(o, "spec", None) is None or o.moved <= 0 or o.random or kind(o.name) == "mm" \
+                or o.name in SHAPE_ONLY or op_class(o.name) == "random" or _draws(o.spec):
+            continue  # (a draw replayed would advance a generator the model holds)
+        total[o.name] = total.get(o.name, 0.0) + o.moved
+        if o.moved > biggest.get(o.name, (0.0, None))[0]:
+            biggest[o.name] = (o.moved, o)
+    share = REPLAY_SHARE * sum(total.values())
+    out = {}
+    for name in sorted(biggest):
+        o = biggest[name][1]
+        if total[name] >= share:
+            r = _remembered(dev, "op %s %r" % (name, o.spec[:2]), lambda o=o: _replay_rate(o, dev, per_op))
+            if r > 0:
+                out[name] = r
+    return out
+
+
+def _draws(spec):
+    """Whether an op's arguments hold a generator."""
+    found = []
+    map_tree(spec[:2], lambda x: found.append(x) if isinstance(x, torch.Generator) else x)
+    return bool(found)
+
+
+def _replay_rate(o, dev, per_op):
+    """Bytes per ms of a memory op replayed on made-up inputs of its shapes (0: cannot be)."""
+    try:
+        args, kwargs = _made(o.spec[0]), _made(o.spec[1])
+        f = o.spec[2]
+        return o.moved / max(_ms(lambda: f(*args, **kwargs), 3, dev) - per_op, 1e-6)
+    except Exception:  # noqa: B902: an op that cannot be replayed on made-up inputs keeps its class's rate
         return 0.0
 
 

@@ -21,7 +21,7 @@ from ._tree import Example
 from .capture import ACT, capture
 from .graph import build
 from .pricing import calibrate
-from .recompute import Table
+from .recompute import Forward, Table
 
 _profiles = weakref.WeakKeyDictionary()
 
@@ -31,7 +31,7 @@ class Profile:
         self.rec = capture(model, inputs, device, repeats)
         self.inputs_key = Example.of(inputs).key()  # what the applied model's steps are compared with
         acts = sorted(s.nbytes // 4 for s in self.rec.storages if s.kind == ACT)
-        self.rates = calibrate(self.rec.ops, device, acts[len(acts) // 2] if acts else 1 << 20)
+        self.rates = calibrate(self.rec.ops, device, acts[len(acts) // 2] if acts else 1 << 20, _recording)
         self.built = build(self.rec, self.rates)
         self.graph = self.built.graph
         self.device = device
@@ -56,14 +56,17 @@ class Profile:
     def recompute_ms(self, P):
         """What a plan adds to the store-all step, in ms: the ops the planner's schedule recomputes,
         priced (pricing.Rates: their FLOPs and bytes and the cost of one op), the Python that rebuilds
-        each (about two dispatches' worth), and the dispatch of every forward op through the
-        recording mode."""
+        each (about two dispatches' worth), the dispatch of every forward op through the recording
+        mode, and the recording of each op the plan recomputes."""
         if P.planner == "store-all":
             return 0.0
         ans = P.answer or {}
-        rebuilt = sum(len(self.built.node_ops[int(s.split()[1])]) for s in ans.get("schedule", ()) if s.startswith("R "))
+        ops = self.built.node_ops
+        rebuilt = sum(len(ops[int(s.split()[1])]) for s in ans.get("schedule", ()) if s.startswith("R "))
+        recorded = sum(len(ops[k]) for k, m in enumerate(P.modes) if m != "keep" and k < len(ops))
         r = self.rates
-        return P.recompute_time + (r.per_op + 2 * r.mode_op) * rebuilt + r.mode_op * len(self.rec.ops)
+        return (P.recompute_time + (r.per_op + 2 * r.mode_op) * rebuilt + r.mode_op * len(self.rec.ops)
+                + getattr(r, "record_op", 0.0) * recorded)
 
     def table(self, modes):
         """The runtime's table of a plan's modes: for each storage a recomputed node counts, the op
@@ -94,6 +97,12 @@ class Profile:
                 writes[op.key] = w
         names = {op.key: op.name for op in rec.ops if op.key in table}
         return Table(table, takeovers, random, writes, masked, names, later)
+
+
+def _recording(module, modes):
+    """module's forward as an applied plan runs it, the plan's table {op key: {place: mode}} (pricing:
+    what the recording costs an op)."""
+    return Forward(module, Table(modes))
 
 
 def _key(inputs, device):
