@@ -477,7 +477,9 @@ def _split(nd, i, rec, fwd_readers, saved_by, is_loss):
 
 
 def _forward_time(ops, rates):
-    return sum(rates.op_time(o) for o in ops) if rates is not None else sum(o.ms for o in ops)
+    """A node's time to rebuild: its ops priced, and the Python that replays each in a rebuild
+    (rates.rebuild_op: what the planner pays per op each time it recomputes the node)."""
+    return sum(rates.op_time(o) + rates.rebuild_op for o in ops) if rates is not None else sum(o.ms for o in ops)
 
 
 def _gradient_bytes(nd, ops, rec, tied):

@@ -204,6 +204,11 @@ class Rates:
             rate = self.op_rates[name]  # measured at its own shape: before the class's 1-D tensor
         return max(flops / self.flop_rate, moved / min(rate, self.byte_rate)) + self.per_op
 
+    @property
+    def rebuild_op(self):
+        """The Python a rebuild adds to each op it replays (about two dispatches' worth, and one op)."""
+        return self.per_op + 2 * self.mode_op
+
     def op_time(self, op):
         """An op of the capture (.name, .random, .flops, .moved), priced."""
         return self.time(op.flops, op.moved, op_class(op.name, op.random, getattr(op, "p", None)), op.name)

@@ -54,19 +54,16 @@ class Profile:
                    ", ..." if len(paths) > 3 else ""))
 
     def recompute_ms(self, P):
-        """What a plan adds to the store-all step, in ms: the ops the planner's schedule recomputes,
-        priced (pricing.Rates: their FLOPs and bytes and the cost of one op), the Python that rebuilds
-        each (about two dispatches' worth), the dispatch of every forward op through the recording
-        mode, and the recording of each op the plan recomputes."""
+        """What a plan adds to the store-all step, in ms: the nodes the planner's schedule recomputes
+        (their ops priced by pricing.Rates, and the Python that rebuilds each op: graph.py's
+        forward_time), the dispatch of every forward op through the recording mode, and the
+        recording of each op the plan recomputes."""
         if P.planner == "store-all":
             return 0.0
-        ans = P.answer or {}
         ops = self.built.node_ops
-        rebuilt = sum(len(ops[int(s.split()[1])]) for s in ans.get("schedule", ()) if s.startswith("R "))
         recorded = sum(len(ops[k]) for k, m in enumerate(P.modes) if m != "keep" and k < len(ops))
         r = self.rates
-        return (P.recompute_time + (r.per_op + 2 * r.mode_op) * rebuilt + r.mode_op * len(self.rec.ops)
-                + getattr(r, "record_op", 0.0) * recorded)
+        return P.recompute_time + r.mode_op * len(self.rec.ops) + getattr(r, "record_op", 0.0) * recorded
 
     def table(self, modes):
         """The runtime's table of a plan's modes: for each storage a recomputed node counts, the op
