@@ -133,6 +133,15 @@ static void make_folder(const char *name, const shape_cfg *c, const char *extra,
     write_st(path, &ts, 0, ts.n, dtype);
 }
 
+/* make_folder(name, c, no extra keys, dtype), opened: its handle, or NULL after a failed check. */
+static rm_hf *open_made(const char *name, const shape_cfg *c, const char *dtype, char *dir, size_t cap) {
+    char err[1024];
+    rm_hf *m = NULL;
+    make_folder(name, c, "", dtype, dir, cap);
+    CHECK(rm_hf_open(dir, &m, err, sizeof err) == RM_OK, "%s (%s): %s", name, dtype, err);
+    return m;
+}
+
 static rm_status open_err(const char *dir, char *err, size_t cap) {
     rm_hf *m = NULL;
     rm_status st = rm_hf_open(dir, &m, err, cap);
@@ -164,9 +173,7 @@ static void test_load_dtypes(void) {
     for (int d = 0; d < 3; d++) {
         char dir[400], err[1024], name[32];
         snprintf(name, sizeof name, "ok_%s", dtypes[d]);
-        make_folder(name, &c, "", dtypes[d], dir, sizeof dir);
-        rm_hf *m = NULL;
-        CHECK(rm_hf_open(dir, &m, err, sizeof err) == RM_OK, "%s: %s", dtypes[d], err);
+        rm_hf *m = open_made(name, &c, dtypes[d], dir, sizeof dir);
         if (!m) continue;
         CHECK(rm_hf_tensor_count(m) == 2 + 9 * 2 + 1, "%s: %d tensors", dtypes[d], rm_hf_tensor_count(m));
         CHECK(rm_hf_file_count(m) == 2 && strstr(rm_hf_file(m, 0), "/config.json") &&
@@ -473,9 +480,7 @@ static long status_kib(const char *key) {
 static void test_no_second_copy(void) {
     shape_cfg c = {8, 512, 8, 8, 1024, 512, 1};
     char dir[400], err[1024];
-    make_folder("big", &c, "", "BF16", dir, sizeof dir);
-    rm_hf *m = NULL;
-    CHECK(rm_hf_open(dir, &m, err, sizeof err) == RM_OK, "big: %s", err);
+    rm_hf *m = open_made("big", &c, "BF16", dir, sizeof dir);
     rm_graph *g = NULL;
     rm_model_io io;
     rm_session *s = m ? session_for(m, &g, &io) : NULL; /* its parameters are resident from here */
@@ -577,9 +582,7 @@ static void test_truncated(void) {
 static void test_store(void) {
     shape_cfg c = {2, 32, 4, 2, 48, 60, 1};
     char dir[400], err[1024], path[600];
-    make_folder("store", &c, "", "BF16", dir, sizeof dir);
-    rm_hf *m = NULL;
-    CHECK(rm_hf_open(dir, &m, err, sizeof err) == RM_OK, "store: %s", err);
+    rm_hf *m = open_made("store", &c, "BF16", dir, sizeof dir);
     if (!m) return;
     rm_graph *g[2];
     rm_session *s[2] = {NULL, NULL};
@@ -694,9 +697,7 @@ static void test_store(void) {
 static void test_store_strategies(void) {
     shape_cfg c = {3, 32, 4, 2, 48, 60, 1};
     char dir[400], err[1024];
-    make_folder("store_strat", &c, "", "BF16", dir, sizeof dir);
-    rm_hf *m = NULL;
-    CHECK(rm_hf_open(dir, &m, err, sizeof err) == RM_OK, "store strategies: %s", err);
+    rm_hf *m = open_made("store_strat", &c, "BF16", dir, sizeof dir);
     if (!m) return;
     const char *strategies[] = {"none", "blocks", "sqrt", "selective", "revolve:2", "60%"};
     float *first = NULL;
@@ -757,9 +758,7 @@ static void test_store_strategies(void) {
 static void test_mark_loaded(void) {
     shape_cfg c = {2, 16, 4, 2, 24, 40, 0};
     char dir[400], err[1024];
-    make_folder("marked", &c, "", "BF16", dir, sizeof dir);
-    rm_hf *m = NULL;
-    CHECK(rm_hf_open(dir, &m, err, sizeof err) == RM_OK, "mark: %s", err);
+    rm_hf *m = open_made("marked", &c, "BF16", dir, sizeof dir);
     rm_llama_config lc;
     memset(&lc, 0, sizeof lc);
     if (m) rm_hf_llama_config(m, &lc);
