@@ -37,6 +37,7 @@ import rematplan_models as M  # noqa: E402
 import python_rematplan_small as small  # noqa: E402
 import python_rematplan_ops as ops  # noqa: E402
 import python_rematplan_use as use  # noqa: E402
+import python_rematplan_rebuild as rebuild  # noqa: E402
 from python_rematplan_small import same, step  # noqa: E402
 
 passed = failed = 0
@@ -192,6 +193,7 @@ def main():
     t0 = time.perf_counter()
     small.run(check, a.remat)
     ops.run(check)
+    rebuild.run(check)
     use.run(check)
     test_budgets(a.remat)
     test_held_logits()

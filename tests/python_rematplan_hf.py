@@ -30,6 +30,7 @@ import python_rematplan as base  # noqa: E402
 import python_rematplan_small as small  # noqa: E402
 import python_rematplan_ops as ops  # noqa: E402
 import python_rematplan_use as use  # noqa: E402
+import python_rematplan_rebuild as rebuild  # noqa: E402
 import rematplan_models as M  # noqa: E402
 import rematplan  # noqa: E402
 
@@ -226,6 +227,7 @@ def main():
         small.test_untraceable = _untraceable_without_vision
     small.run(check, a.remat)
     ops.run(check)
+    rebuild.run(check)
     use.run(check)
     base.test_budgets(a.remat)
     base.test_models(vision=vision)

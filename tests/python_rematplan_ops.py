@@ -19,7 +19,8 @@ torch 1.13, CPU).
     the unplanned model for the first plan(), one per plan measured, none
     for what is already known (issue 34: plan() < 5 s); the recorded step
     sees when Python lets go of each tensor;
-  - pricing: two captures of the same model give the same plan.
+  - pricing: two captures of the same model give the same plan
+(dropout masks as bits, and chains of "each" recipes: python_rematplan_rebuild.py).
 Each model: loss and every gradient bit for bit those of the model without
 the plan (dropout on), verify() clean, measured peak within the budget.
 """
@@ -293,66 +294,6 @@ def test_dropout_mask(check):
     check(any(masked), "some plan keeps a noise as its mask: %s" % masked)
     check(len(plans) == 3, "each budget its own plan (a plan measured over its prediction falls back to the "
           "least plan): %d different plans" % len(plans))
-    rematplan.forget(m)
-
-
-def test_mask_bits(check):
-    """A dropout's mask as bits (recompute._pack, _unpack): every size (0, 1, not a multiple of 8,
-    more than one chunk), fp32 and bf16 noise, numpy's packing and torch's own (other devices, no
-    numpy, or a torch tensor whose dtype numpy lacks): the noise it gives back is the noise bit for
-    bit, in ceil(n / 8) bytes."""
-    from rematplan import recompute as R
-    torch.manual_seed(0)
-    for numpy in (True, False):
-        saved = R._np
-        if not numpy:
-            R._np = None
-        try:
-            for n, dtype in ((0, torch.float32), (1, torch.float32), (13, torch.float32), (4099, torch.bfloat16),
-                             (R._CHUNK + 21, torch.float32), (2 * R._CHUNK, torch.float32)):
-                noise = torch.empty(n, dtype=dtype).bernoulli_(0.8).div_(0.8).view(-1, 1) if n else \
-                    torch.empty(0, 1, dtype=dtype)
-                flat = noise.view(-1)  # numpy's array where the forward gives it (fp32 on the CPU)
-                bits = R._pack(flat.numpy() if numpy and R._numpy_ok(flat) else flat, flat.device)
-                value = noise.max() if n else noise.new_zeros(())
-                m = R._Mask()
-                m.bits, m.value, m.shape, m.numel = bits, value, noise.shape, n
-                back = m.noise()
-                check(bits.dtype == torch.uint8 and bits.numel() == (n + 7) // 8,
-                      "mask bits of %d elements (numpy %s): %d bytes" % (n, numpy, bits.numel()))
-                check(back.dtype == noise.dtype and back.shape == noise.shape and
-                      torch.equal(back.view(torch.int16 if dtype == torch.bfloat16 else torch.int32),
-                                  noise.view(torch.int16 if dtype == torch.bfloat16 else torch.int32)),
-                      "the noise of %d elements (%s, numpy %s) back from its bits, bit for bit" % (n, dtype, numpy))
-        finally:
-            R._np = saved
-
-
-def test_mask_later(check):
-    """A plan that rebuilds a dropout's noise at each reader and its mask once (the planner's ONCE on the
-    ".mask" node): the noise is drawn at its first rebuild in the backward, its mask kept from then on
-    (as bits, to its last reader), so the draws run once in the backward, not at every reader; loss and
-    gradients bit for bit, verify() clean (every rebuilt tensor equal to its first computation)."""
-    import copy as copy_
-    torch.manual_seed(0)
-    m = Dropouts()
-    args = (torch.randn(256, 128), torch.randint(0, 10, (256,)))
-    P = plan_or_least(m, args, 0.5)
-    b = P.profile.built
-    modes = ["keep"] * len(P.modes)
-    for n, k in b.mask_of.items():
-        modes[n], modes[k] = "each", "once"
-    Q = copy_.copy(P)
-    Q.modes, Q.table = modes, P.profile.table(modes)
-    check(len(Q.table.masked_later) == 12 and not Q.table.masked,
-          "mask once, noise each: the table names the 12 noises' ops: %d" % len(Q.table.masked_later))
-    cm = rematplan.apply(m, Q)
-    check_same(check, "mask once, noise each", m, cm, args)
-    st = cm.remat_last.stats
-    check(st["masked_later"] == 12, "each noise's mask kept at its first rebuild: %s" % st)
-    r = rematplan.verify(cm, args, check_memory=False, raise_on_mismatch=False)
-    check(r["ok"], "mask once, noise each: verify clean: %s" % {k: r.get(k) for k in ("ok", "grads_differ",
-                                                                                       "mismatches")})
     rematplan.forget(m)
 
 
@@ -804,7 +745,7 @@ def test_no_import_circle(check):
 
 def run(check):
     import time
-    for t in (test_functional, test_random_inplace_shared, test_dropout_mask, test_mask_bits, test_mask_later,
+    for t in (test_functional, test_random_inplace_shared, test_dropout_mask,
               test_held_gradient,
               test_shape_only, test_inplace_copy, test_inplace_split, test_held_edge_gradient, test_layerdrop, test_hooks,
               test_lifetimes,

@@ -295,9 +295,10 @@ static void test_json(void) {
                               {", \"block\": 0", ", \"block\": 2", ""},
                               {", \"block\": 1", ", \"block\": 1", ""},
                               {", \"block\": 0.5", ", \"block\": 1", ""},
-                              {"", "", ", \"eager\": true, \"scratch_bandwidth\": 5"}};
+                              {"", "", ", \"eager\": true, \"scratch_bandwidth\": 5"},
+                              {", \"each\": 0", "", ""}};
     char json[512], err[256];
-    for (int i = 0; i < 7; i++) {
+    for (int i = 0; i < 8; i++) {
         snprintf(json, sizeof json, base, cases[i][0], cases[i][1], cases[i][2]);
         char *out = NULL;
         CHECK(rm_plan_graph(json, -1, &out, err, sizeof err) == RM_ERR_FORMAT && !out && err[0], "bad %d: %s", i, err);
@@ -307,6 +308,56 @@ static void test_json(void) {
     char *out = NULL;
     CHECK(rm_plan_graph(json, -1, &out, err, sizeof err) == RM_OK && out, "good: %s", err);
     free(out);
+}
+
+/* How many of an answer's "recompute" entries say "each". */
+static int count_each(const char *ans) {
+    int n = 0;
+    for (const char *p = ans; p && (p = strstr(p, "\"mode\":\"each\"")); p++) n++;
+    return n;
+}
+
+/* "each": false on a node: it is kept or recomputed once, never for each reader (rematplan's dropout
+ * masks: its runtime draws the noise again where no mask is held). The layers graph at its least
+ * budget recomputes nodes for each reader; with every node "each": false, no plan at any budget does,
+ * and the least is still found (no higher than per-layer checkpointing's peak, which needs no each). */
+static void test_each_false(void) {
+    enum { L = 12, PER = 5 };
+    char *json = layered_json(L, PER, 1, 0), err[512], plan[4096];
+    size_t len = strlen(json), cap = len + 16 * (L * PER + 1) + 1, k = 0;
+    char *once = malloc(cap);
+    for (const char *p = json; *p;) { /* each node's "{\"name\"" gets "\"each\": false, " first */
+        if (!strncmp(p, "{\"name\"", 7)) k += (size_t)snprintf(once + k, cap - k, "{\"each\": false, "), p++;
+        else once[k++] = *p++;
+    }
+    once[k] = 0;
+    char *a = NULL, *b = NULL, *priced = NULL;
+    CHECK(rm_plan_graph(json, -1, &a, err, sizeof err) == RM_OK && a, "store-all: %s", err);
+    long long least = field(a, "\"min_budget_bytes\":");
+    free(a), a = NULL;
+    CHECK(rm_plan_graph(json, least, &a, err, sizeof err) == RM_OK && a, "at its least: %s", err);
+    int before = count_each(a);
+    CHECK(rm_plan_graph(once, -1, &b, err, sizeof err) == RM_OK && b, "store-all, each false: %s", err);
+    long long least_once = field(b, "\"min_budget_bytes\":");
+    free(b), b = NULL;
+    per_layer_plan(L, PER, plan, sizeof plan);
+    CHECK(rm_price_graph(once, plan, &priced, err, sizeof err) == RM_OK && priced, "per-layer priced: %s", err);
+    long long pl_peak = field(priced, "\"peak_bytes\":");
+    CHECK(least_once >= least && least_once <= pl_peak, "the least with each false %lld: at least %lld, at most "
+          "per-layer checkpointing's peak %lld", least_once, least, pl_peak);
+    int after = 0;
+    const long long budgets[] = {least_once, (least_once + pl_peak) / 2, pl_peak};
+    for (int i = 0; i < 3; i++) {
+        CHECK(rm_plan_graph(once, budgets[i], &b, err, sizeof err) == RM_OK && b, "each false at %lld: %s",
+              budgets[i], err);
+        after += count_each(b);
+        free(b), b = NULL;
+    }
+    CHECK(before > 0 && after == 0, "recomputed for each reader: %d nodes at the least; with each false: %d",
+          before, after);
+    printf("eager, \"each\": false: %d nodes each at the least %lld without it, none with it (least %lld)\n",
+           before, least, least_once);
+    free(a), free(priced), free(once), free(json);
 }
 
 /* The least of a captured T5 (tests/data/t5_bits_eager_graph.json: 559 nodes, its dropout masks at a
@@ -376,6 +427,7 @@ static void test_start(void) {
 int main(void) {
     test_json();
     test_layers();
+    test_each_false();
     test_oracle();
     test_monotone();
     test_deep_least();

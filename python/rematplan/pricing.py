@@ -197,6 +197,14 @@ class Rates:
         self.class_rates = dict(class_rates or {})
         self.op_rates = dict(op_rates or {})
         self.record_op = 0.0  # what recording an op's recipe adds to mode_op (an op the plan recomputes)
+        self.mask_element = 0.0  # ms per element of a dropout's noise rebuilt from its kept mask (0: unmeasured)
+
+    def mask_time(self, numel, nbytes):
+        """A dropout's noise rebuilt from its mask (recompute._Mask.noise: the bits unpacked, cast, times
+        the value): measured per element where calibrate() was given the rebuild, else by its bytes."""
+        if self.mask_element > 0:
+            return numel * self.mask_element + 3 * self.per_op
+        return self.time(numel, numel // 8 + 4 * numel + 3 * nbytes)
 
     def time(self, flops, moved, cls=None, name=None):
         rate = self.class_rates.get(cls, self.byte_rate) if cls else self.byte_rate
@@ -318,9 +326,11 @@ def _remembered(dev, what, measure):
     return _memo[key]
 
 
-def calibrate(ops, device=None, act_numel=1 << 20, recording=None):
+def calibrate(ops, device=None, act_numel=1 << 20, recording=None, mask_rebuild=None):
     """Rates for ops with .name, .flops and .spec (what calibrate replays), on device. recording(module,
-    plan): a context that runs module's forward as an applied plan does (recompute.Forward)."""
+    plan): a context that runs module's forward as an applied plan does (recompute.Forward);
+    mask_rebuild(device, n): a function rebuilding a dropout's noise of n elements from its mask as the
+    runtime does (timed per element: priced at bytes alone, BART's were 4-5x low)."""
     dev = torch.device(device) if device is not None else torch.device("cpu")
     _load_memo()
     known = len(_memo)
@@ -354,6 +364,11 @@ def calibrate(ops, device=None, act_numel=1 << 20, recording=None):
     R = Rates(_grid(flop_rate), _grid(byte_rate), _grid(per_op), _grid(mode_op),
               {c: _grid(r) for c, r in class_rates.items()}, {n: _grid(r) for n, r in op_rates.items()})
     R.record_op = _grid(record_op) if record_op > 0 else 0.0
+    if mask_rebuild is not None and any(o.random for o in ops):  # (a step that draws may have dropout masks)
+        n = 1 << 20
+        R.mask_element = _grid(_remembered(dev, "mask %d" % n, lambda: _ms(mask_rebuild(dev, n), 5, dev) / n))
+        if len(_memo) != known:
+            _save_memo()
     R.flop_products = len(rates)  # products the FLOP rate was measured on (0: the fallback's 50 GFLOP/s)
     return R
 

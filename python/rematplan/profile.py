@@ -21,7 +21,7 @@ from ._tree import Example
 from .capture import ACT, capture
 from .graph import build
 from .pricing import calibrate
-from .recompute import Forward, Table
+from .recompute import Forward, Table, mask_rebuild as _mask_rebuild
 
 _profiles = weakref.WeakKeyDictionary()
 
@@ -31,7 +31,8 @@ class Profile:
         self.rec = capture(model, inputs, device, repeats)
         self.inputs_key = Example.of(inputs).key()  # what the applied model's steps are compared with
         acts = sorted(s.nbytes // 4 for s in self.rec.storages if s.kind == ACT)
-        self.rates = calibrate(self.rec.ops, device, acts[len(acts) // 2] if acts else 1 << 20, _recording)
+        self.rates = calibrate(self.rec.ops, device, acts[len(acts) // 2] if acts else 1 << 20, _recording,
+                               _mask_rebuild)
         self.built = build(self.rec, self.rates)
         self.graph = self.built.graph
         self.device = device

@@ -41,19 +41,24 @@ static rm_status parse_block(const cJSON *nd, int i, rm_gmodel *m, char *err, si
 
 static rm_status parse_node(const cJSON *nd, int i, int last, rm_gmodel *m, char *err, size_t errlen) {
     double out, grad, wf, wb;
-    int bwd, rout, pin;
+    int bwd, rout, pin, each;
     if (!cJSON_IsObject(nd) || !num(nd, "forward_time", 1, 0, &m->fwd[i]) ||
         !num(nd, "backward_time", 1, 0, &m->bwd[i]) || !num(nd, "output_bytes", 1, 0, &out) ||
         !num(nd, "gradient_bytes", 0, last ? 0 : out, &grad) || !num(nd, "forward_workspace_bytes", 0, 0, &wf) ||
         !num(nd, "backward_workspace_bytes", 0, 0, &wb) || !flag(nd, "backward", 1, &bwd) ||
-        !flag(nd, "backward_reads_output", 0, &rout) || !flag(nd, "keep", 0, &pin)) {
+        !flag(nd, "backward_reads_output", 0, &rout) || !flag(nd, "keep", 0, &pin) || !flag(nd, "each", 1, &each)) {
         snprintf(err, errlen, "node %d: needs numbers in [0, 9e18] forward_time, backward_time, output_bytes "
                  "(optional: gradient_bytes, forward_workspace_bytes, backward_workspace_bytes; booleans backward, "
-                 "backward_reads_output, keep)", i);
+                 "backward_reads_output, keep, each)", i);
         return RM_ERR_FORMAT;
     }
-    if (pin && !m->pinned && !(m->pinned = calloc((size_t)m->n, 1))) return RM_ERR_NOMEM;
-    if (pin) m->pinned[i] = 1;
+    if (pin || !each) { /* kept, or recomputed at most once (never for each reader) */
+        if (!m->most) {
+            if (!(m->most = malloc((size_t)m->n))) return RM_ERR_NOMEM;
+            memset(m->most, RM_GFEACH, (size_t)m->n);
+        }
+        m->most[i] = (char)(pin ? RM_GKEEP : RM_GONCE);
+    }
     m->bytes[i] = (int64_t)ceil(out), m->grad[i] = (int64_t)ceil(grad);
     m->ws_f[i] = (int64_t)ceil(wf), m->ws_b[i] = (int64_t)ceil(wb);
     m->has_bwd[i] = (char)bwd, m->reads_out[i] = (char)rout;
@@ -288,7 +293,8 @@ static rm_status entry(const char *fn, char **result_json, char *err, size_t *er
 }
 
 /* A "start" plan made one this graph can run (modes no higher than a node's top: an eager graph
- * has no "forward", a pinned node is kept; one node per block when eager), priced: the least
+ * has no "forward", a "keep" node is kept, an "each": false one at most once; one node per block
+ * when eager), priced: the least
  * budget reported is its "least_bytes" (what the earlier answer named) or its peak, the larger
  * (an upper bound of the least, as rm_gplan_least's is). */
 static rm_status price_start(const rm_gmodel *m, rm_gplan *at, int64_t *least) {

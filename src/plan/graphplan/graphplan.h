@@ -52,13 +52,14 @@ typedef struct rm_gmodel {
      * never in the forward pass, so blocks are one node each and no node is
      * FEACH (rm_gmodel_top_mode) */
     int eager;
-    char *pinned;          /* optional (NULL: none): per node, 1 when it must be kept */
+    char *most;            /* optional (NULL: none): per node, the last mode it may take (RM_GKEEP: it
+                            * must be kept; RM_GONCE: never recomputed for each reader) */
     int *hint;             /* optional (NULL: none): per node, a block of the model's own (its layers),
                             * one of the groupings the search starts from */
 } rm_gmodel;
 
-/* The last mode node v may take: RM_GKEEP when pinned, RM_GEACH in an eager
- * model, else RM_GFEACH. */
+/* The last mode node v may take: its own (most) where it has one, RM_GEACH
+ * in an eager model, else RM_GFEACH. */
 int rm_gmodel_top(const rm_gmodel *m, int v);
 /* Every node's mode lowered to the last it may take. */
 void rm_gmodel_clamp(const rm_gmodel *m, char *mode);

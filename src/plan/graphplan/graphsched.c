@@ -23,8 +23,8 @@ rm_status rm_gmodel_alloc(rm_gmodel *m, int n) {
 }
 
 int rm_gmodel_top(const rm_gmodel *m, int v) {
-    if (v >= 0 && m->pinned && m->pinned[v]) return RM_GKEEP;
-    return m->eager ? RM_GEACH : RM_GFEACH;
+    const int top = m->eager ? RM_GEACH : RM_GFEACH;
+    return v >= 0 && m->most && m->most[v] < top ? m->most[v] : top;
 }
 
 void rm_gmodel_clamp(const rm_gmodel *m, char *mode) {
@@ -60,7 +60,7 @@ void rm_gmodel_close_node(rm_gmodel *m, int i) { m->off[i + 1] = m->n_edges; }
 
 void rm_gmodel_free(rm_gmodel *m) {
     free(m->fwd), free(m->bwd), free(m->bytes), free(m->grad), free(m->ws_f), free(m->ws_b);
-    free(m->has_bwd), free(m->reads_out), free(m->off), free(m->src), free(m->reads_in), free(m->no_grad), free(m->pinned), free(m->hint);
+    free(m->has_bwd), free(m->reads_out), free(m->off), free(m->src), free(m->reads_in), free(m->no_grad), free(m->most), free(m->hint);
     if (m->names)
         for (int i = 0; i < m->n; i++) free(m->names[i]);
     free(m->names);
