@@ -7,6 +7,9 @@ tests/python_rematplan.py (make test: torch 1.13, CPU):
     in the graph): the runtime draws the noise again where no mask is held,
     which the planner would price as a rebuild from the mask; the noise
     rebuilt from its mask is priced by a measured rate;
+  - convolutions priced at the FLOP rate of their own shapes (a depthwise
+    one runs far below a product's rate), replayed with their strides
+    (channels-last stays channels-last);
   - a chain of "each" recipes is rebuilt once per unpack, as the planner's
     schedule counts (rm_price_graph's "R" items), not once per read (BART's
     least plan rebuilt 5,590 times where the schedule has 1,584: 4.5 s a
@@ -149,9 +152,49 @@ def test_each_chain(check):
     rematplan.forget(m)
 
 
+class Convs(nn.Module):
+    """A depthwise convolution and a pointwise one on a channels-last input, then a head."""
+
+    def __init__(self, c=16):
+        super().__init__()
+        self.dw, self.pw = nn.Conv2d(c, c, 3, padding=1, groups=c), nn.Conv2d(c, 2 * c, 1)
+        self.head = nn.Linear(2 * c, 10)
+
+    def forward(self, x, y):
+        h = F.relu(self.pw(F.relu(self.dw(x))))
+        return F.cross_entropy(self.head(h.mean((2, 3))), y)
+
+
+def test_conv_rates(check):
+    """Each convolution of the step is priced at the FLOP rate measured on its own shapes and strides
+    (Rates.conv_rates); TensorSpec keeps a channels-last tensor's strides, and its made-up tensor has
+    them."""
+    from rematplan import pricing
+    from rematplan.profile import profile_of
+    torch.manual_seed(0)
+    m = Convs()
+    x = torch.randn(8, 16, 32, 32).to(memory_format=torch.channels_last)
+    args = (x, torch.randint(0, 10, (8,)))
+    ts = pricing.TensorSpec(x)
+    made = ts.made()
+    check(ts.stride == x.stride() and made.stride() == x.stride() and "stride" in repr(ts),
+          "a channels-last tensor's spec keeps its strides: %r, made %r" % (ts, made.stride()))
+    check(pricing.TensorSpec(torch.ones(2, 3)).stride is None, "a contiguous tensor's spec names no strides")
+    prof = profile_of(m, args)
+    R = prof.rates
+    convs = [o for o in prof.rec.ops if pricing._is_conv(o.name)]
+    check(len(convs) == 2 and len(R.conv_rates) == 2 and R.conv_rate and
+          all(pricing._spec_key(o) in R.conv_rates for o in convs),
+          "both convolutions measured at their own shapes: %d ops, %d rates" % (len(convs), len(R.conv_rates)))
+    for o in convs:
+        want = R.time(o.flops, o.moved, None, o.name, R.conv_rates.get(pricing._spec_key(o)))
+        check(abs(R.op_time(o) - want) < 1e-12, "%s priced at its own FLOP rate: %.4f ms" % (o.name, R.op_time(o)))
+    rematplan.forget(m)
+
+
 def run(check):
     import time
-    for t in (test_mask_bits, test_mask_later, test_mask_never_each, test_each_chain):
+    for t in (test_mask_bits, test_mask_later, test_mask_never_each, test_each_chain, test_conv_rates):
         t0 = time.perf_counter()
         t(check)
         print("%s: %.1f s" % (t.__name__, time.perf_counter() - t0))

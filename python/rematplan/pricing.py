@@ -17,7 +17,9 @@ rate, T5's 44 recomputed dropout masks were predicted at 3 ms and took
 200 ms). The rates are measured
 apart from the model, without any mode: the FLOP rate on the captured
 step's own heaviest matrix products (their shapes, dtypes and device
-replayed on random tensors), the byte rate on an elementwise op over a
+replayed on random tensors), each of its heaviest convolutions' FLOP rate
+on its own shapes (a small or grouped convolution runs several times
+slower per FLOP than a product), the byte rate on an elementwise op over a
 tensor of the step's typical size, each slow class's functions on a
 tensor of up to 4 MB (random: bernoulli_, normal_, uniform_; each
 transcendental function by name), every other memory op that moves a
@@ -197,6 +199,8 @@ class Rates:
         self.class_rates = dict(class_rates or {})
         self.op_rates = dict(op_rates or {})
         self.record_op = 0.0  # what recording an op's recipe adds to mode_op (an op the plan recomputes)
+        # convolutions' FLOP rates by their shapes (_spec_key), and the rate of those not measured
+        self.conv_rates, self.conv_rate = {}, None
         self.mask_element = 0.0  # ms per element of a dropout's noise rebuilt from its kept mask (0: unmeasured)
 
     def mask_time(self, numel, nbytes):
@@ -206,11 +210,11 @@ class Rates:
             return numel * self.mask_element + 3 * self.per_op
         return self.time(numel, numel // 8 + 4 * numel + 3 * nbytes)
 
-    def time(self, flops, moved, cls=None, name=None):
+    def time(self, flops, moved, cls=None, name=None, flop_rate=None):
         rate = self.class_rates.get(cls, self.byte_rate) if cls else self.byte_rate
         if name in self.op_rates and not (cls or "").startswith(("random", "bernoulli")):
             rate = self.op_rates[name]  # measured at its own shape: before the class's 1-D tensor
-        return max(flops / self.flop_rate, moved / min(rate, self.byte_rate)) + self.per_op
+        return max(flops / (flop_rate or self.flop_rate), moved / min(rate, self.byte_rate)) + self.per_op
 
     @property
     def rebuild_op(self):
@@ -218,8 +222,13 @@ class Rates:
         return self.per_op + 2 * self.mode_op
 
     def op_time(self, op):
-        """An op of the capture (.name, .random, .flops, .moved), priced."""
-        return self.time(op.flops, op.moved, op_class(op.name, op.random, getattr(op, "p", None)), op.name)
+        """An op of the capture (.name, .random, .flops, .moved), priced; a convolution at the FLOP rate
+        measured on its own shapes (or the convolutions' rate)."""
+        flop_rate = None
+        if self.conv_rates and _is_conv(op.name):
+            flop_rate = self.conv_rates.get(_spec_key(op), self.conv_rate)
+        return self.time(op.flops, op.moved, op_class(op.name, op.random, getattr(op, "p", None)), op.name,
+                         flop_rate)
 
     def __repr__(self):
         slow = ", ".join("%s %.3g" % (k, v / 1e6) for k, v in sorted(self.class_rates.items()))
@@ -231,19 +240,27 @@ class Rates:
 
 
 class TensorSpec:
-    """A tensor argument as calibrate() replays it: its shape, dtype and device (a leaf of map_tree,
-    not a tuple: map_tree walks into tuples). Its repr names a rate in the REMATPLAN_RATES file."""
-    __slots__ = ("shape", "dtype", "device")
+    """A tensor argument as calibrate() replays it: its shape, dtype and device, and its strides where
+    it is not contiguous (a leaf of map_tree, not a tuple: map_tree walks into tuples). Its repr names a
+    rate in the REMATPLAN_RATES file. (Without the strides, ConvNeXt's channels-last depthwise
+    convolutions were replayed contiguous, on another kernel, at half their speed in the step.)"""
+    __slots__ = ("shape", "dtype", "device", "stride")
 
     def __init__(self, t):
         self.shape, self.dtype, self.device = tuple(t.shape), t.dtype, t.device
+        self.stride = None if t.is_contiguous() else tuple(t.stride())
 
     def __repr__(self):
-        return "T(%r, %s, %s)" % (self.shape, self.dtype, self.device)
+        if self.stride is None:
+            return "T(%r, %s, %s)" % (self.shape, self.dtype, self.device)
+        return "T(%r, %s, %s, stride %r)" % (self.shape, self.dtype, self.device, self.stride)
 
     def made(self):
-        """A tensor of this shape: random where floating point, else zeros."""
-        t = torch.empty(self.shape, dtype=self.dtype, device=self.device)
+        """A tensor of this shape (and strides): random where floating point, else zeros."""
+        if self.stride is None:
+            t = torch.empty(self.shape, dtype=self.dtype, device=self.device)
+        else:
+            t = torch.empty_strided(self.shape, self.stride, dtype=self.dtype, device=self.device)
         return t.normal_() if t.is_floating_point() else t.zero_()
 
 
@@ -359,6 +376,7 @@ def calibrate(ops, device=None, act_numel=1 << 20, recording=None, mask_rebuild=
                 rates.append((r, o.flops))
         flop_rate = _weighted_median(rates) if rates else 50e6
         op_rates = _op_rates(ops, dev, per_op)
+        conv_rates = _conv_rates(ops, dev, per_op)
     if len(_memo) != known:
         _save_memo()
     R = Rates(_grid(flop_rate), _grid(byte_rate), _grid(per_op), _grid(mode_op),
@@ -370,6 +388,9 @@ def calibrate(ops, device=None, act_numel=1 << 20, recording=None, mask_rebuild=
         if len(_memo) != known:
             _save_memo()
     R.flop_products = len(rates)  # products the FLOP rate was measured on (0: the fallback's 50 GFLOP/s)
+    if conv_rates:
+        R.conv_rates = {k: _grid(r) for k, (r, _) in conv_rates.items()}
+        R.conv_rate = _grid(_weighted_median(list(conv_rates.values())))
     return R
 
 
@@ -460,6 +481,34 @@ def _op_rates(ops, dev, per_op):
             r = _remembered(dev, "op %s %r" % (name, o.spec[:2]), lambda o=o: _replay_rate(o, dev, per_op))
             if r > 0:
                 out[name] = r
+    return out
+
+
+CONV_SPECS = 32  # convolutions replayed at their own shapes: the heaviest this many (by FLOPs in the step)
+
+
+def _is_conv(name):
+    return name.replace("aten.", "").split(".")[0] in _CONV
+
+
+def _spec_key(o):
+    return repr(o.spec[:2]) if getattr(o, "spec", None) is not None else None
+
+
+def _conv_rates(ops, dev, per_op):
+    """{spec key: (FLOPs per ms, the step's FLOPs at it)}: the step's heaviest convolutions replayed at
+    their own shapes. A convolution runs far from a matrix product's rate, and a small or grouped one
+    further still (MobileNetV3's: measured 3.4x what the products' rate priced, its depthwise ones
+    12.6x): priced at the products' rate, plans recomputed them as if they were cheap."""
+    heavy = {}
+    for o in ops:
+        if _is_conv(o.name) and o.flops > 0 and getattr(o, "spec", None) is not None:
+            heavy.setdefault(_spec_key(o), [o, 0.0])[1] += o.flops
+    out = {}
+    for key, (o, total) in sorted(heavy.items(), key=lambda v: -v[1][1])[:CONV_SPECS]:
+        r = _remembered(dev, "flops " + repr(o.spec), lambda o=o: _flop_rate(o, dev, per_op))
+        if r > 0:
+            out[key] = (r, total)
     return out
 
 
