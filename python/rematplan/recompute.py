@@ -180,8 +180,8 @@ class _Handle:
     recipe need not be rebuilt for it again."""
     __slots__ = ("ref", "step", "group")
 
-    def __init__(self, ref, step):
-        self.ref, self.step, self.group = ref, step, None
+    def __init__(self, ref, step, group):
+        self.ref, self.step, self.group = ref, step, group  # group: the key of the op that saved it
         ref.recipe.alive += 1
 
     def __del__(self):
@@ -455,9 +455,7 @@ class Step(TorchDispatchMode):
         self.stats["packed"] += 1
         ref = _Ref(r, len(r.steps), t)
         self.groups.setdefault(self.last_key, []).append(ref)  # saved by the op that ran last
-        h = _Handle(ref, self)
-        h.group = self.last_key
-        return h
+        return _Handle(ref, self, self.last_key)
 
     def unpack(self, h):
         if not isinstance(h, _Handle):
