@@ -44,11 +44,11 @@ class Chain(nn.Module):
 
 
 def test_mask_bits(check):
-    """A dropout's mask as bits (recompute._pack, _unpack): every size (0, 1, not a multiple of 8,
+    """A dropout's mask as bits (masks._pack, _unpack): every size (0, 1, not a multiple of 8,
     more than one chunk), fp32 and bf16 noise, numpy's packing and torch's own (other devices, no
     numpy, or a torch tensor whose dtype numpy lacks): the noise it gives back is the noise bit for
     bit, in ceil(n / 8) bytes."""
-    from rematplan import recompute as R
+    from rematplan import masks as R
     torch.manual_seed(0)
     for numpy in (True, False):
         saved = R._np

@@ -262,7 +262,7 @@ def build(rec, rates=None):
 # (empty_like), Bernoulli draws in place (0.0 or 1.0), divided in place by the keep probability: two
 # values, 0 and 1 / (1 - p). Kept, it costs 4 bytes an element (fp32); rebuilt, the draws again, which a
 # CPU makes 20-60x slower per byte than a multiply. Its mask (1 bit an element) and the value rebuild it
-# bit for bit with a few cheap ops (recompute.py, _Mask), so the graph offers that as a node of its own.
+# bit for bit with a few cheap ops (masks.py, _Mask), so the graph offers that as a node of its own.
 _NOISE = ("aten.empty_like.default", "aten.bernoulli_.float", "aten.div_.Scalar")
 
 

@@ -204,7 +204,7 @@ class Rates:
         self.mask_element = 0.0  # ms per element of a dropout's noise rebuilt from its kept mask (0: unmeasured)
 
     def mask_time(self, numel, nbytes):
-        """A dropout's noise rebuilt from its mask (recompute._Mask.noise: the bits unpacked, cast, times
+        """A dropout's noise rebuilt from its mask (masks._Mask.noise: the bits unpacked, cast, times
         the value): measured per element where calibrate() was given the rebuild, else by its bytes."""
         if self.mask_element > 0:
             return numel * self.mask_element + 3 * self.per_op

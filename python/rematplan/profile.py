@@ -20,8 +20,9 @@ import torch
 from ._tree import Example
 from .capture import ACT, capture
 from .graph import build
+from .masks import mask_rebuild as _mask_rebuild
 from .pricing import calibrate
-from .recompute import Forward, Table, mask_rebuild as _mask_rebuild
+from .recompute import Forward, Table
 
 _profiles = weakref.WeakKeyDictionary()
 
