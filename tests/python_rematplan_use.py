@@ -38,6 +38,11 @@ gradient_checkpointing_enable()): a refusal and the plan's summary say so
 and how to let rematplan choose (before: a refusal naming a least equal to
 store-all, no reason given).
 
+A model whose own step fails (an in-place op on a tensor its backward reads,
+which PyTorch refuses without rematplan too): a ModelError naming the op
+that saved it, from the capture, whether plan() measures or not (before:
+check=False planned it, and check=True raised "a rematplan bug").
+
 A forward that writes its inputs in place (x.mul_(0.5)): plan() and verify()
 leave the user's batch as it was (before: changed once per pass plan() ran,
 and verify() compared the plain step on one batch with the applied step on
@@ -525,10 +530,45 @@ def test_inputs_kept(check):
     rematplan.forget(m2)
 
 
+class WritesSaved(nn.Module):
+    """tanh saves its output; the forward then adds to it in place: PyTorch's backward refuses."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(16, 32), nn.Linear(32, 1)
+
+    def forward(self, x):
+        h = torch.tanh(self.a(x))
+        h.transpose(0, 1).add_(1.0)
+        return self.b(h).pow(2).mean()
+
+
+def test_model_fails_alone(check):
+    """The model's own step fails (PyTorch raises the same without rematplan): plan() says so, naming
+    the op, as a ModelError, measured or not."""
+    torch.manual_seed(0)
+    m, x = WritesSaved(), torch.randn(4, 8, 16)
+    try:
+        m(x).backward()
+        check(False, "the test's premise: PyTorch refuses this step")
+    except RuntimeError as e:
+        check("modified by an inplace operation" in str(e), "PyTorch refuses it: %s" % str(e)[:80])
+    for measured in (True, False):
+        rematplan.forget(m)
+        try:
+            rematplan.plan(m, (x,), 0.5, verbose=False, check=measured)
+            check(False, "a model whose own step fails is refused (check=%s)" % measured)
+        except rematplan.ModelError as e:
+            check("aten.tanh" in str(e) and "in-place" in str(e) and "PyTorch's own backward fails" in str(e),
+                  "a model whose own step fails (check=%s): %s" % (measured, e))
+        except Exception as e:  # noqa: B902 (what it was before: a plan, or "a rematplan bug")
+            check(False, "a model whose own step fails (check=%s): %s: %s" % (measured, type(e).__name__, e))
+
+
 def run(check):
     import time
     for t in (test_autograd, test_saved, test_keywords, test_planned_again, test_structure_changed,
-              test_other_inputs, test_checkpointed, test_inputs_kept, test_own_generator):
+              test_other_inputs, test_checkpointed, test_inputs_kept, test_own_generator, test_model_fails_alone):
         t0 = time.perf_counter()
         t(check)
         print("%s: %.1f s" % (t.__name__, time.perf_counter() - t0))

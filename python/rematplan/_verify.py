@@ -123,13 +123,16 @@ def measure(step, device=None, allocator=True, rss=True, timed=False):
 
 def _step(model, args, kept):
     """One training step as a loop runs it: what the forward returns is held through the backward."""
+    from ._apply import RematModel
+    applied = isinstance(model, RematModel)
+
     def step():
         kept.rewind()
         out = args.call(model)
         try:
             loss_of(out).backward()
         except RuntimeError as e:
-            if "modified by an inplace operation" in str(e):
+            if "modified by an inplace operation" in str(e) and applied:  # the plain model's own error is its own
                 raise RematError("rematplan: a recomputed region read a tensor an in-place op changed (%s); "
                                  "this is a rematplan bug: please report it with the model" % e) from None
             raise

@@ -135,10 +135,10 @@ class Call:
 
 
 class _Saved:
-    __slots__ = ("t", "i")
+    __slots__ = ("t", "i", "version")
 
-    def __init__(self, t, i):
-        self.t, self.i = t, i
+    def __init__(self, t, i, version):
+        self.t, self.i, self.version = t, i, version  # version: t's when saved (None: it has none)
 
 
 def _cuda(dev):
@@ -309,10 +309,23 @@ class _Pass(TorchDispatchMode):
         self.settle()
         self.note_compiled()
         self.saves.append([self.sid(t), len(self.ops) - 1, None])
+        version = getattr(t, "_version", None)  # (an alias shares t's version counter)
         if storage_key(t)[0] in self.deaths.live:
             with no_dispatch():
                 t = t.detach()
-        return _Saved(t, len(self.saves) - 1)
+        return _Saved(t, len(self.saves) - 1, version)
+
+    def changed_after_save(self, h):
+        """The ModelError for saved tensor h written in place after it was saved: the version check
+        autograd makes without hooks (which it leaves to the hooks), as PyTorch's own step fails."""
+        op = self.ops[self.saves[h.i][1]] if 0 <= self.saves[h.i][1] < len(self.ops) else None
+        where = "%s (module '%s')" % (op.name, op.key[0] or "(the model)") if op is not None else "an op"
+        return ModelError("rematplan: the model's step cannot train as it is: %s saved a tensor %s for its "
+                          "backward that an in-place op changed afterwards (version %d, saved at %d); "
+                          "PyTorch's own backward fails on it too ('one of the variables needed for gradient "
+                          "computation has been modified by an inplace operation'); make that in-place op out "
+                          "of place (or write a clone) and plan again"
+                          % (where, tuple(h.t.shape), h.t._version, h.version))
 
 
 def _schema_writes(func, args, kwargs):
@@ -395,9 +408,12 @@ class _Backward:
 
     def __init__(self, p):
         self.p, self.stamps, self.unpacks = p, [], []
-        self.cuda_peaks = None
+        self.cuda_peaks = self.error = None
 
     def unpack(self, h):
+        if h.version is not None and h.t._version != h.version:
+            self.error = self.p.changed_after_save(h)  # (torch 1.13's engine raises it as a RuntimeError)
+            raise self.error
         self.unpacks.append((len(self.stamps), h.i))
         return h.t
 
@@ -443,6 +459,10 @@ class _Backward:
             start.record()
         try:
             loss.backward()
+        except RuntimeError:
+            if self.error is not None:
+                raise self.error from None
+            raise
         finally:
             for h in handles:
                 h.remove()
