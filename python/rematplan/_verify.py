@@ -46,6 +46,7 @@ class Checker:
         self.first = {}  # (id(recipe), version) -> (digest, size, stride, offset)
         self.recorded = self.compared = 0
         self.mismatches = []
+        self.unreproducible = []  # recomputed tensors whose op gives other bytes on the same inputs itself
         self.keep = []   # the recipes hashed: ids stay unique while verifying
 
     def before(self, step):
@@ -56,16 +57,27 @@ class Checker:
         self.first[(id(recipe), version)] = (digest(t), tuple(t.shape), tuple(t.stride()), t.storage_offset())
         self.recorded += 1
 
-    def rebuilt(self, recipe, version, base):
+    def rebuilt(self, recipe, version, base, again=None):
+        """again(): the op run once more on the rebuild's inputs (None: not asked). A rebuilt value that
+        differs from its first computation where the op itself differs from run to run on the same
+        inputs is the op's, not the plan's: noted, and the gradients are what verify() compares."""
         f = self.first.get((id(recipe), version))
         if f is None:
             return
         d, size, stride, offset = f
         t = base.as_strided(size, stride, offset - recipe.offset + base.storage_offset())
         self.compared += 1
-        if digest(t) != d:
-            self.mismatches.append("a recomputed tensor %s %s differs from its first computation (op %s)"
-                                   % (d[1], d[2], recipe.steps[version - 1].func))
+        if digest(t) == d:
+            return
+        what = "a recomputed tensor %s %s differs from its first computation (op %s)" % (
+            d[1], d[2], recipe.steps[version - 1].func)
+        x = again() if again is not None else None
+        if x is not None and digest(x.as_strided(size, stride, offset - recipe.offset + x.storage_offset())) != \
+                digest(t):
+            self.unreproducible.append(what + ", and so does the op run again on the same inputs: its own bytes, "
+                                       "not the plan's")
+        else:
+            self.mismatches.append(what)
 
 
 def _rss():
@@ -194,8 +206,10 @@ def _same(a, b):
 
 def verify(model, inputs, device=None, check_memory=True, raise_on_mismatch=True):
     """One step of an applied model: its loss and gradients against the unplanned model's from the same
-    RNG state, its recomputed tensors against their first computation (bit for bit), its peak measured
-    against the plan. Leaves the model's buffers, gradients and RNG as it found them. Returns a dict."""
+    RNG state, its recomputed tensors against their first computation (bit for bit: "mismatches"; where
+    the op itself gives other bytes when run again on the same inputs, "unreproducible" instead), its
+    peak measured against the plan. Leaves the model's buffers, gradients and RNG as it found them.
+    Returns a dict."""
     plan = getattr(model, "remat_plan", None)
     plain = getattr(model, "remat_model", model)
     args = Example.of(inputs)
@@ -225,6 +239,7 @@ def verify(model, inputs, device=None, check_memory=True, raise_on_mismatch=True
         res["loss_equal"] = _same(loss0, loss1)
         res["grads_differ"] = [n for (n, _), a, b in zip(plain.named_parameters(), want, got) if not _same(a, b)]
         res["recorded"], res["compared"], res["mismatches"] = check.recorded, check.compared, list(check.mismatches)
+        res["unreproducible"] = list(check.unreproducible)
         if check_memory:
             res.update(measure(_step(model, args, k), device))
     if plan is not None:

@@ -125,13 +125,35 @@ class _Held:
 
 
 class _Step:
-    """One recorded op: its arguments (tensors of recipes as _Ref), its output's place, its RNG."""
-    __slots__ = ("func", "args", "kwargs", "pos", "rng", "copies")
+    """One recorded op: its arguments (tensors of recipes as _Ref), its output's place among its n_out
+    tensors, its RNG."""
+    __slots__ = ("func", "args", "kwargs", "pos", "rng", "copies", "n_out", "grad")
 
-    def __init__(self, func, args, kwargs, pos, rng, copies):
+    def __init__(self, func, args, kwargs, pos, rng, copies, n_out=1):
         # copies: ids of the arguments (a _Ref of another recipe, a copy of a buffer) the op writes:
         # each replay writes a fresh copy of them
         self.func, self.args, self.kwargs, self.pos, self.rng, self.copies = func, args, kwargs, pos, rng, copies
+        # grad: replayed with gradients on (an op that makes some output only then: _Step.run)
+        self.n_out, self.grad = n_out, False
+
+    def run(self, args, kwargs):
+        """The op on these arguments: under no_grad (the caller's), or with gradients on where the op
+        makes fewer tensors without them than it made in the forward (mkldnn_rnn_layer's workspace,
+        which an LSTM's backward reads), its outputs then detached."""
+        if not self.grad:
+            o = self._call(args, kwargs)
+            if self.pos is None or len(flat_tensors(o)) == self.n_out:
+                return o
+            self.grad = True
+        with torch.enable_grad():
+            o = self._call(args, kwargs)
+        return map_tree(o, lambda t: t.detach() if isinstance(t, torch.Tensor) else t)
+
+    def _call(self, args, kwargs):
+        if self.rng is not None:
+            with self.rng:
+                return self.func(*args, **kwargs)
+        return self.func(*args, **kwargs)
 
 
 _AT_REBUILD = "at rebuild"  # _Recipe.mask: a dropout's noise whose mask is kept from its first rebuild on
@@ -406,7 +428,7 @@ class Step(TorchDispatchMode):
             if pos >= len(outs) or _storage_ptr(outs[pos]) in ins:  # not a new storage
                 continue
             t = outs[pos]
-            s = step if isinstance(out, torch.Tensor) else _Step(func, a, kw, pos, rng, copies)
+            s = step if isinstance(out, torch.Tensor) else _Step(func, a, kw, pos, rng, copies, len(outs))
             r = _Recipe(s, mode == "each", t)
             r.mask = True if key in self.table.masked else _AT_REBUILD if key in self.table.masked_later else False
             self._claim(r, deps)
@@ -600,7 +622,7 @@ class Step(TorchDispatchMode):
                 self.check.rebuilt(r, v, base)
             return base
         with torch.no_grad(), _no_autocast():
-            base = None
+            base = again = None
             for j, s in enumerate(r.steps[:v]):
                 def resolve(y):
                     if isinstance(y, _Ref):
@@ -614,21 +636,35 @@ class Step(TorchDispatchMode):
                         return y.clone()  # a buffer's value from before the op: written on a copy
                     return y
                 args, kwargs = map_tree(s.args, resolve), map_tree(s.kwargs, resolve)
-                if s.rng is not None:
-                    with s.rng:
-                        o = s.func(*args, **kwargs)
-                else:
-                    o = s.func(*args, **kwargs)
+                o = s.run(args, kwargs)
                 if j == 0:
-                    base = o if s.pos is None else list(flat_tensors(o))[s.pos]
+                    outs = [o] if s.pos is None else flat_tensors(o)
+                    if len(outs) != (1 if s.pos is None else s.n_out):
+                        from ._lib import RematError
+                        raise RematError("rematplan: %s made %d tensors when recomputed and %d in the forward; "
+                                         "this is a rematplan bug: please report it with the model"
+                                         % (s.func, len(outs), s.n_out))
+                    base = outs[0 if s.pos is None else s.pos]
                     _check_layout(r, base)
+                    if self.check is not None and v == 1 and not s.copies:
+                        again = _again(s, args, kwargs)
         if self.check is not None:  # the version asked for (an earlier one, empty_like's, may be garbage)
-            self.check.rebuilt(r, v, base)
+            self.check.rebuilt(r, v, base, again)
         if r.mask is _AT_REBUILD and v == len(r.steps):  # the noise drawn again: its mask kept from now on
             r.mask = _Mask.of(r, base)  # (None where it is not that pattern: drawn at each reader)
             if r.mask is not None:
                 self.stats["masked_later"] += 1
         return base
+
+
+def _again(s, args, kwargs):
+    """verify()'s third run of a recipe's op, on the inputs of its rebuild: whether the op gives the same
+    bytes twice on the same inputs (mkldnn_rnn_layer's workspace does not, in bytes no backward reads)."""
+    def run():
+        with torch.no_grad(), _no_autocast():
+            o = s.run(args, kwargs)
+        return o if s.pos is None else flat_tensors(o)[s.pos]
+    return run
 
 
 def flat_refs(v):
