@@ -59,6 +59,24 @@ def flat_tensors(v):
     return out
 
 
+def flat_args(args, kwargs):
+    """flat_tensors((args, kwargs)) for an op's arguments (a tuple and a dict), in the same order,
+    without the two outer levels of recursion (the applied plan's mode asks it of every op)."""
+    out = []
+    for x in args:
+        if isinstance(x, _Tensor):
+            out.append(x)
+        elif isinstance(x, (tuple, list, dict)):
+            _into(x, out)
+    if kwargs:
+        for x in kwargs.values():
+            if isinstance(x, _Tensor):
+                out.append(x)
+            elif isinstance(x, (tuple, list, dict)):
+                _into(x, out)
+    return out
+
+
 def _into(v, out):
     if isinstance(v, (tuple, list)):
         for x in v:
@@ -68,6 +86,11 @@ def _into(v, out):
                 _into(x, out)
     elif isinstance(v, dict):
         _into(tuple(v.values()), out)
+
+
+def map_args(args, f):
+    """map_tree(args, f) for an op's positional arguments (a plain tuple), one level less deep."""
+    return tuple(map_tree(x, f) if isinstance(x, (tuple, list, dict)) else f(x) for x in args)
 
 
 def map_tree(v, f):

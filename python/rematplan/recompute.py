@@ -43,7 +43,7 @@ import weakref
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ._tree import flat_tensors, map_tree
+from ._tree import flat_args, flat_tensors, map_args, map_tree
 from .calls import Calls
 from .masks import _Mask
 from .pricing import SHAPE_ONLY
@@ -317,7 +317,7 @@ class Step(TorchDispatchMode):
             self._copy_on_write((), args, kwargs, key)
         wrec = [self._recipe_of(t) for t in written] if self.live else ()
         if modes is None and not any(r is not None for r in wrec):
-            src = self._sources(args, kwargs) if self.live else None
+            src = self._sources(flat_args(args, kwargs)) if self.live else None
             out = func(*args, **kwargs)
             if src:
                 self._views(src, out)
@@ -330,7 +330,7 @@ class Step(TorchDispatchMode):
         they read when the forward ran (a GRU writes its hidden states into its output this way)."""
         ws = list(written)
         if key in self.table.writes:
-            flat = list(flat_tensors((args, kwargs)))
+            flat = flat_args(args, kwargs)
             ws += [flat[i] for i in self.table.writes[key] if i < len(flat)]
         for t in ws:
             for ref in self.held.pop(_storage_ptr(t), None) or ():
@@ -355,13 +355,14 @@ class Step(TorchDispatchMode):
             return None
         return e[1]
 
-    def _sources(self, args, kwargs):
-        """{storage address: recipe} of the arguments some recipe makes."""
+    def _sources(self, flat):
+        """{storage address: recipe} of the arguments (flat: the op's tensors) some recipe makes."""
         src = {}
-        for t in flat_tensors((args, kwargs)):
-            r = self._recipe_of(t)
-            if r is not None:
-                src[_storage_ptr(t)] = r
+        live = self.live
+        for t in flat:
+            e = live.get(id(t))
+            if e is not None and e[0]() is t and e[1].open:
+                src[_storage_ptr(t)] = e[1]
         return src
 
     def _views(self, src, out):
@@ -374,11 +375,11 @@ class Step(TorchDispatchMode):
 
     def _record(self, func, info, key, args, kwargs, modes, written, wrec):
         deps = []
+        flat = flat_args(args, kwargs)
         wids = {id(t) for t in written}
         if key in self.table.writes:
-            flat = list(flat_tensors((args, kwargs)))
             wids |= {id(flat[i]) for i in self.table.writes[key] if i < len(flat)}
-        src = self._sources(args, kwargs) if self.live else {}
+        src = self._sources(flat) if self.live else {}
 
         copies = set()
 
@@ -400,7 +401,7 @@ class Step(TorchDispatchMode):
                 copies.add(id(d))
             return d
         like = info.name in SHAPE_ONLY and not written
-        a, kw = ((), {}) if like else (map_tree(args, describe), map_tree(kwargs, describe))
+        a, kw = ((), {}) if like else (map_args(args, describe), map_tree(kwargs, describe) if kwargs else {})
         rng = _Rng(args, kwargs) if info.random or key in self.table.random else None
         step = _Step(func, a, kw, None, rng, copies)
         if self.check is not None:
@@ -421,9 +422,10 @@ class Step(TorchDispatchMode):
             self._claim(r, deps)
             if self.check is not None:
                 self.check.made(r, len(r.steps), t)
-        outs = [out] if isinstance(out, torch.Tensor) else list(flat_tensors(out))
-        ins = {_storage_ptr(t) for t in flat_tensors((args, kwargs))}
-        self._views({p: r for p, r in src.items()}, out)
+        outs = [out] if isinstance(out, torch.Tensor) else flat_tensors(out)
+        ins = {_storage_ptr(t) for t in flat} if modes else ()
+        if src:
+            self._views(src, out)
         for pos, mode in (modes or {}).items():
             if pos >= len(outs) or _storage_ptr(outs[pos]) in ins:  # not a new storage
                 continue
@@ -635,7 +637,7 @@ class Step(TorchDispatchMode):
                     if isinstance(y, torch.Tensor) and id(y) in s.copies:
                         return y.clone()  # a buffer's value from before the op: written on a copy
                     return y
-                args, kwargs = map_tree(s.args, resolve), map_tree(s.kwargs, resolve)
+                args, kwargs = map_args(s.args, resolve), (map_tree(s.kwargs, resolve) if s.kwargs else {})
                 o = s.run(args, kwargs)
                 if j == 0:
                     outs = [o] if s.pos is None else flat_tensors(o)
