@@ -38,6 +38,10 @@ gradient_checkpointing_enable()): a refusal and the plan's summary say so
 and how to let rematplan choose (before: a refusal naming a least equal to
 store-all, no reason given).
 
+A forward that returns no loss: the ModelError says what it returned (a
+tensor of another shape, None, a scalar that does not require grad, an
+output whose .loss is None: labels not given), not only what it must.
+
 A model whose own step fails (an in-place op on a tensor its backward reads,
 which PyTorch refuses without rematplan too): a ModelError naming the op
 that saved it, from the capture, whether plan() measures or not (before:
@@ -565,10 +569,40 @@ def test_model_fails_alone(check):
             check(False, "a model whose own step fails (check=%s): %s: %s" % (measured, type(e).__name__, e))
 
 
+class Returns(nn.Module):
+    """A linear layer whose forward returns what `kind` says instead of a loss."""
+
+    class Output:
+        loss = None  # transformers' output without labels
+
+    def __init__(self, kind):
+        super().__init__()
+        self.a, self.kind = nn.Linear(8, 8), kind
+
+    def forward(self, x):
+        y = self.a(x)
+        return {"shape": y, "none": None, "detached": y.pow(2).mean().detach(),
+                "no loss": Returns.Output(), "pair": (y, y)}[self.kind]
+
+
+def test_not_a_loss(check):
+    """What the forward returned, named in the refusal."""
+    x = torch.randn(4, 8)
+    for kind, said in (("shape", "a tensor of shape (4, 8)"), ("none", "returned None"),
+                       ("detached", "does not require grad"), ("no loss", "whose .loss is None"),
+                       ("pair", "a tuple of 2 items, 0 of them a scalar tensor that requires grad")):
+        try:
+            rematplan.plan(Returns(kind), (x,), 0.5, verbose=False)
+            check(False, "a forward returning %s is refused" % kind)
+        except rematplan.ModelError as e:
+            check(said in str(e), "a forward returning %s: the refusal says %r: %s" % (kind, said, e))
+
+
 def run(check):
     import time
     for t in (test_autograd, test_saved, test_keywords, test_planned_again, test_structure_changed,
-              test_other_inputs, test_checkpointed, test_inputs_kept, test_own_generator, test_model_fails_alone):
+              test_other_inputs, test_checkpointed, test_inputs_kept, test_own_generator, test_model_fails_alone,
+              test_not_a_loss):
         t0 = time.perf_counter()
         t(check)
         print("%s: %.1f s" % (t.__name__, time.perf_counter() - t0))

@@ -565,9 +565,27 @@ def loss_of(out):
         cand = loss
     if not (isinstance(cand, torch.Tensor) and cand.dim() == 0 and cand.requires_grad):
         raise ModelError("rematplan: the model's forward must return the loss (a scalar tensor that requires "
-                        "grad), alone, in a tuple, or as .loss; wrap the model and its loss function in one "
-                        "nn.Module")
+                        "grad), alone, in a tuple, or as .loss, and it returned %s; wrap the model and its loss "
+                        "function in one nn.Module" % _what(out))
     return cand
+
+
+def _what(out):
+    """What a forward returned, in a few words (loss_of's refusal)."""
+    if isinstance(out, torch.Tensor):
+        if out.dim() != 0:
+            return "a tensor of shape %s" % (tuple(out.shape),)
+        if not out.requires_grad:
+            return "a scalar %s tensor that does not require grad (detached, made under no_grad, or from " \
+                   "nothing that requires grad)" % str(out.dtype).replace("torch.", "")
+        return "a scalar tensor"
+    if isinstance(out, (tuple, list)):
+        n = sum(1 for t in out if isinstance(t, torch.Tensor) and t.dim() == 0 and t.requires_grad)
+        return "a %s of %d item%s, %d of them a scalar tensor that requires grad" % (
+            type(out).__name__, len(out), "" if len(out) == 1 else "s", n)
+    if out is not None and hasattr(out, "loss") and getattr(out, "loss", None) is None:
+        return "a %s whose .loss is None (were the labels given?)" % type(out).__name__
+    return "None" if out is None else "a %s" % type(out).__name__
 
 
 class ModelState:
