@@ -65,15 +65,17 @@ class Checker:
         if f is None:
             return
         d, size, stride, offset = f
-        t = base.as_strided(size, stride, offset - recipe.offset + base.storage_offset())
+
+        def as_made(x):  # the tensor hashed in the forward, as a view of the rebuilt storage x
+            return x.as_strided(size, stride, offset - recipe.offset + x.storage_offset())
+        t = as_made(base)
         self.compared += 1
         if digest(t) == d:
             return
         what = "a recomputed tensor %s %s differs from its first computation (op %s)" % (
             d[1], d[2], recipe.steps[version - 1].func)
         x = again() if again is not None else None
-        if x is not None and digest(x.as_strided(size, stride, offset - recipe.offset + x.storage_offset())) != \
-                digest(t):
+        if x is not None and digest(as_made(x)) != digest(t):
             self.unreproducible.append(what + ", and so does the op run again on the same inputs: its own bytes, "
                                        "not the plan's")
         else:

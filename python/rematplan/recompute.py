@@ -137,17 +137,18 @@ class _Step:
         self.n_out, self.grad = n_out, False
 
     def run(self, args, kwargs):
-        """The op on these arguments: under no_grad (the caller's), or with gradients on where the op
-        makes fewer tensors without them than it made in the forward (mkldnn_rnn_layer's workspace,
-        which an LSTM's backward reads), its outputs then detached."""
+        """The op's tensors on these arguments ([its output] for one tensor): under no_grad (the
+        caller's), or with gradients on where the op makes fewer tensors without them than it made in
+        the forward (mkldnn_rnn_layer's workspace, which an LSTM's backward reads), then detached."""
         if not self.grad:
             o = self._call(args, kwargs)
-            if self.pos is None or len(flat_tensors(o)) == self.n_out:
-                return o
+            outs = [o] if self.pos is None else flat_tensors(o)
+            if len(outs) == self.n_out:
+                return outs
             self.grad = True
         with torch.enable_grad():
             o = self._call(args, kwargs)
-        return map_tree(o, lambda t: t.detach() if isinstance(t, torch.Tensor) else t)
+        return [t.detach() for t in ([o] if self.pos is None else flat_tensors(o))]
 
     def _call(self, args, kwargs):
         if self.rng is not None:
@@ -638,10 +639,9 @@ class Step(TorchDispatchMode):
                         return y.clone()  # a buffer's value from before the op: written on a copy
                     return y
                 args, kwargs = map_args(s.args, resolve), (map_tree(s.kwargs, resolve) if s.kwargs else {})
-                o = s.run(args, kwargs)
+                outs = s.run(args, kwargs)
                 if j == 0:
-                    outs = [o] if s.pos is None else flat_tensors(o)
-                    if len(outs) != (1 if s.pos is None else s.n_out):
+                    if len(outs) != s.n_out:
                         from ._lib import RematError
                         raise RematError("rematplan: %s made %d tensors when recomputed and %d in the forward; "
                                          "this is a rematplan bug: please report it with the model"
@@ -664,8 +664,7 @@ def _again(s, args, kwargs):
     bytes twice on the same inputs (mkldnn_rnn_layer's workspace does not, in bytes no backward reads)."""
     def run():
         with torch.no_grad(), _no_autocast():
-            o = s.run(args, kwargs)
-        return o if s.pos is None else flat_tensors(o)[s.pos]
+            return s.run(args, kwargs)[s.pos or 0]
     return run
 
 
