@@ -29,7 +29,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import rematplan
-from python_rematplan_ops import Dropouts, check_same
+from python_rematplan_ops import Dropouts, check_planned, check_same
 from python_rematplan_small import plan_or_least
 
 
@@ -229,10 +229,165 @@ def test_grad_only_outputs(check):
                   b, P.n_recomputed(), r["ok"], r["grads_differ"], r["within_budget"], r["mismatches"][:2]))
 
 
+class FFTMix(nn.Module):
+    """FNet's token mixing: the real part of a complex FFT (a float view of a complex storage) read by
+    the next op and saved for its backward."""
+
+    def __init__(self, d=32):
+        super().__init__()
+        self.fcs, self.head = nn.ModuleList(nn.Linear(d, d) for _ in range(3)), nn.Linear(d, 10)
+
+    def forward(self, x, y):
+        for fc in self.fcs:
+            x = x + torch.tanh(torch.fft.fft(fc(x)).real)
+        return F.cross_entropy(self.head(x), y)
+
+
+class Rotary(nn.Module):
+    """Rotary embeddings as Meta's reference LLaMA code writes them: view_as_complex, a complex
+    product, view_as_real (complex and float views of one storage, both ways)."""
+
+    def __init__(self, d=32, t=16):
+        super().__init__()
+        self.fcs, self.head = nn.ModuleList(nn.Linear(d, d) for _ in range(3)), nn.Linear(d, 10)
+        f = 1.0 / (100 ** (torch.arange(0, d, 2).float() / d))
+        self.register_buffer("freqs", torch.polar(torch.ones(t, d // 2), torch.outer(torch.arange(t).float(), f)))
+
+    def forward(self, x, y):
+        for fc in self.fcs:
+            h = torch.view_as_complex(fc(x).reshape(*x.shape[:-1], -1, 2))
+            x = x + torch.tanh(torch.view_as_real(h * self.freqs).flatten(-2))
+        return F.cross_entropy(self.head(x).flatten(0, 1), y.flatten())
+
+
+def test_views_in_another_dtype(check):
+    """Tensors the plan rebuilds read through views in another dtype (a complex storage's .real,
+    view_as_real, view_as_complex): planned from the least up, bit for bit, verify() clean (the
+    rebuilt storage was viewed in its own dtype: a RuntimeError, or the wrong bytes)."""
+    torch.manual_seed(0)
+    cases = (("FFT mixing", FFTMix(), (torch.randn(64, 32), torch.randint(0, 10, (64,)))),
+             ("rotary", Rotary(), (torch.randn(4, 16, 32), torch.randint(0, 10, (4, 16)))))
+    for name, m, args in cases:
+        for b in (0.01, 0.6):
+            try:
+                check_planned(check, "%s at %s" % (name, b), m, args, b)
+            except Exception as e:  # noqa: B902 (what it was: setStorage ... out of bounds)
+                check(False, "%s at %s: %s: %s" % (name, b, type(e).__name__, str(e)[:200]))
+
+
+class ShotNoise(nn.Module):
+    """Poisson noise drawn from the model's own generator (a draw no name list knew, from a generator
+    the capture's watch of the default ones does not see)."""
+
+    def __init__(self, d=32):
+        super().__init__()
+        self.fcs, self.head = nn.ModuleList(nn.Linear(d, d) for _ in range(3)), nn.Linear(d, 10)
+        self.gen = torch.Generator().manual_seed(3)
+
+    def forward(self, x, y):
+        for fc in self.fcs:
+            h = torch.sigmoid(fc(x)) * 4
+            n = torch.poisson(h.detach(), generator=self.gen)
+            g = torch.normal(h.detach(), 0.1, generator=self.gen)
+            x = x + torch.tanh(h * (n + g) / 5)
+        return F.cross_entropy(self.head(x), y)
+
+
+def test_generator_draws(check):
+    """A draw from a generator the model passes (poisson, normal) is replayed from the state it drew
+    from, and the replay leaves the generator where the step left it: gradients bit for bit, the
+    generator's state after the step the plain model's."""
+    torch.manual_seed(0)
+    m, args = ShotNoise(), (torch.randn(64, 32), torch.randint(0, 10, (64,)))
+    P = plan_or_least(m, args, 0.01)
+    A = rematplan.apply(m, P)
+    start, out = m.gen.get_state(), []
+    for mod in (m, A):
+        m.gen.set_state(start)
+        for p in m.parameters():
+            p.grad = None
+        torch.manual_seed(1)
+        loss = mod(*args)
+        loss.backward()
+        out.append((loss.detach(), [p.grad.clone() for p in m.parameters()], m.gen.get_state()))
+    (l0, g0, s0), (l1, g1, s1) = out
+    check(P.n_recomputed() > 0 and torch.equal(l0, l1) and all(torch.equal(a, b) for a, b in zip(g0, g1)),
+          "generator draws: loss %r vs %r, %d of %d gradients differ" % (
+              l1.item(), l0.item(), sum(not torch.equal(a, b) for a, b in zip(g0, g1)), len(g0)))
+    check(torch.equal(s0, s1), "generator draws: the replays in the backward moved the model's generator")
+    m.gen.set_state(start)
+    r = rematplan.verify(A, args, raise_on_mismatch=False)
+    check(r["ok"], "generator draws: verify %s" % {k: r.get(k) for k in ("ok", "mismatches", "grads_differ")})
+
+
+class SwappedData(nn.Module):
+    """A codebook buffer and a scale parameter whose storages the forward replaces (`.data = `, an EMA
+    update) after ops read them: a rebuild reads the values those ops read."""
+
+    def __init__(self, d=32, parameter=False):
+        super().__init__()
+        self.fcs, self.head = nn.ModuleList(nn.Linear(d, d) for _ in range(3)), nn.Linear(d, 10)
+        self.register_buffer("code", torch.randn(8, d))
+        self.scale, self.parameter = nn.Parameter(torch.ones(d)), parameter
+
+    def forward(self, x, y):
+        for fc in self.fcs:
+            h = torch.tanh(fc(x)) * self.scale
+            q = torch.softmax(-torch.cdist(h, self.code), -1) @ self.code
+            with torch.no_grad():
+                self.code.data = 0.9 * self.code + 0.1 * q.mean(0, keepdim=True)
+                if self.parameter:
+                    self.scale.data = self.scale * 0.99
+            x = x + torch.sin(q)
+        return F.cross_entropy(self.head(x), y)
+
+
+def test_data_swapped(check):
+    """`.data = ` on a buffer, and on a parameter, in the forward: bit for bit, the buffer after the step
+    the plain model's, verify() clean (each of its passes starts from the buffers and parameters as
+    they were), and plan() leaves the parameter as it was."""
+    torch.manual_seed(0)
+    args = (torch.randn(64, 32), torch.randint(0, 10, (64,)))
+    check_planned(check, "a buffer swapped by .data", SwappedData(), args, 0.01)
+    m = SwappedData(parameter=True)
+    before = m.scale.detach().clone()
+    check_planned(check, "a parameter swapped by .data", m, args, 0.01)
+    check(torch.equal(m.scale, before), "a parameter swapped by .data: plan() and verify() left it changed")
+
+
+class Centered(nn.Module):
+    """A batch statistic computed under torch.inference_mode() in the forward (tensors without a
+    version counter)."""
+
+    def __init__(self, d=32):
+        super().__init__()
+        self.fcs, self.head = nn.ModuleList(nn.Linear(d, d) for _ in range(3)), nn.Linear(d, 10)
+
+    def forward(self, x, y):
+        for fc in self.fcs:
+            h = torch.tanh(fc(x))
+            with torch.inference_mode():
+                c = h.mean(0, keepdim=True)
+            x = x + (h - c) * torch.sigmoid(h)
+        return F.cross_entropy(self.head(x), y)
+
+
+def test_inference_mode(check):
+    """inference_mode inside the forward: planned (it raised "Inference tensors do not track version
+    counter" from the capture), bit for bit."""
+    torch.manual_seed(0)
+    try:
+        check_planned(check, "inference_mode in the forward", Centered(),
+                      (torch.randn(64, 32), torch.randint(0, 10, (64,))), 0.01)
+    except Exception as e:  # noqa: B902
+        check(False, "inference_mode in the forward: %s: %s" % (type(e).__name__, str(e)[:200]))
+
+
 def run(check):
     import time
     for t in (test_mask_bits, test_mask_later, test_mask_never_each, test_each_chain, test_conv_rates,
-              test_grad_only_outputs):
+              test_grad_only_outputs, test_views_in_another_dtype, test_generator_draws, test_data_swapped,
+              test_inference_mode):
         t0 = time.perf_counter()
         t(check)
         print("%s: %.1f s" % (t.__name__, time.perf_counter() - t0))

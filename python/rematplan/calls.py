@@ -22,6 +22,24 @@ import torch.nn.modules.module as _module
 
 UNCOUNTED = frozenset(("aten.detach.default", "aten.lift_fresh.default", "aten.alias.default"))
 
+# aten ops that draw random numbers without a Generator argument in their schema (rand.default,
+# native_dropout): by name; every op whose schema takes a Generator draws from it or the default one
+_RANDOM_NAMES = ("bernoulli", "dropout", "rand", "normal", "uniform", "multinomial", "exponential", "geometric",
+                 "cauchy", "log_normal", "random_", "poisson", "binomial", "gamma", "dirichlet")
+
+
+def draws_random(func):
+    """Whether an aten op draws random numbers, from the default generator or one it is given
+    (torch.poisson(x, generator=g) moves g alone: the capture's RNG watch sees only the default
+    generators, so the schema says it: a Generator argument)."""
+    name = str(func)
+    if any(w in name for w in _RANDOM_NAMES):
+        return True
+    try:
+        return any("Generator" in str(a.type) for a in func._schema.arguments)
+    except AttributeError:
+        return False
+
 
 class Calls:
     """A context: while active, the stack of the model's module calls on the thread that entered it.

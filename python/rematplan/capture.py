@@ -221,14 +221,15 @@ class _Pass(TorchDispatchMode):
         op.reads = [self.sid(t) for t in ins]
         if name in SHAPE_ONLY and op.reads:
             op.reads[0] = None  # its shape is read, not its values: no edge, nothing rebuilt for it
-        versions = [t._version for t in ins]
+        versions = [_version(t) for t in ins]
         rng = self._rng()
         out, op.ms, op.ws = self._run(op, func, args, kwargs, ins)
-        op.random = rng is not None and not self._same_rng(rng)
+        # (a generator the op is given moves alone: torch.poisson(x, generator=g))
+        op.random = (rng is not None and not self._same_rng(rng)) or _given_generator(args, kwargs)
         outs = list(flat_tensors(out))
         written = _schema_writes(func, args, kwargs)
         for t, sid, v in zip(ins, op.reads, versions):
-            if sid is not None and (t._version != v or any(t is w for w in written)):
+            if sid is not None and (_version(t) != v or any(t is w for w in written)):
                 op.writes.append(sid)
         for pos, t in enumerate(outs):
             key, nbytes = storage_key(t)
@@ -326,6 +327,16 @@ class _Pass(TorchDispatchMode):
                           "computation has been modified by an inplace operation'); make that in-place op out "
                           "of place (or write a clone) and plan again"
                           % (where, tuple(h.t.shape), h.t._version, h.version))
+
+
+def _version(t):
+    """t's version counter, or None for an inference tensor (torch.inference_mode() in the forward:
+    it has none; its writes are seen by the op's schema)."""
+    return None if t.is_inference() else t._version
+
+
+def _given_generator(args, kwargs):
+    return any(isinstance(a, torch.Generator) for a in list(args) + list(kwargs.values()))
 
 
 def _schema_writes(func, args, kwargs):
@@ -589,7 +600,7 @@ def _what(out):
 
 
 class ModelState:
-    """Leaves the model as it was: its buffers, its parameters' gradients, the RNG (CPU and CUDA, and
+    """Leaves the model as it was: its buffers, its parameters' gradients (and storages), the RNG (CPU and CUDA, and
     generators the model's modules hold as attributes), and the inputs (a forward that writes its inputs in place, x.mul_(0.5), would change the user's batch
     once per pass, and each pass would see another: the inputs are put back before each pass and at
     the end). zero_grads: give the step gradients to add into (so a measured step does not count
@@ -611,7 +622,12 @@ class ModelState:
         root = m.__dict__.get("remat_model", m)
         gens = {id(g): g for mod in root.modules() for g in vars(mod).values() if isinstance(g, torch.Generator)}
         self.generators = [(g, g.get_state()) for g in gens.values()]
-        self.buffers = [(b, b.detach().clone()) for b in m.buffers()]
+        # (buffer, its value, its version, its address): put back before each pass, so that every pass
+        # is the same step (a forward that updates a buffer it reads: an EMA codebook, a counter)
+        self.buffers = [[b, b.detach().clone(), _version(b), b.data_ptr()] for b in m.buffers()]
+        # parameters by an alias of their storage: one the forward replaces (`p.data = new`) is put back
+        # (one it writes in place is not: that would take a copy of every parameter)
+        self.params = [(p, p.detach()) for p in m.parameters()]
         self.rng = torch.get_rng_state()
         self.cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and \
             torch.cuda.is_initialized() else None
@@ -623,10 +639,19 @@ class ModelState:
         return self
 
     def rewind(self):
-        """The RNG (and the model's generators) and the inputs as they were at the start (the inputs'
-        .grad none)."""
+        """The RNG (and the model's generators), the inputs and the buffers as they were at the start
+        (the inputs' .grad none)."""
         for t, _ in self.input_grads:
             t.grad = None
+        for e in self.buffers:  # (written in place, or its storage replaced: `buf.data = new`)
+            b, v, version, ptr = e
+            if _version(b) != version or b.data_ptr() != ptr:
+                with torch.no_grad():
+                    b.data.copy_(v)
+                e[2], e[3] = _version(b), b.data_ptr()
+        for p, alias in self.params:
+            if p.data_ptr() != alias.data_ptr():
+                p.data = alias
         for e in self.inputs:
             t, v, version = e
             if t._version != version:
@@ -647,7 +672,7 @@ class ModelState:
 
     def __exit__(self, *exc):
         with torch.no_grad():
-            for b, v in self.buffers:
+            for b, v, _, _ in self.buffers:
                 b.data.copy_(v)
         self.rewind()
         for p, g in self.grads + self.input_grads:

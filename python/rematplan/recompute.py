@@ -44,17 +44,15 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ._tree import flat_args, flat_tensors, map_args, map_tree
-from .calls import Calls
+from .calls import Calls, draws_random
 from .masks import _Mask
 from .pricing import SHAPE_ONLY
 
-_RANDOM = ("bernoulli", "dropout", "rand", "normal", "uniform", "multinomial", "exponential", "geometric",
-           "cauchy", "log_normal", "random_")
 
 
 class _OpInfo:
     """What an aten op's schema says: the arguments it writes ((index, name)); whether it draws random
-    numbers (by name; the capture's record adds the ops it saw move the RNG)."""
+    numbers (calls.draws_random; the capture's record adds the ops it saw move the RNG)."""
     __slots__ = ("writes", "random", "name")
 
     def __init__(self, func):
@@ -65,8 +63,7 @@ class _OpInfo:
                     self.writes.append((i, a.name))
         except AttributeError:
             pass
-        name = str(func)
-        self.random = any(w in name for w in _RANDOM)
+        self.random = draws_random(func)
 
     def written(self, args, kwargs):
         out = []
@@ -87,12 +84,14 @@ def _info(func):
 
 
 class _Ref:
-    """A tensor made by a recipe: the recipe at a version, viewed as the tensor was."""
-    __slots__ = ("recipe", "version", "size", "stride", "offset")
+    """A tensor made by a recipe: the recipe at a version, viewed as the tensor was (its dtype too: a
+    complex tensor's .real, view_as_real, view(dtype) are views of its storage in another dtype)."""
+    __slots__ = ("recipe", "version", "size", "stride", "offset", "dtype")
 
     def __init__(self, recipe, version, t):
         self.recipe, self.version = recipe, version
         self.size, self.stride, self.offset = tuple(t.shape), tuple(t.stride()), t.storage_offset()
+        self.dtype = t.dtype
 
 
 class _Like:
@@ -280,7 +279,7 @@ class Step(TorchDispatchMode):
         super().__init__()
         self.table, self.check = table, check
         self.calls = Calls(model)
-        self.live = {}           # id(tensor) -> (weakref, recipe): tensors some recipe makes
+        self.live = {}           # id(tensor) -> (weakref, recipe, storage address): tensors some recipe makes
         self.held = {}           # storage address -> [weak _Held]: tensors recipes hold as inputs (copy on write)
         self.new = []            # recipes made in this forward (swept when it ends)
         self.last_key = None     # the key of the op that ran last
@@ -348,11 +347,12 @@ class Step(TorchDispatchMode):
         def died(_ref, r=r, step=self):
             r.tensors -= 1
             step._maybe_done(r)
-        self.live[id(t)] = (weakref.ref(t, died), r)
+        # (its storage now: `t.data = other` later swaps t's storage, and t is then no longer r's)
+        self.live[id(t)] = (weakref.ref(t, died), r, _storage_ptr(t))
 
     def _recipe_of(self, t):
         e = self.live.get(id(t))
-        if e is None or e[0]() is not t or not e[1].open:
+        if e is None or e[0]() is not t or not e[1].open or _storage_ptr(t) != e[2]:
             return None
         return e[1]
 
@@ -362,8 +362,8 @@ class Step(TorchDispatchMode):
         live = self.live
         for t in flat:
             e = live.get(id(t))
-            if e is not None and e[0]() is t and e[1].open:
-                src[_storage_ptr(t)] = e[1]
+            if e is not None and e[0]() is t and e[1].open and _storage_ptr(t) == e[2]:
+                src[e[2]] = e[1]
         return src
 
     def _views(self, src, out):
@@ -394,9 +394,11 @@ class Step(TorchDispatchMode):
             elif id(x) in wids:  # a buffer (BatchNorm's statistics) it writes: its value before, on a copy
                 d = x.detach().clone()
             elif isinstance(x, torch.nn.Parameter):
-                return x
+                return x.detach()  # (an alias: `p.data = other` later in the forward does not reach it)
             else:  # held as it is now; copied if an op writes it later in the forward
-                d = _Held(x)  # the registry's reference is weak: a done recipe's inputs go with it
+                # held by an alias of its storage, not the tensor object: `buf.data = new` later in the
+                # forward (an EMA update) swaps the object's storage, not the alias's
+                d = _Held(x.detach())  # the registry's reference is weak: a done recipe's inputs go with it
                 self.held.setdefault(_storage_ptr(x), []).append(weakref.ref(d))
             if id(x) in wids:
                 copies.add(id(d))
@@ -682,10 +684,24 @@ def flat_refs(v):
 def _view(base, ref):
     """The tensor ref names, as a view of its recipe's rebuilt base."""
     r = ref.recipe
+    if base.dtype != ref.dtype:
+        return _view_as(base, ref)
     off = ref.offset - r.offset + base.storage_offset()
     if tuple(base.shape) == ref.size and tuple(base.stride()) == ref.stride and base.storage_offset() == off:
         return base
     return base.as_strided(ref.size, ref.stride, off)
+
+
+def _view_as(base, ref):
+    """_view where the tensor is of another dtype than the base (a complex base's .real, a view(dtype)):
+    the rebuilt storage read as ref's dtype, from the byte where ref began in the first one (the
+    storage is laid out as it was: _check_layout)."""
+    r, size = ref.recipe, base.element_size()
+    item = torch.empty((), dtype=ref.dtype).element_size()
+    start = ref.offset * item - r.offset * size + base.storage_offset() * size  # bytes into the storage
+    n = _storage_numel(base) * size // item * item // size  # whole elements of ref's dtype
+    flat = base.as_strided((n,), (1,), 0).view(ref.dtype)
+    return flat.as_strided(ref.size, ref.stride, start // item)
 
 
 def _check_layout(r, base):
