@@ -25,7 +25,7 @@ UNCOUNTED = frozenset(("aten.detach.default", "aten.lift_fresh.default", "aten.a
 # aten ops that draw random numbers without a Generator argument in their schema (rand.default,
 # native_dropout): by name; every op whose schema takes a Generator draws from it or the default one
 _RANDOM_NAMES = ("bernoulli", "dropout", "rand", "normal", "uniform", "multinomial", "exponential", "geometric",
-                 "cauchy", "log_normal", "random_", "poisson", "binomial", "gamma", "dirichlet")
+                 "cauchy", "log_normal", "random_")
 
 
 def draws_random(func):
