@@ -102,10 +102,10 @@ def measure(step, device=None, allocator=True, rss=True, timed=False):
     timed "ms", the wall time of the step whose peak is counted (on CPU the profiler records the
     allocator's events and no op's: memory.Events). Python's garbage is collected first: tensors
     freed by a collection during the step (of garbage from before it) would count against the
-    step's own allocations."""
+    step's own allocations; so are autocast's cached casts (fresh())."""
     import time
     out = {}
-    collect()
+    fresh()
     dev = torch.device(device) if device is not None else torch.device("cpu")
     if dev.type == "cuda":
         torch.cuda.synchronize(dev)
@@ -122,7 +122,7 @@ def measure(step, device=None, allocator=True, rss=True, timed=False):
             step()
             _, hwm = _rss()
             out["rss_delta"] = max(hwm - rss0, 0)
-            collect()
+            fresh()
         ms = None
         if allocator:
             with Events(allocator_only=True) as prof:
@@ -133,6 +133,18 @@ def measure(step, device=None, allocator=True, rss=True, timed=False):
     if timed and ms is not None:
         out["ms"] = ms
     return out
+
+
+def fresh():
+    """Before a measured step: Python's garbage collected (measure()), and autocast's cache of parameter
+    casts emptied, so that the step makes its casts as a training loop's step in a fresh `with
+    autocast():` does. Inside one autocast context (plan() called inside the training's) torch keeps
+    the casts of the context's first pass: the steps after it ran without the casts' ops (an applied
+    plan's op keys then named other ops) and measured without their bytes, and a plan measured within
+    its budget ran over it in training. Emptied outside the measured span: emptied inside it, the
+    casts of an earlier step were freed there and lowered the step's peak."""
+    collect()
+    torch.clear_autocast_cache()
 
 
 def _step(model, args, kept):
@@ -187,6 +199,7 @@ def time_step(model, inputs, device=None, runs=1, warm=0):
         for i in range(runs + warm):
             if cuda:
                 torch.cuda.synchronize(device)
+            torch.clear_autocast_cache()  # (fresh(): each step makes its casts)
             t0 = time.perf_counter()
             step()
             if cuda:
@@ -218,6 +231,7 @@ def verify(model, inputs, device=None, check_memory=True, raise_on_mismatch=True
     res = {}
     with ModelState(model, zero_grads=True, inputs=args) as k:
         k.rewind()
+        torch.clear_autocast_cache()  # each step makes its casts (fresh()), the ops the plan's keys name
         with ModelState(plain, zero_grads=True):  # buffers back as they were for the planned step
             out = args.call(plain)
             loss0 = loss_of(out).detach().clone()
@@ -225,6 +239,7 @@ def verify(model, inputs, device=None, check_memory=True, raise_on_mismatch=True
             want = _grads(plain)
             del out
         k.rewind()
+        torch.clear_autocast_cache()
         check = Checker()
         if hasattr(model, "remat_check"):
             object.__setattr__(model, "remat_check", check)

@@ -40,9 +40,16 @@ def settled():
     during a measured step either, which is what the collection before it ensures for the rest
     (garbage from before plan() is freed after it, by Python's own next collection). Nothing is
     frozen where the program freezes objects itself (gc.get_freeze_count()): collect() is then a
-    full collection."""
+    full collection.
+    Autocast's cache of parameter casts is emptied at the start and at the end: plan() called inside
+    the training's autocast context records its step making the casts, as a step in a fresh context
+    does (with the casts of a step before it cached, the recorded step had fewer ops, and the plan's
+    op keys named other ops in training), and leaves none of its own casts held by the user's
+    context (memory above the budget until that context exits)."""
     outer = _SETTLING["depth"] == 0
     _SETTLING["depth"] += 1
+    if outer:
+        torch.clear_autocast_cache()
     if outer and hasattr(gc, "freeze") and not gc.get_freeze_count():
         gc.freeze()
         _SETTLING["frozen"] = True
@@ -50,6 +57,8 @@ def settled():
         yield
     finally:
         _SETTLING["depth"] -= 1
+        if outer:
+            torch.clear_autocast_cache()
         if outer and _SETTLING["frozen"]:
             _SETTLING["frozen"] = False
             gc.unfreeze()
