@@ -17,6 +17,7 @@ import ctypes
 import ctypes.util
 import json
 import os
+import re
 import subprocess
 
 from . import _elf
@@ -168,15 +169,42 @@ def version():
     return lib().rm_version().decode()
 
 
+MAX_BYTES = 1 << 60  # libremat's RM_MAX_BUDGET_BYTES
+_WHOLE = re.compile(r"\+?([0-9]+) *B?")  # a whole number of bytes, as rm_parse_bytes reads one
+
+
 def parse_size(text):
-    """'3GiB', '500MB', '123456' -> (bytes, 0.0); '50%' -> (0, 0.5). libremat's own parser."""
+    """'3GiB', '500MB', '123456' -> (bytes, 0.0); '50%' -> (0, 0.5). libremat's own parser and words,
+    after two checks it cannot make: a control character (a NUL would end the C string there: "64\\0MiB"
+    was 64 bytes; a newline split the message), and a whole number of bytes above 2^60 (its parser
+    reads a double: 2^60 + 1 became 2^60, and a number below 2^60 was rounded)."""
+    text = str(text)
+    bad = next((c for c in text if not c.isprintable()), None)
+    if bad is not None:
+        raise ValueError("budget %r holds a control character (%r at index %d): give the size alone, on one line, "
+                         "e.g. 64MiB, 1.5GiB, 500MB, 123456 (bytes) or 50%% (of store-all)"
+                         % (text, bad, text.index(bad)))
+    whole = _whole_bytes(text)
+    if whole is not None and whole > MAX_BYTES:
+        raise ValueError("budget %r: size %r is too large: at most 2^60 bytes (1EiB, 1073741824GiB)"
+                         % (text, text[:40]))
     L = lib()
     b, f = ctypes.c_int64(0), ctypes.c_double(0)
     err = ctypes.create_string_buffer(256)
-    rc = L.rm_parse_size(str(text).encode(), ctypes.byref(b), ctypes.byref(f), err, len(err))
+    rc = L.rm_parse_size(text.encode(), ctypes.byref(b), ctypes.byref(f), err, len(err))
     if rc != 0:
-        raise ValueError("budget %r: %s" % (text, err.value.decode()))
-    return b.value, f.value
+        raise ValueError("budget %r: %s" % (text, err.value.decode(errors="replace")))
+    return (whole if whole is not None else b.value), f.value
+
+
+def _whole_bytes(text):
+    """The bytes a whole number of bytes says ('123456', '+5', '64 B'), exactly; None for any other text
+    (more than 20 digits: above 2^60 whatever they are, and past what int() reads)."""
+    m = _WHOLE.fullmatch(text)
+    if m is None:
+        return None
+    digits = m.group(1).lstrip("0") or "0"
+    return int(digits) if len(digits) <= 20 else MAX_BYTES + 1
 
 
 RM_OK, RM_ERR_BUDGET = 0, 6  # rm_status (include/remat.h)
