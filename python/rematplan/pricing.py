@@ -41,6 +41,7 @@ FLOPs are counted by our own formulas (the same on every torch version):
 matrix products, convolutions and attention; other ops count one FLOP per
 output element (they are priced by their bytes).
 """
+import functools
 import json
 import math
 import os
@@ -343,6 +344,25 @@ def _remembered(dev, what, measure):
     return _memo[key]
 
 
+def _keeps_rng(fn):
+    """fn leaves the CPU's RNG state, and each CUDA device's where CUDA is initialized (never
+    initializing it), as it found them: the rates are measured on random tensors (normal_, rand,
+    bernoulli_) drawn from the global generators, and the first plan() of a process (or after
+    forget_rates()) moved them, so a script seeded once drew other batches and masks after it."""
+    @functools.wraps(fn)
+    def kept(*args, **kwargs):
+        cpu = torch.get_rng_state()
+        cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            torch.set_rng_state(cpu)
+            if cuda is not None:
+                torch.cuda.set_rng_state_all(cuda)
+    return kept
+
+
+@_keeps_rng
 def calibrate(ops, device=None, act_numel=1 << 20, recording=None, mask_rebuild=None):
     """Rates for ops with .name, .flops and .spec (what calibrate replays), on device. recording(module,
     plan): a context that runs module's forward as an applied plan does (recompute.Forward);
