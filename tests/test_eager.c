@@ -295,10 +295,12 @@ static void test_json(void) {
                               {", \"block\": 0", ", \"block\": 2", ""},
                               {", \"block\": 1", ", \"block\": 1", ""},
                               {", \"block\": 0.5", ", \"block\": 1", ""},
+                              {"", ", \"block\": 0", ""}, /* a block after none: read a NULL hint (SIGSEGV) */
+                              {"", ", \"block\": \"a\"", ""},
                               {"", "", ", \"eager\": true, \"scratch_bandwidth\": 5"},
                               {", \"each\": 0", "", ""}};
     char json[512], err[256];
-    for (int i = 0; i < 8; i++) {
+    for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++) {
         snprintf(json, sizeof json, base, cases[i][0], cases[i][1], cases[i][2]);
         char *out = NULL;
         CHECK(rm_plan_graph(json, -1, &out, err, sizeof err) == RM_ERR_FORMAT && !out && err[0], "bad %d: %s", i, err);

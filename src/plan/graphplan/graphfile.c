@@ -78,7 +78,8 @@ static rm_status parse_block(const cJSON *nd, int i, rm_gmodel *m, char *err, si
     const cJSON *b = cJSON_GetObjectItemCaseSensitive(nd, "block");
     if (!b && !m->hint) return RM_OK;
     if (b && i == 0 && !(m->hint = calloc((size_t)m->n, sizeof *m->hint))) return RM_ERR_NOMEM;
-    int prev = i ? m->hint[i - 1] : 0;
+    /* (no hint yet past node 0: node 0 had no block, so this node's is one too many) */
+    int prev = i && m->hint ? m->hint[i - 1] : 0;
     double id = b && cJSON_IsNumber(b) ? b->valuedouble : -1;
     if (!b || !m->hint || id != floor(id) || id < prev || id > prev + 1 || (i == 0 && id != 0)) {
         snprintf(err, errlen, "node %d: \"block\" is given for every node or none, starting at 0 and growing by 0 "
