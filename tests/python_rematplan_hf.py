@@ -31,6 +31,7 @@ import python_rematplan_small as small  # noqa: E402
 import python_rematplan_ops as ops  # noqa: E402
 import python_rematplan_use as use  # noqa: E402
 import python_rematplan_rebuild as rebuild  # noqa: E402
+import python_rematplan_harden as harden  # noqa: E402
 import rematplan_models as M  # noqa: E402
 import rematplan  # noqa: E402
 
@@ -229,6 +230,7 @@ def main():
     ops.run(check)
     rebuild.run(check)
     use.run(check)
+    harden.run(check)
     base.test_budgets(a.remat)
     base.test_models(vision=vision)
     def test_hf_folder_eval():
