@@ -19,7 +19,20 @@ tests/python_rematplan_hf.py (make test-torch2):
     one-line ValueError, and every whole number of bytes above 2^60 is
     refused (2^60 + 1 was 2^60: libremat's parser reads a double);
   - plan() leaves the global RNG as it found it (the rates measured by the
-    first plan() of a process drew from it).
+    first plan() of a process drew from it);
+  - a step that trains plainly and fails only while rematplan records it
+    (torch.func transforms refuse saved-tensor hooks; torch 1.13's mode
+    cannot make tensor subclasses) is a ModelError saying so, not torch's
+    raw RuntimeError;
+  - plan(reuse=P) takes P's profile only where P is a plan of this model for
+    these inputs (a profile of a batch of 8 planned a batch of 256 six times
+    over its budget), else a TypeError or ValueError;
+  - plan_graph answers a graph dict edited since its last call as the graph
+    it is now (answers were kept by the object); its numbers (scale, inner,
+    store_all_bytes) and graphs nested past Python's stack are refused with
+    a message; a "block" after node 0 had none (a SIGSEGV in libremat);
+  - verify() and forget() given what is not a model, and the compile
+    solver given memory it cannot plan, refuse with a message.
 """
 import copy
 import io
@@ -234,9 +247,163 @@ def test_rng_kept(check):
         pricing._memo.update(kept)  # the rates the other tests priced with
 
 
+class FuncGrad(nn.Module):
+    """A gradient penalty by torch.func.grad (functorch's grad on torch 1.13) inside the forward."""
+
+    def __init__(self, grad):
+        super().__init__()
+        self.fc, self.head, self.grad = nn.Linear(16, 16), nn.Linear(16, 1), grad
+
+    def forward(self, x):
+        h = torch.tanh(self.fc(x))
+        g = self.grad(lambda v: torch.sin(v).sum())(h)
+        return self.head(h).pow(2).mean() + g.pow(2).mean()
+
+
+class Subclassed(nn.Module):
+    """A tensor subclass made in the forward (as_subclass)."""
+
+    class Tagged(torch.Tensor):
+        pass
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(16, 16)
+
+    def forward(self, x):
+        h = torch.tanh(self.fc(x)).as_subclass(self.Tagged)
+        return torch.sigmoid(h).pow(2).mean().as_subclass(torch.Tensor)
+
+
+def _func_grad():
+    if hasattr(torch, "func") and hasattr(torch.func, "grad"):
+        return torch.func.grad
+    try:
+        import functorch
+        return functorch.grad
+    except ImportError:
+        return None
+
+
+def test_recording_errors(check):
+    """A step that trains plainly but fails under rematplan's hooks and mode: a ModelError that says
+    so (it was torch's RuntimeError), the model as it was; a model's own error stays its own."""
+    x = torch.randn(8, 16)
+    models = [("torch.func.grad", FuncGrad(_func_grad()))] if _func_grad() else []
+    models.append(("as_subclass", Subclassed()))
+    for name, m in models:
+        state = copy.deepcopy(m.state_dict())
+        try:
+            quiet(rematplan.plan, m, (x,), 0.5)
+            ok = name == "as_subclass"  # (torch 2.x records it)
+            why = "planned"
+        except rematplan.BudgetError as e:
+            ok, why = name == "as_subclass", str(e)[:80]
+        except rematplan.ModelError as e:
+            ok, why = "trains without rematplan" in str(e), str(e)[:160]
+        except Exception as e:  # noqa: B902
+            ok, why = False, "%s: %s" % (type(e).__name__, str(e)[:160])
+        check(ok and all(torch.equal(v, m.state_dict()[k]) for k, v in state.items())
+              and all(p.grad is None for p in m.parameters()), "%s in the forward: %s" % (name, why))
+
+    class Broken(nn.Module):
+        def forward(self, x):
+            raise KeyError("the model's own")
+    try:
+        quiet(rematplan.plan, Broken(), (x,), 0.5)
+        check(False, "a model raising its own error: planned")
+    except KeyError as e:
+        check("the model's own" in str(e), "a model raising its own error: %r" % e)
+
+
+def test_reuse(check):
+    """plan(reuse=P): P's profile for the same model and inputs (not captured again); a plan of other
+    inputs, of another model, or not a plan of a model: refused."""
+    torch.manual_seed(0)
+    m = MLP()
+    small, big = (torch.randn(16, 256), torch.randint(0, 10, (16,))), (torch.randn(64, 256), torch.randint(0, 10, (64,)))
+    P = plan_or_least(m, small, 0.5)
+    Q = quiet(rematplan.plan, m, small, P.budget_bytes, reuse=P)
+    check(Q.profile is P.profile, "reuse: the same model and inputs reuse the profile")
+    for what, model, args, reuse, err in (("other inputs", m, big, P, ValueError),
+                                          ("another model", MLP(), small, P, ValueError),
+                                          ("a string", m, small, "my plan", TypeError)):
+        try:
+            quiet(rematplan.plan, model, args, 10 * P.budget_bytes, reuse=reuse)
+            check(False, "reuse of %s: planned" % what)
+        except err as e:
+            check("reuse" in str(e) and "\n" not in str(e), "reuse of %s: %s" % (what, e))
+
+
+def _graph(scale=1):
+    return {"nodes": [{"name": "n%d" % i, "forward_time": 1.0, "backward_time": 2.0, "output_bytes": 1000 * scale}
+                      for i in range(6)],
+            "edges": [{"producer": i, "consumer": i + 1} for i in range(5)]}
+
+
+def test_graph_edited(check):
+    """plan_graph of a dict edited since its last call plans the graph as it is now; bad numbers, deep
+    nesting and a "block" after none are refused with a message."""
+    g = _graph()
+    P = rematplan.plan_graph(g, 6000)
+    for nd in g["nodes"]:
+        nd["output_bytes"] *= 100
+    try:
+        Q = rematplan.plan_graph(g, 6000)
+        check(False, "an edited graph: planned from its old answers (store-all %d)" % Q.store_all_bytes)
+    except rematplan.BudgetError as e:
+        check(e.store_all_bytes == 100 * P.store_all_bytes, "an edited graph: store-all %d" % e.store_all_bytes)
+    g = _graph()
+    g["nodes"][1]["name"] = "n0"
+    try:
+        rematplan.plan_graph(g, 6000)
+        check(False, "an edited graph with two nodes named n0: planned")
+    except rematplan.RematError as e:
+        check("named" in str(e), "an edited graph with two nodes named n0: %s" % e)
+    deep = []
+    for _ in range(100000):
+        deep = [deep]
+    bad = [("deep", dict(_graph(), extra=deep), {}, rematplan.RematError),
+           ("block after none", dict(_graph(), nodes=[dict(nd, block=0) if i == 1 else nd
+                                                      for i, nd in enumerate(_graph()["nodes"])]), {},
+            rematplan.RematError),
+           ("scale nan", _graph(), {"scale": float("nan")}, ValueError),
+           ("scale -1", _graph(), {"scale": -1}, ValueError),
+           ("scale '2'", _graph(), {"scale": "2"}, TypeError),
+           ("inner nan", _graph(), {"inner": float("nan")}, ValueError),
+           ("store_all_bytes nan", _graph(), {"store_all_bytes": float("nan")}, ValueError)]
+    for what, graph, kw, err in bad:
+        try:
+            rematplan.plan_graph(graph, 6000, **kw)
+            check(False, "plan_graph with %s: planned" % what)
+        except err as e:
+            check("\n" not in str(e), "plan_graph with %s: %s" % (what, e))
+
+
+def test_not_a_model(check):
+    """verify() and forget() given a function, the compile solver given memory it cannot plan: a message."""
+    for what, call in (("verify(a function)", lambda: rematplan.verify(len, (torch.ones(1),))),
+                       ("forget('model')", lambda: rematplan.forget("model"))):
+        try:
+            call()
+            check(False, "%s: no error" % what)
+        except rematplan.ModelError as e:
+            check("nn.Module" in str(e), "%s: %s" % (what, e))
+    from rematplan.compile import solve
+    check(solve([1.0, 2.0], None, float("inf")) == ([0, 1], []), "the compile solver with an infinite budget")
+    for what, memory, budget in (("a negative memory", [1.0, -2.0], 1.0), ("a NaN budget", [1.0, 2.0], float("nan")),
+                                 ("100001 candidates", [1.0] * 100001, 1.0)):
+        try:
+            solve(memory, None, budget)
+            check(False, "the compile solver given %s: solved" % what)
+        except rematplan.RematError as e:
+            check("compile solver" in str(e), "the compile solver given %s: %s" % (what, e))
+
+
 def run(check):
     import time
-    for t in (test_entries_shared, test_load_assign, test_autocast_cache, test_budget_text, test_rng_kept):
+    for t in (test_entries_shared, test_load_assign, test_autocast_cache, test_budget_text, test_rng_kept,
+              test_recording_errors, test_reuse, test_graph_edited, test_not_a_model):
         t0 = time.perf_counter()
         t(check)
         print("%s: %.1f s" % (t.__name__, time.perf_counter() - t0))

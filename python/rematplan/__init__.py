@@ -75,14 +75,29 @@ def plan(model, example_inputs, budget, device=None, repeats=1, verbose=True, ch
     model, args, device = given(model, example_inputs, device)
     from .memory import settled
     with settled():
-        prof = reuse.profile if reuse is not None and reuse.model is model else \
-            profile_of(model, args, device, repeats)
+        prof = _reused(reuse, model, args, device) if reuse is not None else profile_of(model, args, device, repeats)
         search = Search(model, args, device, prof, check)
         full = search.full if search.full is not None else store_all(prof.graph)["store_all_bytes"]
         P = search.plan(budget_bytes(budget, full))
     if verbose:
         print(P.summary())
     return P
+
+
+def _reused(reuse, model, args, device):
+    """plan(reuse=)'s profile: reuse must be a plan of this model for these inputs (a profile of other
+    inputs plans for their memory, not these)."""
+    from .profile import profile_key
+    prof = getattr(reuse, "profile", None) if isinstance(reuse, Plan) else None
+    if prof is None:
+        raise TypeError("rematplan.plan: reuse must be an earlier rematplan.plan() result for this model, not %s; "
+                        "leave it out (profiles are kept per model and inputs)"
+                        % ("a plan_graph() plan" if isinstance(reuse, Plan) else "a %s" % type(reuse).__name__))
+    if reuse.model is not model or prof.key != profile_key(model, args, device):
+        raise ValueError("rematplan.plan: reuse is a plan of another model, of other inputs (shapes, dtypes, "
+                         "arguments, device) or of the model before it changed (layers frozen or swapped); leave "
+                         "reuse out: plan() captures these inputs (profiles are kept per model and inputs)")
+    return prof
 
 
 def apply(model, plan):

@@ -213,7 +213,7 @@ RM_OK, RM_ERR_BUDGET = 0, 6  # rm_status (include/remat.h)
 def _json(obj, what):
     try:
         return json.dumps(obj, allow_nan=False).encode()
-    except (TypeError, ValueError) as e:
+    except (TypeError, ValueError, RecursionError) as e:  # (RecursionError: nested deeper than Python's stack)
         raise RematError("rematplan: the %s is not JSON (%s): give dicts, lists, strings, numbers and booleans"
                          % (what, e)) from None
 

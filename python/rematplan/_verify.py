@@ -74,12 +74,23 @@ class Checker:
             return
         what = "a recomputed tensor %s %s differs from its first computation (op %s)" % (
             d[1], d[2], recipe.steps[version - 1].func)
-        x = again() if again is not None else None
-        if x is not None and digest(as_made(x)) != digest(t):
-            self.unreproducible.append(what + ", and so does the op run again on the same inputs: its own bytes, "
-                                       "not the plan's")
-        else:
-            self.mismatches.append(what)
+        runs = []  # (held: each run's output is another allocation)
+        for fill in (0xA5, 0x5A, 0x00) if again is not None else ():
+            _poison(base, fill)
+            runs.append(again())
+            if digest(as_made(runs[-1])) != digest(t):
+                self.unreproducible.append(what + ", and so does the op run again on the same inputs: its own "
+                                           "bytes, not the plan's")
+                return
+        self.mismatches.append(what)
+
+
+def _poison(like, fill):
+    """A freed block of like's storage size holding `fill`: the next allocation of that size may reuse it,
+    so bytes an op leaves unwritten show it (a run on fresh zeroed pages gave the same bytes as the rebuild
+    and hid that the op's workspace is partly unwritten: mkldnn_rnn_layer's)."""
+    n = like.untyped_storage().nbytes() if hasattr(like, "untyped_storage") else like.storage().nbytes()
+    torch.empty(n, dtype=torch.uint8, device=like.device).fill_(fill)
 
 
 def _rss():
@@ -225,6 +236,10 @@ def verify(model, inputs, device=None, check_memory=True, raise_on_mismatch=True
     the op itself gives other bytes when run again on the same inputs, "unreproducible" instead), its
     peak measured against the plan. Leaves the model's buffers, gradients and RNG as it found them.
     Returns a dict."""
+    if not isinstance(model, torch.nn.Module):
+        from .capture import ModelError
+        raise ModelError("rematplan.verify: the model must be the applied model (rematplan.apply's result) or an "
+                         "nn.Module, not a %s" % type(model).__name__)
     plan = getattr(model, "remat_plan", None)
     plain = getattr(model, "remat_model", model)
     args = Example.of(inputs)

@@ -41,6 +41,7 @@ from torch.utils._mode_utils import no_dispatch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ._tree import Example, flat_tensors  # noqa: F401 (rematplan.capture.flat_tensors)
+from . import _lib
 from .calls import Calls
 from .pricing import SHAPE_ONLY, draw_probability, kind, moved_bytes, op_flops, spec
 
@@ -730,6 +731,37 @@ def capture(model, inputs, device=None, repeats=1):
         if _cuda(device):
             k.reset()
             loss_of(args.call(model)).backward()
+            torch.clear_autocast_cache()  # (inside the user's autocast: the recorded pass makes its casts)
         k.reset()
-        rec = one_pass(model, args, device, measure_cpu=True)
+        try:
+            rec = one_pass(model, args, device, measure_cpu=True)
+        except (ModelError, _lib.RematError):
+            raise
+        except Exception as e:  # noqa: B902: the model's own error, or one of the recording's
+            if _plain_step_fails(model, args, k):
+                raise
+            raise recording_error(e) from e
     return rec
+
+
+def _plain_step_fails(model, args, k):
+    """Whether the model's step fails without rematplan's hooks and mode too (then its error is the
+    model's own)."""
+    k.reset()
+    try:
+        loss_of(args.call(model)).backward()
+    except Exception:  # noqa: B902
+        return True
+    finally:
+        k.reset()
+    return False
+
+
+def recording_error(e):
+    """The ModelError for a step that trains plainly and fails while rematplan records it."""
+    what = (str(e).strip().splitlines() or [""])[0][:300]
+    return ModelError("rematplan: the model's step trains without rematplan but fails while rematplan records it "
+                      "(saved-tensor hooks and a dispatch mode around the step): %s: %s; torch.func transforms "
+                      "(grad, vjp, jacrev) in the forward refuse saved-tensor hooks, and torch 1.13's dispatch "
+                      "mode cannot make tensor subclasses (as_subclass); train this model without rematplan, or "
+                      "plan a part of it without them" % (type(e).__name__, what))

@@ -25,6 +25,7 @@ out of bounds" assert). With no such hook (torch 1.13) it raises, saying so.
 """
 import inspect
 import math
+import numbers
 
 from . import _lib
 
@@ -127,6 +128,12 @@ def solve(memory, joint_graph, max_memory, node_info=None, candidates=None):
     n = len(memory)
     if n == 0:
         return [], []
+    if not all(isinstance(m, numbers.Real) and math.isfinite(m) and m >= 0 for m in memory) or \
+            not isinstance(max_memory, numbers.Real) or not max_memory >= 0:
+        raise _lib.RematError("rematplan's compile solver: the candidates' memory must be finite numbers >= 0 and "
+                              "the budget a number >= 0 (got %r for %d candidates)" % (max_memory, n))
+    if max_memory >= sum(memory):  # (inf too) everything fits
+        return list(range(n)), []
     cands = list(candidates) if candidates is not None else [None] * n
     index = {c: i for i, c in enumerate(cands) if c is not None}
     scale = SCALE / max(max(memory), 1e-30)
@@ -146,11 +153,13 @@ def solve(memory, joint_graph, max_memory, node_info=None, candidates=None):
     # (what the knapsack saves), not until the loss is computed
     nodes.append({"name": "loss", "forward_time": 0.0, "backward_time": 0.0, "output_bytes": 0})
     graph = {"nodes": nodes, "edges": edges}
-    rc, ans, _ = _lib.plan_graph(graph, int(max_memory * scale))
-    if not ans or not ans.get("feasible"):
-        start = ans.get("least_plan") if ans else None  # the least not searched again
-        rc, ans, _ = _lib.plan_graph(graph if start is None else dict(graph, start=start),
-                                     int(ans["min_budget_bytes"]) if ans else -1)
+    rc, ans, msg = _lib.plan_graph(graph, int(max_memory * scale))
+    if rc in (_lib.RM_OK, _lib.RM_ERR_BUDGET) and ans and not ans.get("feasible"):
+        start = ans.get("least_plan")  # the least not searched again
+        rc, ans, msg = _lib.plan_graph(graph if start is None else dict(graph, start=start),
+                                       int(ans["min_budget_bytes"]))
+    if rc != _lib.RM_OK or not ans:
+        raise _lib.RematError("rematplan's compile solver: rm_plan_graph refused the %d candidates: %s" % (n, msg))
     keep = {int(k) for k in ans.get("keep", []) if k != "loss"}
     return sorted(keep), [i for i in range(n) if i not in keep]
 

@@ -42,6 +42,7 @@ class Profile:
         self.measured = {}   # plan key -> measured peak
         self.measured_plans = {}  # plan key -> the Plan measured (budget.Search.fastest)
         self.least = None    # (least bytes, Plan): the least plan, measured within it
+        self.key = None      # profile_key: what it was captured for (plan(reuse=) checks it)
 
     def checkpoint_note(self):
         """What to say where the model recomputes with torch.utils.checkpoint itself ("" where not):
@@ -120,17 +121,29 @@ def _structure(model):
                   for n, p in model.named_parameters()))
 
 
+def profile_key(model, inputs, device=None):
+    """What a profile is kept under: the inputs (and device, grad and autocast mode) and the model's
+    structure."""
+    return (_key(inputs, device), _structure(model))
+
+
 def profile_of(model, inputs, device=None, repeats=1, fresh=False):
     """The model's profile for these inputs (captured now, or kept from before)."""
     per = _profiles.setdefault(model, {})
-    key = (_key(inputs, device), _structure(model))
+    key = profile_key(model, inputs, device)
     if fresh or key not in per:
         per[key] = Profile(model, inputs, device, repeats)
+        per[key].key = key
     return per[key]
 
 
 def forget(model):
     """Drops the model's kept profiles (after its structure changed)."""
+    model = getattr(model, "remat_model", model)  # (an applied model: the model it runs)
+    if not isinstance(model, torch.nn.Module):
+        from .capture import ModelError
+        raise ModelError("rematplan.forget: give the model (an nn.Module) whose profiles to drop, not a %s"
+                         % type(model).__name__)
     _profiles.pop(model, None)
 
 
