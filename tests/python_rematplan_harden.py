@@ -232,8 +232,9 @@ def test_budget_text(check):
 def test_rng_kept(check):
     """The first plan() of a process (here: after forget_rates()) leaves the global RNG as it was: its
     rates are measured on random tensors, which drew from it."""
+    import os
     from rematplan import pricing
-    kept = dict(pricing._memo)
+    kept, rates_file = dict(pricing._memo), os.environ.pop("REMATPLAN_RATES", None)  # (forget_rates deletes it)
     try:
         rematplan.forget_rates()
         torch.manual_seed(0)
@@ -245,6 +246,8 @@ def test_rng_kept(check):
         rematplan.forget(m)
     finally:
         pricing._memo.update(kept)  # the rates the other tests priced with
+        if rates_file is not None:
+            os.environ["REMATPLAN_RATES"] = rates_file
 
 
 class FuncGrad(nn.Module):
