@@ -8,7 +8,9 @@
 #     export, and the interrupt file; exit 2, the folder unchanged.
 #     --allow-output-in-model-folder lets a new file be written there, never
 #     one that exists (eval --report DIR/generation_config.json and train
-#     --report DIR/tokenizer.json replaced them and exited 0).
+#     --report DIR/tokenizer.json replaced them and exited 0). The same
+#     where the folder's weights are given alone (--init DIR/model.safetensors:
+#     --report DIR/config.json replaced the folder's config and exited 0).
 #  7. a message comparing two sizes prints their bytes where "%.2f MiB"
 #     prints both alike ("0.03 MiB is below the minimum feasible 0.03 MiB").
 # Every command runs under `timeout`: a hang is a failure (exit 124).
@@ -56,7 +58,11 @@ for args in "eval --init m $HF --data data.txt --report m/generation_config.json
     "train --init $S $HF --steps 1 --report hub/blobs/new.json" \
     "train --init $S/ $HF --steps 1 --save $S/../../blobs/x.st" \
     "eval --init m $HF --data data.txt --report m/new.json --allow-output-in-model-folder --report m/tokenizer.json" \
-    "train --init m $HF --steps 1 --report m/generation_config.json --allow-output-in-model-folder"; do
+    "train --init m $HF --steps 1 --report m/generation_config.json --allow-output-in-model-folder" \
+    "train $LLAMA --init m/model.safetensors --steps 1 --report m/config.json" \
+    "train $LLAMA --init m/model.safetensors --steps 1 --report m/new.json" \
+    "train $LLAMA --init $S/model.safetensors --steps 1 --report $S/tokenizer.json" \
+    "bench $LLAMA --init m/model.safetensors --steps 1 --budgets 0 --rounds 1 --strategies none --csv m/tokenizer.json"; do
     # shellcheck disable=SC2086
     run "$R" $args
     refused 2 "$args"
