@@ -249,12 +249,30 @@ static int cmp_u64_desc(const void *a, const void *b) {
     return (x < y) - (x > y);
 }
 
-void cli_prune_step_files(const char *path, int keep) {
-    if (keep <= 0) return;
+/* The folder of path ("" for the working one) and its file name. */
+static const char *split_path(const char *path, char *dir, size_t cap) {
     const char *slash = strrchr(path, '/');
+    snprintf(dir, cap, "%.*s", slash ? (int)(slash - path) + 1 : 0, path);
+    return slash ? slash + 1 : path;
+}
+
+int cli_step_file_after(const char *path, uint64_t step, char *out, size_t cap) {
     char dir[4096];
-    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + 1 : 0, path);
-    const char *base = slash ? slash + 1 : path;
+    const char *base = split_path(path, dir, sizeof dir);
+    DIR *d = opendir(*dir ? dir : ".");
+    if (!d) return 0;
+    struct dirent *de;
+    uint64_t s, first = UINT64_MAX;
+    while ((de = readdir(d)) != NULL)
+        if (cli_step_of(base, de->d_name, &s) && s > step && s < first) first = s;
+    closedir(d);
+    return first != UINT64_MAX && cli_step_path(path, first, out, cap);
+}
+
+void cli_prune_step_files(const char *path, int keep, uint64_t upto) {
+    if (keep <= 0) return;
+    char dir[4096];
+    const char *base = split_path(path, dir, sizeof dir);
     DIR *d = opendir(*dir ? dir : ".");
     if (!d) return;
     uint64_t *steps = NULL;
@@ -262,7 +280,7 @@ void cli_prune_step_files(const char *path, int keep) {
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
         uint64_t s;
-        if (!cli_step_of(base, de->d_name, &s)) continue;
+        if (!cli_step_of(base, de->d_name, &s) || s > upto) continue; /* (later: not this run's) */
         if (n == cap) {
             uint64_t *q = realloc(steps, (cap = cap ? 2 * cap : 16) * sizeof *q);
             if (!q) break;

@@ -22,9 +22,13 @@ int cli_step_path(const char *path, uint64_t step, char *out, size_t cap);
 /* Whether the file name `name` is a step file of the series of the file
  * name `base` (both without folders), and its step. */
 int cli_step_of(const char *base, const char *name, uint64_t *step);
-/* Removes the oldest step files of path's series so that `keep` remain
- * (keep 0: none removed). Prints a warning for a file it cannot remove. */
-void cli_prune_step_files(const char *path, int keep);
+/* Removes the oldest step files of path's series up to step `upto` so that
+ * `keep` of those remain (keep 0: none removed); a later one is not this
+ * run's and is left alone. Prints a warning for a file it cannot remove. */
+void cli_prune_step_files(const char *path, int keep, uint64_t upto);
+/* The first step file of path's series numbered after `step` that exists,
+ * in out: 1, or 0 when there is none. */
+int cli_step_file_after(const char *path, uint64_t step, char *out, size_t cap);
 /* The remat file path (or open, when not NULL) holds every parameter of g
  * as a load needs it: checked on its index (rm_file_check) before
  * rm_compile allocates the model, so a file whose metadata claims a larger

@@ -223,6 +223,19 @@ static int check_flags(const cli_args *a) {
     return 0;
 }
 
+/* A step file of --save numbered after the step this run starts from is
+ * another run's (or, resuming, of the run from later than where this one
+ * resumes): this run's step files would replace it, or --keep delete it. */
+static int check_step_files(const trainer *t) {
+    char found[4096];
+    const cli_args *a = t->a;
+    if (!a->save || !a->save_every || !cli_step_file_after(a->save, t->start, found, sizeof found)) return 0;
+    return cli_fail(2, "--save '%s': the step file '%s' of another run is there (after step %llu, where this run "
+                    "starts): this run's step files (--save-every) would replace it%s; give another --save, move "
+                    "that run's step files away, or --resume the newest of them to continue it", a->save, found,
+                    (unsigned long long)t->start, a->keep ? " and --keep delete that run's" : "");
+}
+
 /* Opens the file of --resume and takes the model and training flags from
  * it; the state itself is loaded once the session exists. */
 static int open_resume(trainer *t) {
@@ -367,7 +380,7 @@ static int save_step_file(const trainer *t, uint64_t done) {
     if (!cli_step_path(a->save, done, path, sizeof path)) /* checked before step 0: not expected */
         return cli_fail(1, "cannot save step %llu: the path '%s' is too long", (unsigned long long)done, a->save);
     if ((rc = save_state(t, path, done)) != 0) return rc;
-    if (cli_dist_rank() == 0) cli_prune_step_files(a->save, a->keep);
+    if (cli_dist_rank() == 0) cli_prune_step_files(a->save, a->keep, done);
     if (!a->quiet) printf("%ssaved %s\n", t->tty ? "\n" : "", path);
     return 0;
 }
@@ -631,6 +644,7 @@ int cli_train(const cli_args *a0) {
         rc = cli_fail(2, "--save-adapters needs a LoRA run (--lora R, or --resume a file of one)");
     if (!rc) rc = cli_check_flag_use(&args);
     if (!rc) rc = cli_check_outputs(&args); /* before step 0, not after the last */
+    if (!rc) rc = check_step_files(&t);
     if (!rc) {
         rm_run_info r;
         cli_run_info(&args, "", 0, 0, 0, &r);

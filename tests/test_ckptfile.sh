@@ -7,7 +7,8 @@
 #    whole files are compared (SHA-256), so parameters, moments and
 #    metadata are all identical;
 #  - resuming under another strategy and thread count than the save;
-#  - --save-every / --keep step files and their names;
+#  - --save-every / --keep step files and their names; another run's never
+#    replaced nor pruned;
 #  - a writer killed (SIGKILL) between writing and renaming leaves the old
 #    file loadable, and the next save removes its temp file;
 #  - SIGINT / SIGTERM: exit 130 / 143, the state saved, resumable exactly;
@@ -83,6 +84,22 @@ check '[ -f "$T/steps/noext.step000003" ] && [ -f "$T/steps/noext.step000001" ] 
     "a name without extension: $(ls "$T/steps" | tr '\n' ' ')"
 "$R" train $GPT --steps 1 --save-every 2 2>"$T/err"; rc=$?
 check '[ $rc -eq 2 ] && grep -q "need --save" "$T/err"' "--save-every without --save: exit $rc"
+# Another run's step files are never replaced nor pruned: a new run at the same --save, or a
+# resume from before the last of them, is refused before any work (a fresh run with --keep 2
+# deleted the first run's step 2 file and its own newest ones, and kept the first run's 4 and
+# 6 as "the newest"); a resume from the newest prunes that run's older ones.
+before=$(cd "$T/steps" && ls | tr "\n" " ")
+"$R" train $GPT --steps 3 --save "$T/steps/m.safetensors" --save-every 1 --keep 2 2>"$T/err"; rc=$?
+check '[ $rc -eq 2 ] && grep -q "step file .*m.step000004.safetensors. of another run is there" "$T/err" &&
+       [ "$(cd "$T/steps" && ls | tr "\n" " ")" = "$before" ]' "a new run over another's step files: exit $rc $(cat "$T/err")"
+"$R" train --resume "$T/steps/m.step000004.safetensors" --steps 7 $RES --save "$T/steps/m.safetensors" \
+    --save-every 1 2>"$T/err"; rc=$?
+check '[ $rc -eq 2 ] && grep -q "m.step000006.safetensors. of another run is there (after step 4" "$T/err"' \
+    "a resume from before another step file: exit $rc $(cat "$T/err")"
+"$R" train --resume "$T/steps/m.step000006.safetensors" --steps 8 $RES --save "$T/steps/m.safetensors" \
+    --save-every 1 --keep 2 || bad "a resume from the newest step file exited $?"
+check '[ "$(cd "$T/steps" && ls m.* | tr "\n" " ")" = "m.safetensors m.step000007.safetensors m.step000008.safetensors " ]' \
+    "a resume from the newest, --keep 2: $(ls "$T/steps" | tr '\n' ' ')"
 
 # A writer killed between writing its temp file and renaming it: the old
 # file stays whole, and the next save removes the stray temp file.

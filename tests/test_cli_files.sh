@@ -200,10 +200,10 @@ check '[ $rc -eq 143 ] && grep -q "saved t.st" err && [ "$(sha t.st)" != "$(sha 
 dflt=""; env --default-signal=HUP true 2>/dev/null && dflt="env --default-signal=HUP"
 for sig in HUP USR1; do
     want=$([ $sig = HUP ] && echo 129 || echo 138)
+    rm -f t.step*.st  # (the step files of the run before: another run's, which a new one refuses to replace)
     $dflt "$R" train --layers 1 --dim 16 --heads 2 --context 8 --batch 2 --threads 1 --steps 1000000 --save t.st \
         --save-every 20 --keep 1 >/dev/null 2>err &
     pid=$!
-    rm -f t.step*.st
     i=0; while [ $i -lt 300 ] && ! ls t.step*.st >/dev/null 2>&1; do sleep 0.05; i=$((i + 1)); done
     kill -$sig $pid
     wait $pid; rc=$?
@@ -211,6 +211,7 @@ for sig in HUP USR1; do
         "SIG$sig to train: exit $rc: $(cat err)"
 done
 cp t.orig t.st
+rm -f t.step*.st
 REMAT_TEST_SLOW_SAVE_MS=4000 "$R" train --layers 1 --dim 16 --heads 2 --context 8 --batch 2 --threads 1 \
     --steps 1000000 --save t.st --save-every 20 >/dev/null 2>err &
 pid=$!
