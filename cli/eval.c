@@ -6,6 +6,7 @@
  * (rm_evaluate_part). Forward only: no gradients, no optimizer state. */
 #include "args.h"
 #include "ckptfile.h"
+#include "guard.h"
 #include "hf.h"
 #include "paths.h"
 #include <math.h>
@@ -81,6 +82,7 @@ static int load_data(evaluator *e) {
     const cli_args *a = e->a;
     char err[1024];
     rm_status st = rm_data_load_tokens(&e->data, a->data, a->token_bytes, err, sizeof err);
+    if (st == RM_OK && a->init && cli_check_bytes_vocab(a, &e->data)) return 2; /* --load: after build() */
     if (st == RM_OK) st = rm_data_check_vocab(&e->data, a->vocab, err, sizeof err);
     if (st != RM_OK) return cli_fail(1, "%s", err);
     if (rm_data_num_batches(&e->data, RM_DATA_TRAIN, a->batch, a->context) == 0)
@@ -154,6 +156,7 @@ int cli_eval(const cli_args *a0) {
     } else if (!rc) rc = model_from_file(&args, &e.run);
     if (!rc) rc = load_data(&e);
     if (!rc) rc = build(&e);
+    if (!rc && !args.init && cli_check_bytes_vocab(&args, &e.data)) rc = 2; /* the file's vocab, once it is checked */
     if (!rc) {
         rm_eval_result res;
         if (rm_evaluate_part(e.s, &e.io, &e.data, RM_DATA_TRAIN, (uint64_t)args.max_batches, &res) != RM_OK)

@@ -656,6 +656,8 @@ int cli_train(const cli_args *a0) {
     if (worst) cli_dist_agreed(), rc = rc ? rc : worst;
     if (!rc) rc = check_ranks(&t);
     if (!rc) rc = build_session(&t);
+    /* (a resumed file's vocab, once the file is checked: a file that claims another model says so first) */
+    if (!rc && args.resume && cli_check_bytes_vocab(&args, &t.data)) rc = 2;
     if (!rc) {
         int64_t lsh[RM_MAX_DIMS];
         int lnd = rm_shape(t.g, t.io.logits, lsh);

@@ -223,5 +223,23 @@ check '[ $rc -eq 0 ] && grep -q "note: --lr overrides the value in .no?such?\[31
     ! grep -qv "^remat: " err' "a note quoting a path with a newline and an escape: exit $rc: $(cat -A err | head -c 400)"
 rm -f "$odd.safetensors"
 
+# ---- a model whose vocab is above 256 given bytes ----------------------------
+# (a text file, or token ids without --token-bytes): its ids above 255 are never seen; eval of a
+# 320-id Hugging Face folder printed a perplexity of byte ids and exited 0 (--vocab given on the
+# command line was refused, the model's own vocab was not checked)
+awk 'BEGIN { for (i = 0; i < 2048; i++) printf "%c%c", 1, 1 }' > ids.u16  # id 257, 2048 times
+V="--model llama --layers 1 --dim 16 --heads 2 --context 8 --batch 2 --threads 1 --quiet"
+run "$R" train $V --vocab 320 --data ids.u16 --token-bytes 2 --steps 1 --save v320.st
+check '[ $rc -eq 0 ]' "a vocab-320 model on 2-byte ids: exit $rc $(cat err)"
+for args in "train --resume v320.st --data data.txt --steps 2" "eval --load v320.st --data data.txt $HF" \
+    "eval --load v320.st --data ids.u16 $HF"; do
+    # shellcheck disable=SC2086
+    run "$R" $args
+    refused 2 "$args"
+    check 'grep -q "is read as bytes .* but the model.s vocab is 320 (from --" err' "$args: $(cat err)"
+done
+run "$R" eval --load v320.st --data ids.u16 --token-bytes 2 $HF
+check '[ $rc -eq 0 ]' "eval of the vocab-320 model on its ids with --token-bytes 2: exit $rc $(cat err)"
+
 echo "test_harden5: $pass passed, $fail failed"
 [ $fail -eq 0 ]
