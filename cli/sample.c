@@ -205,6 +205,11 @@ int cli_sample(const cli_args *a0) {
         goto done;
     }
     size_t plen = strlen(a.prompt);
+    if (plen && V > 256) { /* its ids are a tokenizer's, which remat does not have: bytes would be other tokens */
+        rc = cli_fail(2, "the model's vocab is %d (token ids, not bytes): --prompt's text would be read as byte ids; "
+                      "leave --prompt out (sampling starts from a newline's id)", V);
+        goto done;
+    }
     seq = calloc(plen + (size_t)a.tokens + 1, sizeof *seq);
     probs = malloc((size_t)V * sizeof *probs);
     if (!seq || !probs) {

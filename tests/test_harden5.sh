@@ -240,6 +240,11 @@ for args in "train --resume v320.st --data data.txt --steps 2" "eval --load v320
 done
 run "$R" eval --load v320.st --data ids.u16 --token-bytes 2 $HF
 check '[ $rc -eq 0 ]' "eval of the vocab-320 model on its ids with --token-bytes 2: exit $rc $(cat err)"
+run "$R" sample --load v320.st --prompt "hello" --tokens 2 --threads 1
+refused 2 "sample --prompt on a vocab-320 model"
+check 'grep -q "vocab is 320 (token ids, not bytes)" err' "sample --prompt on a vocab-320 model: $(cat err)"
+run "$R" sample --load v320.st --tokens 2 --threads 1
+check '[ $rc -eq 0 ]' "sample of a vocab-320 model without --prompt: exit $rc $(cat err)"
 
 echo "test_harden5: $pass passed, $fail failed"
 [ $fail -eq 0 ]
