@@ -17,6 +17,7 @@ loss module made in the forward) are not calls: their ops are the caller's.
 """
 import threading
 
+import torch
 import torch.nn.modules.module as _module
 
 
@@ -26,6 +27,14 @@ UNCOUNTED = frozenset(("aten.detach.default", "aten.lift_fresh.default", "aten.a
 # native_dropout): by name; every op whose schema takes a Generator draws from it or the default one
 _RANDOM_NAMES = ("bernoulli", "dropout", "rand", "normal", "uniform", "multinomial", "exponential", "geometric",
                  "cauchy", "log_normal", "random_")
+
+
+def _cached_cast(args):
+    """Whether a _to_copy is one autocast may cache: of a leaf that requires grad (a parameter). Below
+    autocast (where the modes run) autocast reads as off, so every such cast counts for nothing: one a
+    model makes itself at every step keeps its place -1 at every step too."""
+    t = args[0] if args else None
+    return isinstance(t, torch.Tensor) and t.is_leaf and t.requires_grad
 
 
 def draws_random(func):
@@ -97,11 +106,13 @@ class Calls:
             self.on_leave(frame)
         return frame
 
-    def next_key(self, name=None):
+    def next_key(self, name=None, args=()):
         """The key of the op about to run, (path, occurrence, place); counts it, unless it is an op
         whether torch runs it depends on who holds what (a detach after a factory function whose
-        output a Python mode holds): those get place -1 and count for nothing."""
-        if name in UNCOUNTED:
+        output a Python mode holds; autocast's cast of a parameter, which a loop inside one autocast
+        context makes at its first step only, the later ones reading its cache): those get place -1
+        and count for nothing."""
+        if name in UNCOUNTED or (name == "aten._to_copy.default" and _cached_cast(args)):
             f = self.stack[-1] if self.stack else ("", -1)
             return (f[0], f[1], -1)
         if not self.stack:

@@ -216,7 +216,7 @@ class _Pass(TorchDispatchMode):
         ins = list(flat_tensors((args, kwargs)))
         call = self.where.current()
         name = str(func)
-        op = Op(len(self.ops), name, call.idx if call is not None else -1, self.where.next_key(name))
+        op = Op(len(self.ops), name, call.idx if call is not None else -1, self.where.next_key(name, args))
         self.deaths.now = op.key
         in_keys = {storage_key(t)[0] for t in ins}
         op.reads = [self.sid(t) for t in ins]

@@ -305,7 +305,7 @@ class Step(TorchDispatchMode):
         if self.quiet:
             return func(*args, **kwargs)
         info = _info(func)
-        key = self.last_key = self.calls.next_key(info.name)
+        key = self.last_key = self.calls.next_key(info.name, args)
         modes = self.table.modes.get(key)
         if modes is not None and self.table.names.get(key, info.name) != info.name:
             self.stats["other_op"] += 1  # not the op the plan is for: kept
