@@ -31,7 +31,12 @@ static int check_data_fits(const char *path, int encdec) {
 }
 
 int cli_check_bytes_vocab(const cli_args *a, const rm_dataset *d) {
-    if (d->format != RM_DATA_BYTES || a->vocab <= 256 || !strcmp(a->model, "encdec")) return 0;
+    if (d->format != RM_DATA_BYTES || !strcmp(a->model, "encdec")) return 0;
+    /* a text file is bytes whatever --vocab says: that first, not which token a small vocab lacks */
+    if (cli_given(a, "--vocab") && !a->resume && a->vocab != 256)
+        return cli_fail(2, "'%s' is read as bytes (a text file: vocab 256), but --vocab is %d: --vocab is for llm.c "
+                        "token files; drop it", d->name, a->vocab);
+    if (a->vocab <= 256) return 0;
     return cli_fail(2, "'%s' is read as bytes (ids 0 to 255: a text file, or token ids given without --token-bytes), "
                     "but the model's vocab is %d (%s): its ids above 255 would never be seen; give the data as its "
                     "token ids (--token-bytes 2 or 4, or an llm.c token file)", d->name, a->vocab,
@@ -57,10 +62,6 @@ int cli_load_data(const cli_args *a, rm_dataset *d, rm_pairs *p) {
     rm_status st = a->data ? rm_data_load_tokens(d, a->data, a->token_bytes, err, sizeof err)
                            : rm_data_load_corpus(d, err, sizeof err);
     if (st != RM_OK) return cli_fail(1, "%s", err);
-    /* a text file is bytes whatever --vocab says: that first, not which token a small vocab lacks */
-    if (d->format == RM_DATA_BYTES && cli_given(a, "--vocab") && !a->resume && a->vocab != 256)
-        return cli_fail(2, "'%s' is read as bytes (a text file: vocab 256), but --vocab is %d: --vocab is for llm.c "
-                        "token files; drop it", d->name, a->vocab);
     if (!a->resume && cli_check_bytes_vocab(a, d)) return 2; /* (--resume: once its file is checked) */
     st = rm_data_check_vocab(d, a->vocab, err, sizeof err);
     if (st == RM_OK) st = rm_data_split(d, a->val_fraction, a->batch, a->context, err, sizeof err);

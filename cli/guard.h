@@ -31,9 +31,10 @@ double cli_machine_bytes(void);
  * 0, or the exit status with a message. train and bench (before its first
  * point) call it. */
 int cli_load_data(const cli_args *a, rm_dataset *d, rm_pairs *p);
-/* Data read as bytes (a text file, or ids given without --token-bytes) for a
- * model whose vocab is above 256 (a Hugging Face folder's, a --resume
- * file's): the usage error said (returns 2), else 0. */
+/* Data read as bytes (a text file, or ids given without --token-bytes) with
+ * a --vocab other than 256 given, or for a model whose vocab is above 256
+ * (a Hugging Face folder's, a --resume or --load file's): the usage error
+ * said (returns 2), else 0. */
 int cli_check_bytes_vocab(const cli_args *a, const rm_dataset *d);
 
 /* Divergence (docs/RELIABILITY.md): a loss that is not finite, or above

@@ -18,22 +18,27 @@ static int hf_file_name(const char *base) {
            (!strncmp(base, "model-", 6) && n > 18 && !strcmp(base + n - 12, ".safetensors"));
 }
 
-const char *cli_hf_hint(const char *path, char *buf, size_t cap) {
-    char dir[4096], cfg[4200];
+int cli_hf_folder_of(const char *path, char *dir, size_t cap) {
+    char cfg[4200];
     struct stat sb;
-    if (!buf || cap == 0) return "";
-    buf[0] = 0;
-    if (!path || !*path) return buf;
+    if (!path || !*path || cap == 0) return 0;
     const int is_dir = cli_is_dir(path);
     const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
-    if (!is_dir && !hf_file_name(base)) return buf;
-    if (is_dir) snprintf(dir, sizeof dir, "%s", path);
-    else if (!slash) snprintf(dir, sizeof dir, ".");
-    else snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    if (!is_dir && !hf_file_name(base)) return 0;
+    if (is_dir) snprintf(dir, cap, "%s", path);
+    else if (!slash) snprintf(dir, cap, ".");
+    else snprintf(dir, cap, "%.*s", slash == path ? 1 : (int)(slash - path), path);
     snprintf(cfg, sizeof cfg, "%s/config.json", dir);
-    if (stat(cfg, &sb) != 0 || !S_ISREG(sb.st_mode)) return buf;
+    return stat(cfg, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+const char *cli_hf_hint(const char *path, char *buf, size_t cap) {
+    char dir[4096];
+    if (!buf || cap == 0) return "";
+    buf[0] = 0;
+    if (!cli_hf_folder_of(path, dir, sizeof dir)) return buf;
     snprintf(buf, cap, "; '%s' is a Hugging Face model folder%s: remat reads one with --init %s (train, eval, bench)",
-             dir, is_dir ? "" : " (give the folder, not its file)", dir);
+             dir, cli_is_dir(path) ? "" : " (give the folder, not its file)", dir);
     return buf;
 }
 

@@ -6,6 +6,10 @@
 
 /* 1 if path names a folder. */
 int cli_is_dir(const char *path);
+/* 1 when path is a Hugging Face model folder (it holds config.json) or one
+ * of its files by name (config.json, the index, model.safetensors or a
+ * model-*.safetensors shard): that folder, as named, in dir. */
+int cli_hf_folder_of(const char *path, char *dir, size_t cap);
 /* When path is a Hugging Face model folder (it holds config.json) or one
  * of its files by name (config.json, the index, model.safetensors or a
  * model-*.safetensors shard), "; ..." saying to give the folder with --init

@@ -99,24 +99,18 @@ static int check_writable(const cli_file *f) {
     return 0;
 }
 
-/* Whether a file's name is one a Hugging Face folder reads (config.json,
- * model.safetensors, its index and shards model-*.safetensors). */
-static int model_file_name(const char *base) {
-    const size_t n = strlen(base);
-    return !strcmp(base, "config.json") || !strcmp(base, "model.safetensors.index.json") ||
-           (!strncmp(base, "model", 5) && n > 12 && !strcmp(base + n - 12, ".safetensors"));
-}
-
-/* Whether path is one of the files a Hugging Face folder dir reads. */
+/* Whether path is one of the files a Hugging Face folder dir reads
+ * (config.json, model.safetensors, its index and shards model-*.safetensors). */
 static int in_model_folder(const char *path, const char *dir) {
     struct stat st;
     char cp[PATH_MAX], cd[PATH_MAX];
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) return 0;
     if (!cli_canonical(path, cp, sizeof cp) || !cli_canonical(dir, cd, sizeof cd)) return 0;
     const char *base = strrchr(cp, '/') + 1;
-    const size_t dlen = strlen(cd);
+    const size_t dlen = strlen(cd), n = strlen(base);
     if ((size_t)(base - cp) != (dlen == 1 ? 1 : dlen + 1) || strncmp(cp, cd, dlen) != 0) return 0;
-    return model_file_name(base);
+    return !strcmp(base, "config.json") || !strcmp(base, "model.safetensors.index.json") ||
+           (!strncmp(base, "model", 5) && n > 12 && !strcmp(base + n - 12, ".safetensors"));
 }
 
 /* A step file of output o (--save-every, up to step o->steps) that exists
@@ -264,17 +258,14 @@ static int add_folder_files(file_set *s, const cli_file *f) {
 }
 
 /* The Hugging Face folder that file input f is one of the files of (--init
- * m/model.safetensors: m, which holds config.json), in dir; 0 if none. */
+ * m/model.safetensors: m, which holds config.json), canonical, in dir; 0 if
+ * none. The folder it is named in: a cache's snapshots/<rev>/, not the
+ * blobs/ its links point to. */
 static int folder_of_file(const cli_file *f, char *dir, size_t cap) {
     struct stat st;
-    char config[PATH_MAX + 16], named[PATH_MAX];
-    if (stat(f->path, &st) != 0 || !S_ISREG(st.st_mode)) return 0;
-    /* the folder it is named in (a Hugging Face cache's snapshots/<rev>/, not the blobs/ it links to) */
-    const char *slash = strrchr(f->path, '/');
-    snprintf(named, sizeof named, "%.*s", slash ? (int)(slash - f->path) + 1 : 1, slash ? f->path : ".");
-    if (!cli_canonical(named, dir, cap)) return 0;
-    snprintf(config, sizeof config, "%s/config.json", dir);
-    return access(config, F_OK) == 0 && model_file_name(slash ? slash + 1 : f->path);
+    char named[PATH_MAX];
+    return stat(f->path, &st) == 0 && S_ISREG(st.st_mode) && cli_hf_folder_of(f->path, named, sizeof named) &&
+           cli_canonical(named, dir, cap);
 }
 
 static int expand(const cli_file *files, int n, file_set *s) {
