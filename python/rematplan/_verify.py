@@ -27,6 +27,7 @@ from ._lib import RematError
 from ._tree import Example
 from .capture import ModelState, loss_of
 from .memory import Events, allocator_only_works, allocator_peak, collect
+from .recompute import _storage_numel
 
 
 class VerifyError(AssertionError):
@@ -89,8 +90,7 @@ def _poison(like, fill):
     """A freed block of like's storage size holding `fill`: the next allocation of that size may reuse it,
     so bytes an op leaves unwritten show it (a run on fresh zeroed pages gave the same bytes as the rebuild
     and hid that the op's workspace is partly unwritten: mkldnn_rnn_layer's)."""
-    n = like.untyped_storage().nbytes() if hasattr(like, "untyped_storage") else like.storage().nbytes()
-    torch.empty(n, dtype=torch.uint8, device=like.device).fill_(fill)
+    torch.empty(_storage_numel(like) * like.element_size(), dtype=torch.uint8, device=like.device).fill_(fill)
 
 
 def _rss():

@@ -697,11 +697,21 @@ def _view_as(base, ref):
     the rebuilt storage read as ref's dtype, from the byte where ref began in the first one (the
     storage is laid out as it was: _check_layout)."""
     r, size = ref.recipe, base.element_size()
-    item = torch.empty((), dtype=ref.dtype).element_size()
+    item = _itemsize(ref.dtype)
     start = ref.offset * item - r.offset * size + base.storage_offset() * size  # bytes into the storage
     n = _storage_numel(base) * size // item * item // size  # whole elements of ref's dtype
     flat = base.as_strided((n,), (1,), 0).view(ref.dtype)
     return flat.as_strided(ref.size, ref.stride, start // item)
+
+
+_itemsizes = {}
+
+
+def _itemsize(dtype):
+    n = _itemsizes.get(dtype)
+    if n is None:
+        n = _itemsizes[dtype] = torch.empty((), dtype=dtype).element_size()
+    return n
 
 
 def _check_layout(r, base):
