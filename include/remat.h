@@ -355,8 +355,10 @@ void rm_mib_pair(int64_t a, int64_t b, char *a_out, char *b_out, size_t cap);
 
 /* Compiles g into a session: autodiff, the plan, the step program, and one
  * allocation each for the arena, parameters (initialised from o->seed),
- * gradients and inputs. Takes ownership of nothing: the graph must outlive
- * the session; the session copies the options (it keeps no pointer of o;
+ * gradients and inputs. The session reads the graph: rm_graph_free before
+ * rm_session_free only marks the graph, which is freed with its last session
+ * (free them in any order; building on a freed graph is still a use after
+ * free). The session copies the options (it keeps no pointer of o;
  * NULL: rm_options_default's). On failure the message is rm_graph_errmsg(g), and the graph stays usable:
  * compile it again with other options (e.g. a larger budget). */
 rm_status rm_compile(rm_graph *g, const rm_options *o, rm_session **out);

@@ -125,6 +125,24 @@ static void free_order(void) {
         rm_optim_free(b);
         rm_graph_free(g);
     }
+    /* a graph freed before its sessions: they still step, and the last one
+     * freed frees it (ASan: no use after free, LeakSanitizer: no leak) */
+    rm_graph *g = rm_graph_new();
+    rm_model_io io;
+    rm_gpt_config c = {.layers = 1, .dim = 16, .heads = 2, .context = 8, .vocab = 32, .batch = 2};
+    rm_gpt_build(g, &c, &io);
+    rm_session *s1, *s2;
+    if (rm_compile(g, NULL, &s1) != RM_OK || rm_compile(g, NULL, &s2) != RM_OK) abort();
+    rm_graph_free(g);
+    int32_t *tok = rm_value_data(s2, io.tokens), *tgt = rm_value_data(s2, io.targets);
+    for (int i = 0; i < 16; i++) tok[i] = i % 32, tgt[i] = (i + 1) % 32;
+    rm_session_free(s1);
+    float loss = NAN;
+    CHECK(rm_step(s2, 0, &loss) == RM_OK && isfinite(loss), "a step after rm_graph_free: %s", rm_session_errmsg(s2));
+    rm_memory_info m;
+    rm_memory(s2, &m);
+    CHECK(m.activation_arena_bytes > 0, "rm_memory after rm_graph_free");
+    rm_session_free(s2);
 }
 
 /* Classes 6 and 15: the planners' sums of a profile's bytes and times

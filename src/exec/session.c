@@ -130,6 +130,7 @@ static rm_status compile(rm_graph *g, const rm_options *o, rm_session **out) {
         return rc;
     }
     s->precision_user = 1, g->precision_users++;
+    g->sessions++; /* rm_session_free says when it is done with g */
     if ((rc = rm_store_check(g)) != RM_OK) { /* 2-byte parameters are read only by ops that take them */
         rm_session_free(s);
         return rc;
@@ -238,7 +239,9 @@ void rm_session_free(rm_session *s) {
     rm_profile_free(&s->timing);
     rm_trace_free(s);
     rm_session_scratch_close(s);
+    rm_graph *g = s->precision_user ? s->g : NULL;
     free(s);
+    rm_graph_session_done(g); /* last: frees g where rm_graph_free came first */
 }
 
 void *rm_session_input(rm_session *s, rm_val v, rm_dtype dt, int64_t numel, const char *fn, const char *what) {

@@ -28,6 +28,10 @@ rm_graph *rm_graph_new(void) {
 
 void rm_graph_free(rm_graph *g) {
     if (!g) return;
+    if (g->sessions > 0) { /* its sessions read it: freed with the last of them */
+        g->freed = 1;
+        return;
+    }
     for (int v = 0; v < g->n_vals; v++) free(g->vals[v].const_data);
     free(g->vals);
     free(g->nodes);
@@ -35,6 +39,10 @@ void rm_graph_free(rm_graph *g) {
     free(g->params);
     free(g->param_names);
     free(g);
+}
+
+void rm_graph_session_done(rm_graph *g) {
+    if (g && g->sessions > 0 && --g->sessions == 0 && g->freed) rm_graph_free(g);
 }
 
 const char *rm_graph_errmsg(const rm_graph *g) {

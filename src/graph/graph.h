@@ -132,9 +132,15 @@ struct rm_graph {
      * many live sessions use it */
     rm_precision precision;
     int precision_users;
+    /* sessions compiled from it and not yet freed; rm_graph_free while some
+     * live only marks it (freed): the last rm_session_free frees it */
+    int sessions, freed;
     rm_status status;
     char errmsg[1024]; /* room for a memory limit's whole breakdown (exec/limit.c) */
 };
+
+/* A session of g is freed: frees g too when rm_graph_free came first. */
+void rm_graph_session_done(rm_graph *g);
 
 /* Sets the graph's sticky error and returns the status. */
 rm_status rm_graph_fail(rm_graph *g, rm_status s, const char *fmt, ...);

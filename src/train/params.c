@@ -204,8 +204,12 @@ rm_status rm_st_load_paged(rm_session *s, const rm_st_file *f, const rm_st_tenso
 rm_status rm_load_from(rm_session *s, rm_optim *o, const rm_st_file *f, const char *fname,
                        int flags, char *err, size_t errlen) {
     const int need_state = flags & RM_LOAD_STATE;
-    if (!s || !s->g || !f || !fname || (o && rm_optim_session(o) != s))
+    if (!s || !s->g || !f || !fname)
         return param_fail(s, RM_ERR_ARG, err, errlen, "cannot load: bad arguments");
+    if (o && rm_optim_session(o) != s)
+        return param_fail(s, RM_ERR_ARG, err, errlen, "cannot load '%s': the optimizer given is %s; pass the one "
+                          "rm_optim_new made for this session", fname,
+                          rm_optim_session(o) ? "another session's" : "of a freed session");
     const rm_graph *g = s->g;
     if (rm_session_runnable(s, "cannot load") != RM_OK) return param_fail(s, RM_ERR_STATE, err, errlen, "%s", s->errmsg);
     char e[512];
