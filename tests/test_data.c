@@ -224,6 +224,33 @@ static void test_split(void) {
     rm_data_free(&d);
 }
 
+/* rm_dataset is public: one a caller fills by hand, with counts that do not
+ * fit its tokens or ids its max_id does not say, is refused, never read
+ * past (n_train past n: a read past the tokens, SIGSEGV). */
+static void test_hand_made(void) {
+    char err[512];
+    int32_t tok[64], a[16], b[16];
+    float x[16];
+    for (int i = 0; i < 64; i++) tok[i] = i % 10;
+    rm_dataset d = {.tokens = tok, .n = 10, .n_train = 64000, .max_id = 9, .name = "hand"};
+    rm_status st = rm_data_batch(&d, RM_DATA_TRAIN, RM_SAMPLE_RANDOM, 1, 5, 2, 8, a, b, err, sizeof err);
+    CHECK(st == RM_ERR_ARG && strstr(err, "counts disagree"), "n_train past n: %d '%s'", st, err);
+    CHECK(rm_data_part_len(&d, RM_DATA_TRAIN) == 0 && rm_data_num_batches(&d, RM_DATA_TRAIN, 2, 8) == 0 &&
+              rm_data_row_start(&d, RM_DATA_TRAIN, RM_SAMPLE_RANDOM, 1, 5, 2, 8, 1) == 0, "part of n_train past n");
+    d.n = 64, d.n_train = 40, d.n_val = 1000;
+    st = rm_data_batch_mlp(&d, RM_DATA_VAL, RM_SAMPLE_SEQUENTIAL, 1, 5, 2, 8, 10, x, b, err, sizeof err);
+    CHECK(st == RM_ERR_ARG && strstr(err, "counts disagree"), "n_val past n: %d '%s'", st, err);
+    CHECK(rm_data_check_vocab(&d, 10, err, sizeof err) == RM_ERR_ARG, "check_vocab of n_val past n");
+    d.n_val = 24, tok[30] = -3; /* max_id says 9 */
+    st = rm_data_check_vocab(&d, 10, err, sizeof err);
+    CHECK(st == RM_ERR_ARG && strstr(err, "token -3 at position 30 is negative"), "negative id: %d '%s'", st, err);
+    tok[30] = 70;
+    st = rm_data_check_vocab(&d, 10, err, sizeof err);
+    CHECK(st == RM_ERR_ARG && strstr(err, "needs a vocab of 71"), "id above max_id: %d '%s'", st, err);
+    d.tokens = NULL;
+    CHECK(rm_data_check_vocab(&d, 100, err, sizeof err) == RM_ERR_ARG && strstr(err, "no data"), "no tokens");
+}
+
 static void test_sequential(void) {
     char err[512];
     rm_dataset d;
@@ -345,6 +372,7 @@ int main(void) {
     test_uint32();
     test_bytes();
     test_split();
+    test_hand_made();
     test_sequential();
     test_random();
     test_mlp();

@@ -215,19 +215,44 @@ rm_status rm_data_parse_width(rm_dataset *d, const char *name, const unsigned ch
     return st == RM_OK ? finish(d, err, errlen) : st;
 }
 
+/* rm_dataset is a public struct a caller may fill by hand: its counts must
+ * agree before a reader indexes tokens by them (n_train past n read past
+ * the tokens). */
+static int consistent(const rm_dataset *d) {
+    return d && d->tokens && d->n_train <= d->n && d->n_val <= d->n - d->n_train;
+}
+
+static rm_status inconsistent(const rm_dataset *d, char *err, size_t errlen) {
+    if (!d || !d->tokens)
+        seterr(err, errlen, "no data loaded");
+    else
+        seterr(err, errlen, "'%.200s': the dataset's counts disagree (n %zu, n_train %zu, n_val %zu: the parts "
+               "must fit in n); fill it with a loader and rm_data_split", d->name, d->n, d->n_train, d->n_val);
+    return RM_ERR_ARG;
+}
+
 rm_status rm_data_check_vocab(const rm_dataset *d, int vocab, char *err, size_t errlen) {
     if (!d || vocab <= 0) {
         seterr(err, errlen, "vocabulary size must be positive (got %d)", vocab);
         return RM_ERR_ARG;
     }
-    if (d->max_id < vocab) return RM_OK;
-    for (size_t i = 0; i < d->n; i++)
-        if (d->tokens[i] >= vocab) {
-            seterr(err, errlen, "'%s': token %d at position %zu is >= vocab %d; the model "
-                   "needs a vocab of %lld or larger", d->name, (int)d->tokens[i], i, vocab,
-                   (long long)d->max_id + 1);
+    if (!consistent(d)) return inconsistent(d, err, errlen);
+    /* every id read, not max_id: a dataset filled by hand may say anything there */
+    for (size_t i = 0; i < d->n; i++) {
+        int32_t id = d->tokens[i];
+        if (id < 0) {
+            seterr(err, errlen, "'%s': token %d at position %zu is negative; token ids are in [0, vocab)", d->name,
+                   (int)id, i);
             return RM_ERR_ARG;
         }
+        if (id >= vocab) {
+            int32_t max = id;
+            for (size_t j = i; j < d->n; j++) max = d->tokens[j] > max ? d->tokens[j] : max;
+            seterr(err, errlen, "'%s': token %d at position %zu is >= vocab %d; the model "
+                   "needs a vocab of %lld or larger", d->name, (int)id, i, vocab, (long long)max + 1);
+            return RM_ERR_ARG;
+        }
+    }
     return RM_OK;
 }
 
@@ -276,7 +301,7 @@ rm_status rm_data_split(rm_dataset *d, double val_fraction, int B, int T, char *
 }
 
 size_t rm_data_part_len(const rm_dataset *d, rm_data_part part) {
-    if (!d) return 0;
+    if (!consistent(d)) return 0;
     return part == RM_DATA_VAL ? d->n_val : d->n_train;
 }
 
@@ -312,10 +337,7 @@ size_t rm_data_row_start(const rm_dataset *d, rm_data_part part, rm_sampler mode
 
 static rm_status check_batch(const rm_dataset *d, rm_data_part part, int B, int T, char *err,
                              size_t errlen) {
-    if (!d || !d->tokens) {
-        seterr(err, errlen, "no data loaded");
-        return RM_ERR_ARG;
-    }
+    if (!consistent(d)) return inconsistent(d, err, errlen);
     uint64_t need = batch_need(B, T);
     size_t n = rm_data_part_len(d, part);
     if (need == 0 || n < need) {
