@@ -847,6 +847,7 @@ typedef struct rm_pairs {
     unsigned char *buf; /* the file */
     size_t *off;        /* per pair: source offset, length, target offset, length */
     size_t n;
+    size_t len;         /* bytes in buf: a pair reaching past them is RM_ERR_ARG */
 } rm_pairs;
 /* Loads a pairs file (RM_ERR_IO; RM_ERR_FORMAT naming a line without a tab,
  * or a file with no pair); rm_pairs_free frees it (safe on a zeroed p). */

@@ -89,9 +89,17 @@ static void io_of_another_shape(void) {
     SURVIVES("rm_data_batch of a dataset with no tokens",
              rm_data_batch(&empty, RM_DATA_TRAIN, RM_SAMPLE_RANDOM, 1, 0, 2, 4, tok, tgt, err, sizeof err) ==
                  RM_ERR_ARG);
-    rm_pairs lie = {NULL, NULL, 3};
+    rm_pairs lie = {NULL, NULL, 3, 0};
     int32_t a[64], b[64], c[64], e[64];
     SURVIVES("rm_seq2seq_batch of pairs with no buffer", rm_seq2seq_batch(&lie, 1, 0, 2, 4, a, b, c, e) == RM_ERR_ARG);
+    /* a pair filled by hand reaching past its buffer (read past it before len) */
+    unsigned char text[] = "ab\tcd\n";
+    size_t off[4] = {0, 2, 3, 200000};
+    rm_pairs past = {text, off, 1, sizeof text - 1};
+    SURVIVES("rm_seq2seq_batch of a pair past its buffer", rm_seq2seq_batch(&past, 1, 0, 2, 4, a, b, c, e) == RM_ERR_ARG);
+    off[3] = 2;
+    SURVIVES("rm_seq2seq_batch of a pair within it", rm_seq2seq_batch(&past, 1, 0, 2, 4, a, b, c, e) == RM_OK &&
+                                                         c[1] == 'c' && c[2] == 'd');
     SURVIVES("rm_seq2seq_reverse_pair with T = 0",
              (rm_seq2seq_reverse_pair(1, 0, 0, 0, (unsigned char *)a, (unsigned char *)b, (size_t *)c), 1));
     rm_data_free(&d);

@@ -61,7 +61,7 @@ rm_status rm_pairs_load(rm_pairs *p, const char *path, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory reading '%s'", path);
         return RM_ERR_NOMEM;
     }
-    p->buf = buf;
+    p->buf = buf, p->len = len;
     size_t line = 0;
     for (size_t i = 0; i < len;) {
         size_t e = i;
@@ -103,6 +103,8 @@ rm_status rm_seq2seq_batch(const rm_pairs *p, uint64_t seed, uint64_t k, int B, 
         if (p) { /* a pair chosen uniformly, keyed by (seed, k, r) */
             size_t i = (size_t)((double)rm_philox_uniform(seed, (uint32_t)k, (uint32_t)r, 0) * (double)p->n);
             const size_t *o = p->off + 4 * (i < p->n ? i : p->n - 1);
+            /* the struct is public: a pair filled by hand may point past buf */
+            if (o[0] > p->len || o[1] > p->len - o[0] || o[2] > p->len || o[3] > p->len - o[2]) return RM_ERR_ARG;
             rm_seq2seq_row(p->buf + o[0], o[1], p->buf + o[2], o[3], T, source + at, mask + at, tokens + at,
                            targets + at);
         } else {
@@ -130,5 +132,8 @@ rm_status rm_seq2seq_fill(rm_session *s, const rm_model_io *io, const rm_pairs *
     int32_t *tok = mask ? rm_session_input(s, io->tokens, RM_DTYPE_I32, n, "rm_seq2seq_fill", "tokens") : NULL;
     int32_t *tgt = tok ? rm_session_input(s, io->targets, RM_DTYPE_I32, n, "rm_seq2seq_fill", "targets") : NULL;
     if (!tgt) return RM_ERR_ARG;
-    return rm_seq2seq_batch(p, seed, k, (int)sh[0], (int)sh[1], src, mask, tok, tgt);
+    if (rm_seq2seq_batch(p, seed, k, (int)sh[0], (int)sh[1], src, mask, tok, tgt) != RM_OK)
+        return rm_session_fail(s, RM_ERR_ARG, "rm_seq2seq_fill: the pairs hold no pair within their %zu bytes (n %zu): "
+                               "fill them with rm_pairs_load", p ? p->len : 0, p ? p->n : 0);
+    return RM_OK;
 }
