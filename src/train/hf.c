@@ -124,17 +124,86 @@ static int plain_name(const char *s) {
     return 1;
 }
 
-static int shard_of(const rm_hf *m, const char *path) {
+/* One weight_map entry: a tensor's name, its shard's name, the shard's file number. */
+typedef struct hf_mapped {
+    const char *name, *shard;
+    int file;
+} hf_mapped;
+
+static int by_shard(const void *a, const void *b) {
+    return strcmp(((const hf_mapped *)a)->shard, ((const hf_mapped *)b)->shard);
+}
+static int by_name(const void *a, const void *b) {
+    return strcmp(((const hf_mapped *)a)->name, ((const hf_mapped *)b)->name);
+}
+
+/* e[0..n): the entries of weight_map, checked to name a file in the folder. */
+static rm_status read_map(const cJSON *map, const char *ipath, hf_mapped *e, char *err, size_t errlen) {
+    int i = 0;
+    for (const cJSON *it = map->child; it; it = it->next, i++) {
+        char nm[80];
+        rm_st_printable(it->string, nm, sizeof nm);
+        if (!cJSON_IsString(it) || !plain_name(it->valuestring)) {
+            rm_st_seterr(err, errlen, "'%s': weight_map entry '%s' must name a file in the folder", ipath, nm);
+            return RM_ERR_FORMAT;
+        }
+        e[i] = (hf_mapped){it->string, it->valuestring, -1};
+    }
+    return RM_OK;
+}
+
+/* Each shard e names opened once (e sorted by shard: one name after
+ * another, so a map of any size is read in n log n, not n times the shards). */
+static rm_status open_shards(rm_hf *m, const char *ipath, hf_mapped *e, int n, char *err, size_t errlen) {
+    char path[4352];
+    qsort(e, (size_t)n, sizeof *e, by_shard);
+    for (int i = 0; i < n; i++) {
+        if (i > 0 && strcmp(e[i].shard, e[i - 1].shard) == 0) {
+            e[i].file = e[i - 1].file;
+            continue;
+        }
+        join(path, sizeof path, m->dir, e[i].shard);
+        rm_status st = reachable(m, path, "model.safetensors.index.json", err, errlen);
+        if (st != RM_OK) return st;
+        if (m->n_files >= HF_MAX_SHARDS) {
+            rm_st_seterr(err, errlen, "'%s': more than %d shards", ipath, HF_MAX_SHARDS);
+            return RM_ERR_FORMAT;
+        }
+        if ((st = add_file(m, path, err, errlen)) != RM_OK) return st;
+        e[i].file = m->n_files - 1;
+    }
+    return RM_OK;
+}
+
+/* Every name the map gives a shard lies in it, and every tensor of a shard
+ * is mapped to it (e sorted by name here, for a lookup in log n). */
+static rm_status check_map(const rm_hf *m, const char *ipath, hf_mapped *e, int n, char *err, size_t errlen) {
+    char nm[80];
+    for (int i = 0; i < n; i++)
+        if (!rm_st_find(m->files[e[i].file], e[i].name)) {
+            rm_st_seterr(err, errlen, "'%s' maps tensor '%s' to '%s', which does not hold it", ipath,
+                         rm_st_printable(e[i].name, nm, sizeof nm), m->file_paths[e[i].file]);
+            return RM_ERR_FORMAT;
+        }
+    qsort(e, (size_t)n, sizeof *e, by_name);
     for (int i = 0; i < m->n_files; i++)
-        if (strcmp(m->file_paths[i], path) == 0) return i;
-    return -1;
+        for (int j = 0; j < rm_st_count(m->files[i]); j++) {
+            const hf_mapped key = {rm_st_at(m->files[i], j)->name, NULL, -1};
+            const hf_mapped *to = bsearch(&key, e, (size_t)n, sizeof *e, by_name);
+            if (!to || to->file != i) { /* a shard holds a tensor the index does not map to it */
+                rm_st_seterr(err, errlen, "'%s' holds tensor '%s', which '%s' does not map to it",
+                             m->file_paths[i], rm_st_printable(key.name, nm, sizeof nm), ipath);
+                return RM_ERR_FORMAT;
+            }
+        }
+    return RM_OK;
 }
 
 /* The shards model.safetensors.index.json's weight_map names, each opened
  * once; every name it maps must lie in its shard, and every tensor of a
  * shard must be mapped to that shard. */
 static rm_status open_index(rm_hf *m, const char *ipath, char *err, size_t errlen) {
-    char *text = NULL, path[4352];
+    char *text = NULL;
     size_t len = 0;
     rm_status st = rm_read_file(ipath, HF_MAX_INDEX_BYTES, &text, &len, err, errlen);
     if (st != RM_OK) return st;
@@ -142,63 +211,16 @@ static rm_status open_index(rm_hf *m, const char *ipath, char *err, size_t errle
     cJSON *root = rm_json_parse_len(text, len, why, sizeof why); /* as config.json: no NUL, no key twice */
     free(text);
     const cJSON *map = cJSON_IsObject(root) ? cJSON_GetObjectItemCaseSensitive(root, "weight_map") : NULL;
-    st = RM_ERR_FORMAT;
-    if (!root) {
-        rm_st_seterr(err, errlen, "'%s': %s", ipath, why);
-        goto done;
-    }
-    if (!cJSON_IsObject(map)) {
+    const int n = cJSON_GetArraySize(map);
+    hf_mapped *e = cJSON_IsObject(map) ? calloc((size_t)n + 1, sizeof *e) : NULL;
+    if (!root) rm_st_seterr(err, errlen, "'%s': %s", ipath, why);
+    else if (!cJSON_IsObject(map))
         rm_st_seterr(err, errlen, "'%s': not a JSON object with a \"weight_map\" object", ipath);
-        goto done;
-    }
-    int n_map = 0;
-    for (const cJSON *it = map->child; it; it = it->next, n_map++) {
-        char nm[80];
-        rm_st_printable(it->string, nm, sizeof nm);
-        if (!cJSON_IsString(it) || !plain_name(it->valuestring) || !join(path, sizeof path, m->dir, it->valuestring)) {
-            rm_st_seterr(err, errlen, "'%s': weight_map entry '%s' must name a file in the folder", ipath, nm);
-            goto done;
-        }
-        if (shard_of(m, path) >= 0) continue;
-        if (reachable(m, path, "model.safetensors.index.json", err, errlen) != RM_OK) {
-            st = RM_ERR_IO;
-            goto done;
-        }
-        if (m->n_files >= HF_MAX_SHARDS) {
-            rm_st_seterr(err, errlen, "'%s': more than %d shards", ipath, HF_MAX_SHARDS);
-            goto done;
-        }
-        if ((st = add_file(m, path, err, errlen)) != RM_OK) goto done;
-        st = RM_ERR_FORMAT;
-    }
-    int n_shard = 0;
-    for (const cJSON *it = map->child; it; it = it->next) {
-        join(path, sizeof path, m->dir, it->valuestring);
-        if (!rm_st_find(m->files[shard_of(m, path)], it->string)) {
-            char nm[80];
-            rm_st_printable(it->string, nm, sizeof nm);
-            rm_st_seterr(err, errlen, "'%s' maps tensor '%s' to '%s', which does not hold it", ipath, nm, path);
-            goto done;
-        }
-    }
-    for (int i = 0; i < m->n_files; i++) n_shard += rm_st_count(m->files[i]);
-    if (n_shard != n_map) { /* a shard holds a tensor the index does not map to it */
-        for (int i = 0; i < m->n_files; i++)
-            for (int j = 0; j < rm_st_count(m->files[i]); j++) {
-                const rm_st_tensor *t = rm_st_at(m->files[i], j);
-                const cJSON *to = cJSON_GetObjectItemCaseSensitive(map, t->name);
-                if (!cJSON_IsString(to) || !join(path, sizeof path, m->dir, to->valuestring) ||
-                    strcmp(path, m->file_paths[i]) != 0) {
-                    char nm[80];
-                    rm_st_printable(t->name, nm, sizeof nm);
-                    rm_st_seterr(err, errlen, "'%s' holds tensor '%s', which '%s' does not map to it",
-                                 m->file_paths[i], nm, ipath);
-                    goto done;
-                }
-            }
-    }
-    st = RM_OK;
-done:
+    else if (!e) rm_st_seterr(err, errlen, "'%s': out of memory", ipath);
+    st = !root || !cJSON_IsObject(map) ? RM_ERR_FORMAT : !e ? RM_ERR_NOMEM : read_map(map, ipath, e, err, errlen);
+    if (st == RM_OK) st = open_shards(m, ipath, e, n, err, errlen);
+    if (st == RM_OK) st = check_map(m, ipath, e, n, err, errlen);
+    free(e);
     cJSON_Delete(root);
     return st;
 }
