@@ -182,8 +182,8 @@ int cli_sample(const cli_args *a0) {
     rm_session *s = NULL;
     int32_t *seq = NULL;
     float *probs = NULL;
-    if (!g || cli_build_model(&a, g, &io, 1) != RM_OK) {
-        rc = cli_fail(1, "%s", rm_graph_errmsg(g));
+    if (!g || cli_build_model(&a, g, &io, 1) != RM_OK) { /* the model is the file's: say so */
+        rc = cli_fail(1, "'%s': %s", a.load, rm_graph_errmsg(g));
         goto done;
     }
     if ((rc = cli_check_weights(NULL, a.load, g)) != 0) goto done;

@@ -8,6 +8,14 @@
 #     reader: inspect, --load, --resume, --init, a shard), an index of
 #     100000 names 83 s; a 100 MB header or a 64 MB index, hours. Each is
 #     now a sort (n log n): refused or read within seconds.
+#  2. a value a file gives that its reader took and the op refused: rope_theta
+#     in (0, 1] and rms_norm_eps 1 in config.json, and in a checkpoint file's
+#     metadata (with beta1 1, beta2 0.99999999 that is 1 as a float, eps 0)
+#     failed with the op's message ("rope: theta = 0.5 must be a finite
+#     number > 1", "rm_optim_new: eps (in (0, 1]) is 0"), naming neither the
+#     file nor the key; data_position far from step (2^63 + 1) overflowed a
+#     signed sum in train's loop (UBSan) and trained on. Each reader now
+#     applies the op's rule (util.h), naming the file and the key.
 # Every command runs under `timeout`: a hang is a failure (exit 124).
 . "$(dirname "$0")/harden_lib.sh"
 PY=$(command -v python3 || echo /usr/bin/python3)
@@ -48,6 +56,67 @@ for cmd in "eval --init big $HF --data data.txt" "train --init big $HF --steps 1
         "$cmd: $(head -c 300 err)"
 done
 TO="timeout 60"
+
+# ---- 2. values the readers took and the ops refused --------------------------------
+# cfg NAME PYTHON: a copy of base/ whose config.json PYTHON (on dict c) edits
+cfg() {
+    rm -rf "$1" && cp -r base "$1" && "$PY" - "$1/config.json" "$2" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+exec(sys.argv[2])
+json.dump(c, open(sys.argv[1], "w"))
+PY
+}
+for e in 'c["rope_theta"] = 0.5' 'c["rope_theta"] = 1.00000001' 'c["rms_norm_eps"] = 1.0' \
+    'c["rope_parameters"] = {"rope_type": "default", "rope_theta": 1}'; do
+    cfg c2 "$e"
+    for cmd in "eval --init c2 $HF --data data.txt" "train --init c2 $HF --steps 1"; do
+        # shellcheck disable=SC2086
+        run "$R" $cmd
+        refused 1 "$e: $cmd"
+        check 'grep -q "c2/config.json.: .*\(rope_theta\|rms_norm_eps\) must be a number above" err' "$e: $cmd: $(cat err)"
+    done
+done
+# meta IN OUT PYTHON: OUT, IN with its metadata (dict m) edited and its checksum recomputed
+meta() {
+    "$PY" - "$@" <<'PY'
+import hashlib, json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+h, data = json.loads(raw[8:8 + n]), raw[8 + n:]
+m = h["__metadata__"]
+exec(sys.argv[3])
+t = {k: v for k, v in h.items() if k != "__metadata__"}
+s = hashlib.sha256(b"remat-checksum-1\0" + b"%d\0" % len(t))
+for k in sorted(t, key=str.encode):
+    b = data[t[k]["data_offsets"][0]:t[k]["data_offsets"][1]]
+    s.update(k.encode() + b"\0" + t[k]["dtype"].encode() + b"\0" + ",".join(map(str, t[k]["shape"])).encode() + b"\0" + b)
+mm = {k: v for k, v in m.items() if k != "remat_checksum"}
+s.update(b"%d\0" % len(mm))
+for k in sorted(mm, key=str.encode):
+    s.update(k.encode() + b"\0" + mm[k].encode() + b"\0")
+m["remat_checksum"] = "sha256:" + s.hexdigest()
+hb = json.dumps(h).encode()
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(hb)) + hb + data)
+PY
+}
+"$R" train $LLAMA --data data.txt --steps 2 --save ll.st >/dev/null 2>&1 || bad "training ll.st"
+meta ll.st same.st 'pass'
+run "$R" train --resume same.st --data data.txt --steps 3 --quiet
+check '[ $rc -eq 0 ]' "the file rewritten as it was resumes: exit $rc $(cat err)"
+for kv in rope_theta=0.5 norm_eps=1 eps=0 beta1=1 beta2=0.99999999 data_position=9223372036854775809; do
+    meta ll.st bad.st "m['${kv%%=*}'] = '${kv#*=}'"
+    run "$R" train --resume bad.st --data data.txt --steps 4 --quiet
+    refused 1 "--resume, metadata $kv"
+    check 'grep -q "bad.st.: metadata .${kv%%=*}. has the invalid value .${kv#*=}." err' "--resume, metadata $kv: $(cat err)"
+done
+for kv in rope_theta=0.5 norm_eps=1; do
+    meta ll.st bad.st "m['${kv%%=*}'] = '${kv#*=}'"
+    run "$R" sample --load bad.st --tokens 2 --threads 1
+    refused 1 "sample --load, metadata $kv"
+    check 'grep -q "bad.st.: llama: rope_theta .* must be above 1 and at most 1e30, norm_eps .* in (0, 1)" err' \
+        "sample --load, metadata $kv: $(cat err)"
+done
 
 echo "test_harden6: $pass passed, $fail failed"
 [ $fail -eq 0 ]

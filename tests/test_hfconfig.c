@@ -58,7 +58,7 @@ static void test_refused(void) {
         {", \"rope_parameters\": {\"type\": \"yarn\", \"factor\": 4.0}", "yarn"},
         {", \"rope_parameters\": {\"rope_type\": 3}", "rope_type"},
         {", \"rope_parameters\": [10000]", "rope_parameters must be an object"},
-        {", \"rope_parameters\": {\"rope_theta\": -1}", "rope_parameters' rope_theta must be a positive"},
+        {", \"rope_parameters\": {\"rope_theta\": -1}", "rope_parameters' rope_theta must be a number above 1"},
         {", \"rope_parameters\": {\"rope_theta\": \"1e4\"}", "rope_parameters' rope_theta"},
         {", \"rope_parameters\": {\"rope_theta\": 1e5}, \"rope_theta\": 1e4", "differ"},
         {", \"rope_parameters\": {\"rope_theta\": 1e5, \"partial_rotary_factor\": 0.5}", "partial_rotary_factor"},

@@ -94,8 +94,8 @@ rm_status rm_llama_build(rm_graph *g, const rm_llama_config *cfg, rm_model_io *i
     if (c.kv_heads < 1 || H % c.kv_heads != 0)
         return rm_graph_fail(g, RM_ERR_ARG, "llama: --kv-heads %d must divide --heads %lld (each key/value head "
                              "serves heads/kv-heads query heads)", c.kv_heads, (long long)H);
-    if (!(c.rope_theta > 0.0f) || !(c.norm_eps > 0.0f) || c.rope_theta > 1e30f || c.norm_eps > 1.0f)
-        return rm_graph_fail(g, RM_ERR_ARG, "llama: rope_theta %g must be positive and norm_eps %g in (0, 1]",
+    if (!rm_rope_theta_ok(c.rope_theta) || !rm_norm_eps_ok(c.norm_eps))
+        return rm_graph_fail(g, RM_ERR_ARG, "llama: rope_theta %g must be above 1 and at most 1e30, norm_eps %g in (0, 1)",
                              (double)c.rope_theta, (double)c.norm_eps);
     if (!(c.dropout >= 0.0f && c.dropout < 1.0f))
         return rm_graph_fail(g, RM_ERR_ARG, "llama: --dropout must be in [0, 1), got %g", (double)c.dropout);

@@ -28,7 +28,7 @@ rm_val rm_rmsnorm(rm_graph *g, rm_val x, rm_val w, float eps) {
                       (long long)C, vx->name);
         return -1;
     }
-    if (!(eps > 0.0f && eps < 1.0f)) { /* written so NaN fails too */
+    if (!rm_norm_eps_ok(eps)) {
         rm_graph_fail(g, RM_ERR_ARG, "rmsnorm: eps = %g must be in (0, 1)", (double)eps);
         return -1;
     }

@@ -29,8 +29,8 @@ rm_val rm_rope(rm_graph *g, rm_val x, int heads, float theta) {
                       vx->name, heads);
         return -1;
     }
-    if (!(theta > 1.0f) || isinf(theta)) {
-        rm_graph_fail(g, RM_ERR_ARG, "rope: theta = %g must be a finite number > 1", (double)theta);
+    if (!rm_rope_theta_ok(theta)) {
+        rm_graph_fail(g, RM_ERR_ARG, "rope: theta = %g must be above 1 and at most 1e30", (double)theta);
         return -1;
     }
     int64_t shape[3] = {vx->shape[0], vx->shape[1], vx->shape[2]};

@@ -61,11 +61,14 @@ static int get_int(cfg_ctx *c, const char *key, int lo, int hi, int required, in
     return 1;
 }
 
-/* A positive finite number no larger than hi, it (named shown); *out kept when it is NULL. */
-static int positive_of(cfg_ctx *c, const cJSON *it, const char *shown, double hi, float *out) {
+/* A number the model takes (ok: util.h's rule of the op that uses it),
+ * it (named shown); *out kept when it is NULL. */
+static int number_of(cfg_ctx *c, const cJSON *it, const char *shown, int (*ok)(double), float *out) {
     if (!it) return 1;
     double d = cJSON_IsNumber(it) ? it->valuedouble : NAN;
-    if (!(d > 0.0 && d <= hi) || !((float)d > 0.0f)) return fail(c, "%s must be a positive number%s", shown, NULL);
+    if (!ok(d))
+        return fail(c, "%s must be a number %s", shown, ok == rm_norm_eps_ok ? "above 0 and below 1"
+                    : "above 1 and at most 1e30 (remat's RoPE; Llama models use 10000 to 1e6)");
     *out = (float)d;
     return 1;
 }
@@ -88,7 +91,7 @@ static const cJSON *not_null(cfg_ctx *c, const char *key) {
 static void read_rope(cfg_ctx *c, rm_hf_config *h) {
     const cJSON *rp = field(c, "rope_parameters"), *top = not_null(c, "rope_theta");
     char shown[96];
-    positive_of(c, top, "rope_theta", 1e30, &h->rope_theta);
+    number_of(c, top, "rope_theta", rm_rope_theta_ok, &h->rope_theta);
     if (rp && !cJSON_IsObject(rp)) {
         fail(c, "%s must be an object ({\"rope_type\": \"default\", \"rope_theta\": ...})%s", "rope_parameters",
              NULL);
@@ -111,7 +114,7 @@ static void read_rope(cfg_ctx *c, rm_hf_config *h) {
     const cJSON *inner = rp ? cJSON_GetObjectItemCaseSensitive(rp, "rope_theta") : NULL;
     if (!inner || cJSON_IsNull(inner)) return;
     float theta = h->rope_theta;
-    if (positive_of(c, inner, "rope_parameters' rope_theta", 1e30, &theta) && top && theta != h->rope_theta)
+    if (number_of(c, inner, "rope_parameters' rope_theta", rm_rope_theta_ok, &theta) && top && theta != h->rope_theta)
         fail(c, "%s and rope_parameters' rope_theta differ: transformers 5 reads the second, 4.x the first "
              "(keep one)%s", "rope_theta", NULL);
     h->rope_theta = theta;
@@ -255,7 +258,7 @@ rm_status rm_hf_parse_config(const char *json, size_t len, const char *name, rm_
     h.kv_heads = h.heads;
     get_int(&c, "num_key_value_heads", 1, 4096, 0, &h.kv_heads);
     get_int(&c, "max_position_embeddings", 1, 1 << 30, 0, &h.max_positions);
-    positive_of(&c, not_null(&c, "rms_norm_eps"), "rms_norm_eps", 1.0, &h.norm_eps);
+    number_of(&c, not_null(&c, "rms_norm_eps"), "rms_norm_eps", rm_norm_eps_ok, &h.norm_eps);
     read_rope(&c, &h);
     get_bool(&c, "tie_word_embeddings", &h.tie_embeddings);
     if (c.st == RM_OK && (h.dim % h.heads != 0 || (h.dim / h.heads) % 2 != 0))

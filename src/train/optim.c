@@ -63,9 +63,9 @@ static rm_status config_check(rm_session *s, const rm_optim_config *c) {
     const char *bad = NULL;
     double v = 0;
     if (c->kind != RM_OPTIM_ADAMW && c->kind != RM_OPTIM_SGD) bad = "kind (RM_OPTIM_ADAMW or RM_OPTIM_SGD)", v = c->kind;
-    else if (!(c->beta1 >= 0.0f && c->beta1 < 1.0f)) bad = "beta1 (in [0, 1))", v = c->beta1;
-    else if (!(c->beta2 >= 0.0f && c->beta2 < 1.0f)) bad = "beta2 (in [0, 1))", v = c->beta2;
-    else if (!(c->eps > 0.0f && c->eps <= 1.0f)) bad = "eps (in (0, 1])", v = c->eps;
+    else if (!rm_adam_beta_ok(c->beta1)) bad = "beta1 (in [0, 1))", v = c->beta1;
+    else if (!rm_adam_beta_ok(c->beta2)) bad = "beta2 (in [0, 1))", v = c->beta2;
+    else if (!rm_adam_eps_ok(c->eps)) bad = "eps (in (0, 1])", v = c->eps;
     else if (!(c->weight_decay >= 0.0f && c->weight_decay <= 10.0f)) bad = "weight_decay (in [0, 10])", v = c->weight_decay;
     else if (!(c->grad_clip >= 0.0f && c->grad_clip <= 1e9f)) bad = "grad_clip (in [0, 1e9]; 0 disables)", v = c->grad_clip;
     if (!bad) return RM_OK;

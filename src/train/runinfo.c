@@ -6,6 +6,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,6 +79,14 @@ static void get_float(rd *c, const char *key, float lo, float hi, float *out) {
     else *out = x;
 }
 
+/* A float the model or the optimizer takes (ok: util.h's rule of the op that uses it). */
+static void get_valid(rd *c, const char *key, int (*ok)(double), float *out) {
+    float x = NAN;
+    get_float(c, key, -1e30f, 1e30f, &x);
+    if (c->st == RM_OK && !ok(x)) garbled(c, key, need(c, key));
+    else if (c->st == RM_OK) *out = x;
+}
+
 /* The index of v among choices (a NULL-terminated list), or -1 (garbled). */
 static int get_choice(rd *c, const char *key, const char *const *choices) {
     const char *v = need(c, key);
@@ -109,8 +118,8 @@ static void get_widths(rd *c, rm_run_info *r) {
 static void read_llama(rd *c, rm_run_info *r) {
     get_int(c, "ffn_dim", 1, 1 << 20, &r->ffn_dim);
     if (rm_st_meta(c->f->st, "kv_heads")) get_int(c, "kv_heads", 1, 1 << 12, &r->kv_heads);
-    if (rm_st_meta(c->f->st, "rope_theta")) get_float(c, "rope_theta", 1e-30f, 1e30f, &r->rope_theta);
-    if (rm_st_meta(c->f->st, "norm_eps")) get_float(c, "norm_eps", 1e-30f, 1.0f, &r->norm_eps);
+    if (rm_st_meta(c->f->st, "rope_theta")) get_valid(c, "rope_theta", rm_rope_theta_ok, &r->rope_theta);
+    if (rm_st_meta(c->f->st, "norm_eps")) get_valid(c, "norm_eps", rm_norm_eps_ok, &r->norm_eps);
     const char *tie = rm_st_meta(c->f->st, "tie_embeddings");
     if (tie && strcmp(tie, "0") && strcmp(tie, "1")) garbled(c, "tie_embeddings", tie);
     else if (tie) r->tie_embeddings = tie[0] == '1';
@@ -161,7 +170,9 @@ static void read_training(rd *c, rm_run_info *r) {
     get_int(c, "steps", 0, 1 << 30, &r->lr.steps);
     get_u64(c, "seed", 2147483647u, &r->seed);
     get_u64(c, "step", 1u << 30, &r->step);
-    get_u64(c, "data_position", UINT64_MAX, &r->data_position);
+    /* the next batch's index (the step's, unless a file says otherwise): far from it, step + (data_position
+     * - step) overflowed a signed 64-bit sum in remat train's loop (UBSan) */
+    get_u64(c, "data_position", (uint64_t)1 << 62, &r->data_position);
     get_u64(c, "data_tokens", UINT64_MAX, &r->data_tokens);
     const char *data = need(c, "data");
     if (data) rm_strlcpy(r->data, data, sizeof r->data);
@@ -172,7 +183,7 @@ static void read_training(rd *c, rm_run_info *r) {
     const char *const keys[] = {"beta1", "beta2", "eps"};
     float *fields[] = {&r->optim.beta1, &r->optim.beta2, &r->optim.eps};
     for (int k = 0; k < 3; k++)
-        if (rm_st_meta(c->f->st, keys[k])) get_float(c, keys[k], 0.0f, 1.0f, fields[k]);
+        if (rm_st_meta(c->f->st, keys[k])) get_valid(c, keys[k], k < 2 ? rm_adam_beta_ok : rm_adam_eps_ok, fields[k]);
 }
 
 /* Fine-tuning keys (what is frozen, LoRA) and the precision, present only

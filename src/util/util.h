@@ -79,6 +79,16 @@ void rm_philox4x32(const uint32_t key[2], const uint32_t ctr[4], uint32_t out[4]
 float rm_philox_normal(uint64_t seed, uint32_t a, uint32_t b, uint64_t i);
 
 size_t rm_dtype_size(rm_dtype d);
+/* The values the ops and the optimizer take (rope.c, rmsnorm.c, llama.c,
+ * optim.c). Every reader of a file applies the same rule (config.json:
+ * hfconfig.c; a checkpoint file's metadata: runinfo.c), so a value out of
+ * range is refused naming its file and key; it passed the readers' looser
+ * ranges and failed at the op, whose message named neither. Tested on the
+ * float the model keeps (1.00000001 is 1.0f); NaN fails each. */
+static inline int rm_rope_theta_ok(double t) { return t > 1.0 && t <= 1e30 && (float)t > 1.0f; }
+static inline int rm_norm_eps_ok(double e) { return e > 0.0 && e < 1.0 && (float)e > 0.0f && (float)e < 1.0f; }
+static inline int rm_adam_beta_ok(double b) { return b >= 0.0 && b < 1.0 && (float)b < 1.0f; }
+static inline int rm_adam_eps_ok(double e) { return e > 0.0 && e <= 1.0 && (float)e > 0.0f; }
 /* "64MiB", "1.5GiB", "500MB", "123456" -> bytes; "50%" -> 50 with *percent = 1.
  * Only positive finite sizes; budgets above RM_MAX_BUDGET_BYTES (2^60 bytes,
  * 1 EiB) are refused by the planner, so its int64_t arithmetic cannot overflow. */
