@@ -96,7 +96,8 @@ static int build(evaluator *e) {
     char err[1024];
     e->g = rm_graph_new();
     if (!e->g) return cli_fail(1, "out of memory");
-    if (rm_run_build(&e->run, e->g, &e->io, 0) != RM_OK) return cli_fail(1, "%s", rm_graph_errmsg(e->g));
+    if (rm_run_build(&e->run, e->g, &e->io, 0) != RM_OK) /* the model is the folder's or the file's: say so */
+        return cli_fail(1, "'%s': %s", e->hf ? a->init : a->load, rm_graph_errmsg(e->g));
     /* nothing trains: every weight is frozen, and kept as --frozen-dtype says */
     for (int i = 0; i < rm_param_count(e->g); i++)
         if (rm_param_trainable(e->g, rm_param_at(e->g, i))) rm_param_freeze(e->g, rm_param_at(e->g, i));

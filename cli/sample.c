@@ -52,8 +52,8 @@ static int meta_lora(const rm_file *f, cli_args *a, char *targets, size_t cap) {
     a->lora_dropout = strtof(drop, &end2);
     snprintf(targets, cap, "%s", strcmp(t, "all") == 0 ? "" : t);
     a->lora_targets = targets;
-    return !*end1 && !*end2 && end1 != alpha && end2 != drop && isfinite(a->lora_alpha) && a->lora_dropout >= 0.0f &&
-           a->lora_dropout < 1.0f;
+    return !*end1 && !*end2 && end1 != alpha && end2 != drop && a->lora_alpha >= -1e6f && a->lora_alpha <= 1e6f &&
+           a->lora_dropout >= 0.0f && a->lora_dropout <= 0.95f; /* runinfo.c's and the flags' ranges */
 }
 
 /* Samples from softmax(logits / temperature) restricted to the top k, with
@@ -154,7 +154,7 @@ int cli_sample(const cli_args *a0) {
         return cli_fail(1, "'%s': metadata lacks a gpt, llama, uvit or encdec model config (model, layers 1-4096 or "
                         "enc_layers and dec_layers, dim 1-65536, heads 1-4096, context 1-65536, vocab 2-2^24; llama: "
                         "ffn_dim, and kv_heads, rope_theta, norm_eps, tie_embeddings when present; LoRA: lora_rank, "
-                        "lora_alpha, lora_dropout, lora_targets)%s", a.load, cli_hf_hint(a.load, hint, sizeof hint));
+                        "lora_alpha -1e6 to 1e6, lora_dropout 0 to 0.95, lora_targets)%s", a.load, cli_hf_hint(a.load, hint, sizeof hint));
     if (encdec && cli_given(&a, "--prompt"))
         return cli_fail(2, "'%s' holds an encdec: it decodes --source TEXT; --prompt is for language models (drop it)",
                         a.load);

@@ -16,6 +16,10 @@
 #     file nor the key; data_position far from step (2^63 + 1) overflowed a
 #     signed sum in train's loop (UBSan) and trained on. Each reader now
 #     applies the op's rule (util.h), naming the file and the key.
+#  3. the same for a LoRA file as sample and eval read it: sample took
+#     lora_alpha 1e30 (then "the model's output is not finite ... check the
+#     file") and lora_dropout 0.99, which --resume and eval refuse; eval's
+#     message for a model its file's metadata cannot build named no file.
 # Every command runs under `timeout`: a hang is a failure (exit 124).
 . "$(dirname "$0")/harden_lib.sh"
 PY=$(command -v python3 || echo /usr/bin/python3)
@@ -116,6 +120,22 @@ for kv in rope_theta=0.5 norm_eps=1; do
     refused 1 "sample --load, metadata $kv"
     check 'grep -q "bad.st.: llama: rope_theta .* must be above 1 and at most 1e30, norm_eps .* in (0, 1)" err' \
         "sample --load, metadata $kv: $(cat err)"
+done
+
+# ---- 3. a LoRA file's metadata as sample and eval read it ---------------------------
+"$R" train $LLAMA --data data.txt --steps 2 --lora 4 --save lo.st >/dev/null 2>&1 || bad "training lo.st"
+for kv in lora_alpha=1e30 lora_dropout=0.99; do
+    meta lo.st bad.st "m['${kv%%=*}'] = '${kv#*=}'"
+    run "$R" sample --load bad.st --tokens 2 --threads 1
+    refused 1 "sample --load, metadata $kv"
+    check 'grep -q "bad.st.: metadata lacks .*lora_alpha -1e6 to 1e6, lora_dropout 0 to 0.95" err' "sample, $kv: $(cat err)"
+done
+meta lo.st bad.st "m['lora_targets'] = 'nothing'"
+for cmd in "sample --load bad.st --tokens 2 --threads 1" "eval --load bad.st --data data.txt $HF"; do
+    # shellcheck disable=SC2086
+    run "$R" $cmd
+    refused 1 "$cmd, lora_targets nothing"
+    check 'grep -q "bad.st.: llama: LoRA target .nothing. is not one of its linear layers" err' "$cmd: $(cat err)"
 done
 
 echo "test_harden6: $pass passed, $fail failed"
