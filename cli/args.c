@@ -162,17 +162,28 @@ int cli_parse_double(const char *flag, const char *s, double lo, double hi, doub
 
 /* A float flag: its range is checked on the float the value becomes, so
  * that '0.95' is within 0.95f (as a double it is above it). */
-static int parse_float(const char *flag, const char *s, float lo, float hi, float *out) {
+/* A number in [lo, hi], or with an open end (open_lo: above lo; open_hi:
+ * below hi): the ops' own ranges, whose ends some refuse (rope's theta of
+ * 1, an eps of 0 or 1). */
+static int parse_float_in(const char *flag, const char *s, float lo, int open_lo, float hi, int open_hi, float *out) {
     double v = NAN;
     const char *why = number_of(s, &v);
     const float f = !why && fabs(v) <= FLT_MAX ? (float)v : NAN; /* below FLT_MIN: a denormal or 0, as the number is */
-    if (why || !(f >= lo && f <= hi)) {
-        cli_fail(2, "%s expects a number from %g to %g, got '%.200s'%s%s", flag, (double)lo, (double)hi, s,
-                 why ? ": " : "", why ? why : "");
+    if (why || !((open_lo ? f > lo : f >= lo) && (open_hi ? f < hi : f <= hi))) {
+        if (open_lo || open_hi)
+            cli_fail(2, "%s expects a number %s %g and %s %g, got '%.200s'%s%s", flag, open_lo ? "above" : "from",
+                     (double)lo, open_hi ? "below" : "at most", (double)hi, s, why ? ": " : "", why ? why : "");
+        else
+            cli_fail(2, "%s expects a number from %g to %g, got '%.200s'%s%s", flag, (double)lo, (double)hi, s,
+                     why ? ": " : "", why ? why : "");
         return 0;
     }
     *out = f;
     return 1;
+}
+
+static int parse_float(const char *flag, const char *s, float lo, float hi, float *out) {
+    return parse_float_in(flag, s, lo, 0, hi, 0, out);
 }
 
 int cli_parse_list(const char *flag, const char *s, int max, const char *example, cli_list *l) {
@@ -262,8 +273,8 @@ static int set_value(cli_args *a, const char *flag, const char *v) {
     } else if (IS("--layers")) ok = cli_parse_int(flag, v, 1, 4096, &a->layers);
     else if (IS("--ffn-dim")) ok = cli_parse_int(flag, v, 1, 1 << 20, &a->ffn_dim);
     else if (IS("--kv-heads")) ok = cli_parse_int(flag, v, 1, 1 << 12, &a->kv_heads);
-    else if (IS("--rope-theta")) ok = parse_float(flag, v, 1e-3f, 1e30f, &a->rope_theta);
-    else if (IS("--norm-eps")) ok = parse_float(flag, v, 1e-30f, 1.0f, &a->norm_eps);
+    else if (IS("--rope-theta")) ok = parse_float_in(flag, v, 1.0f, 1, 1e30f, 0, &a->rope_theta); /* rm_rope's rule */
+    else if (IS("--norm-eps")) ok = parse_float_in(flag, v, 0.0f, 1, 1.0f, 1, &a->norm_eps); /* rm_rmsnorm's */
     else if (IS("--enc-layers")) ok = cli_parse_int(flag, v, 1, 4096, &a->enc_layers);
     else if (IS("--dec-layers")) ok = cli_parse_int(flag, v, 1, 4096, &a->dec_layers);
     else if (IS("--source")) a->source = v;

@@ -288,6 +288,9 @@ static int build_session(trainer *t) {
     if ((st = cli_build_model(&local, t->g, &t->io, 0)) != RM_OK) /* a resumed model is the file's: exit 1 */
         return a->resume ? cli_fail(1, "'%s': %s", a->resume, rm_graph_errmsg(t->g))
                                             : cli_fail(st == RM_ERR_ARG ? 2 : 1, "%s", rm_graph_errmsg(t->g));
+    if (count_params(t->g, 1) == 0 && a->resume) /* the file's metadata chose what is frozen, not a flag */
+        return cli_fail(1, "'%s': its %s metadata leaves no parameter to train: a file remat train wrote never "
+                        "says so (edited?); resume from another file", a->resume, a->train_only ? "train_only" : "freeze");
     if (count_params(t->g, 1) == 0)
         return cli_fail(2, "%s leaves no parameter to train: freeze fewer", a->train_only ? "--train-only" : "--freeze");
     int rc = cli_frozen_store(a, t->g, t->hf, t->resume);

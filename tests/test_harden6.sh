@@ -20,6 +20,10 @@
 #     lora_alpha 1e30 (then "the model's output is not finite ... check the
 #     file") and lora_dropout 0.99, which --resume and eval refuse; eval's
 #     message for a model its file's metadata cannot build named no file.
+#  4. the flags --rope-theta and --norm-eps take the ops' ranges (0.5 and 1
+#     passed them and failed at the op, exit 2 naming no flag), and a resumed
+#     file whose freeze metadata leaves nothing to train exits 1 naming it
+#     (it exited 2 naming --freeze, a flag never given).
 # Every command runs under `timeout`: a hang is a failure (exit 124).
 . "$(dirname "$0")/harden_lib.sh"
 PY=$(command -v python3 || echo /usr/bin/python3)
@@ -137,6 +141,23 @@ for cmd in "sample --load bad.st --tokens 2 --threads 1" "eval --load bad.st --d
     refused 1 "$cmd, lora_targets nothing"
     check 'grep -q "bad.st.: llama: LoRA target .nothing. is not one of its linear layers" err' "$cmd: $(cat err)"
 done
+
+# ---- 4. a rule's ends said where the value comes from ------------------------------
+# --rope-theta 0.5 and --norm-eps 1 passed the flags' ranges and failed at the op (exit 2 with the op's
+# message, no flag named); a file whose freeze metadata freezes everything exited 2 naming --freeze,
+# a flag never given
+for fv in "--rope-theta 0.5" "--rope-theta 1" "--norm-eps 1" "--norm-eps 0"; do
+    # shellcheck disable=SC2086
+    run "$R" train $LLAMA --data data.txt --steps 1 $fv
+    refused 2 "$fv"
+    check 'grep -q "^remat: error: ${fv%% *} expects a number above" err' "$fv: $(cat err)"
+done
+run "$R" train $LLAMA --data data.txt --steps 1 --rope-theta 1e30 --quiet
+check '[ $rc -eq 0 ]' "--rope-theta 1e30 (the top of its range): exit $rc $(cat err)"
+meta ll.st bad.st "m['freeze'] = '*'"
+run "$R" train --resume bad.st --data data.txt --steps 4 --quiet
+refused 1 "--resume, metadata freeze *"
+check 'grep -q "bad.st.: its freeze metadata leaves no parameter to train" err' "--resume, freeze *: $(cat err)"
 
 echo "test_harden6: $pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -85,7 +85,7 @@ size_t rm_dtype_size(rm_dtype d);
  * range is refused naming its file and key; it passed the readers' looser
  * ranges and failed at the op, whose message named neither. Tested on the
  * float the model keeps (1.00000001 is 1.0f); NaN fails each. */
-static inline int rm_rope_theta_ok(double t) { return t > 1.0 && t <= 1e30 && (float)t > 1.0f; }
+static inline int rm_rope_theta_ok(double t) { return t > 1.0 && t <= (double)1e30f && (float)t > 1.0f; }
 static inline int rm_norm_eps_ok(double e) { return e > 0.0 && e < 1.0 && (float)e > 0.0f && (float)e < 1.0f; }
 static inline int rm_adam_beta_ok(double b) { return b >= 0.0 && b < 1.0 && (float)b < 1.0f; }
 static inline int rm_adam_eps_ok(double e) { return e > 0.0 && e <= 1.0 && (float)e > 0.0f; }
