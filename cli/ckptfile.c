@@ -179,6 +179,12 @@ static void model_flags(ctx *c, const rm_run_info *r) {
                              "resumed run takes the model from the file (drop %s)", c->path, lora[i], lora[i]);
 }
 
+int cli_model_args(cli_args *a, const rm_run_info *r, const char *path) {
+    ctx c = {a, path, 0};
+    model_flags(&c, r);
+    return c.rc;
+}
+
 int cli_resume_args(cli_args *a, const rm_run_info *r, const char *path) {
     ctx c = {a, path, 0};
     if (strcmp(r->model, "gpt") && strcmp(r->model, "mlp") && strcmp(r->model, "llama") && strcmp(r->model, "uvit") &&

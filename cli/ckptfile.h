@@ -9,6 +9,10 @@
 /* Saved on an interrupt when the run has no --save. */
 #define CLI_INTERRUPT_PATH "remat-interrupted.safetensors"
 
+/* The model's flags from a file's run (rm_file_model_info): a model flag
+ * given that differs is a usage error naming the file. a's strings may
+ * point into r afterwards: r must outlive a. */
+int cli_model_args(cli_args *a, const rm_run_info *r, const char *path);
 /* Resuming: the file's model config replaces the model flags (an explicit
  * flag that differs is a usage error), and its training flags replace those
  * not given (a given one that differs gets a note). Prints the error and

@@ -9,53 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The limits are the flags' and --resume's (src/train/runinfo.c): a file
- * cannot ask sample for a model that train would refuse. */
-static int meta_int(const rm_file *f, const char *key, long hi, int *out) {
-    const char *v = rm_file_meta(f, key);
-    if (!v) return 0;
-    char *end;
-    long x = strtol(v, &end, 10);
-    if (*end || x < 1 || x > hi) return 0;
-    *out = (int)x;
-    return 1;
-}
-
-/* llama's optional keys (files before issue 21 had the defaults): 0 if one is garbled */
-static int meta_llama(const rm_file *f, cli_args *a) {
-    const char *v;
-    char *end;
-    if (rm_file_meta(f, "kv_heads") && !meta_int(f, "kv_heads", 1 << 12, &a->kv_heads)) return 0;
-    const char *keys[2] = {"rope_theta", "norm_eps"};
-    float *fields[2] = {&a->rope_theta, &a->norm_eps};
-    for (int i = 0; i < 2; i++)
-        if ((v = rm_file_meta(f, keys[i])) != NULL) {
-            float x = strtof(v, &end);
-            if (end == v || *end || !(x > 0.0f && x <= 1e30f)) return 0;
-            *fields[i] = x;
-        }
-    if ((v = rm_file_meta(f, "tie_embeddings")) != NULL) {
-        if (strcmp(v, "0") && strcmp(v, "1")) return 0;
-        a->tie_embeddings = v[0] == '1';
-    }
-    return 1;
-}
-
-/* A file of a LoRA run (train --lora): the adapters' rank, alpha, dropout
- * and targets (a->lora_targets points into targets). */
-static int meta_lora(const rm_file *f, cli_args *a, char *targets, size_t cap) {
-    const char *alpha = rm_file_meta(f, "lora_alpha"), *drop = rm_file_meta(f, "lora_dropout"),
-               *t = rm_file_meta(f, "lora_targets");
-    if (!meta_int(f, "lora_rank", 1 << 16, &a->lora_rank) || !alpha || !drop || !t || strlen(t) >= cap) return 0;
-    char *end1, *end2;
-    a->lora_alpha = strtof(alpha, &end1);
-    a->lora_dropout = strtof(drop, &end2);
-    snprintf(targets, cap, "%s", strcmp(t, "all") == 0 ? "" : t);
-    a->lora_targets = targets;
-    return !*end1 && !*end2 && end1 != alpha && end2 != drop && a->lora_alpha >= -1e6f && a->lora_alpha <= 1e6f &&
-           a->lora_dropout >= 0.0f && a->lora_dropout <= 0.95f; /* runinfo.c's and the flags' ranges */
-}
-
 /* Samples from softmax(logits / temperature) restricted to the top k, with
  * a uniform draw u in [0,1). Temperature 0 means greedy. */
 static int pick(const float *logits, int V, float temperature, int top_k, float u, float *probs) {
@@ -134,27 +87,17 @@ int cli_sample(const cli_args *a0) {
     rm_file *f = NULL;
     if (rm_file_open(a.load, &f, err, sizeof err) != RM_OK)
         return cli_fail(1, "--load: %s%s", err, cli_hf_hint(a.load, hint, sizeof hint));
-    const char *model = rm_file_meta(f, "model");
-    static const char *const models[] = {"gpt", "llama", "uvit", "encdec"};
-    a.model = NULL;
-    for (size_t i = 0; model && i < sizeof models / sizeof *models; i++)
-        if (strcmp(model, models[i]) == 0) a.model = models[i];
-    const int encdec = a.model && strcmp(a.model, "encdec") == 0;
-    /* llama: ffn_dim; encdec: enc_layers and dec_layers instead of layers */
-    int ok = a.model && (encdec ? meta_int(f, "enc_layers", 4096, &a.enc_layers) &&
-                                      meta_int(f, "dec_layers", 4096, &a.dec_layers)
-                                : meta_int(f, "layers", 4096, &a.layers)) &&
-             (strcmp(a.model, "llama") != 0 || (meta_int(f, "ffn_dim", 1 << 20, &a.ffn_dim) && meta_llama(f, &a))) &&
-             meta_int(f, "dim", 1 << 16, &a.dim) && meta_int(f, "heads", 1 << 12, &a.heads) &&
-             meta_int(f, "context", 1 << 16, &a.context) && meta_int(f, "vocab", 1 << 24, &a.vocab);
-    char targets[160];
-    if (ok && rm_file_meta(f, "lora_rank")) ok = meta_lora(f, &a, targets, sizeof targets);
+    /* the model as --resume reads it (rm_file_model_info: the same keys and ranges), training keys aside */
+    rm_run_info fr;
+    rm_status st = rm_file_model_info(f, &fr, err, sizeof err);
     rm_file_close(f);
-    if (!ok)
-        return cli_fail(1, "'%s': metadata lacks a gpt, llama, uvit or encdec model config (model, layers 1-4096 or "
-                        "enc_layers and dec_layers, dim 1-65536, heads 1-4096, context 1-65536, vocab 2-2^24; llama: "
-                        "ffn_dim, and kv_heads, rope_theta, norm_eps, tie_embeddings when present; LoRA: lora_rank, "
-                        "lora_alpha -1e6 to 1e6, lora_dropout 0 to 0.95, lora_targets)%s", a.load, cli_hf_hint(a.load, hint, sizeof hint));
+    if (st != RM_OK) return cli_fail(1, "%s%s", err, cli_hf_hint(a.load, hint, sizeof hint));
+    if (strcmp(fr.model, "gpt") && strcmp(fr.model, "llama") && strcmp(fr.model, "uvit") && strcmp(fr.model, "encdec"))
+        return cli_fail(1, "'%s' holds a model '%s': sample generates from gpt, llama, uvit and encdec models", a.load,
+                        fr.model);
+    int rc = cli_model_args(&a, &fr, a.load);
+    if (rc) return rc;
+    const int encdec = strcmp(a.model, "encdec") == 0;
     if (encdec && cli_given(&a, "--prompt"))
         return cli_fail(2, "'%s' holds an encdec: it decodes --source TEXT; --prompt is for language models (drop it)",
                         a.load);
@@ -176,7 +119,8 @@ int cli_sample(const cli_args *a0) {
     cli_run_info(&a, "", 0, 0, 0, &r);
     int fits = cli_check_fits(&r, 0, 0, a.load); /* before building: the same limits as train */
     if (fits) return fits;
-    int T = a.context, V = a.vocab, rc = 1;
+    int T = a.context, V = a.vocab;
+    rc = 1;
     rm_graph *g = rm_graph_new();
     rm_model_io io;
     rm_session *s = NULL;

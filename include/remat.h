@@ -1141,6 +1141,13 @@ rm_status rm_file_tensor(const rm_file *f, int i, rm_tensor_info *out);
 /* The run a training-state file describes (its metadata, validated):
  * RM_ERR_FORMAT naming the key when one is missing or garbled. */
 rm_status rm_file_run_info(const rm_file *f, rm_run_info *r, char *err, size_t errlen);
+/* The model alone (to run it: sample, evaluate, export): the model's keys
+ * and the fine-tuning ones (frozen, LoRA, precision) with the ranges
+ * rm_file_run_info holds them to; batch and dropout when present; the
+ * training keys not read (rm_run_info_default's values). For any file
+ * with the model's keys: one of rm_save_run, or of rm_save_params given
+ * them as metadata. */
+rm_status rm_file_model_info(const rm_file *f, rm_run_info *r, char *err, size_t errlen);
 /* RM_OK when f holds every parameter of the (built, not yet compiled)
  * graph g as an F32 tensor of its shape; else RM_ERR_FORMAT naming the
  * first that is missing or differs. It reads the file's index only: call it

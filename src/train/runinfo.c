@@ -18,6 +18,7 @@ typedef struct rd {
     rm_status st; /* the first error */
     char *err;
     size_t errlen;
+    int model_only; /* rm_file_model_info: batch and dropout may be absent */
 } rd;
 
 /* A metadata value made fit for a one-line message. */
@@ -31,8 +32,8 @@ static const char *shown(const char *v, char *out, size_t cap) {
 static const char *need(rd *c, const char *key) {
     const char *v = rm_st_meta(c->f->st, key);
     if (!v && c->st == RM_OK) {
-        rm_st_seterr(c->err, c->errlen, "'%s': metadata '%s' is missing: not a training-state file "
-                     "(rm_save_run writes them)", c->f->path, key);
+        rm_st_seterr(c->err, c->errlen, "'%s': metadata '%s' is missing: not a %s (rm_save_run writes them)",
+                     c->f->path, key, c->model_only ? "remat model's file" : "training-state file");
         c->st = RM_ERR_FORMAT;
     }
     return c->st == RM_OK ? v : NULL;
@@ -148,8 +149,8 @@ static void read_model(rd *c, rm_run_info *r) {
     }
     get_int(c, "context", 1, 1 << 16, &r->context);
     get_int(c, "vocab", 2, 1 << 24, &r->vocab);
-    get_int(c, "batch", 1, 1 << 16, &r->batch);
-    get_float(c, "dropout", 0.0f, 0.95f, &r->dropout);
+    if (!c->model_only || rm_st_meta(c->f->st, "batch")) get_int(c, "batch", 1, 1 << 16, &r->batch);
+    if (!c->model_only || rm_st_meta(c->f->st, "dropout")) get_float(c, "dropout", 0.0f, 0.95f, &r->dropout);
 }
 
 static void read_training(rd *c, rm_run_info *r) {
@@ -208,15 +209,16 @@ static void read_finetune(rd *c, rm_run_info *r) {
     else if (t) rm_strlcpy(r->lora.targets, strcmp(t, "all") == 0 ? "" : t, sizeof r->lora.targets);
 }
 
-rm_status rm_file_run_info(const rm_file *f, rm_run_info *r, char *err, size_t errlen) {
+/* rm_file_run_info (model_only 0) and rm_file_model_info (1): one reader, one set of ranges. */
+static rm_status read_run(const rm_file *f, rm_run_info *r, int model_only, char *err, size_t errlen) {
     if (!f || !r) {
-        rm_st_seterr(err, errlen, "rm_file_run_info: f and r must not be NULL");
+        rm_st_seterr(err, errlen, "%s: f and r must not be NULL", model_only ? "rm_file_model_info" : "rm_file_run_info");
         return RM_ERR_ARG;
     }
     rm_run_info out;
     rm_run_info_default(&out);
-    rd c = {f, RM_OK, err, errlen};
-    const char *ver = need(&c, "remat_state");
+    rd c = {f, RM_OK, err, errlen, model_only};
+    const char *ver = model_only ? rm_st_meta(f->st, "remat_state") : need(&c, "remat_state");
     if (ver && strcmp(ver, STATE_VERSION) != 0) {
         char b[64];
         rm_st_seterr(err, errlen, "'%s': training-state layout '%s' is not supported (this library "
@@ -224,8 +226,16 @@ rm_status rm_file_run_info(const rm_file *f, rm_run_info *r, char *err, size_t e
         return RM_ERR_FORMAT;
     }
     read_model(&c, &out);
-    read_training(&c, &out);
+    if (!model_only) read_training(&c, &out);
     read_finetune(&c, &out);
     if (c.st == RM_OK) *r = out;
     return c.st;
+}
+
+rm_status rm_file_run_info(const rm_file *f, rm_run_info *r, char *err, size_t errlen) {
+    return read_run(f, r, 0, err, errlen);
+}
+
+rm_status rm_file_model_info(const rm_file *f, rm_run_info *r, char *err, size_t errlen) {
+    return read_run(f, r, 1, err, errlen);
 }
