@@ -161,5 +161,16 @@ run "$R" train --resume bad.st --data data.txt --steps 4 --quiet
 refused 1 "--resume, metadata freeze *"
 check 'grep -q "bad.st.: its freeze metadata leaves no parameter to train" err' "--resume, freeze *: $(cat err)"
 
+# JSON nested past cJSON's limit (1000) is valid JSON remat cannot read: the message says so (it said only
+# "invalid JSON near byte 1004"); brackets inside a string do not count
+"$PY" -c 'print("{\"a\": \"" + "[" * 1500 + "\", \"b\": " + "[" * 1100 + "]" * 1100 + "}")' > deep.json
+rm -rf deep && cp -r base deep && cp deep.json deep/config.json
+for cmd in "plan --graph deep.json --memory-budget 1" "eval --init deep $HF --data data.txt"; do
+    # shellcheck disable=SC2086
+    run "$R" $cmd
+    refused 1 "$cmd, nested 1100 deep"
+    check 'grep -q "invalid JSON near byte 2[0-9]* of .*: nested deeper than 1000 arrays and objects" err' "$cmd: $(cat err)"
+done
+
 echo "test_harden6: $pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -84,12 +84,27 @@ static void nul_error(long long at, char *err, size_t errlen) {
              "Python's json past it, so the two would read different names or values; remove it", at);
 }
 
+#define TEXT_OF(x) #x
+#define NESTING_OF(x) TEXT_OF(x)
+#define NESTING_TEXT NESTING_OF(CJSON_NESTING_LIMIT)
+
 /* What a reader written for Python's json may have put at byte `at` of
  * text (len bytes) that JSON does not allow, as a hint: "" when nothing. */
 static const char *near_hint(const char *text, size_t at, size_t len) {
     const char *p = text + at;
     const size_t left = len - at;
     if (len == 0) return ": the file is empty";
+    /* cJSON stops at its nesting limit where the brackets open past it: the text may be valid JSON */
+    int depth = 0, in_string = 0;
+    for (size_t i = 0; i < at && i < len; i++) {
+        const char c = text[i];
+        if (in_string) in_string = c == '\\' ? (i++, 1) : c != '"';
+        else if (c == '"') in_string = 1;
+        else depth += (c == '[' || c == '{') - (c == ']' || c == '}');
+    }
+    if (depth >= CJSON_NESTING_LIMIT)
+        return ": nested deeper than " NESTING_TEXT " arrays and objects, the most remat reads (cJSON's limit); "
+               "flatten it";
     if (left > 0 && *p == '-') p++;
     if ((size_t)(p - text) + 3 <= len && (!strncmp(p, "NaN", 3) || !strncmp(p, "Inf", 3)))
         return ": NaN and Infinity are not JSON numbers (Python's json writes them); give a number";
