@@ -172,5 +172,12 @@ for cmd in "plan --graph deep.json --memory-budget 1" "eval --init deep $HF --da
     check 'grep -q "invalid JSON near byte 2[0-9]* of .*: nested deeper than 1000 arrays and objects" err' "$cmd: $(cat err)"
 done
 
+# an index whose weight_map is empty said the model's first tensor was missing
+empty_index() { rm -rf "$1" && cp -r big "$1" && printf '{"metadata": {}, "weight_map": {}}' > "$1/model.safetensors.index.json"; }
+empty_index emptymap
+run "$R" eval --init emptymap $HF --data data.txt
+refused 1 "an index mapping nothing"
+check 'grep -q "index.json.: its weight_map maps no tensor to a shard" err' "an index mapping nothing: $(cat err)"
+
 echo "test_harden6: $pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -139,6 +139,11 @@ static int by_name(const void *a, const void *b) {
 
 /* e[0..n): the entries of weight_map, checked to name a file in the folder. */
 static rm_status read_map(const cJSON *map, const char *ipath, hf_mapped *e, char *err, size_t errlen) {
+    if (!map->child) { /* else the model's first tensor is "missing", which blames the shards */
+        rm_st_seterr(err, errlen, "'%s': its weight_map maps no tensor to a shard (a copy cut short?): download the "
+                     "index again", ipath);
+        return RM_ERR_FORMAT;
+    }
     int i = 0;
     for (const cJSON *it = map->child; it; it = it->next, i++) {
         char nm[80];
