@@ -32,6 +32,7 @@ import python_rematplan_ops as ops  # noqa: E402
 import python_rematplan_use as use  # noqa: E402
 import python_rematplan_rebuild as rebuild  # noqa: E402
 import python_rematplan_harden as harden  # noqa: E402
+import python_rematplan_adv as adv  # noqa: E402
 import rematplan_models as M  # noqa: E402
 import rematplan  # noqa: E402
 
@@ -231,6 +232,7 @@ def main():
     rebuild.run(check)
     use.run(check)
     harden.run(check)
+    adv.run(check)
     base.test_budgets(a.remat)
     base.test_models(vision=vision)
     def test_hf_folder_eval():

@@ -393,9 +393,8 @@ class Step(TorchDispatchMode):
                 d = _Ref(r, len(r.steps), x)
             elif id(x) in wids:  # a buffer (BatchNorm's statistics) it writes: its value before, on a copy
                 d = x.detach().clone()
-            elif isinstance(x, torch.nn.Parameter):
-                return x.detach()  # (an alias: `p.data = other` later in the forward does not reach it)
-            else:  # held as it is now; copied if an op writes it later in the forward
+            else:  # held as it is now; copied if an op writes it later in the forward (a parameter too:
+                # `g.data.mul_(0.9)` after its read, a rebuild read the new value: other gradients)
                 # held by an alias of its storage, not the tensor object: `buf.data = new` later in the
                 # forward (an EMA update) swaps the object's storage, not the alias's
                 d = _Held(x.detach())  # the registry's reference is weak: a done recipe's inputs go with it
