@@ -10,7 +10,16 @@ tests/python_rematplan_hf.py (make test-torch2):
   - sparse gradients (nn.Embedding(sparse=True), nn.EmbeddingBag): verify()
     raised torch's raw NotImplementedError ("aten::equal" has no sparse
     kernel) where the step added into a sparse .grad (the loop's step
-    before it left one); now they are compared bit for bit.
+    before it left one); now they are compared bit for bit;
+  - nn.RReLU in training (torch 1.13): rrelu_with_noise draws its noise into
+    a tensor made by empty_like without its schema saying it writes it; a
+    plan that rebuilt the noise replayed the empty_like alone, and the
+    backward read garbage (loss equal, every gradient before it different,
+    verify() not ok); now the ops that write arguments unmarked
+    (calls.UNMARKED_WRITES: BatchNorm's statistics on every backend, RReLU's
+    noise) are one list the capture, the graph and the runtime read, and
+    the noise is kept (autograd saves it before the op writes it: a
+    handle would name the value before the write).
 """
 import copy
 
@@ -106,9 +115,45 @@ def test_sparse_grads(check):
         rematplan.forget(m)
 
 
+class Randomized(nn.Module):
+    def __init__(self, d=64, layers=4, inplace=False):
+        super().__init__()
+        self.fcs = nn.ModuleList(nn.Linear(d, d) for _ in range(layers))
+        self.act = nn.RReLU(inplace=inplace)
+        self.head = nn.Linear(d, 10)
+
+    def forward(self, x, y):
+        for fc in self.fcs:
+            x = x + self.act(fc(x) * 1.0)
+        return F.cross_entropy(self.head(x), y)
+
+
+def test_rrelu(check):
+    for inplace in (False, True):
+        torch.manual_seed(0)
+        m = Randomized(inplace=inplace)
+        g = torch.Generator().manual_seed(1)
+        args = (torch.randn(32, 64, generator=g), torch.randint(0, 10, (32,), generator=g))
+        ref = copy.deepcopy(m)
+        for budget in (0.7, 0.4, 0.05):  # (0.05: the least)
+            P = plan_or_least(m, args, budget)
+            cm = rematplan.apply(m, P)
+            loss0, g0, _ = step(ref, args, 4)
+            loss1, g1, _ = step(cm, args, 4)
+            r = rematplan.verify(cm, args, raise_on_mismatch=False)
+            check(torch.equal(loss0, loss1) and same(g0, g1) and r["ok"],
+                  "RReLU(inplace=%s) in training at %s: gradients bit for bit, verify %s" % (
+                      inplace, budget, {k: r[k] for k in ("ok", "grads_differ")}))
+        rematplan.forget(m)
+    # BatchNorm on CUDA (cuDNN, MIOpen) writes its running statistics unmarked too: a rebuild writes a copy
+    from rematplan.calls import writes_of
+    bn = [w for w in writes_of(torch.ops.aten.cudnn_batch_norm.default)]
+    check([(i, f) for i, _, f in bn] == [(3, 5), (4, 5)], "cudnn_batch_norm's running statistics are writes: %s" % bn)
+
+
 def run(check):
     import time
-    for t in (test_param_written, test_sparse_grads):
+    for t in (test_param_written, test_sparse_grads, test_rrelu):
         t0 = time.perf_counter()
         t(check)
         print("%s: %.1f s" % (t.__name__, time.perf_counter() - t0))

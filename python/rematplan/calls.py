@@ -20,6 +20,8 @@ import threading
 import torch
 import torch.nn.modules.module as _module
 
+from ._tree import flat_tensors
+
 
 UNCOUNTED = frozenset(("aten.detach.default", "aten.lift_fresh.default", "aten.alias.default"))
 
@@ -27,6 +29,45 @@ UNCOUNTED = frozenset(("aten.detach.default", "aten.lift_fresh.default", "aten.a
 # native_dropout): by name; every op whose schema takes a Generator draws from it or the default one
 _RANDOM_NAMES = ("bernoulli", "dropout", "rand", "normal", "uniform", "multinomial", "exponential", "geometric",
                  "cauchy", "log_normal", "random_")
+
+
+# aten ops that write arguments their schema does not mark (a!): op -> ((index, name), ...), and the index
+# of the `training` flag they write them under (None: always). BatchNorm's running statistics (every
+# torch); RReLU's noise (torch 1.13: its backward reads the noise the op draws into it, and a rebuild
+# that made the noise from its empty_like alone read garbage)
+_UNMARKED = (((3, "running_mean"), (4, "running_var")), 5)
+UNMARKED_WRITES = {
+    "aten.native_batch_norm": _UNMARKED, "aten.cudnn_batch_norm": _UNMARKED, "aten.miopen_batch_norm": _UNMARKED,
+    "aten.batch_norm_update_stats": (((1, "running_mean"), (2, "running_var")), None),
+    "aten.batch_norm_gather_stats": (((3, "running_mean"), (4, "running_var")), None),
+    "aten.batch_norm_gather_stats_with_counts": (((3, "running_mean"), (4, "running_var")), None),
+    "aten.rrelu_with_noise": (((1, "noise"),), 4), "aten.rrelu_with_noise_": (((1, "noise"),), 4),
+}
+
+
+def writes_of(func):
+    """The arguments an aten op may write: [(index, name, index of the flag they are written under, or
+    None)], the schema's (a!) ones and UNMARKED_WRITES's."""
+    out = []
+    try:
+        for i, a in enumerate(func._schema.arguments):
+            if a.alias_info is not None and a.alias_info.is_write:
+                out.append((i, a.name, None))
+    except AttributeError:
+        pass
+    args, flag = UNMARKED_WRITES.get(str(func).rsplit(".", 1)[0], ((), None))
+    out += [(i, name, flag) for i, name in args if all(i != j for j, _, _ in out)]
+    return out
+
+
+def written(writes, args, kwargs):
+    """The tensors writes (writes_of's) name among an op's arguments."""
+    out = []
+    for i, name, flag in writes:
+        if flag is not None and not (args[flag] if flag < len(args) else kwargs.get("training")):
+            continue
+        out.extend(flat_tensors(args[i] if i < len(args) else kwargs.get(name)))
+    return out
 
 
 def _cached_cast(args):

@@ -42,7 +42,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from ._tree import Example, flat_tensors  # noqa: F401 (rematplan.capture.flat_tensors)
 from . import _lib
-from .calls import Calls
+from .calls import Calls, writes_of, written
 from .pricing import SHAPE_ONLY, draw_probability, kind, moved_bytes, op_flops, spec
 
 PARAM, BUFFER, INPUT, ACT, CONST = "param", "buffer", "input", "act", "const"
@@ -341,20 +341,15 @@ def _given_generator(args, kwargs):
 
 
 def _schema_writes(func, args, kwargs):
-    """The arguments the op writes: the schema's (a!) ones, and BatchNorm's running statistics
-    (torch 1.13's native_batch_norm writes them without saying so)."""
-    out = []
-    try:
-        for i, a in enumerate(func._schema.arguments):
-            if a.alias_info is not None and a.alias_info.is_write:
-                v = args[i] if i < len(args) else kwargs.get(a.name)
-                out.extend(flat_tensors(v))
-    except (AttributeError, IndexError):
-        pass
-    name = str(func)
-    if name.startswith("aten.native_batch_norm") and len(args) > 5 and args[5]:
-        out.extend(t for t in args[3:5] if isinstance(t, torch.Tensor))
-    return out
+    """The arguments the op writes: the schema's (a!) ones, and those it writes without saying so
+    (BatchNorm's running statistics, torch 1.13's RReLU noise: calls.UNMARKED_WRITES)."""
+    w = _writes.get(func)
+    if w is None:
+        w = _writes[func] = writes_of(func)
+    return written(w, args, kwargs) if w else []
+
+
+_writes = {}
 
 
 class StepRecord:

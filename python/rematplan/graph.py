@@ -33,6 +33,7 @@ gradient autograd's engine holds until the last one arrives.
 """
 import bisect
 
+from .calls import UNMARKED_WRITES
 from .capture import ACT, BUFFER, INPUT, PARAM
 
 
@@ -118,6 +119,11 @@ def _group(rec, last):
         target = owners.get(copies[op.idx], op.idx) if op.idx in copies else None
         if target is not None:  # the copy joins what it copies
             nodes[target].tied.update(op.new)
+        if act_w and op.name.rsplit(".", 1)[0] in UNMARKED_WRITES:
+            # autograd saved what it writes before the write (torch 1.13's RReLU noise, its schema says
+            # no write): a handle packed then would name the value before it, so it is kept
+            for s in act_w:
+                nodes[owners.get(s, op.idx)].pinned = True
         if act_w:
             target = owners.get(act_w[0], op.idx)
             if any(r > target for r in reads):  # it reads a later node's output: takes the storage over

@@ -44,33 +44,23 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ._tree import flat_args, flat_tensors, map_args, map_tree
-from .calls import Calls, draws_random
+from .calls import Calls, draws_random, writes_of, written
 from .masks import _Mask
 from .pricing import SHAPE_ONLY
 
 
 
 class _OpInfo:
-    """What an aten op's schema says: the arguments it writes ((index, name)); whether it draws random
-    numbers (calls.draws_random; the capture's record adds the ops it saw move the RNG)."""
+    """What an aten op's schema says: the arguments it writes (calls.writes_of: (index, name, flag)); whether
+    it draws random numbers (calls.draws_random; the capture's record adds the ops it saw move the RNG)."""
     __slots__ = ("writes", "random", "name")
 
     def __init__(self, func):
-        self.writes, self.name = [], str(func)
-        try:
-            for i, a in enumerate(func._schema.arguments):
-                if a.alias_info is not None and a.alias_info.is_write:
-                    self.writes.append((i, a.name))
-        except AttributeError:
-            pass
+        self.writes, self.name = writes_of(func), str(func)
         self.random = draws_random(func)
 
     def written(self, args, kwargs):
-        out = []
-        for i, name in self.writes:
-            v = args[i] if i < len(args) else kwargs.get(name)
-            out.extend(flat_tensors(v))
-        return out
+        return written(self.writes, args, kwargs)
 
 
 _infos = {}
