@@ -25,7 +25,14 @@ tests/python_rematplan_hf.py (make test-torch2):
     in an attribute): the profiler drops the free of a block allocated
     while no profiler ran, and verify()'s measured step followed its own
     unprofiled steps: 27-53% over the budget where training's steps were
-    within it. The step before the measured one is profiled now.
+    within it. The step before the measured one is profiled now;
+  - a tensor autograd saved, written in place before the backward (the
+    batch buffer refilled before loss.backward(), the model's in-place op
+    in a step unlike the one captured): PyTorch raises its "modified by an
+    inplace operation" error, but saved-tensor hooks leave that check to
+    the hooks, and the applied model's backward read the new values
+    (gradients PyTorch refuses to compute). Its hooks check the version
+    as PyTorch does now.
 """
 import copy
 
@@ -193,9 +200,54 @@ def test_verify_peak(check):
     rematplan.forget(m)
 
 
+class Branching(nn.Module):
+    """Writes in place what sigmoid saved for its backward, but only where told (not in the step captured)."""
+
+    def __init__(self, d=64, layers=4):
+        super().__init__()
+        self.fcs = nn.ModuleList(nn.Linear(d, d) for _ in range(layers))
+        self.head = nn.Linear(d, 10)
+        self.write = False
+
+    def forward(self, x, y):
+        for fc in self.fcs:
+            h = torch.sigmoid(fc(x))
+            if self.write:
+                h.mul_(2)
+            x = x + h
+        return F.cross_entropy(self.head(x), y)
+
+
+def test_modified_after_pack(check):
+    torch.manual_seed(0)
+    m = Branching()
+    g = torch.Generator().manual_seed(1)
+    args = (torch.randn(32, 64, generator=g), torch.randint(0, 10, (32,), generator=g))
+    cm = rematplan.apply(m, plan_or_least(m, args, 0.4))
+    for what in ("the batch refilled before the backward", "an in-place op in a step unlike the captured"):
+        errs = []
+        for mod in (m, cm):
+            x = args[0].clone()
+            m.write = what.startswith("an in-place")
+            try:
+                loss = mod(x, args[1])
+                if not m.write:
+                    x.mul_(2)
+                loss.backward()
+                errs.append(None)
+            except RuntimeError as e:
+                errs.append("modified by an inplace operation" in str(e))
+            m.write = False
+            m.zero_grad(set_to_none=True)
+        check(errs == [True, True], "a saved tensor written in place before the backward (%s): PyTorch's error "
+              "without the plan and with it: %s" % (what, errs))
+    check(_same_step(m, cm, args, copy.deepcopy(m.state_dict())), "Branching after the errors: bit for bit")
+    rematplan.forget(m)
+
+
 def run(check):
     import time
-    for t in (test_param_written, test_sparse_grads, test_rrelu, test_verify_peak):
+    for t in (test_param_written, test_sparse_grads, test_rrelu, test_verify_peak, test_modified_after_pack):
         t0 = time.perf_counter()
         t(check)
         print("%s: %.1f s" % (t.__name__, time.perf_counter() - t0))

@@ -27,7 +27,7 @@ from ._lib import RematError
 from ._tree import Example
 from .capture import ModelState, loss_of
 from .memory import Events, allocator_only_works, allocator_peak, collect
-from .recompute import _storage_numel
+from .recompute import MODIFIED, _storage_numel
 
 
 class VerifyError(AssertionError):
@@ -180,7 +180,9 @@ def _step(model, args, kept):
         try:
             loss_of(out).backward()
         except RuntimeError as e:
-            if "modified by an inplace operation" in str(e) and applied:  # the plain model's own error is its own
+            # the plain model's own error is its own (and so is the one the applied model's hooks raise as
+            # PyTorch does: recompute.MODIFIED)
+            if "modified by an inplace operation" in str(e) and applied and MODIFIED not in str(e):
                 raise RematError("rematplan: a recomputed region read a tensor an in-place op changed (%s); "
                                  "this is a rematplan bug: please report it with the model" % e) from None
             raise

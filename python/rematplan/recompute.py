@@ -36,14 +36,13 @@ written on a copy taken before the op, so a recomputation changes no
 module state; a tensor a recomputed op writes that belongs to another
 recipe is copied first, so no cached value is changed either.
 """
-import os
-import sys
 import weakref
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ._tree import flat_args, flat_tensors, map_args, map_tree
+from ._backward import _KEEP_GRAPH_ASKED, _keep_graph, _keep_graph_by_frames, _no_autocast
 from .calls import Calls, draws_random, writes_of, written
 from .masks import _Mask
 from .pricing import SHAPE_ONLY
@@ -451,8 +450,11 @@ class Step(TorchDispatchMode):
     # ---- saved tensors ----
     def pack(self, t):
         r = self._recipe_of(t) if self.live else None
-        if r is None:
-            return t
+        if r is None:  # saved as it is, with its version: autograd leaves the check to the hooks
+            try:
+                return (t, t._version)
+            except RuntimeError:  # an inference tensor: no version counter
+                return (t, None)
         if r.mask is True:
             self.quiet += 1  # the mask's ops are not the model's: they must not shift the keys after them
             try:
@@ -475,8 +477,10 @@ class Step(TorchDispatchMode):
         return _Handle(ref, self, self.last_key)
 
     def unpack(self, h):
-        if not isinstance(h, _Handle):
-            return h
+        if type(h) is tuple:
+            if h[1] is not None and h[0]._version != h[1]:
+                _modified(h[0], h[1])
+            return h[0]
         if not self.lazy and (_KEEP_GRAPH_ASKED or not self.asked):
             self.asked = True
             self.lazy = _keep_graph() if _KEEP_GRAPH_ASKED else _keep_graph_by_frames()
@@ -650,6 +654,18 @@ class Step(TorchDispatchMode):
         return base
 
 
+MODIFIED = "rematplan's saved-tensor hooks check it as PyTorch does"
+
+
+def _modified(t, v):
+    """PyTorch's own error for a saved tensor written in place since (the model's in-place op in a step
+    unlike the one captured, a batch refilled before the backward): without the check, hooks silence
+    it and the backward read the new values, gradients that PyTorch refuses to compute."""
+    raise RuntimeError("one of the variables needed for gradient computation has been modified by an inplace "
+                       "operation: [%s %s] is at version %d; expected version %d instead (%s)"
+                       % (t.type(), list(t.shape), t._version, v, MODIFIED))
+
+
 def _again(s, args, kwargs):
     """verify()'s third run of a recipe's op, on the inputs of its rebuild: whether the op gives the same
     bytes twice on the same inputs (mkldnn_rnn_layer's workspace does not, in bytes no backward reads)."""
@@ -709,54 +725,6 @@ def _check_layout(r, base):
         raise RematError("rematplan: a recomputed op made a storage of %d elements where the first run made %d "
                          "(an op whose output layout is not reproducible); this is a rematplan bug: please report "
                          "it with the model" % (_storage_numel(base), r.numel))
-
-
-def _autocast_on(device):
-    """Whether autocast is on for a device type (torch 2.x takes the type; 1.13 has one call each)."""
-    try:
-        return torch.is_autocast_enabled(device)
-    except TypeError:
-        return torch.is_autocast_cpu_enabled() if device == "cpu" else torch.is_autocast_enabled()
-
-
-class _no_autocast:
-    """Replays run the aten ops as recorded: no autocast casts them again. Where autocast is off (the
-    usual backward) nothing is entered: torch.autocast objects cost ~10 us a rebuild."""
-
-    def __enter__(self):
-        self.ctx = []
-        if _autocast_on("cpu"):
-            self.ctx.append(torch.autocast("cpu", enabled=False))
-        if _autocast_on("cuda") and torch.cuda.is_available():
-            self.ctx.append(torch.autocast("cuda", enabled=False))
-        for c in self.ctx:
-            c.__enter__()
-
-    def __exit__(self, *exc):
-        for c in reversed(self.ctx):
-            c.__exit__(*exc)
-        return False
-
-
-def _keep_graph_by_frames():
-    """torch 1.13, which cannot say whether the running backward keeps its graph: the retain_graph
-    of the torch.autograd.backward or grad call below on this thread's Python stack (both resolve it
-    from create_graph before they call the engine); True (keep) where there is none (a backward on
-    another thread: CUDA's device threads)."""
-    f = sys._getframe(1)
-    while f is not None:
-        code = f.f_code
-        if code.co_name in ("backward", "grad") and code.co_filename.endswith(_AUTOGRAD_FILE):
-            keep = f.f_locals.get("retain_graph")
-            return True if keep is None else bool(keep)
-        f = f.f_back
-    return True
-
-
-_AUTOGRAD_FILE = os.path.join("torch", "autograd", "__init__.py")
-# whether the backward running now keeps its graph for another (retain_graph, create_graph)
-_keep_graph = getattr(torch._C._autograd, "_get_current_graph_task_keep_graph", None)
-_KEEP_GRAPH_ASKED = _keep_graph is not None  # else asked once a step, by its frames
 
 
 class Forward:
