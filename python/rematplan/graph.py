@@ -33,7 +33,6 @@ gradient autograd's engine holds until the last one arrives.
 """
 import bisect
 
-from .calls import UNMARKED_WRITES
 from .capture import ACT, BUFFER, INPUT, PARAM
 
 
@@ -112,6 +111,9 @@ def _group(rec, last):
     nodes, owners = [], _Owners()
     copies = _copies_for_inplace(rec, last)
     unpackers = {reader for _, _, reader in rec.saves}
+    saved_at = {}  # storage -> the first op after which autograd saved it
+    for sid, at, _ in rec.saves:
+        saved_at[sid] = min(saved_at.get(sid, at), at)
     for op in rec.ops[: last + 1]:
         act_w = [s for s in op.writes if st[s].kind == ACT and owners.get(s, op.idx) is not None]
         reads = [owners.get(s, op.idx) for s in op.reads if s is not None and st[s].kind == ACT]
@@ -119,10 +121,11 @@ def _group(rec, last):
         target = owners.get(copies[op.idx], op.idx) if op.idx in copies else None
         if target is not None:  # the copy joins what it copies
             nodes[target].tied.update(op.new)
-        if act_w and op.name.rsplit(".", 1)[0] in UNMARKED_WRITES:
-            # autograd saved what it writes before the write (torch 1.13's RReLU noise, its schema says
-            # no write): a handle packed then would name the value before it, so it is kept
-            for s in act_w:
+        # autograd saved it before this write, and its version did not move (else the capture refused
+        # the step): torch 1.13's RReLU noise (calls.UNMARKED_WRITES), `h.data.clamp_()`. The backward reads
+        # the value after the write, where a handle packed then names the one before it: kept
+        for s in act_w:
+            if saved_at.get(s, op.idx) < op.idx:
                 nodes[owners.get(s, op.idx)].pinned = True
         if act_w:
             target = owners.get(act_w[0], op.idx)
