@@ -272,10 +272,50 @@ def test_written_after_saved(check):
     rematplan.forget(m)
 
 
+class FakeQuantized(nn.Module):
+    """Quantization-aware training: weights and activations through torch.ao's FakeQuantize (observers whose
+    buffers the forward writes, resizes, and reads)."""
+
+    def __init__(self, d=64, layers=3):
+        super().__init__()
+        import torch.ao.quantization as Q
+        self.fcs = nn.ModuleList(nn.Linear(d, d) for _ in range(layers))
+        self.acts = nn.ModuleList(Q.FakeQuantize() for _ in range(layers))
+        self.weights = nn.ModuleList(Q.FakeQuantize(
+            observer=Q.MovingAveragePerChannelMinMaxObserver, quant_min=-128, quant_max=127, dtype=torch.qint8,
+            qscheme=torch.per_channel_symmetric, ch_axis=0) for _ in range(layers))
+        self.head = nn.Linear(d, 10)
+
+    def forward(self, x, y):
+        for fc, act, w in zip(self.fcs, self.acts, self.weights):
+            x = x + act(F.relu(F.linear(x, w(fc.weight), fc.bias)))
+        return F.cross_entropy(self.head(x), y)
+
+
+def test_resized_buffer(check):
+    m, args = _made(FakeQuantized)
+    ref = copy.deepcopy(m)
+    before = {k: v.clone() for k, v in m.state_dict().items()}
+    try:
+        cm = rematplan.apply(m, plan_or_least(m, args, 0.4))
+        r = rematplan.verify(cm, args, raise_on_mismatch=False)
+        kept = all(torch.equal(before[k], v) for k, v in m.state_dict().items())
+        loss0, g0, b0 = step(ref, args, 2)
+        loss1, g1, b1 = step(cm, args, 2)
+        ok = kept and r["ok"] and torch.equal(loss0, loss1) and same(g0, g1) and all(
+            torch.equal(b0[k], b1[k]) for k in b0)
+        what = {"buffers kept": kept, "verify": r["ok"]}
+    except Exception as e:  # (torch's RuntimeError from putting the buffers back, before)
+        ok, what = False, "%s: %s" % (type(e).__name__, str(e)[:200])
+    check(ok, "a model whose forward resizes a buffer (FakeQuantize's per-channel observer): planned, the buffers "
+          "left as they were, bit for bit: %s" % (what,))
+    rematplan.forget(m)
+
+
 def run(check):
     import time
     for t in (test_param_written, test_sparse_grads, test_rrelu, test_verify_peak, test_modified_after_pack,
-              test_written_after_saved):
+              test_written_after_saved, test_resized_buffer):
         t0 = time.perf_counter()
         t(check)
         print("%s: %.1f s" % (t.__name__, time.perf_counter() - t0))

@@ -642,8 +642,7 @@ class ModelState:
         for e in self.buffers:  # (written in place, or its storage replaced: `buf.data = new`)
             b, v, version, ptr = e
             if _version(b) != version or b.data_ptr() != ptr:
-                with torch.no_grad():
-                    b.data.copy_(v)
+                _put_back(b, v)
                 e[2], e[3] = _version(b), b.data_ptr()
         for p, alias in self.params:
             if p.data_ptr() != alias.data_ptr():
@@ -651,8 +650,7 @@ class ModelState:
         for e in self.inputs:
             t, v, version = e
             if t._version != version:
-                with torch.no_grad():
-                    t.copy_(v)
+                _put_back(t, v)
                 e[2] = t._version
         torch.set_rng_state(self.rng)
         if self.cuda_rng is not None:
@@ -667,12 +665,22 @@ class ModelState:
         self.rewind()
 
     def __exit__(self, *exc):
-        with torch.no_grad():
-            for b, v, _, _ in self.buffers:
-                b.data.copy_(v)
+        for b, v, _, _ in self.buffers:
+            _put_back(b, v)
         self.rewind()
         for p, g in self.grads + self.input_grads:
             p.grad = g
+
+
+def _put_back(t, v):
+    """t's value as it was (v, a copy): in place, or where the forward resized it (a quantization
+    observer's per-channel min_val, made empty and resized at its first step) on a copy of v's layout
+    (copy_ raised torch's size error from plan())."""
+    with torch.no_grad():
+        if t.shape == v.shape and t.dtype == v.dtype:
+            t.data.copy_(v)
+        else:
+            t.data = v.clone()
 
 
 def _storage(t):
