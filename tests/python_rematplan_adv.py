@@ -53,14 +53,22 @@ from python_rematplan_small import plan_or_least, same, step
 class Annealed(nn.Module):
     """Each block scales its input by a parameter the forward then anneals in place (after reading it)."""
 
-    def __init__(self, d=64, layers=4, inplace="data"):
+    def __init__(self, d=64, layers=4, inplace="data", shared=False):
         super().__init__()
         self.fcs = nn.ModuleList(nn.Linear(d, d) for _ in range(layers))
-        self.gains = nn.ParameterList(nn.Parameter(torch.full((d,), 0.5)) for _ in range(layers))
+        # shared: one (32, d) gain every block reads, written after the last (when self.write)
+        self.gains = nn.ParameterList(nn.Parameter(torch.full((32, d) if shared else (d,), 0.5))
+                                      for _ in range(1 if shared else layers))
         self.head = nn.Linear(d, 10)
-        self.inplace = inplace
+        self.inplace, self.shared, self.write = inplace, shared, True
 
     def forward(self, x, y):
+        if self.shared:
+            for fc in self.fcs:
+                x = x + F.gelu(fc(torch.tanh(x * self.gains[0])))
+            if self.write:
+                self.gains[0].data.mul_(0.9)
+            return F.cross_entropy(self.head(x), y)
         for fc, g in zip(self.fcs, self.gains):
             # (under no_grad torch's own version check refuses a write of what mul saved: x read detached)
             x = x + F.gelu(fc(torch.tanh((x if self.inplace == "data" else x.detach()) * g)))
@@ -101,6 +109,20 @@ def test_param_written(check):
         check(P.n_recomputed() > 0 and _same_step(m, cm, args, state),
               "a parameter written in place (%s) after a recomputed op read it: gradients bit for bit" % how)
         rematplan.forget(m)
+    # read by every block, written once at the end: one copy of it, not one per recipe that read it
+    from rematplan._verify import measure_step
+    m, args = _made(lambda: Annealed(layers=6, shared=True))
+    cm = rematplan.apply(m, plan_or_least(m, args, 0.2))
+    state = copy.deepcopy(m.state_dict())
+    peaks = []
+    for write in (False, True):
+        m.write = write
+        peaks.append(measure_step(cm, args))
+        m.load_state_dict(state)
+    gain = m.gains[0].numel() * 4
+    check(peaks[1] - peaks[0] <= 2 * gain, "a parameter 6 recipes read, written once: %d bytes more (one copy: %d)"
+          % (peaks[1] - peaks[0], gain))
+    rematplan.forget(m)
 
 
 class Sparse(nn.Module):

@@ -322,10 +322,16 @@ class Step(TorchDispatchMode):
             flat = flat_args(args, kwargs)
             ws += [flat[i] for i in self.table.writes[key] if i < len(flat)]
         for t in ws:
+            copies = {}  # one copy per view of the storage, however many recipes read it (a parameter)
             for ref in self.held.pop(_storage_ptr(t), None) or ():
                 b = ref()
                 if b is not None:
-                    b.t = b.t.detach().clone()
+                    v = b.t
+                    key = (v.storage_offset(), tuple(v.shape), v.stride(), v.dtype)
+                    c = copies.get(key)
+                    if c is None:
+                        c = copies[key] = v.detach().clone()
+                    b.t = c
 
     def _track(self, t, r):
         """t is on recipe r's storage: r may be read while t lives; when no tensor of r is left and
