@@ -287,6 +287,7 @@ class Step(TorchDispatchMode):
         # it). Without it a chain of "each" recipes was rebuilt for every read, multiplying down the
         # chain (BART's least plan: 5,590 rebuilds where the planner's schedule has 1,584)
         self.groups, self.scope, self.scope_group = {}, None, None
+        self.outer = None  # the saved-tensor hooks around the model's call (Forward): they keep what is saved as it is
 
     # ---- the forward ----
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -456,6 +457,8 @@ class Step(TorchDispatchMode):
     # ---- saved tensors ----
     def pack(self, t):
         r = self._recipe_of(t) if self.live else None
+        if r is None and self.outer is not None:  # the user's hooks around the model (save_on_cpu) keep it
+            return _Outer(self.outer[0](t))
         if r is None:  # saved as it is, with its version: autograd leaves the check to the hooks
             try:
                 return (t, t._version)
@@ -487,6 +490,8 @@ class Step(TorchDispatchMode):
             if h[1] is not None and h[0]._version != h[1]:
                 _modified(h[0], h[1])
             return h[0]
+        if type(h) is _Outer:
+            return self.outer[1](h.packed)
         if not self.lazy and (_KEEP_GRAPH_ASKED or not self.asked):
             self.asked = True
             self.lazy = _keep_graph() if _KEEP_GRAPH_ASKED else _keep_graph_by_frames()
@@ -733,6 +738,23 @@ def _check_layout(r, base):
                          "it with the model" % (_storage_numel(base), r.numel))
 
 
+class _Outer:
+    """A tensor saved as it is, packed by the user's saved-tensor hooks around the applied model."""
+    __slots__ = ("packed",)
+
+    def __init__(self, packed):
+        self.packed = packed
+
+
+def _outer_hooks():
+    """The saved-tensor hooks active around the applied model's call (torch.autograd.graph.save_on_cpu, a
+    user's own), or None: the innermost hooks alone see a saved tensor, so the applied model's hid them and
+    what they would have kept (on the CPU, compressed) stayed as it was. torch 2.x says which they are;
+    torch 1.13 cannot (docs/PYTORCH.md)."""
+    top = getattr(torch._C._autograd, "_top_saved_tensors_default_hooks", None)
+    return top(False) if top is not None else None
+
+
 class Forward:
     """The context of one forward of the applied model: the module calls, the mode, the hooks."""
 
@@ -741,6 +763,7 @@ class Forward:
 
     def __enter__(self):
         s = self.step
+        s.outer = _outer_hooks()  # before ours are pushed
         self.hooks = torch.autograd.graph.saved_tensors_hooks(s.pack, s.unpack)
         s.calls.__enter__()
         self.hooks.__enter__()
