@@ -230,26 +230,32 @@ def test_verify_peak(check):
     rematplan.forget(m)
 
 
-class Branching(nn.Module):
-    """Writes in place what sigmoid saved for its backward, but only where told (not in the step captured)."""
+class Residual(nn.Module):
+    """Blocks x + act(fc(x)) whose act saves its output for the backward, which the forward then writes:
+    "mul_" (sigmoid's h.mul_(2), in place, only where self.write is set: not in the step captured) or
+    "clamp_data" (tanh's h.data.clamp_(), every step: no version moves)."""
 
-    def __init__(self, d=64, layers=4):
+    def __init__(self, edit="mul_", d=64, layers=4):
         super().__init__()
         self.fcs = nn.ModuleList(nn.Linear(d, d) for _ in range(layers))
         self.head = nn.Linear(d, 10)
-        self.write = False
+        self.edit, self.write = edit, False
 
     def forward(self, x, y):
         for fc in self.fcs:
-            h = torch.sigmoid(fc(x))
-            if self.write:
-                h.mul_(2)
+            if self.edit == "mul_":
+                h = torch.sigmoid(fc(x))
+                if self.write:
+                    h.mul_(2)
+            else:
+                h = torch.tanh(fc(x))
+                h.data.clamp_(-0.5, 0.5)
             x = x + h
         return F.cross_entropy(self.head(x), y)
 
 
 def test_modified_after_pack(check):
-    m, args = _made(Branching)
+    m, args = _made(Residual)
     cm = rematplan.apply(m, plan_or_least(m, args, 0.4))
     for what in ("the batch refilled before the backward", "an in-place op in a step unlike the captured"):
         errs = []
@@ -268,26 +274,12 @@ def test_modified_after_pack(check):
             m.zero_grad(set_to_none=True)
         check(errs == [True, True], "a saved tensor written in place before the backward (%s): PyTorch's error "
               "without the plan and with it: %s" % (what, errs))
-    check(_same_step(m, cm, args, copy.deepcopy(m.state_dict())), "Branching after the errors: bit for bit")
+    check(_same_step(m, cm, args, copy.deepcopy(m.state_dict())), "Residual after the errors: bit for bit")
     rematplan.forget(m)
 
 
-class DataClamped(nn.Module):
-    def __init__(self, d=64, layers=4):
-        super().__init__()
-        self.fcs = nn.ModuleList(nn.Linear(d, d) for _ in range(layers))
-        self.head = nn.Linear(d, 10)
-
-    def forward(self, x, y):
-        for fc in self.fcs:
-            h = torch.tanh(fc(x))  # (tanh saves its output)
-            h.data.clamp_(-0.5, 0.5)
-            x = x + h
-        return F.cross_entropy(self.head(x), y)
-
-
 def test_written_after_saved(check):
-    m, args = _made(DataClamped)
+    m, args = _made(lambda: Residual("clamp_data"))
     state = copy.deepcopy(m.state_dict())
     for budget in (0.5, 0.05):
         cm = rematplan.apply(m, plan_or_least(m, args, budget))
@@ -345,7 +337,7 @@ def test_outer_hooks(check):
     if not hasattr(torch._C._autograd, "_top_saved_tensors_default_hooks"):
         print("test_outer_hooks: torch %s cannot name the hooks around a call: not applicable" % torch.__version__)
         return
-    m, args = _made(Branching)
+    m, args = _made(Residual)
     cm = rematplan.apply(m, plan_or_least(m, args, 0.4))
     state = copy.deepcopy(m.state_dict())
     seen = {"pack": 0, "unpack": 0}
