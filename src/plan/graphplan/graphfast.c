@@ -363,29 +363,42 @@ static int prune_pass(fast *F, char *mode) {
 }
 
 /* The undos the bound refused, priced exactly, the most time saved first:
- * at most `tries` pricings. */
-static rm_status polish(fast *F, char *mode, int tries) {
-    int n = F->m->n, nc = 0;
-    for (int v = 0; v < n; v++) {
-        if (mode[v] == RM_GKEEP) continue;
-        move mv = {v, undo_saves(F, mode, v), 1, 0};
-        if (mv.gain > 0) F->cands[nc++] = mv;
-    }
-    rank(F->cands, nc);
+ * at most `tries` pricings; with `passes` > 1, passes again over the plan
+ * they leave while a pass undid anything (the final polish of a search:
+ * a plan made for a tighter budget, or one the bound held back, can hold
+ * much more at the budget itself). */
+static rm_status polish(fast *F, char *mode, int tries, int passes) {
+    int n = F->m->n;
     rm_status rc = RM_OK;
-    for (int k = 0; k < nc && k < tries && rc == RM_OK; k++) {
-        int v = F->cands[k].node;
-        mode[v]--;
-        rc = price(F, mode, 0);
-        if (rc == RM_OK && F->r.excess > 0) mode[v]++;
+    for (int pass = 0, undone = 1; pass < passes && undone && tries > 0 && rc == RM_OK; pass++) {
+        int nc = 0;
+        undone = 0;
+        if (pass > 0 && (rc = price(F, mode, 1)) != RM_OK) break; /* the copies of the plan as it is now */
+        for (int v = 0; v < n; v++) {
+            if (mode[v] == RM_GKEEP) continue;
+            move mv = {v, undo_saves(F, mode, v), 1, 0};
+            if (mv.gain > 0) F->cands[nc++] = mv;
+        }
+        rank(F->cands, nc);
+        for (int k = 0; k < nc && tries > 0 && rc == RM_OK; k++, tries--) {
+            int v = F->cands[k].node;
+            mode[v]--;
+            rc = price(F, mode, 0);
+            if (rc == RM_OK && F->r.excess > 0) mode[v]++;
+            else undone++;
+        }
     }
     return rc == RM_OK ? price(F, mode, 1) : rc;
 }
 
-/* Pruning passes until none undoes anything, then a polish; the plan fits
+/* A thorough polish prices at most this many undos per node. */
+enum { POLISH_PRICINGS = 8 };
+
+/* Pruning passes until none undoes anything, then a polish (thorough: until
+ * a pass undoes nothing); the plan fits
  * on entry and on exit (checked exactly: a pass that would not fit is
  * rolled back). */
-static rm_status prune(fast *F, char *mode, char *saved) {
+static rm_status prune(fast *F, char *mode, char *saved, int thorough) {
     int n = F->m->n;
     rm_status rc = price(F, mode, 1);
     for (int pass = 0; rc == RM_OK && F->r.excess == 0 && pass < 8; pass++) {
@@ -398,8 +411,8 @@ static rm_status prune(fast *F, char *mode, char *saved) {
             break;
         }
     }
-    int tries = (int)sqrt((double)n) * 2;
-    return rc == RM_OK && F->r.excess == 0 ? polish(F, mode, tries) : rc;
+    int tries = thorough ? POLISH_PRICINGS * n : (int)sqrt((double)n) * 2;
+    return rc == RM_OK && F->r.excess == 0 ? polish(F, mode, tries, thorough ? n : 1) : rc;
 }
 
 static int fast_alloc(fast *F, const rm_gmodel *m, int64_t budget, const int *block) {
@@ -436,7 +449,7 @@ rm_status rm_gplan_fast(const rm_gmodel *m, int64_t budget, const int *block, in
         rc = price(&F, mode, 1);
         if (rc == RM_OK && !fast_tree(&F)) rc = RM_ERR_NOMEM;
         /* the tree is sized for the longest schedule a pass sees: the descent's */
-        if (rc == RM_OK) rc = prune(&F, mode, saved);
+        if (rc == RM_OK) rc = prune(&F, mode, saved, prune_too > 1);
     }
     if (rc == RM_OK) *r = F.r;
     fast_free(&F);

@@ -367,6 +367,52 @@ static rm_status from_seed(search *S, const rm_gplan *seed, rm_gplan *plan, char
     return rc;
 }
 
+/* An eager model (one node per block) searched at its budget and around it.
+ * The search is a heuristic, and the cheapest plan it finds moves by up to
+ * 30% from one budget to the next (captured transformers); so it also
+ * searches a tighter budget (a plan that fits less fits this one: the plan
+ * for 0.45 of store-all was cheaper than the one for 0.5) and looser ones,
+ * each plan found there descended into the budget; the cheapest kept, then
+ * polished. On the 32 graphs of bench/torch_models.py (16 models at
+ * per-layer checkpointing's peak and at half of store-all) the budgets
+ * {1, 0.95} and {1.02, 1.05, 1.1} found plans recomputing 2748 ms in all,
+ * against 2824 ms for the five tighter budgets {1 .. 0.8} before, in 5.4 s
+ * of planning against 4.4. */
+static rm_status plan_eager_budgets(search *S, const int *hint, rm_gplan *plan, char *mode, char *work, int *block) {
+    static const double around[] = {1.0, 0.95, 1.02, 1.05, 1.1};
+    const rm_gmodel *m = S->m;
+    int n = m->n, fast = n > 64 && !S->eval;
+    int64_t budget = S->budget;
+    int *coarse = malloc(((size_t)n + 1) * sizeof *coarse);
+    if (!coarse) return RM_ERR_NOMEM;
+    for (int v = 0; v < n; v++) block[v] = v;
+    rm_status rc = RM_OK;
+    for (int t = 0; t < (int)(sizeof around / sizeof *around) && rc == RM_OK; t++) {
+        if (around[t] > 1 && !fast) break; /* a looser plan is descended by graphfast.c's search */
+        rm_geval_result r;
+        S->budget = (int64_t)((double)budget * around[t]);
+        rc = plan_eager(S, hint, coarse, mode, work, &r);
+        S->budget = budget;
+        if (rc == RM_OK && around[t] > 1 && r.excess == 0) rc = rm_gplan_fast(m, budget, block, 2, mode, &r);
+        if (rc == RM_OK) keep_best(plan, n, mode, block, &r);
+    }
+    free(coarse);
+    return rc;
+}
+
+/* The best plan polished at the budget itself until no undo fits: the best
+ * often came from a tighter budget, or from a polish that priced only a few
+ * undos (captured GPT-2 at per-layer checkpointing's peak: 194.5 -> 147 ms
+ * of recomputation, the same peak). */
+static rm_status polish_best(search *S, rm_gplan *plan, char *mode, int *block) {
+    int n = S->m->n;
+    memcpy(mode, plan->mode, (size_t)n), memcpy(block, plan->block, (size_t)n * sizeof *block);
+    rm_geval_result r;
+    rm_status rc = rm_gplan_fast(S->m, S->budget, block, 2, mode, &r);
+    if (rc == RM_OK) keep_best(plan, n, mode, block, &r);
+    return rc;
+}
+
 rm_status rm_gplan_solve_from(const rm_gmodel *m, int64_t budget, const int *hint, rm_geval_fn eval, void *ctx,
                               const rm_gplan *seed, rm_gplan *plan) {
     int n = m->n;
@@ -386,22 +432,7 @@ rm_status rm_gplan_solve_from(const rm_gmodel *m, int64_t budget, const int *hin
      * an eager framework recomputes at each backward: one node per block only */
     int ks[] = {n, -1, root, n / 4 > 1 ? n / 4 : 2, 2 * root};
     int groupings = m->eager ? 0 : n > 64 ? 3 : 5;
-    if (m->eager && rc == RM_OK && n > 0) { /* one node per block, starts from coarse groupings */
-        int *coarse = malloc(((size_t)n + 1) * sizeof *coarse);
-        for (int v = 0; v < n; v++) block[v] = v;
-        /* the search is a heuristic, so a tighter budget can give a cheaper plan (seen on captured
-         * transformers: the plan for 0.45 of store-all cheaper than the one for 0.5); a plan that fits
-         * less fits the budget too, so the budget and a few tighter ones are searched, the cheapest kept */
-        static const double tighter[] = {1.0, 0.95, 0.9, 0.85, 0.8};
-        for (int t = 0; t < (int)(sizeof tighter / sizeof *tighter) && rc == RM_OK; t++) {
-            rm_geval_result r;
-            S.budget = t == 0 ? budget : (int64_t)((double)budget * tighter[t]);
-            rc = coarse ? plan_eager(&S, hint, coarse, mode, work, &r) : RM_ERR_NOMEM;
-            if (rc == RM_OK) keep_best(plan, n, mode, block, &r);
-        }
-        S.budget = budget;
-        free(coarse);
-    }
+    if (m->eager && rc == RM_OK && n > 0) rc = plan_eager_budgets(&S, hint, plan, mode, work, block);
     for (int gi = 0; gi < groupings && rc == RM_OK && n > 0; gi++) {
         if (gi == 1) {
             if (!hint) continue;
@@ -414,6 +445,7 @@ rm_status rm_gplan_solve_from(const rm_gmodel *m, int64_t budget, const int *hin
         if (rc == RM_OK) keep_best(plan, n, mode, block, &r);
     }
     if (rc == RM_OK && seed && seed->feasible && n > 0) rc = from_seed(&S, seed, plan, mode, block);
+    if (rc == RM_OK && plan->feasible && n > 64 && !S.eval) rc = polish_best(&S, plan, mode, block);
     if (rc == RM_OK && n > 0 && n <= 64) rc = perturb(&S, plan, mode, block);
     rm_schedule_free(&S.sch);
     rm_gwork_free(&S.work), rm_gsim_free(&S.sim);

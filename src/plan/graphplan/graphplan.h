@@ -135,7 +135,8 @@ rm_status rm_gplan_solve(const rm_gmodel *m, int64_t budget, const int *hint, rm
 /* plan/graphplan/graphfast.c: the search of large graphs (default evaluator): from
  * `mode`, a batched descent scored from one pricing's profile until the
  * plan fits, then (prune_too) undoes that an upper bound of the live bytes
- * shows safe, and a few more priced exactly. mode is left as the plan
+ * shows safe, and a few more priced exactly (prune_too > 1: every undo,
+ * priced, pass after pass while one fits). mode is left as the plan
  * found; r->excess > 0 when it does not fit. */
 rm_status rm_gplan_fast(const rm_gmodel *m, int64_t budget, const int *block, int prune_too, char *mode,
                         rm_geval_result *r);
