@@ -598,11 +598,36 @@ def test_not_a_loss(check):
             check(said in str(e), "a forward returning %s: the refusal says %r: %s" % (kind, said, e))
 
 
+def test_slow_store_all_step(check):
+    """The store-all step plan() times is one sample: one taken 1000x slow (a shared machine's swing,
+    here made up) must not make the plan's prediction 1000x: the plan step measured for the peak is
+    another measurement of the store-all step (budget.Search.store_all_from), the least taken."""
+    from rematplan import _verify
+    torch.manual_seed(0)
+    m = Net()
+    x, y = torch.randn(64, 96), torch.randint(0, 10, (64,))
+    real = _verify.store_all_step
+
+    def slow(*a, **k):
+        peak, ms = real(*a, **k)
+        return peak, ms * 1000
+    _verify.store_all_step = slow
+    try:
+        P = plan_or_least(m, (x, y), 0.4)
+    finally:
+        _verify.store_all_step = real
+    ms = _verify.time_step(m, (x, y), runs=3, warm=1)
+    check(P.measured_peak is not None and P.store_all_ms < 100 * ms and P.predicted_step_ms < 100 * ms,
+          "a store-all step timed 1000x slow: the plan's store-all %.1f ms and prediction %.1f ms, a plain "
+          "step %.1f ms" % (P.store_all_ms, P.predicted_step_ms, ms))
+    rematplan.forget(m)
+
+
 def run(check):
     import time
     for t in (test_autograd, test_saved, test_keywords, test_planned_again, test_structure_changed,
               test_other_inputs, test_checkpointed, test_inputs_kept, test_own_generator, test_model_fails_alone,
-              test_not_a_loss):
+              test_not_a_loss, test_slow_store_all_step):
         t0 = time.perf_counter()
         t(check)
         print("%s: %.1f s" % (t.__name__, time.perf_counter() - t0))

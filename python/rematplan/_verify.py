@@ -189,13 +189,17 @@ def _step(model, args, kept):
     return step
 
 
-def measure_step(model, inputs, device=None):
+def measure_step(model, inputs, device=None, timed=False):
     """The activation peak of one training step of model(*inputs), in bytes: PyTorch's allocator
-    count on CPU, max_memory_allocated on CUDA. The model is left as it was."""
+    count on CPU, max_memory_allocated on CUDA; timed: (the peak, the step's wall time in ms, or None
+    where this torch's profiler records every op in it). The model is left as it was."""
     args = Example.of(inputs)
     with ModelState(model, zero_grads=True, inputs=args) as k:
-        r = measure(_step(model, args, k), device, rss=False)
-    return r.get("cuda_peak", r.get("allocator_peak"))
+        r = measure(_step(model, args, k), device, rss=False, timed=timed)
+    peak = r.get("cuda_peak", r.get("allocator_peak"))
+    if not timed:
+        return peak
+    return peak, r.get("ms") if "cuda_peak" in r or allocator_only_works() else None
 
 
 def store_all_step(model, inputs, device=None):
