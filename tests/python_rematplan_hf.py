@@ -33,6 +33,7 @@ import python_rematplan_use as use  # noqa: E402
 import python_rematplan_rebuild as rebuild  # noqa: E402
 import python_rematplan_harden as harden  # noqa: E402
 import python_rematplan_adv as adv  # noqa: E402
+import python_rematplan_adv2 as adv2  # noqa: E402
 import rematplan_models as M  # noqa: E402
 import rematplan  # noqa: E402
 
@@ -233,6 +234,7 @@ def main():
     use.run(check)
     harden.run(check)
     adv.run(check)
+    adv2.run(check)
     base.test_budgets(a.remat)
     base.test_models(vision=vision)
     def test_hf_folder_eval():

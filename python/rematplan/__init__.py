@@ -35,8 +35,27 @@ def verify(model, inputs, device=None, check_memory=True, raise_on_mismatch=True
     """One step of an applied model: its loss and gradients against the unplanned model's, every
     recomputed tensor against its first computation (bit for bit), and the measured peak against the
     plan (see _verify.verify)."""
+    _flags("rematplan.verify", check_memory=check_memory, raise_on_mismatch=raise_on_mismatch)
+    if device is not None:
+        _device("rematplan.verify", device)
     from ._verify import verify as f
     return f(model, inputs, device, check_memory, raise_on_mismatch)
+
+
+def _flags(who, **flags):
+    """True/False arguments are True or False (or 0/1): a string is true, so check="no" checked."""
+    for name, v in flags.items():
+        if not isinstance(v, (bool, int)) or v not in (0, 1):
+            raise TypeError("%s: %s is True or False, not %r" % (who, name, v))
+
+
+def _device(who, device):
+    """A device torch has (torch.device's RuntimeError, said as a ValueError naming the argument)."""
+    import torch
+    try:
+        return torch.device(device)
+    except (RuntimeError, TypeError, ValueError) as e:
+        raise ValueError("%s: device %r: %s" % (who, device, e)) from None
 
 
 def forget(model):
@@ -70,6 +89,7 @@ def plan(model, example_inputs, budget, device=None, repeats=1, verbose=True, ch
     from .planning import budget_bytes, store_all
     _lib.lib()  # a broken library (LibraryError) and a bad budget cost no capture
     budget_bytes(budget, 1)
+    _flags("rematplan.plan", verbose=verbose, check=check)
     from ._given import given
     from .profile import profile_of
     model, args, device = given(model, example_inputs, device)

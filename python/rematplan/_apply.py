@@ -35,8 +35,14 @@ def apply(model, plan):
     """A module with the model's own submodules, parameters and buffers (the same names, the same
     order) whose forward runs the model with the plan. Given an applied model, the model it runs
     gets the new plan instead (the old one is left as it was)."""
+    from .planning import Plan
+    if isinstance(model, Plan) and isinstance(plan, torch.nn.Module):
+        raise TypeError("rematplan.apply: the arguments are swapped: rematplan.apply(model, plan)")
     model = unwrapped(model, "rematplan.apply")
-    if getattr(plan, "profile", None) is None:
+    if not isinstance(plan, Plan):  # (None, a budget: "no captured model" said nothing of what was given)
+        raise TypeError("rematplan.apply: plan must be rematplan.plan(model, inputs, budget)'s result, not a %s"
+                        % type(plan).__name__)
+    if plan.profile is None:
         raise ValueError("rematplan.apply: this plan has no captured model (it was planned from a graph file)")
     if model is not plan.model:
         raise ValueError("rematplan.apply: the plan was made for another model object; plan this model")

@@ -31,10 +31,8 @@ def _checked_device(model, example, device):
                          "to measure: plan on the device the model trains on")
     if device is None:
         return ts[0].device if ts else None
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError, ValueError) as e:
-        raise ValueError("rematplan.plan: device %r: %s" % (device, e)) from None
+    from . import _device
+    dev = _device("rematplan.plan", device)
     if ts and dev.type not in {t.device.type for t in ts}:
         raise ValueError("rematplan.plan: device %r, but the inputs are on %s: move the model and inputs there, "
                          "or leave device out (the inputs' device)" % (str(device), ts[0].device))

@@ -231,15 +231,22 @@ def _call_json(fn, *args):
     return rc, answer, err.value.decode()
 
 
+def _c_budget(budget):
+    """A budget as the int64 libremat takes: ctypes wraps a larger int silently (2^63 became -2^63,
+    store-all; 10^30 some 5e18), so one above 2^60 is 2^60: libremat's graphs hold at most 2^60 bytes,
+    so any larger budget is store-all, as it says (and any negative one is -1: store-all)."""
+    return max(min(int(budget), MAX_BYTES), -1)
+
+
 def plan_graph(graph, budget):
     """rm_plan_graph on a graph dict; budget < 0 plans at store-all. Returns (status, answer, message)."""
     L = lib()
-    return _call_json(L.rm_plan_graph, _json(graph, "graph"), int(budget))
+    return _call_json(L.rm_plan_graph, _json(graph, "graph"), _c_budget(budget))
 
 
 def plan_chain(chain, budget):
     L = lib()
-    return _call_json(L.rm_plan_chain, _json(chain, "chain"), int(budget))
+    return _call_json(L.rm_plan_chain, _json(chain, "chain"), _c_budget(budget))
 
 
 def price_graph(graph, plan):

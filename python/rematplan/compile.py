@@ -135,6 +135,9 @@ def solve(memory, joint_graph, max_memory, node_info=None, candidates=None):
     if max_memory >= sum(memory):  # (inf too) everything fits
         return list(range(n)), []
     cands = list(candidates) if candidates is not None else [None] * n
+    if len(cands) != n:  # (an IndexError deep in the graph's making)
+        raise _lib.RematError("rematplan's compile solver: %d candidates' memory but %d candidate nodes: the "
+                              "partitioner gives one of each per candidate" % (n, len(cands)))
     index = {c: i for i, c in enumerate(cands) if c is not None}
     scale = SCALE / max(max(memory), 1e-30)
     times = [estimate(c) if c is not None else 1.0 for c in cands]
@@ -164,14 +167,30 @@ def solve(memory, joint_graph, max_memory, node_info=None, candidates=None):
     return sorted(keep), [i for i in range(n) if i not in keep]
 
 
+_before = ["dp"]  # the solver use_as_compile_solver(True) replaced: what (False) puts back
+
+
+def _ours(s):
+    return s is solve or getattr(type(s), "remat_solver", False)
+
+
 def use_as_compile_solver(enable=True):
-    """Installs (or, enable=False, removes) libremat as activation_memory_budget's solver."""
+    """Installs (or, enable=False, removes) libremat as activation_memory_budget's solver. Removing it
+    puts back the solver it replaced, and leaves a solver set since (not libremat's) as it is."""
+    if not isinstance(enable, (bool, int)) or enable not in (0, 1):  # "no" was true: it installed
+        raise TypeError("rematplan.use_as_compile_solver: enable is True or False, not %r" % (enable,))
     if not hook_available():
         import torch
         raise RuntimeError("rematplan: torch %s has no callable activation_memory_budget_solver hook "
                            "(torch._functorch.config); use rematplan.plan/apply in eager mode" % torch.__version__)
     import torch._functorch.config as fc
-    fc.activation_memory_budget_solver = solver() if enable else "dp"
+    now = fc.activation_memory_budget_solver
+    if enable:
+        if not _ours(now):  # twice: the first one's predecessor stays the one to put back
+            _before[0] = now
+        fc.activation_memory_budget_solver = solver()
+    elif _ours(now):  # (False) wrote "dp" over the user's "greedy" or own solver
+        fc.activation_memory_budget_solver = _before[0]
     return fc.activation_memory_budget_solver
 
 
@@ -182,6 +201,8 @@ def solver():
         return solve
 
     class RematSolver(base):
+        remat_solver = True
+
         def __call__(self, memory, joint_graph, max_memory, node_info, all_recomputable_banned_nodes):
             return solve(memory, joint_graph, max_memory, node_info, all_recomputable_banned_nodes)
 

@@ -12,8 +12,10 @@ mapping onto regions loses anything. Bytes are the profile's, times
 so that what is predicted is what the allocator counts).
 """
 import copy
+import json
 import math
 import numbers
+import os
 import time
 
 from . import _lib
@@ -110,10 +112,19 @@ class Plan:
             % self.planner_budget
 
     def save_graph(self, path):
-        import json
+        """Writes the graph planned (remat's graph format) to path (a file name, or a text file open for
+        writing, which is left open)."""
+        if hasattr(path, "write"):
+            json.dump(self.graph, path, indent=1)
+            path.write("\n")
+            return
+        # open() takes an int as a file descriptor, and closes it: save_graph(1) wrote into stdout and
+        # closed it, save_graph(True) too
+        if not isinstance(path, (str, bytes, os.PathLike)):
+            raise TypeError("Plan.save_graph: give a file name (str or os.PathLike) or a text file open for "
+                            "writing, not a %s" % type(path).__name__)
         with open(path, "w") as f:
-            json.dump(self.graph, f, indent=1)
-            f.write("\n")
+            self.save_graph(f)
 
 
 def total_time(graph):
@@ -131,15 +142,15 @@ class _Memo:
 
     def get(self, graph, key, make):
         entry = self.tables.get(id(graph))
-        if entry is None or entry[0] is not graph or entry[1] != graph:
-            if len(self.tables) >= self.graphs:
-                self.tables.pop(next(iter(self.tables)))
-            try:
-                snapshot = copy.deepcopy(graph)
-            except RecursionError:
-                raise _lib.RematError("rematplan.plan_graph: the graph is nested deeper than Python's stack; give "
-                                      "remat's graph format (nodes and edges: dicts of numbers)") from None
-            entry = self.tables[id(graph)] = (graph, snapshot, {})
+        try:  # a graph that holds itself copies (deepcopy keeps cycles) but compares without end
+            fresh = entry is None or entry[0] is not graph or entry[1] != graph
+            if fresh:
+                if len(self.tables) >= self.graphs:
+                    self.tables.pop(next(iter(self.tables)))
+                entry = self.tables[id(graph)] = (graph, copy.deepcopy(graph), {})
+        except RecursionError:
+            raise _lib.RematError("rematplan.plan_graph: the graph holds itself or is nested deeper than Python's "
+                                  "stack; give remat's graph format (nodes and edges: dicts of numbers)") from None
         table = entry[2]
         if key not in table:
             if len(table) > 4096:
@@ -210,12 +221,15 @@ def checked_graph(graph):
 
 
 def _check_number(name, v, positive=False):
-    """plan_graph's numbers (scale, inner, store_all_bytes): finite, at least 0 (scale above it)."""
+    """plan_graph's numbers (scale, inner, store_all_bytes): finite, at least 0 (scale above it), bytes
+    at most 2^60 (libremat's limit: above it a budget or store-all is no memory a step has)."""
     if isinstance(v, bool) or not isinstance(v, numbers.Real):
         raise TypeError("rematplan.plan_graph: %s must be a number, not a %s" % (name, type(v).__name__))
     if not math.isfinite(v) or v < 0 or (positive and v == 0):
         raise ValueError("rematplan.plan_graph: %s must be a finite number %s 0, got %r"
                          % (name, "above" if positive else "at least", v))
+    if name != "scale" and v > _lib.MAX_BYTES:
+        raise ValueError("rematplan.plan_graph: %s is %r bytes: at most 2^60 (1EiB)" % (name, v))
 
 
 def plan_graph(graph, budget, scale=1.0, inner=None, store_all_bytes=None, verbose=False):
@@ -233,7 +247,13 @@ def plan_graph(graph, budget, scale=1.0, inner=None, store_all_bytes=None, verbo
     top = store_all(graph)
     profile_all = top["store_all_bytes"]
     full = store_all_bytes if store_all_bytes is not None else int(round(profile_all * scale))
+    if full > _lib.MAX_BYTES:
+        raise ValueError("rematplan.plan_graph: scale %r makes store-all %.3g bytes: at most 2^60 (1EiB); scale is "
+                         "allocator bytes per graph byte (about 1)" % (scale, full))
     want = budget_bytes(budget, full)
+    if inner is not None and inner > want:  # the planner would plan above the budget: a peak over it
+        raise ValueError("rematplan.plan_graph: inner (%d bytes) is above the budget (%d): it is the share of the "
+                         "budget the planner is given; leave it out or lower it" % (inner, want))
     P = Plan()
     P.graph, P.store_all_bytes, P.budget_bytes, P.scale = graph, full, want, scale
     P.least_bytes = min(int(math.ceil(top["min_budget_bytes"] * scale / (1 - MARGIN))) + 1, full)
@@ -247,10 +267,14 @@ def plan_graph(graph, budget, scale=1.0, inner=None, store_all_bytes=None, verbo
     raw = max(int(inner / scale), 0)  # the planner's budget, in profile bytes
     modes, ans = planner_modes(graph, raw)
     if modes is None:
-        raise BudgetError("rematplan: budget %s (%d bytes) cannot be met: the least budget that works is %s "
-                          "(%d bytes; store-all %s); raise the budget to at least %d bytes"
-                          % (human(want), want, human(P.least_bytes), P.least_bytes, human(full),
-                             P.least_bytes), P.least_bytes, full, want)
+        # a budget at or above the least can fail only for an inner the caller lowered: say that one
+        asked = "inner %s (%d bytes; budget %s)" % (human(inner), inner, human(want)) if want >= P.least_bytes \
+            else "budget %s (%d bytes)" % (human(want), want)
+        raise BudgetError("rematplan: %s cannot be met: the least budget that works is %s (%d bytes; store-all "
+                          "%s); raise the %s to at least %d bytes"
+                          % (asked, human(P.least_bytes), P.least_bytes, human(full),
+                             "budget" if want < P.least_bytes else "inner (or leave it out)", P.least_bytes),
+                          P.least_bytes, full, want)
     P.planner = "rm_plan_graph" + (" (eager)" if graph.get("eager") else "")
     P.modes, P.answer, P.planner_budget = modes, ans, raw
     P.peak_bytes = int(math.ceil(ans["peak_bytes"] * scale))
