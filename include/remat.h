@@ -360,7 +360,9 @@ void rm_mib_pair(int64_t a, int64_t b, char *a_out, char *b_out, size_t cap);
  * (free them in any order; building on a freed graph is still a use after
  * free). The session copies the options (it keeps no pointer of o;
  * NULL: rm_options_default's). On failure the message is rm_graph_errmsg(g), and the graph stays usable:
- * compile it again with other options (e.g. a larger budget). */
+ * compile it again with other options (e.g. a larger budget). From the first
+ * rm_compile on, the graph is sealed: a call that would change it (an op,
+ * rm_input, rm_param, rm_set_loss, rm_mark_output, ...) is RM_ERR_STATE. */
 rm_status rm_compile(rm_graph *g, const rm_options *o, rm_session **out);
 void rm_session_free(rm_session *s);
 const char *rm_session_errmsg(const rm_session *s);
@@ -872,7 +874,9 @@ rm_status rm_seq2seq_fill(rm_session *s, const rm_model_io *io, const rm_pairs *
  * RM_ERR_STATE and rm_optim_free still frees it. */
 rm_status rm_optim_new(rm_session *s, const rm_optim_config *c, rm_optim **out);
 void rm_optim_free(rm_optim *o);
-/* Applies one update with learning rate lr; returns the pre-clip grad norm. */
+/* Applies one update with learning rate lr (finite, else RM_ERR_ARG);
+ * returns the pre-clip grad norm. RM_ERR_STATE unless the last rm_step
+ * (rm_step_micro, rm_step_accumulate) ran to its end: no gradients. */
 rm_status rm_optim_step(rm_optim *o, float lr, float *grad_norm);
 /* A session compiled with rm_options.fuse_optimizer runs its optimizer
  * inside rm_step. rm_optim_new attaches the optimizer to the session (one

@@ -8,6 +8,7 @@
 #include "check.h"
 #include "exec/exec.h"
 #include "util/fastmath.h"
+#include "survives.h"
 
 #include <math.h>
 #include <signal.h>
@@ -16,18 +17,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* Runs `body` (which returns 1 when its checks hold) in a child process:
- * a signal or a false result is a failure named `what`. */
-#define SURVIVES(what, body)                                                              \
-    do {                                                                                  \
-        fflush(NULL);                                                                     \
-        pid_t pid_ = fork();                                                              \
-        if (pid_ == 0) _exit(((body) ? 0 : 1));                                           \
-        int st_ = 0;                                                                      \
-        waitpid(pid_, &st_, 0);                                                           \
-        CHECK(WIFEXITED(st_) && WEXITSTATUS(st_) == 0, "%s: %s", what,                    \
-              WIFSIGNALED(st_) ? "crashed" : "returned the wrong status");                \
-    } while (0)
 
 static rm_graph *small_graph(rm_model_io *io) {
     rm_graph *g = rm_graph_new();

@@ -6,6 +6,7 @@
 #define _DEFAULT_SOURCE /* wait4 */
 #include "check.h"
 #include "remat.h"
+#include "survives.h"
 
 #include <limits.h>
 #include <math.h>
@@ -15,17 +16,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* Runs `body` (1 when its checks hold) in a child: a signal or 0 fails `what`. */
-#define SURVIVES(what, body)                                                                            \
-    do {                                                                                                \
-        fflush(NULL);                                                                                   \
-        pid_t pid_ = fork();                                                                            \
-        if (pid_ == 0) _exit(((body) ? 0 : 1));                                                         \
-        int st_ = 0;                                                                                    \
-        waitpid(pid_, &st_, 0);                                                                         \
-        CHECK(WIFEXITED(st_) && WEXITSTATUS(st_) == 0, "%s: %s", what,                                  \
-              WIFSIGNALED(st_) ? "crashed" : "returned the wrong result");                              \
-    } while (0)
 
 static rm_session *gpt_session(rm_graph **g, rm_model_io *io, int dry) {
     *g = rm_graph_new();

@@ -267,6 +267,9 @@ static void test_manual_regions(void) {
     rm_graph *g = custom_graph(square_forward, square_backward, NULL, 0, &x, &y);
     rm_val custom_out = g->nodes[1].out[0];
     rm_set_policy(g, custom_out, RM_POLICY_SAVE);
+    rm_graph *gi = custom_graph(square_forward, square_backward, NULL, 0, &x, &y);
+    CHECK(rm_set_policy(gi, x, RM_POLICY_SAVE) == RM_ERR_ARG, "policy on an input is refused");
+    rm_graph_free(gi);
     rm_options o;
     rm_options_default(&o);
     o.checkpoint = "blocks";
@@ -274,7 +277,8 @@ static void test_manual_regions(void) {
     rm_compile(g, &o, &s);
     CHECK(strstr(rm_plan_notes(s), "must-save") != NULL, "must-save override noted: '%s'", rm_plan_notes(s));
     rm_session_free(s);
-    CHECK(rm_set_policy(g, x, RM_POLICY_SAVE) == RM_ERR_ARG, "policy on an input is refused");
+    CHECK(rm_set_policy(g, custom_out, RM_POLICY_RECOMPUTE) == RM_ERR_STATE, "a policy after rm_compile is refused "
+          "(the graph is sealed)");
     rm_graph_free(g);
     g = rm_graph_new();
     CHECK(rm_recompute_end(g) == RM_ERR_STATE, "unbalanced rm_recompute_end is an error");

@@ -111,18 +111,41 @@ static void split(rm_dist *d, size_t n) {
 }
 
 /* Collective: every rank must call it with the same model. */
+/* The communicator of Fortran handle f and its rank and size, or
+ * MPI_COMM_NULL when f names none. MPI's default error handler would abort
+ * the process on an invalid handle (an error raised on MPI_COMM_WORLD), so
+ * the check runs with errors returned. */
+static MPI_Comm comm_of(int f, int *rank, int *size) {
+    MPI_Errhandler old;
+    MPI_Comm_get_errhandler(MPI_COMM_WORLD, &old);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm comm = MPI_Comm_f2c((MPI_Fint)f);
+    int ok = comm != MPI_COMM_NULL && MPI_Comm_rank(comm, rank) == MPI_SUCCESS &&
+             MPI_Comm_size(comm, size) == MPI_SUCCESS;
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, old);
+    MPI_Errhandler_free(&old);
+    return ok ? comm : MPI_COMM_NULL;
+}
+
 rm_status rm_session_set_comm_f(rm_session *s, int fcomm, int flags) {
     if (!s) return RM_ERR_ARG;
     rm_status rc = rm_session_runnable(s, "rm_session_set_comm");
     if (rc != RM_OK) return rc;
     if (s->dist) return rm_session_fail(s, RM_ERR_STATE, "rm_session_set_comm: the session already has a communicator");
+    if (s->refs) /* its moments were laid out for one process: a shard would update the wrong floats */
+        return rm_session_fail(s, RM_ERR_STATE, "rm_session_set_comm: the session has an optimizer already: give "
+                               "the communicator first, after rm_compile and before rm_optim_new");
+    if (flags & ~(RM_DIST_SHARD | RM_DIST_BLOCKING))
+        return rm_session_fail(s, RM_ERR_ARG, "rm_session_set_comm: unknown flags 0x%x (RM_DIST_SHARD and "
+                               "RM_DIST_BLOCKING are the flags)", (unsigned)flags);
     int init = 0;
     MPI_Initialized(&init);
     if (!init) return rm_session_fail(s, RM_ERR_STATE, "rm_session_set_comm: MPI is not initialised (MPI_Init first)");
-    MPI_Comm comm = MPI_Comm_f2c((MPI_Fint)fcomm);
     int rank, size;
-    if (comm == MPI_COMM_NULL || MPI_Comm_rank(comm, &rank) != MPI_SUCCESS || MPI_Comm_size(comm, &size) != MPI_SUCCESS)
-        return rm_session_fail(s, RM_ERR_ARG, "rm_session_set_comm: not a valid communicator");
+    MPI_Comm comm = comm_of(fcomm, &rank, &size);
+    if (comm == MPI_COMM_NULL)
+        return rm_session_fail(s, RM_ERR_ARG, "rm_session_set_comm: %d is not the handle of a communicator (pass "
+                               "MPI_Comm_c2f(comm), or use remat_mpi.h's rm_session_set_comm)", fcomm);
     if (s->opt.fuse_optimizer && size > 1 && (flags & RM_DIST_SHARD)) /* the same options on every rank: all refuse */
         return rm_session_fail(s, RM_ERR_ARG, "rm_session_set_comm: a fused optimizer (rm_options.fuse_optimizer) "
                                "updates every parameter on every rank, so it keeps no shard: drop RM_DIST_SHARD "

@@ -60,6 +60,7 @@ struct rm_session {
     const rm_program *last; /* the program run last (for rm_data of outputs) */
     float loss_seed;    /* d(loss)/d(loss): 1, or the micro-batch's loss_scale */
     int accumulate;     /* this step adds into the gradients (rm_step_micro) */
+    int grads_ready;    /* the last training step ran to its end: the gradients are its (rm_optim_step needs them) */
     int64_t row0;       /* the global batch row of the inputs' first row */
     int poison;         /* fill freed buffers with NaN (tests: catches use after free) */
     size_t measured_peak;

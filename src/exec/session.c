@@ -188,6 +188,7 @@ static rm_status compile(rm_graph *g, const rm_options *o, rm_session **out) {
                              (double)total / (1 << 20));
     }
     memset(s->inputs, 0, g->input_bytes);
+    if (s->grads) memset(s->grads, 0, grad_bytes); /* rm_grad before the first step: zeros */
     for (int v = 0; v < g->n_vals; v++) {
         const rm_value *c = &g->vals[v];
         int32_t *dst = (int32_t *)(s->inputs + c->input_off);
@@ -332,6 +333,8 @@ rm_status rm_step_micro(rm_session *s, uint64_t step, const rm_micro *m, float *
     if (!s) return RM_ERR_ARG;
     rm_status rc = rm_session_runnable(s, "rm_step");
     if (rc != RM_OK) return rc;
+    const int ready = s->grads_ready; /* the gradients are the last step's; any step that fails leaves none */
+    s->grads_ready = 0;
     if (s->g->loss < 0 || s->opt.forward_only)
         return rm_session_fail(s, RM_ERR_STATE, "rm_step: the session is forward-only (no loss, or forward_only set)");
     const rm_micro whole = {0, 1.0f, 0};
@@ -344,6 +347,9 @@ rm_status rm_step_micro(rm_session *s, uint64_t step, const rm_micro *m, float *
         return rm_session_fail(s, RM_ERR_ARG, "rm_step_micro: the session fuses its optimizer (rm_options."
                                "fuse_optimizer), so no gradient outlives its update: it cannot accumulate "
                                "micro-batches; compile without fuse_optimizer to accumulate");
+    if (m->accumulate && !ready)
+        return rm_session_fail(s, RM_ERR_STATE, "rm_step_micro: no gradients to accumulate into yet: the first "
+                               "micro-batch of a step has accumulate 0 (it overwrites the gradients)");
     if (fused && !s->fused.o)
         return rm_session_fail(s, RM_ERR_STATE, "rm_step: the session fuses its optimizer (rm_options."
                                "fuse_optimizer): create it with rm_optim_new and give the learning rate with "
@@ -354,6 +360,7 @@ rm_status rm_step_micro(rm_session *s, uint64_t step, const rm_micro *m, float *
     s->loss_seed = m->loss_scale;
     if (m->accumulate) rc = accumulate(s, step);
     else rc = rm_execute(s, &s->train, step, 1);
+    s->grads_ready = rc == RM_OK;
     s->row0 = 0, s->accumulate = 0, s->loss_seed = 1.0f;
     if (fused && rc == RM_OK) rc = s->fused.end(s->fused.o);
     if (rc == RM_OK && loss) *loss = read_loss(s);

@@ -169,7 +169,9 @@ rm_status rm_trace_write(const rm_session *s, const char *path, int n_meta, cons
                          const char *const *values, char *err, size_t errlen) {
     const struct rm_trace *t = s ? s->trace : NULL;
     if (!err) errlen = 0; /* err may be NULL: snprintf(NULL, 0, ..) writes nothing */
-    if (!path || n_meta < 0) return snprintf(err, errlen, "rm_trace_write: no path"), RM_ERR_ARG;
+    if (!path || n_meta < 0)
+        return snprintf(err, errlen, "rm_trace_write: %s", path ? "n_meta is negative (the number of key/value pairs)"
+                                                                 : "path is NULL"), RM_ERR_ARG;
     if (!rm_trace_ready(s)) {
         snprintf(err, errlen, "no traced step to write: rm_trace_enable(s, N) and then rm_step(s, N, ...) first");
         return RM_ERR_STATE;

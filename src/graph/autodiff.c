@@ -52,7 +52,7 @@ rm_status rm_autodiff(rm_graph *g) {
         snprintf(name, sizeof name, "d(%s)", g->vals[v].name);
         rm_value copy = g->vals[v];
         /* rm_input appends a value of the right shape; we retag it as GRAD */
-        rm_val d = rm_input(g, name, RM_DTYPE_F32, copy.ndim, copy.shape);
+        rm_val d = rm_input_value(g, name, RM_DTYPE_F32, copy.ndim, copy.shape);
         if (d < 0) break;
         g->input_bytes = g->vals[d].input_off; /* it takes no input storage */
         g->vals[d].kind = RM_VALUE_GRAD;

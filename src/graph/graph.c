@@ -88,6 +88,17 @@ static void *append(rm_graph *g, void **arr, int *cap, int n, size_t sz, const c
     return e;
 }
 
+/* A graph compiled once is sealed: its sessions' tables are sized to its
+ * values and nodes, and its autodiff ran, so a call that would change it
+ * fails (1) with RM_ERR_STATE; before, a value or node added after
+ * rm_compile made the next step write past those tables. */
+static int sealed(rm_graph *g, const char *fn) {
+    if (!g->laid_out) return 0;
+    rm_graph_fail(g, RM_ERR_STATE, "%s: the graph was compiled already (rm_compile), and its sessions are built on it "
+                  "as it was; change a graph before its first rm_compile, or build the new model in a new graph", fn);
+    return 1;
+}
+
 int rm_val_ok(rm_graph *g, rm_val v, const char *op) {
     if (!g || g->status != RM_OK) return 0;
     if (v < 0 || v >= g->n_vals) {
@@ -137,7 +148,11 @@ static rm_val new_value(rm_graph *g, rm_value_kind kind, const char *name, rm_dt
 }
 
 rm_val rm_input(rm_graph *g, const char *name, rm_dtype dt, int ndim, const int64_t *shape) {
-    if (!g || g->status != RM_OK) return -1;
+    if (!g || g->status != RM_OK || sealed(g, "rm_input")) return -1;
+    return rm_input_value(g, name, dt, ndim, shape);
+}
+
+rm_val rm_input_value(rm_graph *g, const char *name, rm_dtype dt, int ndim, const int64_t *shape) {
     if (!name) name = "input";
     rm_val v = new_value(g, RM_VALUE_INPUT, name, dt, ndim, shape);
     if (v < 0) return -1;
@@ -202,7 +217,7 @@ static int names_room(rm_graph *g) {
  * check took minutes. */
 rm_val rm_param(rm_graph *g, const char *name, int ndim, const int64_t *shape, rm_init init,
                 float std, int decay) {
-    if (!g || g->status != RM_OK) return -1;
+    if (!g || g->status != RM_OK || sealed(g, "rm_param")) return -1;
     if (!name || !*name) {
         rm_graph_fail(g, RM_ERR_ARG, "rm_param: a parameter needs a name");
         return -1;
@@ -235,7 +250,7 @@ rm_val rm_param(rm_graph *g, const char *name, int ndim, const int64_t *shape, r
 
 rm_status rm_stage_begin(rm_graph *g, const char *name) {
     if (!g) return RM_ERR_ARG;
-    if (g->status != RM_OK) return g->status;
+    if (g->status != RM_OK || sealed(g, "rm_stage_begin")) return g->status;
     if (!append(g, (void **)&g->stages, &g->cap_stages, g->n_stages, sizeof *g->stages,
                 "out of memory recording stage '%s'", name ? name : "stage"))
         return g->status;
@@ -245,7 +260,7 @@ rm_status rm_stage_begin(rm_graph *g, const char *name) {
 }
 
 int rm_node_new(rm_graph *g, rm_op_kind op, const char *opname, const int *in, int n_in) {
-    if (!g || g->status != RM_OK) return -1;
+    if (!g || g->status != RM_OK || sealed(g, opname)) return -1;
     if (n_in > RM_MAX_IN) {
         rm_graph_fail(g, RM_ERR_ARG, "%s: too many inputs", opname);
         return -1;
@@ -283,7 +298,7 @@ rm_val rm_node_output(rm_graph *g, int node, rm_dtype dt, int ndim, const int64_
 }
 
 rm_status rm_set_loss(rm_graph *g, rm_val loss) {
-    if (!rm_val_ok(g, loss, "rm_set_loss")) return g ? g->status : RM_ERR_ARG;
+    if (!rm_val_ok(g, loss, "rm_set_loss") || sealed(g, "rm_set_loss")) return g ? g->status : RM_ERR_ARG;
     if (g->vals[loss].numel != 1 || g->vals[loss].dtype != RM_DTYPE_F32)
         return rm_graph_fail(g, RM_ERR_ARG, "rm_set_loss: the loss must be one f32 scalar, '%s' is not",
                              g->vals[loss].name);
@@ -293,7 +308,7 @@ rm_status rm_set_loss(rm_graph *g, rm_val loss) {
 }
 
 rm_status rm_mark_output(rm_graph *g, rm_val v) {
-    if (!rm_val_ok(g, v, "rm_mark_output")) return g ? g->status : RM_ERR_ARG;
+    if (!rm_val_ok(g, v, "rm_mark_output") || sealed(g, "rm_mark_output")) return g ? g->status : RM_ERR_ARG;
     g->vals[v].is_output = 1;
     return RM_OK;
 }
@@ -328,14 +343,14 @@ int rm_param_decay(const rm_graph *g, rm_val v) {
 
 rm_status rm_recompute_begin(rm_graph *g) {
     if (!g) return RM_ERR_ARG;
-    if (g->status != RM_OK) return g->status;
+    if (g->status != RM_OK || sealed(g, "rm_recompute_begin")) return g->status;
     g->region_depth++;
     return RM_OK;
 }
 
 rm_status rm_recompute_end(rm_graph *g) {
     if (!g) return RM_ERR_ARG;
-    if (g->status != RM_OK) return g->status;
+    if (g->status != RM_OK || sealed(g, "rm_recompute_end")) return g->status;
     if (g->region_depth == 0)
         return rm_graph_fail(g, RM_ERR_STATE, "rm_recompute_end without a matching rm_recompute_begin");
     g->region_depth--;
@@ -343,7 +358,7 @@ rm_status rm_recompute_end(rm_graph *g) {
 }
 
 rm_status rm_set_policy(rm_graph *g, rm_val v, rm_policy p) {
-    if (!rm_val_ok(g, v, "rm_set_policy")) return g ? g->status : RM_ERR_ARG;
+    if (!rm_val_ok(g, v, "rm_set_policy") || sealed(g, "rm_set_policy")) return g ? g->status : RM_ERR_ARG;
     if (g->vals[v].kind != RM_VALUE_ACT)
         return rm_graph_fail(g, RM_ERR_ARG, "rm_set_policy: '%s' is not computed by a node; only activations can be "
                              "kept or recomputed", g->vals[v].name);

@@ -152,6 +152,9 @@ int rm_node_new(rm_graph *g, rm_op_kind op, const char *opname, const int *in, i
 /* Adds an output value to node `node` (named after the op and node id);
  * returns the value id or -1. */
 rm_val rm_node_output(rm_graph *g, int node, rm_dtype dt, int ndim, const int64_t *shape);
+/* rm_input on a graph compiled already: autodiff's gradient values (they
+ * take no input storage; rm_input itself refuses a compiled graph). */
+rm_val rm_input_value(rm_graph *g, const char *name, rm_dtype dt, int ndim, const int64_t *shape);
 /* (B,T) position ids 0..T-1 of every row, a constant input the session
  * writes at compile time (the graph keeps no B*T array: a plan of any size
  * allocates nothing of that size). */

@@ -259,6 +259,11 @@ rm_status rm_optim_step(rm_optim *o, float lr, float *norm_out) {
         return rm_session_fail(s, RM_ERR_STATE, "rm_optim_step: the optimizer is fused into the session's backward "
                                "pass (rm_options.fuse_optimizer): rm_step applied the update; give the learning rate "
                                "with rm_optim_set_lr before rm_step");
+    if (!s->grads_ready)
+        return rm_session_fail(s, RM_ERR_STATE, "rm_optim_step: no gradients yet: the last rm_step failed or none ran "
+                               "(call rm_step, rm_step_micro or rm_step_accumulate first)");
+    if (!isfinite(lr))
+        return rm_session_fail(s, RM_ERR_ARG, "rm_optim_step: the learning rate is %g; give a finite one", lr);
     double t_start = s->trace ? rm_now_ms() : 0; /* a traced step: its update is timed too */
     double norm = grad_norm(o);
     if (norm_out) *norm_out = (float)norm;

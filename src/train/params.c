@@ -29,6 +29,14 @@ static rm_status param_fail(rm_session *s, rm_status st, char *err, size_t errle
     return st;
 }
 
+/* o, when given, must be the optimizer rm_optim_new made for s. */
+static rm_status optim_of(rm_session *s, rm_optim *o, const char *verb, const char *path, char *err, size_t errlen) {
+    if (!o || rm_optim_session(o) == s) return RM_OK;
+    return param_fail(s, RM_ERR_ARG, err, errlen, "cannot %s '%s': the optimizer given is %s; pass the one "
+                      "rm_optim_new made for this session", verb, path,
+                      rm_optim_session(o) ? "another session's" : "of a freed session");
+}
+
 static void moment_name(char *out, int which, const char *param) {
     snprintf(out, MOMENT_NAME_LEN, "optimizer.%c.%s", which ? 'v' : 'm', param);
 }
@@ -51,9 +59,10 @@ void rm_st_tensor_paged(rm_session *s, int pi, int what, rm_st_tensor *t, rm_pag
 static rm_status save(rm_session *s, rm_optim *o, const char *path, int n_meta,
                       const char *const *keys, const char *const *values, char *err,
                       size_t errlen) {
-    if (!s || !s->g || !path || n_meta < 0 || (n_meta > 0 && (!keys || !values)) ||
-        (o && rm_optim_session(o) != s))
-        return param_fail(s, RM_ERR_ARG, err, errlen, "cannot save: bad arguments");
+    if (!s || !s->g || !path || n_meta < 0 || (n_meta > 0 && (!keys || !values)))
+        return param_fail(s, RM_ERR_ARG, err, errlen, "cannot save: bad arguments (s and path must not be NULL, "
+                          "n_meta %d must be >= 0, and keys and values given when it is not 0)", n_meta);
+    if (optim_of(s, o, "save", path, err, errlen) != RM_OK) return RM_ERR_ARG;
     const rm_graph *g = s->g;
     if (rm_session_runnable(s, "cannot save") != RM_OK) return param_fail(s, RM_ERR_STATE, err, errlen, "%s", s->errmsg);
     float *m = NULL, *v = NULL;
@@ -206,10 +215,7 @@ rm_status rm_load_from(rm_session *s, rm_optim *o, const rm_st_file *f, const ch
     const int need_state = flags & RM_LOAD_STATE;
     if (!s || !s->g || !f || !fname)
         return param_fail(s, RM_ERR_ARG, err, errlen, "cannot load: bad arguments");
-    if (o && rm_optim_session(o) != s)
-        return param_fail(s, RM_ERR_ARG, err, errlen, "cannot load '%s': the optimizer given is %s; pass the one "
-                          "rm_optim_new made for this session", fname,
-                          rm_optim_session(o) ? "another session's" : "of a freed session");
+    if (optim_of(s, o, "load", fname, err, errlen) != RM_OK) return RM_ERR_ARG;
     const rm_graph *g = s->g;
     if (rm_session_runnable(s, "cannot load") != RM_OK) return param_fail(s, RM_ERR_STATE, err, errlen, "%s", s->errmsg);
     char e[512];

@@ -179,7 +179,7 @@ rm_status rm_save_run(rm_session *s, rm_optim *o, const char *path, const rm_run
                       const char *const *keys, const char *const *values, char *err, size_t errlen) {
     if (!r || n_extra < 0 || n_extra > META_MAX || (n_extra && (!keys || !values))) {
         rm_st_seterr(err, errlen, "rm_save_run: bad arguments (r NULL, or n_extra not in [0, %d])", META_MAX);
-        if (s) rm_session_fail(s, RM_ERR_ARG, "rm_save_run: bad arguments");
+        if (s) rm_session_fail(s, RM_ERR_ARG, "rm_save_run: bad arguments (r NULL, or n_extra not in [0, %d])", META_MAX);
         return RM_ERR_ARG;
     }
     meta m;
