@@ -52,9 +52,7 @@ class Search:
     def make(self, budget, inner=None):
         P = plan_graph(self.prof.graph, budget, scale=self.scale, store_all_bytes=self.full, inner=inner)
         P.model, P.profile, P.table = self.model, self.prof, self.prof.table(P.modes)
-        P.store_all_ms = self.prof.store_all_ms
-        P.predicted_step_ms = None if P.store_all_ms is None else \
-            P.store_all_ms + self.prof.recompute_ms(P)
+        self.predict(P)
         if P.planner == "store-all" and self.full is not None:
             P.measured_peak = self.full
         return P
@@ -88,13 +86,15 @@ class Search:
         if est > 0:
             self.prof.store_all_ms = min(self.prof.store_all_ms, est)
 
+    def predict(self, P):
+        """P's prediction from the store-all time as now known (store_all_from may lower it)."""
+        P.store_all_ms = self.prof.store_all_ms
+        P.predicted_step_ms = None if P.store_all_ms is None else P.store_all_ms + self.prof.recompute_ms(P)
+        return P
+
     def predicted(self, F):
-        """F (a copy) with its prediction from the store-all time as now known."""
-        F = copy.copy(F)
-        F.store_all_ms = self.prof.store_all_ms
-        if F.store_all_ms is not None:
-            F.predicted_step_ms = F.store_all_ms + self.prof.recompute_ms(F)
-        return F
+        """A copy of F, predicted again (the plan returned: measured steps since it was made count)."""
+        return self.predict(copy.copy(F))
 
     def fastest(self, want, F):
         """F, or a plan measured earlier within `want` that is predicted faster (the least time the

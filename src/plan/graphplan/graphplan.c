@@ -372,12 +372,13 @@ static rm_status from_seed(search *S, const rm_gplan *seed, rm_gplan *plan, char
  * 30% from one budget to the next (captured transformers); so it also
  * searches a tighter budget (a plan that fits less fits this one: the plan
  * for 0.45 of store-all was cheaper than the one for 0.5) and looser ones,
- * each plan found there descended into the budget; the cheapest kept, then
- * polished. On the 32 graphs of bench/torch_models.py (16 models at
- * per-layer checkpointing's peak and at half of store-all) the budgets
- * {1, 0.95} and {1.02, 1.05, 1.1} found plans recomputing 2748 ms in all,
- * against 2824 ms for the five tighter budgets {1 .. 0.8} before, in 5.4 s
- * of planning against 4.4. */
+ * each plan found there descended into the budget (pruned, not polished:
+ * polish_best polishes the one kept); the cheapest kept. On the 32 graphs
+ * of bench/torch_models.py (16 models at per-layer checkpointing's peak and
+ * at half of store-all) the budgets {1, 0.95} and {1.02, 1.05, 1.1} found
+ * plans recomputing 2754 ms in all, against 2824 ms for the five tighter
+ * budgets {1 .. 0.8} before (both then polished), in 4.9 s of planning
+ * against 4.4. */
 static rm_status plan_eager_budgets(search *S, const int *hint, rm_gplan *plan, char *mode, char *work, int *block) {
     static const double around[] = {1.0, 0.95, 1.02, 1.05, 1.1};
     const rm_gmodel *m = S->m;
@@ -393,7 +394,7 @@ static rm_status plan_eager_budgets(search *S, const int *hint, rm_gplan *plan, 
         S->budget = (int64_t)((double)budget * around[t]);
         rc = plan_eager(S, hint, coarse, mode, work, &r);
         S->budget = budget;
-        if (rc == RM_OK && around[t] > 1 && r.excess == 0) rc = rm_gplan_fast(m, budget, block, 2, mode, &r);
+        if (rc == RM_OK && around[t] > 1 && r.excess == 0) rc = rm_gplan_fast(m, budget, block, 1, mode, &r);
         if (rc == RM_OK) keep_best(plan, n, mode, block, &r);
     }
     free(coarse);
@@ -402,7 +403,7 @@ static rm_status plan_eager_budgets(search *S, const int *hint, rm_gplan *plan, 
 
 /* The best plan polished at the budget itself until no undo fits: the best
  * often came from a tighter budget, or from a polish that priced only a few
- * undos (captured GPT-2 at per-layer checkpointing's peak: 194.5 -> 147 ms
+ * undos (captured GPT-2 at per-layer checkpointing's peak: 194.5 -> 148 ms
  * of recomputation, the same peak). */
 static rm_status polish_best(search *S, rm_gplan *plan, char *mode, int *block) {
     int n = S->m->n;
