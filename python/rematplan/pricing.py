@@ -445,6 +445,10 @@ def _mode_op(dev, recording=None, n=200, recorded=1):
     modes = {("", 0, i): {0: "once"} for i in range(recorded)}
 
     class Passing(TorchDispatchMode):
+        @classmethod
+        def _should_skip_dynamo(cls):  # as the runtime's mode (recompute.Step): no dynamo guard
+            return False
+
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             return func(*args, **(kwargs or {}))
 
