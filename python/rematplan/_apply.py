@@ -10,7 +10,7 @@ and a plan() that fails leaves nothing behind.
 """
 import torch
 
-from .recompute import Forward
+from .forward import Forward
 
 
 def unwrapped(model, who):

@@ -365,7 +365,7 @@ def _keeps_rng(fn):
 @_keeps_rng
 def calibrate(ops, device=None, act_numel=1 << 20, recording=None, mask_rebuild=None):
     """Rates for ops with .name, .flops and .spec (what calibrate replays), on device. recording(module,
-    plan): a context that runs module's forward as an applied plan does (recompute.Forward);
+    plan): a context that runs module's forward as an applied plan does (forward.Forward);
     mask_rebuild(device, n): a function rebuilding a dropout's noise of n elements from its mask as the
     runtime does (timed per element: priced at bytes alone, BART's were 4-5x low)."""
     dev = torch.device(device) if device is not None else torch.device("cpu")

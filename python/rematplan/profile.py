@@ -22,7 +22,8 @@ from .capture import ACT, capture
 from .graph import build
 from .masks import mask_rebuild as _mask_rebuild
 from .pricing import calibrate
-from .recompute import Forward, Table
+from .forward import Forward
+from .recompute import Table
 
 _profiles = weakref.WeakKeyDictionary()
 
