@@ -426,6 +426,64 @@ def test_other_inputs(check):
     rematplan.forget(m)
 
 
+def test_autocast_kind(check):
+    """plan() inside torch.autocast("cpu") plans that step, not the one captured outside it (torch's
+    is_autocast_enabled() is CUDA's alone, and the profile captured outside was reused: the fp32 step's
+    ops and bytes); an applied plan run under another autocast than it was made under runs bit for bit
+    and says so once; under its own, nothing."""
+    import warnings
+    torch.manual_seed(0)
+    m = Net()
+    x, y = torch.randn(64, 96), torch.randint(0, 10, (64,))
+    P32 = plan_or_least(m, (x, y), 0.5)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        P16 = plan_or_least(m, (x, y), 0.5)
+    check(P16.profile is not P32.profile and P16.store_all_bytes < P32.store_all_bytes,
+          "autocast(cpu, bf16): its own capture (store-all %d bytes, fp32's %d)"
+          % (P16.store_all_bytes, P32.store_all_bytes))
+    a32, a16 = rematplan.apply(m, P32), rematplan.apply(m, P16)
+
+    def step(mod):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = mod(x, y)
+        loss.backward()
+        return loss.detach()
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        (l0, g0), (l1, g1) = run_both(m, a16, (x, y), 3, step)
+        quiet = [w for w in got if "rematplan" in str(w.message)]
+        (l2, g2), (l3, g3) = run_both(m, a32, (x, y), 3, step)
+        step(a32)
+        said = [str(w.message) for w in got if "rematplan" in str(w.message)]
+    check(not quiet and equal(l0, l1) and equal(g0, g1), "the plan made under autocast, run under it: bit for bit, "
+          "nothing said (%s)" % [str(w.message)[:80] for w in quiet])
+    check(equal(l2, l3) and equal(g2, g3) and len(said) == 1 and "autocast(cpu, torch.bfloat16)" in said[0] and
+          "planned: no autocast" in said[0], "the fp32 plan under autocast: bit for bit, said once: %s" % said)
+    rematplan.forget(m)
+
+
+def test_hooks_disabled(check):
+    """Inside torch.autograd.graph.disable_saved_tensors_hooks: plan() is refused before it records (it
+    failed in the capture as the model's own error), the applied model raises a RematError that says
+    what to do (torch's raw RuntimeError carried the user's message alone), and runs after it."""
+    m, cm, _, (x, y) = planned_net()
+    msgs = []
+    for what in (lambda: rematplan.plan(m, (x, y), 0.5, verbose=False), lambda: cm(x, y).backward()):
+        try:
+            with torch.autograd.graph.disable_saved_tensors_hooks("not here"):
+                what()
+            msgs.append("ran")
+        except Exception as e:  # noqa: B902: which exception is what the test is about
+            msgs.append("%s: %s" % (type(e).__name__, e))
+    check(msgs[0].startswith("ModelError") and "disable_saved_tensors_hooks" in msgs[0] and "outside" in msgs[0],
+          "plan() with saved-tensor hooks disabled: %s" % msgs[0][:200])
+    check(msgs[1].startswith("RematError") and "not here" in msgs[1] and ".remat_model" in msgs[1],
+          "the applied model with saved-tensor hooks disabled: %s" % msgs[1][:200])
+    (_, g0), (_, g1) = run_both(m, cm, (x, y), 5, lambda mod: mod(x, y).backward())
+    check(equal(g0, g1), "the applied model runs after it, bit for bit")
+    rematplan.forget(m)
+
+
 def test_checkpointed(check):
     torch.manual_seed(0)
     m = Checkpointed()
@@ -626,7 +684,7 @@ def test_slow_store_all_step(check):
 def run(check):
     import time
     for t in (test_autograd, test_saved, test_keywords, test_planned_again, test_structure_changed,
-              test_other_inputs, test_checkpointed, test_inputs_kept, test_own_generator, test_model_fails_alone,
+              test_other_inputs, test_autocast_kind, test_hooks_disabled, test_checkpointed, test_inputs_kept, test_own_generator, test_model_fails_alone,
               test_not_a_loss, test_slow_store_all_step):
         t0 = time.perf_counter()
         t(check)

@@ -65,6 +65,7 @@ class RematModel(torch.nn.Module):
         # the inputs and the model's structure (modules, parameters' shapes and dtypes) the plan was made
         # for: a step that differs is said once
         object.__setattr__(self, "remat_inputs_key", getattr(plan.profile, "inputs_key", None))
+        object.__setattr__(self, "remat_autocast", getattr(plan.profile, "autocast", None))
         object.__setattr__(self, "remat_structure", _planned_structure(model, plan))
         object.__setattr__(self, "remat_compared", False)  # the structure, compared at the next step
         object.__setattr__(self, "remat_warned", False)
@@ -116,12 +117,16 @@ class RematModel(torch.nn.Module):
         the first step and after the applied model's _apply or load_state_dict, not at every step
         (0.9 ms for a 24-layer encoder)."""
         from ._tree import Example
-        from .profile import _structure
+        from .profile import _structure, autocast_state
         what = None
         inputs_key, structure = self.__dict__.get("remat_inputs_key"), self.__dict__.get("remat_structure")
+        autocast = self.__dict__.get("remat_autocast")
         if inputs_key is not None and Example(args, kwargs).key() != inputs_key:
             what = "this step's inputs differ from those the plan was made for (tensor shapes, dtypes or other " \
                    "arguments)"
+        elif autocast is not None and autocast_state() != autocast:
+            what = "this step runs under another autocast than the plan was made under (%s; planned: %s): its " \
+                   "ops and their bytes differ" % (_autocast_words(autocast_state()), _autocast_words(autocast))
         elif structure is not None and not self.__dict__.get("remat_compared") and \
                 _structure(self.remat_model) != structure:
             what = "the model changed since the plan was made (its modules, training mode, or its parameters' " \
@@ -132,7 +137,8 @@ class RematModel(torch.nn.Module):
         import warnings
         object.__setattr__(self, "remat_warned", True)
         warnings.warn("rematplan: %s: it runs the plan, but its peak is not the one measured within the budget; "
-                      "plan() the model and inputs as they are now to hold the budget for them" % what,
+                      "plan() the model and inputs as they are now (inside the autocast the steps run under) to "
+                      "hold the budget for them" % what,
                       RuntimeWarning, stacklevel=3)
 
     def train(self, mode=True):
@@ -150,6 +156,11 @@ class RematModel(torch.nn.Module):
             out = self.remat_model(*args, **kwargs)
         object.__setattr__(self, "remat_last", step)
         return out
+
+
+def _autocast_words(state):
+    on = ["autocast(%s, %s)" % (dev, dtype) for dev, o, dtype in state if o]
+    return ", ".join(on) or "no autocast"
 
 
 def _planned_structure(model, plan):

@@ -41,12 +41,18 @@ def _checked_device(model, example, device):
 
 def _grads_on():
     """plan() records a training step: a ModelError where gradients are off (the capture's loss then
-    requires no grad, or inference tensors raise deep inside it)."""
+    requires no grad, or inference tensors raise deep inside it) or saved-tensor hooks are disabled
+    (the capture then failed as if the model itself had)."""
     off = "torch.inference_mode()" if getattr(torch, "is_inference_mode_enabled", lambda: False)() else \
         "torch.no_grad()" if not torch.is_grad_enabled() else None
     if off is not None:
         raise ModelError("rematplan.plan: gradients are off here (inside %s): plan() records a training step "
                          "(forward and backward); call it where the training step runs, with gradients on" % off)
+    enabled = getattr(torch._C._autograd, "_saved_tensors_hooks_is_enabled", lambda: True)
+    if not enabled():
+        raise ModelError("rematplan.plan: saved-tensor hooks are disabled here (inside torch.autograd.graph."
+                         "disable_saved_tensors_hooks): plan() records the step through them, and the applied "
+                         "model recomputes through them; call plan() and the applied model outside that context")
 
 
 def _no_lazy(model):

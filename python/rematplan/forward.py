@@ -47,7 +47,15 @@ class Forward:
         s.outer = _outer_hooks()  # before ours are pushed
         self.hooks = torch.autograd.graph.saved_tensors_hooks(s.pack, s.unpack)
         s.calls.__enter__()
-        self.hooks.__enter__()
+        try:
+            self.hooks.__enter__()
+        except RuntimeError as e:  # (torch raises the message the user gave)
+            s.calls.__exit__(None, None, None)
+            from ._lib import RematError
+            raise RematError("rematplan: the applied model recomputes through saved-tensor hooks, and they are "
+                             "disabled here (torch.autograd.graph.disable_saved_tensors_hooks: %s); call the applied "
+                             "model outside that context, or its model (.remat_model) here, which runs without the "
+                             "plan and its budget" % e) from None
         s.__enter__()
         return s
 

@@ -32,6 +32,7 @@ class Profile:
     def __init__(self, model, inputs, device, repeats):
         self.rec = capture(model, inputs, device, repeats)
         self.inputs_key = Example.of(inputs).key()  # what the applied model's steps are compared with
+        self.autocast = autocast_state()  # (and the autocast they run under)
         acts = sorted(s.nbytes // 4 for s in self.rec.storages if s.kind == ACT)
         self.rates = calibrate(self.rec.ops, device, acts[len(acts) // 2] if acts else 1 << 20, _recording,
                                _mask_rebuild)
@@ -106,11 +107,25 @@ def _recording(module, modes):
     return Forward(module, Table(modes))
 
 
+def autocast_state():
+    """((device type, on, dtype or None), ...) of CPU's and CUDA's autocast here. (torch's
+    is_autocast_enabled() without a device is CUDA's alone: a plan() inside torch.autocast("cpu") was
+    given the profile captured outside it, its fp32 ops and bytes.)"""
+    out = []
+    for dev in ("cpu", "cuda"):
+        try:  # torch 2.x
+            on = torch.is_autocast_enabled(dev)
+            dtype = torch.get_autocast_dtype(dev) if on else None
+        except (TypeError, AttributeError, RuntimeError):  # torch 1.13: one function per device
+            on = torch.is_autocast_cpu_enabled() if dev == "cpu" else torch.is_autocast_enabled()
+            dtype = (torch.get_autocast_cpu_dtype() if dev == "cpu" else torch.get_autocast_gpu_dtype()) \
+                if on else None
+        out.append((dev, bool(on), None if dtype is None else str(dtype)))
+    return tuple(out)
+
+
 def _key(inputs, device):
-    autocast = [torch.is_autocast_enabled()]
-    if hasattr(torch, "get_autocast_gpu_dtype"):
-        autocast.append(str(torch.get_autocast_gpu_dtype()))
-    return (Example.of(inputs).key(), str(device), torch.is_grad_enabled(), tuple(autocast))
+    return (Example.of(inputs).key(), str(device), torch.is_grad_enabled(), autocast_state())
 
 
 def _structure(model):
