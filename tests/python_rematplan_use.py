@@ -639,6 +639,8 @@ class Returns(nn.Module):
 
     def forward(self, x):
         y = self.a(x)
+        if self.kind == "one":  # shape (1,): .backward() takes it as it takes a scalar
+            return F.gelu(self.a(F.gelu(y))).pow(2).mean().unsqueeze(0)
         return {"shape": y, "none": None, "detached": y.pow(2).mean().detach(),
                 "no loss": Returns.Output(), "pair": (y, y)}[self.kind]
 
@@ -648,12 +650,21 @@ def test_not_a_loss(check):
     x = torch.randn(4, 8)
     for kind, said in (("shape", "a tensor of shape (4, 8)"), ("none", "returned None"),
                        ("detached", "does not require grad"), ("no loss", "whose .loss is None"),
-                       ("pair", "a tuple of 2 items, 0 of them a scalar tensor that requires grad")):
+                       ("pair", "a tuple of 2 items, 0 of them a one-element tensor that requires grad")):
         try:
             rematplan.plan(Returns(kind), (x,), 0.5, verbose=False)
             check(False, "a forward returning %s is refused" % kind)
         except rematplan.ModelError as e:
             check(said in str(e), "a forward returning %s: the refusal says %r: %s" % (kind, said, e))
+    # a loss of shape (1,) (loss.unsqueeze(0), a DataParallel-style gather) trains plainly: planned (it was
+    # refused as "a tensor of shape (1,)")
+    torch.manual_seed(0)
+    m = Returns("one")
+    P = plan_or_least(m, (x,), 0.5)
+    (l0, g0), (l1, g1) = run_both(m, rematplan.apply(m, P), (x,), 2, lambda mod: mod(x).backward())
+    check(P.n_recomputed() > 0 and equal(g0, g1), "a loss of shape (1,): planned (%d recomputed), bit for bit"
+          % P.n_recomputed())
+    rematplan.forget(m)
 
 
 def test_slow_store_all_step(check):

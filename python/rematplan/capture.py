@@ -559,36 +559,41 @@ class Nothing:
 
 
 def loss_of(out):
-    """The loss in what the model's forward returned: a scalar tensor that requires grad, alone, in a
-    tuple or list (nanoGPT's (logits, loss)), or as .loss / ["loss"] (transformers' outputs)."""
+    """The loss in what the model's forward returned: a one-element tensor that requires grad (a scalar,
+    or shape (1,): what .backward() takes without a gradient), alone, in a tuple or list (nanoGPT's
+    (logits, loss)), or as .loss / ["loss"] (transformers' outputs)."""
     cand = out
     if not isinstance(out, torch.Tensor):
         loss = getattr(out, "loss", None)
         if loss is None and isinstance(out, dict):
             loss = out.get("loss")
         if loss is None and isinstance(out, (tuple, list)):
-            scalars = [t for t in out if isinstance(t, torch.Tensor) and t.dim() == 0 and t.requires_grad]
+            scalars = [t for t in out if _is_loss(t)]
             loss = scalars[0] if len(scalars) == 1 else None
         cand = loss
-    if not (isinstance(cand, torch.Tensor) and cand.dim() == 0 and cand.requires_grad):
-        raise ModelError("rematplan: the model's forward must return the loss (a scalar tensor that requires "
-                        "grad), alone, in a tuple, or as .loss, and it returned %s; wrap the model and its loss "
+    if not _is_loss(cand):
+        raise ModelError("rematplan: the model's forward must return the loss (a one-element tensor that "
+                        "requires grad), alone, in a tuple, or as .loss, and it returned %s; wrap the model and its loss "
                         "function in one nn.Module" % _what(out))
     return cand
+
+
+def _is_loss(t):
+    return isinstance(t, torch.Tensor) and t.numel() == 1 and t.requires_grad
 
 
 def _what(out):
     """What a forward returned, in a few words (loss_of's refusal)."""
     if isinstance(out, torch.Tensor):
-        if out.dim() != 0:
+        if out.numel() != 1:
             return "a tensor of shape %s" % (tuple(out.shape),)
         if not out.requires_grad:
-            return "a scalar %s tensor that does not require grad (detached, made under no_grad, or from " \
+            return "a one-element %s tensor that does not require grad (detached, made under no_grad, or from " \
                    "nothing that requires grad)" % str(out.dtype).replace("torch.", "")
-        return "a scalar tensor"
+        return "a one-element tensor"
     if isinstance(out, (tuple, list)):
-        n = sum(1 for t in out if isinstance(t, torch.Tensor) and t.dim() == 0 and t.requires_grad)
-        return "a %s of %d item%s, %d of them a scalar tensor that requires grad" % (
+        n = sum(1 for t in out if _is_loss(t))
+        return "a %s of %d item%s, %d of them a one-element tensor that requires grad" % (
             type(out).__name__, len(out), "" if len(out) == 1 else "s", n)
     if out is not None and hasattr(out, "loss") and getattr(out, "loss", None) is None:
         return "a %s whose .loss is None (were the labels given?)" % type(out).__name__
