@@ -117,6 +117,41 @@ def test_entries_shared(check):
     rematplan.forget(m)
 
 
+def test_transparent(check):
+    """The applied model stands for the model where a training loop looks at it: its forward's
+    signature is the model's (HF's Trainer keeps the dataset columns the forward names: with
+    (*args, **kwargs) it dropped them all, "the batch received was empty"), and what it does not have
+    itself is the model's (.config, methods); copies keep both, and run bit for bit."""
+    import inspect
+    m, cm, args = _planned_top_level()
+    m.config = {"d": 64}
+    m.describe = lambda: "top"
+    sig = inspect.signature(cm.forward)
+    check(list(sig.parameters) == ["idx", "y"] and sig == inspect.signature(m.forward),
+          "the applied model's forward has the model's signature: %s" % sig)
+    check(getattr(cm, "config", None) is m.config and getattr(cm, "describe", lambda: None)() == "top" and
+          cm.fcs is m.fcs,
+          "an attribute the applied model does not have is the model's (config, a method)")
+    try:
+        cm.no_such_thing
+        missing = "found"
+    except AttributeError as e:
+        missing = str(e)
+    check("no_such_thing" in missing, "a name neither has: AttributeError naming it (%s)" % missing)
+    del m.describe  # (a local function: not to be pickled)
+    ref = step(m, args, 4)
+    for how, c2 in (("deepcopy", copy.deepcopy(cm)), ("torch.save", _saved(cm))):
+        got = step(c2, args, 4)
+        check(list(inspect.signature(c2.forward).parameters) == ["idx", "y"] and c2.forward.__self__ is c2 and
+              equal_steps(ref, got) and c2.remat_last.stats["recipes"] > 0,
+              "a copy (%s) keeps the signature, runs its own plan, bit for bit" % how)
+    rematplan.forget(m)
+
+
+def equal_steps(a, b):
+    return torch.equal(a[0], b[0]) and same(a[1], b[1])
+
+
 def _trained(module, args, steps=2):
     """(loss, gradients) of each of `steps` steps, an SGD step over module.parameters() after each."""
     opt = torch.optim.SGD(module.parameters(), lr=0.1)
@@ -447,7 +482,7 @@ def test_not_a_model(check):
 
 def run(check):
     import time
-    for t in (test_entries_shared, test_load_assign, test_autocast_cache, test_autocast_loop, test_budget_text,
+    for t in (test_entries_shared, test_transparent, test_load_assign, test_autocast_cache, test_autocast_loop, test_budget_text,
               test_rng_kept,
               test_recording_errors, test_reuse, test_graph_edited, test_not_a_model):
         t0 = time.perf_counter()

@@ -215,6 +215,46 @@ def test_compiled_module():
     small.check_planned(check, "a torch.compiler.disable'd function in a block", m, (x, y), 0.5)
 
 
+def test_trainer():
+    """transformers' Trainer given the applied model trains it as it trains the model (the same losses,
+    bit for bit, 3 steps): it keeps the dataset columns the forward names (the applied forward said
+    (*args, **kwargs): "the batch received was empty") and reads .config and the like from it."""
+    import copy
+    import tempfile
+    import warnings
+    from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
+    torch.manual_seed(0)
+    m = GPT2LMHeadModel(GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=128, n_positions=64))
+    ids = torch.randint(0, 128, (8, 32), generator=torch.Generator().manual_seed(5))
+
+    class Rows(torch.utils.data.Dataset):
+        def __len__(self):
+            return 8
+
+        def __getitem__(self, i):
+            return {"input_ids": ids[i], "labels": ids[i]}
+    plain = copy.deepcopy(m)
+    a = rematplan.apply(m, small.quiet(rematplan.plan, m, {"input_ids": ids[:4], "labels": ids[:4]}, 0.5))
+    losses = []
+    for model in (plain, a):
+        with tempfile.TemporaryDirectory() as d, warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            args = TrainingArguments(output_dir=d, per_device_train_batch_size=4, max_steps=3, report_to=[],
+                                     use_cpu=True, save_strategy="no", logging_steps=1, disable_tqdm=True, seed=7)
+            try:
+                t = Trainer(model=model, args=args, train_dataset=Rows())
+                with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+                    t.train()
+                losses.append([h["loss"] for h in t.state.log_history if "loss" in h])
+            except Exception as e:  # noqa: B902: what it raised is what the test reports
+                losses.append("%s: %s" % (type(e).__name__, str(e)[:200]))
+    same_weights = all(torch.equal(p, q) for p, q in zip(plain.parameters(), m.parameters()))
+    check(isinstance(losses[1], list) and len(losses[1]) == 3 and losses[0] == losses[1] and same_weights and
+          a.remat_last is not None and a.remat_last.stats["recipes"] > 0,
+          "transformers' Trainer trains the applied model as the model: losses %s and %s, the same weights: %s"
+          % (losses[0], losses[1], same_weights))
+
+
 def test_compiled_caller():
     """The applied model called through torch.compile: the runtime's mode runs without dynamo's guard
     (7 us an op less) only where no compiled caller's frame callback is on; with the guard left off
@@ -267,7 +307,8 @@ def main():
     def test_hf_folder_eval():
         test_hf_folder(a.remat)
 
-    for t in (test_hf, test_compile, test_compiled_module, test_compiled_caller, test_hf_folder_eval):
+    for t in (test_hf, test_compile, test_compiled_module, test_compiled_caller, test_trainer,
+              test_hf_folder_eval):
         t1 = time.perf_counter()
         t()
         print("%s: %.1f s" % (t.__name__, time.perf_counter() - t1))

@@ -8,6 +8,9 @@ attributes are as they were, so the user's hooks run exactly as often as
 without the plan, a deepcopy or the model called on its own runs plainly,
 and a plan() that fails leaves nothing behind.
 """
+import inspect
+import types
+
 import torch
 
 from .forward import Forward
@@ -69,7 +72,34 @@ class RematModel(torch.nn.Module):
         object.__setattr__(self, "remat_structure", _planned_structure(model, plan))
         object.__setattr__(self, "remat_compared", False)  # the structure, compared at the next step
         object.__setattr__(self, "remat_warned", False)
+        self._sign_forward()
         self.train(model.training)
+
+    def _sign_forward(self):
+        """self.forward with the model's forward's parameters (inspect.signature): HF's Trainer keeps the
+        dataset columns the model's forward names, and (*args, **kwargs) named none (\"the batch received
+        was empty\"). A bound copy of RematModel.forward with that __signature__, in the instance."""
+        f = RematModel.forward
+        try:
+            sig = inspect.signature(self.remat_model.forward)
+            me = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+            sig = sig.replace(parameters=[me] + list(sig.parameters.values()))
+        except (TypeError, ValueError):  # no signature (a builtin), or a parameter named self
+            return
+        g = types.FunctionType(f.__code__, f.__globals__, f.__name__, f.__defaults__, f.__closure__)
+        g.__qualname__, g.__doc__, g.__signature__ = f.__qualname__, f.__doc__, sig
+        object.__setattr__(self, "forward", types.MethodType(g, self))
+
+    def __getattr__(self, name):
+        """What the applied model does not have itself (its submodules, parameters and buffers are the
+        model's) is the model's: .config, .generate, .save_pretrained, a training loop's attributes."""
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            model = self.__dict__.get("remat_model")
+            if model is None or name.startswith("__"):
+                raise
+            return getattr(model, name)
 
     def _share(self, model):
         """The model's own dicts of submodules, parameters and buffers are this module's: whatever
@@ -102,6 +132,7 @@ class RematModel(torch.nn.Module):
         to run the plan. The copy runs the plan; its remat_plan is None."""
         state = dict(self.__dict__)
         state["remat_plan"], state["remat_check"], state["remat_last"] = None, None, None
+        state.pop("forward", None)  # (a method made for this object: _sign_forward makes the copy's)
         return state
 
     def __setstate__(self, state):
@@ -109,6 +140,7 @@ class RematModel(torch.nn.Module):
         before they were shared is made to share them)."""
         super().__setstate__(state)
         self._share(self.remat_model)
+        self._sign_forward()
 
     def _check_step(self, args, kwargs):
         """A step on other inputs than the plan's (a larger batch, longer sequences), or of the model
