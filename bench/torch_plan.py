@@ -209,7 +209,7 @@ def plan_config(torch, name, model, args, amp, device, budget, **info):
             P = rematplan.plan(model, args, e.least_bytes, verbose=False)
     return Config(name, rematplan.apply(model, P), model, budget=budget, refused_least=refused,
                   predicted_peak=P.peak_bytes, planned_peak=P.measured_peak, planner=P.planner,
-                  regions=P.n_regions(), plan_s=round(time.perf_counter() - t0, 2), **info)
+                  recomputed=P.n_recomputed(), plan_s=round(time.perf_counter() - t0, 2), **info)
 
 
 def run_model(torch, a, name, device, shape, t_start):

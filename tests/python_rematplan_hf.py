@@ -255,6 +255,31 @@ def test_trainer():
           % (losses[0], losses[1], same_weights))
 
 
+def test_bench_smoke():
+    """bench/torch_plan.py, the script a GPU session runs (tools/pack_gpu.sh), on tiny shapes on the CPU:
+    it runs to its end with every configuration (it had broken on an API since removed, Plan.n_regions,
+    where nothing ran it), every plan within its budget."""
+    import json
+    import subprocess
+    import tempfile
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "plan.json")
+        p = subprocess.run([sys.executable, os.path.join(root, "bench", "torch_plan.py"), "--devices", "cpu",
+                            "--cpu-shape", "tiny", "--models", "gpt2,llama", "--rounds", "1", "--steps", "1",
+                            "--amb", "0.5", "--out", out], capture_output=True, text=True, timeout=600,
+                           env=dict(os.environ, KINETO_LOG_LEVEL="5"))
+        rows = json.load(open(out))["rows"] if p.returncode == 0 and os.path.exists(out) else []
+    configs = {(r["model"], r["config"]) for r in rows}
+    want = {(m, c) for m in ("gpt2", "llama") for c in ("none", "block", "remat:0.5", "remat@block")} | \
+        {("gpt2", "amb:0.5"), ("gpt2", "amb-remat:0.5")}
+    planned = [r for r in rows if r["config"].startswith("remat")]
+    check(p.returncode == 0 and want <= configs and planned and all(r.get("within_budget") for r in planned),
+          "bench/torch_plan.py on tiny shapes: exit %d, missing %s, over budget %s: %s"
+          % (p.returncode, sorted(want - configs), [r["config"] for r in planned if not r.get("within_budget")],
+             (p.stderr or "").strip().splitlines()[-1:]))
+
+
 def test_compiled_caller():
     """The applied model called through torch.compile: the runtime's mode runs without dynamo's guard
     (7 us an op less) only where no compiled caller's frame callback is on; with the guard left off
@@ -307,7 +332,7 @@ def main():
     def test_hf_folder_eval():
         test_hf_folder(a.remat)
 
-    for t in (test_hf, test_compile, test_compiled_module, test_compiled_caller, test_trainer,
+    for t in (test_hf, test_compile, test_compiled_module, test_compiled_caller, test_trainer, test_bench_smoke,
               test_hf_folder_eval):
         t1 = time.perf_counter()
         t()
