@@ -258,7 +258,8 @@ def test_trainer():
 def test_bench_smoke():
     """bench/torch_plan.py, the script a GPU session runs (tools/pack_gpu.sh), on tiny shapes on the CPU:
     it runs to its end with every configuration (it had broken on an API since removed, Plan.n_regions,
-    where nothing ran it), every plan within its budget."""
+    where nothing ran it), every plan within its budget; bench/torch_models.py --smoke, every model
+    planned bit for bit within its budgets."""
     import json
     import subprocess
     import tempfile
@@ -278,6 +279,18 @@ def test_bench_smoke():
           "bench/torch_plan.py on tiny shapes: exit %d, missing %s, over budget %s: %s"
           % (p.returncode, sorted(want - configs), [r["config"] for r in planned if not r.get("within_budget")],
              (p.stderr or "").strip().splitlines()[-1:]))
+    # issue 34's benchmark (docs/PYTORCH.md's tables), every model at --smoke's tiny shapes (~40 s)
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "models.json")
+        p = subprocess.run([sys.executable, os.path.join(root, "bench", "torch_models.py"), "--smoke", "--out", out],
+                           capture_output=True, text=True, timeout=900, env=dict(os.environ, KINETO_LOG_LEVEL="5"))
+        rows = json.load(open(out))["rows"] if p.returncode == 0 and os.path.exists(out) else []
+    models = {r["model"] for r in rows}
+    bad = [(r["model"], r["config"]) for r in rows if r["config"].startswith("remat") and
+           (r.get("grads_bit_equal") is not True or r.get("within_budget") is not True)]
+    check(p.returncode == 0 and len(models) == 16 and not bad,
+          "bench/torch_models.py --smoke: exit %d, %d models, not bit for bit or over budget: %s %s"
+          % (p.returncode, len(models), bad, (p.stderr or "").strip().splitlines()[-1:]))
 
 
 def test_compiled_caller():
