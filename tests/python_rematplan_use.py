@@ -484,6 +484,59 @@ def test_hooks_disabled(check):
     rematplan.forget(m)
 
 
+_OOM_CHILD = r"""
+import resource, sys, torch, rematplan
+import torch.nn as nn, torch.nn.functional as F
+torch.set_num_threads(1)
+class Net(nn.Module):
+    def __init__(s):
+        super().__init__()
+        s.l = nn.ModuleList(nn.Linear(1024, 1024) for _ in range(8))
+        s.h = nn.Linear(1024, 10)
+    def forward(s, x, y):
+        for l in s.l:
+            x = F.gelu(l(x))
+        return F.cross_entropy(s.h(x), y)
+torch.manual_seed(0)
+m = Net()
+x, y = torch.randn(8192, 1024), torch.randint(0, 10, (8192,))  # store-all ~512 MB of activations
+small = (x[:64], y[:64])
+rematplan.plan(m, small, 0.7, verbose=False)  # libraries, allocator and profiler warmed up
+vm = int(open("/proc/self/statm").read().split()[0]) * 4096
+resource.setrlimit(resource.RLIMIT_AS, (vm + 300 * 2**20, resource.RLIM_INFINITY))
+try:
+    rematplan.plan(m, (x, y), 0.3, verbose=False)
+    print("RESULT planned")
+except Exception as e:
+    print("RESULT %s: %s" % (type(e).__name__, e))
+resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+left = all(p.grad is None for p in m.parameters())
+P = rematplan.plan(m, small, 0.7, verbose=False)
+rematplan.apply(m, P)(*small).backward()
+print("LEFT", left and all(p.grad is not None for p in m.parameters()))
+"""
+
+
+def test_out_of_memory(check):
+    """A step whose store-all does not fit in the memory free (here: an address-space limit 300 MiB above
+    what the process maps, for ~512 MB of activations): plan() says why and what to do in a RematError
+    (it was the allocator's raw RuntimeError, "DefaultCPUAllocator: can't allocate memory"; CUDA's
+    OutOfMemoryError alike), and leaves the model as it was. Skipped under ASan (its shadow memory
+    cannot live under an address-space limit)."""
+    import os
+    import subprocess
+    import sys
+    if "asan" in os.environ.get("LD_PRELOAD", ""):
+        print("test_out_of_memory: under ASan (an address-space limit breaks its shadow memory): skipped")
+        return
+    p = subprocess.run([sys.executable, "-c", _OOM_CHILD], capture_output=True, text=True, timeout=300)
+    said = [ln for ln in p.stdout.splitlines() if ln.startswith(("RESULT", "LEFT"))]
+    check(len(said) == 2 and said[0].startswith("RESULT RematError") and "ran out of memory" in said[0] and
+          "store-all" in said[0] and "free memory" in said[0] and said[1] == "LEFT True",
+          "a store-all step that does not fit: a RematError saying why and what to do, the model as it was: %s %s"
+          % (said, (p.stderr or "").strip().splitlines()[-1:]))
+
+
 def test_checkpointed(check):
     torch.manual_seed(0)
     m = Checkpointed()
@@ -695,7 +748,7 @@ def test_slow_store_all_step(check):
 def run(check):
     import time
     for t in (test_autograd, test_saved, test_keywords, test_planned_again, test_structure_changed,
-              test_other_inputs, test_autocast_kind, test_hooks_disabled, test_checkpointed, test_inputs_kept, test_own_generator, test_model_fails_alone,
+              test_other_inputs, test_autocast_kind, test_hooks_disabled, test_out_of_memory, test_checkpointed, test_inputs_kept, test_own_generator, test_model_fails_alone,
               test_not_a_loss, test_slow_store_all_step):
         t0 = time.perf_counter()
         t(check)

@@ -94,14 +94,33 @@ def plan(model, example_inputs, budget, device=None, repeats=1, verbose=True, ch
     from .profile import profile_of
     model, args, device = given(model, example_inputs, device)
     from .memory import settled
-    with settled():
-        prof = _reused(reuse, model, args, device) if reuse is not None else profile_of(model, args, device, repeats)
-        search = Search(model, args, device, prof, check)
-        full = search.full if search.full is not None else store_all(prof.graph)["store_all_bytes"]
-        P = search.plan(budget_bytes(budget, full))
+    try:
+        with settled():
+            prof = _reused(reuse, model, args, device) if reuse is not None else \
+                profile_of(model, args, device, repeats)
+            search = Search(model, args, device, prof, check)
+            full = search.full if search.full is not None else store_all(prof.graph)["store_all_bytes"]
+            P = search.plan(budget_bytes(budget, full))
+    except Exception as e:  # noqa: B902: only running out of memory is said again, the rest raised as it is
+        if not _out_of_memory(e):
+            raise
+        raise RematError("rematplan.plan: the training step ran out of memory (%s): plan() runs the step once as "
+                         "it is, every activation kept (store-all), to record and measure it, so that step must fit "
+                         "once in the memory free here; free memory (tensors held elsewhere; CUDA: "
+                         "torch.cuda.empty_cache()), or plan where the step fits, with the same shapes and dtypes"
+                         % (str(e).strip().splitlines() or [type(e).__name__])[0][:200]) from e
     if verbose:
         print(P.summary())
     return P
+
+
+def _out_of_memory(e):
+    """Whether e is an allocation that failed: MemoryError, torch's OutOfMemoryError (CUDA's), or the CPU
+    allocator's RuntimeError."""
+    if isinstance(e, MemoryError) or type(e).__name__ == "OutOfMemoryError":
+        return True
+    text = str(e)
+    return isinstance(e, RuntimeError) and ("can't allocate memory" in text or "CUDA out of memory" in text)
 
 
 def _reused(reuse, model, args, device):
