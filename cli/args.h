@@ -188,6 +188,9 @@ int cli_paging_options(const cli_args *a, rm_options *o);
 /* --scratch DIR's name: not empty, not longer than the library takes
  * (exit 2 naming the flag); the folder itself is the library's to check. */
 int cli_check_scratch(const char *dir);
+/* --scratch-bandwidth's value: bytes per second (2GB/s, 500MB) into *bps, or
+ * "measure" (0: the probe); 2 after a usage error naming the flag, else 0. */
+int cli_parse_bandwidth(const char *s, double *bps);
 /* paging.c: what the steps of a run paged (--scratch), summed over the
  * steps after the first (its I/O also warms up), for the report
  * ("paged_out_bytes", "io_ms", "io_overlap", ...) and the summary line;

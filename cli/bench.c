@@ -18,7 +18,8 @@
  * Output: a table on stdout, --csv FILE (columns in CSV_HEADER, documented in
  * docs/PERFORMANCE.md), --svg FILE (cli/chart.c), --compare FILE.csv (other
  * programs' points on the chart). Every file is checked before the first
- * point (paths.h), --compare read then too.
+ * point (paths.h), --compare read then too, and --scratch DIR and
+ * --scratch-bandwidth as the paged points' children would check them.
  *
  * Children never write a user's file: each runs in a private temporary
  * folder (its working directory, its report and its stderr; removed at the
@@ -121,6 +122,8 @@ static int split_flags(int argc, char **argv, bench_flags *bf, char **rest, int 
     if (bf->scratch_bandwidth && !bf->scratch)
         return cli_fail(2, "--scratch-bandwidth is the disk bandwidth of bench's --scratch DIR: add --scratch DIR"), 0;
     if (cli_check_scratch(bf->scratch)) return 0;
+    double bps; /* every paged point's child would refuse these alike: "skipped", exit 0 */
+    if (bf->scratch_bandwidth && cli_parse_bandwidth(bf->scratch_bandwidth, &bps)) return 0;
     if (bf->scratch && !cli_canonical(bf->scratch, bf->scratch_abs, sizeof bf->scratch_abs))
         return cli_fail(2, "--scratch: the folder's name '%s' is too long", bf->scratch), 0;
     if (bf->x && strcmp(bf->x, "rss") && strcmp(bf->x, "act"))
@@ -410,6 +413,9 @@ static int check_files(const bench_flags *bf, const cli_args *a, bench_point **c
                               {"--svg", bf->svg, CLI_OUT, NULL, 0}};
     int rc = cli_check_files(files, (int)(sizeof files / sizeof *files), a->new_in_model_folder);
     if (!rc && bf->compare) rc = bench_load_compare(bf->compare, cmp, n_cmp);
+    char err[700]; /* --scratch DIR as each paged point's rm_compile checks it (they all refused it alike) */
+    rm_status st = rc || !bf->scratch ? RM_OK : rm_scratch_check(bf->scratch, err, sizeof err);
+    if (st != RM_OK) rc = cli_fail(st == RM_ERR_ARG ? 2 : 1, "--scratch: %s", err);
     return rc;
 }
 

@@ -7,25 +7,40 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The column of `name` in a CSV header line, or -1. */
-static int column(const char *header, const char *name) {
-    char buf[1024];
-    snprintf(buf, sizeof buf, "%s", header);
-    buf[strcspn(buf, "\r\n")] = 0;
-    int i = 0;
-    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save), i++)
-        if (!strcmp(tok, name)) return i;
-    return -1;
-}
-
-/* Field k of a CSV line (no quoting: remat's columns never hold commas). */
-static void field_at(const char *line, int k, char *out, size_t n) {
-    out[0] = 0;
-    if (k < 0) return;
-    for (int i = 0; i < k && line; i++) line = strchr(line, ',') ? strchr(line, ',') + 1 : NULL;
-    if (!line) return;
-    size_t len = strcspn(line, ",\r\n");
-    snprintf(out, n, "%.*s", (int)len, line);
+/* One CSV record from *s (RFC 4180, as Python's csv, pandas and spreadsheets
+ * write it: a field in double quotes may hold commas and line breaks, and ""
+ * is a quote in it); fields[k] gets field k (cut to CSV_FIELD bytes), for k
+ * below max. *s moves to the next record. Returns the fields in the record,
+ * or -1 for a quote never closed (the rest of the text). remat's own columns
+ * hold no commas, but a peer's label may ("torch, bs=4"): split at every
+ * comma, such a row was read by the wrong columns (a peak RSS as the step
+ * time) without a word. */
+#define CSV_FIELD 256
+static int csv_record(const char **s, char (*fields)[CSV_FIELD], int max) {
+    const char *p = *s;
+    int k = 0, len = 0, quoted = 0, closed = 1;
+    for (;; p++) {
+        char c = *p;
+        if (quoted) {
+            if (!c) { closed = 0; break; }
+            if (c == '"' && p[1] == '"') p++;
+            else if (c == '"') { quoted = 0; continue; }
+        } else if (c == '"' && len == 0) {
+            quoted = 1;
+            continue;
+        } else if (!c || c == '\n' || c == ',') {
+            if (k < max) fields[k][len < CSV_FIELD ? len : CSV_FIELD - 1] = 0;
+            k++, len = 0;
+            if (c != ',') break;
+            continue;
+        } else if (c == '\r' && (p[1] == '\n' || !p[1])) {
+            continue;
+        }
+        if (k < max && len < CSV_FIELD - 1) fields[k][len] = c;
+        len++;
+    }
+    *s = *p ? p + 1 : p;
+    return closed ? k : -1;
 }
 
 /* A byte count of a --compare row: finite, >= 0, below 2^60; else -1. */
@@ -35,59 +50,76 @@ static double row_bytes(const char *v) {
     return *v && (*end || !(x >= 0 && x < 1152921504606846976.0)) ? -1 : x;
 }
 
-/* One data row of a --compare file into p; 1 if it holds a point. */
-static int compare_row(const char *line, const int *cols, bench_point *p) {
-    char v[256];
+/* The fields of one data row of a --compare file into p (cols: the header's
+ * columns of strategy, activation bytes, peak RSS, step time, source,
+ * label); 1 if it holds a point. */
+static int compare_row(char (*f)[CSV_FIELD], int nf, const int *cols, bench_point *p) {
+    static const char none[1] = "";
+    const char *v[6];
+    for (int c = 0; c < 6; c++) v[c] = cols[c] >= 0 && cols[c] < nf ? f[cols[c]] : none;
     memset(p, 0, sizeof *p);
-    field_at(line, cols[0], p->strategy, sizeof p->strategy);
-    field_at(line, cols[5], p->label, sizeof p->label);
-    if (!p->label[0]) snprintf(p->label, sizeof p->label, "%s", p->strategy);
-    field_at(line, cols[4], p->source, sizeof p->source);
-    if (!p->source[0]) snprintf(p->source, sizeof p->source, "compare");
-    field_at(line, cols[1], v, sizeof v);
-    double act = row_bytes(v);
-    field_at(line, cols[2], v, sizeof v);
-    double rss = row_bytes(v);
-    field_at(line, cols[3], v, sizeof v);
+    snprintf(p->strategy, sizeof p->strategy, "%s", v[0]);
+    snprintf(p->label, sizeof p->label, "%s", *v[5] ? v[5] : v[0]);
+    snprintf(p->source, sizeof p->source, "%s", *v[4] ? v[4] : "compare");
+    double act = row_bytes(v[1]), rss = row_bytes(v[2]);
     char *end;
-    p->median = *v ? strtod(v, &end) : NAN;
-    if (!*v || *end || !(p->median >= 0 && p->median < 1e12) || act < 0 || rss < 0) return 0;
+    p->median = *v[3] ? strtod(v[3], &end) : NAN;
+    if (!*v[3] || *end || !(p->median >= 0 && p->median < 1e12) || act < 0 || rss < 0) return 0;
     p->measured = (size_t)act, p->peak_rss = (size_t)rss;
     return p->ok = p->measured || p->peak_rss;
+}
+
+#define CSV_COLS 64 /* the columns read; the ones wanted must be among the first 64 */
+
+/* The header's columns of the names compare_row reads (-1: absent). */
+static void compare_columns(char (*f)[CSV_FIELD], int nf, int *cols) {
+    static const char *const names[6] = {"strategy", "activation_bytes_measured", "peak_rss_bytes", "step_ms_median",
+                                         "source", "label"};
+    for (int c = 0; c < 6; c++) {
+        cols[c] = -1;
+        for (int k = 0; k < nf && k < CSV_COLS && cols[c] < 0; k++)
+            if (!strcmp(f[k], names[c])) cols[c] = k;
+    }
+}
+
+/* The rows of text after its header into *out (grown as needed). */
+static int compare_rows(const char *line, const int *cols, char (*f)[CSV_FIELD], bench_point **out, int *n,
+                        int *rows, int *bad) {
+    int cap = 0;
+    while (*line) {
+        if (*line == '\n' || (*line == '\r' && line[1] == '\n')) { /* an empty line */
+            line += *line == '\r' ? 2 : 1;
+            continue;
+        }
+        int nf = csv_record(&line, f, CSV_COLS);
+        ++*rows;
+        if (*n == cap) {
+            bench_point *np = realloc(*out, sizeof **out * (size_t)(cap = cap ? 2 * cap : 16));
+            if (!np) return cli_fail(1, "out of memory");
+            *out = np;
+        }
+        if (nf >= 0 && compare_row(f, nf, cols, &(*out)[*n])) ++*n;
+        else ++*bad;
+    }
+    return 0;
 }
 
 int bench_load_compare(const char *path, bench_point **out, int *n) {
     char *text = NULL, err[600];
     *out = NULL, *n = 0;
     if (rm_read_file(path, 64u << 20, &text, NULL, err, sizeof err) != RM_OK) return cli_fail(1, "--compare: %s", err);
-    int cols[6] = {-1, -1, -1, -1, -1, -1}, rows = 0, bad = 0, cap = 0;
-    size_t hl = strcspn(text, "\n");
-    char header[1024];
-    snprintf(header, sizeof header, "%.*s", (int)(hl < sizeof header ? hl : sizeof header - 1), text);
-    const char *names[6] = {"strategy", "activation_bytes_measured", "peak_rss_bytes", "step_ms_median", "source",
-                            "label"};
-    for (int c = 0; c < 6; c++) cols[c] = column(header, names[c]);
-    int rc = 0;
-    if (cols[0] < 0 || cols[3] < 0 || (cols[1] < 0 && cols[2] < 0))
+    char (*f)[CSV_FIELD] = malloc(sizeof *f * CSV_COLS);
+    int cols[6], rows = 0, bad = 0, rc = f ? 0 : cli_fail(1, "out of memory");
+    const char *line = text;
+    int nf = rc ? 0 : csv_record(&line, f, CSV_COLS);
+    if (!rc) compare_columns(f, nf, cols);
+    if (!rc && (cols[0] < 0 || cols[3] < 0 || (cols[1] < 0 && cols[2] < 0)))
         rc = cli_fail(1, "--compare '%s' is not a remat bench CSV: its first line needs the columns strategy, "
                       "step_ms_median and activation_bytes_measured or peak_rss_bytes (bench/torch_tradeoff.py "
                       "writes them)", path);
-    for (const char *line = text + hl; !rc && *line; line += strcspn(line, "\n")) {
-        line += *line == '\n';
-        if (!*line || *line == '\n' || *line == '\r') continue;
-        rows++;
-        if (*n == cap) {
-            bench_point *np = realloc(*out, sizeof **out * (size_t)(cap = cap ? 2 * cap : 16));
-            if (!np) {
-                rc = cli_fail(1, "out of memory");
-                break;
-            }
-            *out = np;
-        }
-        if (compare_row(line, cols, &(*out)[*n])) ++*n;
-        else bad++;
-    }
+    if (!rc) rc = compare_rows(line, cols, f, out, n, &rows, &bad);
     free(text);
+    free(f);
     if (!rc && !*n)
         rc = cli_fail(1, "--compare '%s' has no row with a step time and a memory figure (%d rows, %d malformed)",
                       path, rows, bad);

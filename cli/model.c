@@ -86,8 +86,22 @@ int cli_check_scratch(const char *dir) {
     return 0;
 }
 
+int cli_parse_bandwidth(const char *s, double *bps) {
+    char bw[64], err[256];
+    int64_t bytes = 0;
+    double frac = 0;
+    *bps = 0;
+    if (!strcmp(s, "measure")) return 0; /* the probe, even on --resume */
+    snprintf(bw, sizeof bw, "%s", s);
+    size_t n = strlen(bw);
+    if (n > 2 && !strcmp(bw + n - 2, "/s")) bw[n - 2] = 0;
+    if (strlen(s) >= sizeof bw || rm_parse_size(bw, &bytes, &frac, err, sizeof err) != RM_OK || frac > 0 || bytes <= 0)
+        return cli_fail(2, "--scratch-bandwidth '%s': give bytes per second, e.g. 2GB/s or 500MB, or 'measure'", s);
+    *bps = (double)bytes;
+    return 0;
+}
+
 int cli_paging_options(const cli_args *a, rm_options *o) {
-    char err[256];
     if (!a->scratch && (a->scratch_bandwidth || a->page))
         return cli_fail(2, "%s needs --scratch DIR (a directory on a disk to page to)",
                         a->page ? "--page" : "--scratch-bandwidth");
@@ -97,20 +111,7 @@ int cli_paging_options(const cli_args *a, rm_options *o) {
         cli_notice("note", "--scratch pages what a --memory-limit or --memory-budget needs paged (or what "
                    "--page names); with neither, nothing is paged");
     o->scratch_dir = a->scratch;
-    if (a->scratch_bandwidth && !strcmp(a->scratch_bandwidth, "measure")) {
-        o->scratch_bandwidth = 0; /* the probe, even on --resume */
-    } else if (a->scratch_bandwidth) {
-        char bw[64];
-        int64_t bytes = 0;
-        double frac = 0;
-        snprintf(bw, sizeof bw, "%s", a->scratch_bandwidth);
-        size_t n = strlen(bw);
-        if (n > 2 && !strcmp(bw + n - 2, "/s")) bw[n - 2] = 0;
-        if (rm_parse_size(bw, &bytes, &frac, err, sizeof err) != RM_OK || frac > 0 || bytes <= 0)
-            return cli_fail(2, "--scratch-bandwidth '%s': give bytes per second, e.g. 2GB/s or 500MB, or 'measure'",
-                            a->scratch_bandwidth);
-        o->scratch_bandwidth = (double)bytes;
-    }
+    if (a->scratch_bandwidth && cli_parse_bandwidth(a->scratch_bandwidth, &o->scratch_bandwidth)) return 2;
     if (a->page && (o->page = parse_page(a->page)) == -2) return 2;
     if (a->page && o->page < 0)
         return cli_fail(2, "--page '%s': a comma-separated list of activations, moments, params (or all)", a->page);

@@ -321,6 +321,13 @@ typedef struct rm_options {
 
 /* The longest rm_options.scratch_dir, in bytes. */
 #define RM_SCRATCH_DIR_MAX 511
+/* Whether dir can take the scratch file rm_compile makes there: a directory
+ * (RM_ERR_ARG when it is not there or is not one), on a file system whose
+ * pages are not memory (tmpfs, ramfs: RM_ERR_ARG), in which a file can be
+ * made (RM_ERR_IO with the system's reason); the message in err. Nothing is
+ * left in dir. A program that runs several sessions on one dir (remat bench)
+ * checks it once, before the first. */
+rm_status rm_scratch_check(const char *dir, char *err, size_t errlen);
 
 /* rm_options.page: every activation whose buffer idles between two uses;
  * every trainable parameter's AdamW moments; every trainable parameter (and

@@ -81,6 +81,7 @@ function value(f, t, name, ptr,    base) {
         return "F.out"
     }
     if (f == "rm_hf_open" && name == "dir") return "F.hf_dir"
+    if (f == "rm_scratch_check" && name == "dir") return "F.dir"
     if (f == "rm_parse_strategy" && name == "s") return "\"sqrt\""
     if (f == "rm_parse_size" && name == "s") return "\"1GiB\""
     if (f == "rm_read_file" && name == "max_bytes") return "(size_t)1 << 24"

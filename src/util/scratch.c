@@ -247,6 +247,19 @@ rm_status rm_scratch_probe(rm_scratch *sc, void *buf, size_t buf_bytes, size_t b
     return RM_OK;
 }
 
+rm_status rm_scratch_check(const char *dir, char *err, size_t errlen) {
+    char msg[700];
+    rm_scratch sc;
+    if (!dir) {
+        if (err && errlen) snprintf(err, errlen, "rm_scratch_check: dir is NULL");
+        return RM_ERR_ARG;
+    }
+    rm_status rc = rm_scratch_open(&sc, dir, msg, sizeof msg); /* the checks rm_compile makes, and a file */
+    if (rc == RM_OK) rm_scratch_close(&sc);                     /* (anonymous: nothing is left in dir) */
+    else if (err && errlen) snprintf(err, errlen, "%s", msg);
+    return rc;
+}
+
 void rm_scratch_close(rm_scratch *sc) {
     if (sc->fd >= 0) close(sc->fd);
     sc->fd = -1;
