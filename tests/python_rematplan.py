@@ -41,6 +41,7 @@ import python_rematplan_rebuild as rebuild  # noqa: E402
 import python_rematplan_harden as harden  # noqa: E402
 import python_rematplan_adv as adv  # noqa: E402
 import python_rematplan_adv2 as adv2  # noqa: E402
+import python_rematplan_adv3 as adv3  # noqa: E402
 from python_rematplan_small import same, step  # noqa: E402
 
 passed = failed = 0
@@ -201,6 +202,7 @@ def main():
     harden.run(check)
     adv.run(check)
     adv2.run(check)
+    adv3.run(check)
     test_budgets(a.remat)
     test_held_logits()
     if not a.skip_models:

@@ -34,6 +34,7 @@ import python_rematplan_rebuild as rebuild  # noqa: E402
 import python_rematplan_harden as harden  # noqa: E402
 import python_rematplan_adv as adv  # noqa: E402
 import python_rematplan_adv2 as adv2  # noqa: E402
+import python_rematplan_adv3 as adv3  # noqa: E402
 import rematplan_models as M  # noqa: E402
 import rematplan  # noqa: E402
 
@@ -117,17 +118,44 @@ def test_hf_folder(remat):
                   "transformers' folder: remat's mean loss %s, transformers' %.7f (%s)" % (got, ref, p.stderr.strip()))
 
 
-def test_compile():
-    """torch.compile at activation_memory_budget 0.5 with libremat's solver: gradients as eager's,
-    and no node of the joint graph run while solving."""
-    import torch._functorch.config as fc
-    from rematplan import compile as rc
+def compile_case():
+    """The compile tests' model (a copy to compile), its inputs, and the eager model's gradients."""
     cfg = M.GPTConfig(block_size=32, vocab_size=64, n_layer=2, n_head=2, n_embd=32, dropout=0.0)
     torch.manual_seed(0)
     eager = M.GPT(cfg)
     model = base.copy.deepcopy(eager)
     idx = torch.randint(0, 64, (2, 32), generator=torch.Generator().manual_seed(6))
     _, g_ref, _ = small.step(eager, (idx, idx), 1)
+    return model, idx, g_ref
+
+
+def compiled_step(model, idx, budget, solve):
+    """The gradients of a step of torch.compile(model) at activation_memory_budget `budget`, with
+    libremat's solver calling `solve` (rematplan.compile.solve, or a wrapper of it)."""
+    import torch._functorch.config as fc
+    import torch._inductor.config as ic
+    from rematplan import compile as rc
+    was, prev = rc.solve, fc.activation_memory_budget
+    rc.solve = solve
+    ic.fx_graph_cache = False  # a cached graph would skip the partitioner (and the solver)
+    if hasattr(fc, "enable_autograd_cache"):
+        fc.enable_autograd_cache = False
+    try:
+        rematplan.use_as_compile_solver()
+        fc.activation_memory_budget = budget
+        torch._dynamo.reset()
+        _, g, _ = small.step(torch.compile(model), (idx, idx), 1)
+    finally:
+        rc.solve, fc.activation_memory_budget = was, prev
+        rematplan.use_as_compile_solver(False)
+    return g
+
+
+def test_compile():
+    """torch.compile at activation_memory_budget 0.5 with libremat's solver: gradients as eager's,
+    and no node of the joint graph run while solving."""
+    from rematplan import compile as rc
+    model, idx, g_ref = compile_case()
     calls, ran = [], []
     solve = rc.solve
 
@@ -143,26 +171,31 @@ def test_compile():
         finally:
             for n, t in targets.items():
                 n.target = t
-    rc.solve = guarded
-    prev = fc.activation_memory_budget
-    import torch._inductor.config as ic
-    ic.fx_graph_cache = False  # a cached graph would skip the partitioner (and the solver)
-    if hasattr(fc, "enable_autograd_cache"):
-        fc.enable_autograd_cache = False
-    try:
-        rematplan.use_as_compile_solver()
-        fc.activation_memory_budget = 0.5
-        torch._dynamo.reset()
-        cm = torch.compile(model)
-        _, g, _ = small.step(cm, (idx, idx), 1)
-    finally:
-        rc.solve = solve
-        fc.activation_memory_budget = prev
-        rematplan.use_as_compile_solver(False)
+    g = compiled_step(model, idx, 0.5, guarded)
     close = all(torch.allclose(a, b, rtol=1e-4, atol=1e-5) for a, b in zip(g, g_ref))
     check(calls and not ran, "compile mode: libremat solved %s candidates, running no node" % calls)
     check(close, "compile mode: gradients equal eager's within 1e-4 (max diff %g)"
           % max(float((a - b).abs().max()) for a, b in zip(g, g_ref)))
+
+
+def test_compile_tiny():
+    """torch.compile at activation_memory_budget 0.01, below the least libremat's planner plans: the
+    solver saved that least plan, 0.095 of the 18 candidates' memory at a budget of 0.01
+    (python_rematplan_adv3's test_compile_tiny_budget; a pure call there). Each answer within the
+    budget the partitioner gives, gradients as eager's."""
+    from rematplan import compile as rc
+    model, idx, g_ref = compile_case()
+    answers, solve = [], rc.solve
+
+    def recorded(memory, joint_graph, max_memory, node_info=None, candidates=None):
+        saved, recomputed = solve(memory, joint_graph, max_memory, node_info, candidates)
+        answers.append((sum(memory[i] for i in saved), max_memory))
+        return saved, recomputed
+    g = compiled_step(model, idx, 0.01, recorded)
+    check(answers and all(used <= most for used, most in answers),
+          "compile mode at activation_memory_budget 0.01: saved memory within the partitioner's budget: %s" % answers)
+    check(all(torch.allclose(a, b, rtol=1e-4, atol=1e-5) for a, b in zip(g, g_ref)),
+          "compile mode at 0.01: gradients equal eager's within 1e-4")
 
 
 class CompiledInside(small.Block):
@@ -340,13 +373,14 @@ def main():
     harden.run(check)
     adv.run(check)
     adv2.run(check)
+    adv3.run(check)
     base.test_budgets(a.remat)
     base.test_models(vision=vision)
     def test_hf_folder_eval():
         test_hf_folder(a.remat)
 
-    for t in (test_hf, test_compile, test_compiled_module, test_compiled_caller, test_trainer, test_bench_smoke,
-              test_hf_folder_eval):
+    for t in (test_hf, test_compile, test_compile_tiny, test_compiled_module, test_compiled_caller, test_trainer,
+              test_bench_smoke, test_hf_folder_eval):
         t1 = time.perf_counter()
         t()
         print("%s: %.1f s" % (t.__name__, time.perf_counter() - t1))

@@ -324,18 +324,19 @@ def test_compile_solver(check):
     check(not ran and Count.ops == 0, "the solver ran %d nodes and dispatched %d ops" % (len(ran), Count.ops))
     check(sorted(saved + recomputed) == list(range(len(nodes))) and 2 <= len(saved) <= 4,
           "the solver saves what fits the budget (4 of 12 equal candidates): saved %s" % saved)
-    # below the least, the least's plan: the second call starts from the first answer's least plan
-    # ("start"), which answers what searching the least again does
+    # below the least (it saves 2.0), the least's plan cut to the budget (1.0: one saved): the second
+    # call starts from the first answer's least plan ("start"), which answers what searching the least
+    # again does
     from rematplan import _lib
-    least = rc.solve(memory, g, 0.0, None, nodes)
+    least = rc.solve(memory, g, 1.0, None, nodes)
     plain = _lib.plan_graph
     try:
         _lib.plan_graph = lambda graph, b: plain({k: v for k, v in graph.items() if k != "start"}, b)
-        searched = rc.solve(memory, g, 0.0, None, nodes)
+        searched = rc.solve(memory, g, 1.0, None, nodes)
     finally:
         _lib.plan_graph = plain
-    check(least == searched and least[0], "below the least, the least's plan from its start (%s) as searched (%s)"
-          % (least, searched))
+    check(least == searched and len(least[0]) == 1, "below the least, the least's plan from its start (%s) as "
+          "searched (%s), cut to the budget" % (least, searched))
 
 
 def test_library(check):

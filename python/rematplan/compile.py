@@ -163,8 +163,28 @@ def solve(memory, joint_graph, max_memory, node_info=None, candidates=None):
                                        int(ans["min_budget_bytes"]))
     if rc != _lib.RM_OK or not ans:
         raise _lib.RematError("rematplan's compile solver: rm_plan_graph refused the %d candidates: %s" % (n, msg))
-    keep = {int(k) for k in ans.get("keep", []) if k != "loss"}
-    return sorted(keep), [i for i in range(n) if i not in keep]
+    keep = within(sorted({int(k) for k in ans.get("keep", []) if k != "loss"}), memory, times, max_memory)
+    return keep, [i for i in range(n) if i not in set(keep)]
+
+
+def within(keep, memory, times, max_memory):
+    """The saved candidates cut to the knapsack's budget: what they hold at most max_memory (what the
+    partitioner asks, as its own greedy and dp solvers give). Below the least budget libremat's planner
+    plans, its least plan came back, over the budget (at a budget of 0 it saved a candidate, a 5.0 one
+    beside a 0.0): its peak counts a value rebuilt for its backward, which the knapsack does not. The
+    candidates cheapest to recompute per byte are dropped first; those of no memory stay saved."""
+    total = math.fsum(memory[i] for i in keep)
+    if total <= max_memory:
+        return keep
+    drop = set()
+    for i in sorted(keep, key=lambda i: (times[i] / memory[i] if memory[i] > 0 else math.inf, i)):
+        if memory[i] <= 0:
+            break
+        drop.add(i)
+        total -= memory[i]
+        if total <= max_memory and math.fsum(memory[j] for j in keep if j not in drop) <= max_memory:
+            break
+    return [i for i in keep if i not in drop]
 
 
 _before = ["dp"]  # the solver use_as_compile_solver(True) replaced: what (False) puts back

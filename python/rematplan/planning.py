@@ -78,6 +78,33 @@ class Plan:
     def n_recomputed(self):
         return sum(1 for m in self.modes if m != "keep")
 
+    def __reduce_ex__(self, protocol):
+        """A plan of a graph (plan_graph) pickles. A plan of a captured model holds the model and its
+        recorded step (aten ops, tensors), which do not pickle: pickle.dumps and torch.save raised a raw
+        `cannot pickle 'PyCapsule' object` (torch 1.13; 2.x: a pybind function record "is not
+        pickleable"). Said what to do instead. (copy.copy and copy.deepcopy copy it: __copy__, __deepcopy__.)"""
+        if self.profile is not None:
+            raise _lib.RematError(
+                "rematplan.Plan: a plan of a captured model cannot be pickled (it holds the model and its "
+                "recorded step: aten ops and tensors). Pickle the applied model instead (torch.save("
+                "rematplan.apply(model, plan)) runs the plan where it is loaded), keep the graph with "
+                "plan.save_graph(path) (rematplan.plan_graph plans it again), or call rematplan.plan again in "
+                "the new process")
+        return super().__reduce_ex__(protocol)
+
+    def __copy__(self):
+        new = type(self).__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        return new
+
+    def __deepcopy__(self, memo):
+        """A copy of every field (a captured model's plan: of its model and profile too, which the copy's
+        model runs: rematplan.apply(copy.model, copy))."""
+        new = type(self).__new__(type(self))
+        memo[id(self)] = new
+        new.__dict__.update(copy.deepcopy(self.__dict__, memo))
+        return new
+
     def __repr__(self):
         return ("rematplan.Plan(%s, budget %s, predicted peak %s of store-all %s, overhead %.1f%%, "
                 "%d of %d nodes recomputed)" % (self.planner, human(self.budget_bytes), human(self.peak_bytes),
