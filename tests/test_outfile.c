@@ -68,6 +68,15 @@ static void test_refused(void) {
     path_in(path, sizeof path, long_name);
     CHECK(rm_out_check(path, err, sizeof err) == RM_ERR_IO && strstr(err, "too long"),
           "a 250-byte name (its temporary file's passes NAME_MAX): %s", err);
+    /* a folder that makes no files: the file there, or not, is never "No such file or directory" */
+    const char *proc[] = {"/proc/version", "/proc/remat-new.csv"};
+    for (int i = 0; i < 2 && access("/proc/version", F_OK) == 0; i++) {
+        rm_out *o = NULL;
+        CHECK(rm_out_check(proc[i], err, sizeof err) == RM_ERR_IO && strstr(err, "takes no new files"),
+              "rm_out_check('%s'): %s", proc[i], err);
+        CHECK(rm_out_open(proc[i], &o, err, sizeof err) == RM_ERR_IO && !o && strstr(err, "takes no new files"),
+              "rm_out_open('%s'): %s", proc[i], err);
+    }
 }
 
 static void test_commit(void) {

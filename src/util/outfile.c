@@ -82,6 +82,9 @@ static void create_error(const char *path, int e, char *err, size_t errlen) {
                "'.tmp.PID' it passes the file system's limit, usually 255 bytes): give a shorter name");
     else if (e == EACCES || e == EROFS || e == EPERM)
         seterr(err, errlen, "cannot write '%s': its folder is not writable (%s)", path, strerror(e));
+    else if (e == ENOENT) /* the folder is there (target_problem): it makes no files ("No such file" misled) */
+        seterr(err, errlen, "cannot write '%s': %s", path, "its folder takes no new files (a file system such as "
+               "/proc or /sys, or the folder was removed meanwhile): give a path on a disk");
     else seterr(err, errlen, "cannot write '%s': %s", path, strerror(e));
 }
 
