@@ -622,7 +622,8 @@ typedef struct rm_chart_series {
     rm_mark mark;
 } rm_chart_series;
 typedef struct rm_chart_point {
-    double x, y;       /* non-finite points are left out */
+    double x, y;       /* non-finite points are left out; a finite value beyond 1e300 in size (or, on a
+                        * log x axis, in (0, 1e-300)) is RM_ERR_ARG */
     const char *label; /* printed next to the mark */
     int series;        /* index into rm_chart.series */
 } rm_chart_point;

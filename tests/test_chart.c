@@ -24,6 +24,32 @@ static int count(const char *s, const char *needle) {
     return n;
 }
 
+/* Finite values an axis cannot span (the adversarial pass of issue 36): the SVG had "nan" and "-inf"
+ * coordinates (a range from -1e308 to 1e308 is infinite; the decade of 5e-324 ticks at 10^-324 = 0).
+ * Refused, naming the point; the largest values taken draw finite coordinates. */
+static void extremes(rm_chart *c, rm_chart_point *pts, const char *path) {
+    char err[256];
+    const rm_chart_point saved[2] = {pts[0], pts[1]};
+    const double bad[][3] = {{1e308, 1, 0}, {-1e301, 1, 0}, {1, -1e308, 0}, {5e-324, 1, 1}, {1e-301, 1, 1}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        c->log_x = (int)bad[i][2];
+        pts[0].x = bad[i][0], pts[0].y = bad[i][1], pts[1].x = -pts[0].x, pts[1].y = -pts[0].y;
+        CHECK(rm_chart_svg(c, path, err, sizeof err) == RM_ERR_ARG && strstr(err, "point 0") && strstr(err, "1e300"),
+              "x %g, y %g (log %d): %s", bad[i][0], bad[i][1], c->log_x, err);
+    }
+    const double good[][3] = {{1e300, 1e300, 0}, {-1e300, 1, 0}, {1e-300, 1, 1}, {1e300, 1, 1}};
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+        c->log_x = (int)good[i][2];
+        pts[0].x = good[i][0], pts[0].y = good[i][1], pts[1].x = -good[i][0], pts[1].y = -good[i][1];
+        CHECK(rm_chart_svg(c, path, err, sizeof err) == RM_OK, "x %g (log %d): %s", good[i][0], c->log_x, err);
+        char *svg = slurp(path);
+        CHECK(svg && !strstr(svg, "nan") && !strstr(svg, "inf") && count(svg, "class=\"point\"") >= 3,
+              "x %g, y %g (log %d): finite coordinates", good[i][0], good[i][1], c->log_x);
+        free(svg);
+    }
+    c->log_x = 0, pts[0] = saved[0], pts[1] = saved[1];
+}
+
 int main(void) {
     char path[] = "/tmp/remat_chart_XXXXXX", err[256];
     int fd = mkstemp(path);
@@ -52,6 +78,7 @@ int main(void) {
     pts[1].series = 2;
     CHECK(rm_chart_svg(&c, path, err, sizeof err) == RM_ERR_ARG && strstr(err, "series"), "bad series: %s", err);
     pts[1].series = 0;
+    extremes(&c, pts, path);
     CHECK(rm_chart_svg(&c, "/nonexistent-dir/c.svg", err, sizeof err) == RM_ERR_IO, "unwritable path");
     CHECK(rm_chart_svg(NULL, path, err, sizeof err) == RM_ERR_ARG, "no chart");
     c.n_points = 0;

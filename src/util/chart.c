@@ -44,6 +44,13 @@ typedef struct axis {
     int log; /* lo, hi are then log10 of the ends */
 } axis;
 
+/* A coordinate rm_chart_svg takes: not finite (left out), or at most 1e300
+ * in size (so that the axis' range is finite), and on a log axis 0 or below
+ * (left out) or at least 1e-300 (so that its decade's ticks are above 0). */
+static int chart_value_ok(double v, int log) {
+    return !isfinite(v) || (fabs(v) <= 1e300 && (!log || v <= 0 || v >= 1e-300));
+}
+
 /* A point's coordinate is drawable on this axis. */
 static int on_axis(const axis *a, double v) { return isfinite(v) && (!a->log || v > 0); }
 
@@ -222,11 +229,22 @@ rm_status rm_chart_svg(const rm_chart *c, const char *path, char *err, size_t er
         snprintf(err, errlen, "rm_chart_svg: no chart, path or series");
         return RM_ERR_ARG;
     }
-    for (int i = 0; i < c->n_points; i++)
-        if (c->points[i].series < 0 || c->points[i].series >= c->n_series) {
-            snprintf(err, errlen, "rm_chart_svg: point %d names series %d of %d", i, c->points[i].series, c->n_series);
+    for (int i = 0; i < c->n_points; i++) {
+        const rm_chart_point *p = &c->points[i];
+        if (p->series < 0 || p->series >= c->n_series) {
+            snprintf(err, errlen, "rm_chart_svg: point %d names series %d of %d", i, p->series, c->n_series);
             return RM_ERR_ARG;
         }
+        /* an axis from -1e308 to 1e308 spans an infinite range, and 10^-324 (a tick of a denormal's decade)
+         * is 0: the SVG's coordinates were "nan" and "-inf" */
+        const char *why = !chart_value_ok(p->x, c->log_x) ? "x" : !chart_value_ok(p->y, 0) ? "y" : NULL;
+        if (why) {
+            snprintf(err, errlen, "rm_chart_svg: point %d: %s = %g is beyond what an axis spans (a finite value is "
+                     "at most 1e300 in size%s; a value that is not finite is left out)", i, why,
+                     *why == 'x' ? p->x : p->y, c->log_x && *why == 'x' ? ", and on a log axis 0 or at least 1e-300" : "");
+            return RM_ERR_ARG;
+        }
+    }
     rm_out *out;
     rm_status st = rm_out_open(path, &out, err, errlen);
     if (st != RM_OK) return st;
