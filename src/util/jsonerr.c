@@ -10,6 +10,7 @@
  * Face reader's texts (config.json, the index) come with their length. */
 #include "util/util.h"
 #include <cjson/cJSON.h>
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +48,54 @@ const char *rm_json_dup_key(const cJSON *root) {
     const char *d = cJSON_IsObject(root) ? dup_in(root) : NULL;
     for (const cJSON *c = root->child; c && !d; c = c->next) d = rm_json_dup_key(c);
     return d;
+}
+
+static char *one_line(char *s);
+
+/* The edits (insert, delete, change, swap two neighbours; case ignored)
+ * from a to b, counted up to limit + 1. */
+static int edits(const char *a, const char *b, int limit) {
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 64 || lb > 64 || (la > lb ? la - lb : lb - la) > (size_t)limit) return limit + 1;
+    int d[65][65];
+    for (size_t i = 0; i <= la; i++) d[i][0] = (int)i;
+    for (size_t j = 0; j <= lb; j++) d[0][j] = (int)j;
+    for (size_t i = 1; i <= la; i++)
+        for (size_t j = 1; j <= lb; j++) {
+            int ca = tolower((unsigned char)a[i - 1]), cb = tolower((unsigned char)b[j - 1]);
+            int v = d[i - 1][j - 1] + (ca != cb);
+            if (d[i - 1][j] + 1 < v) v = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < v) v = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && ca == tolower((unsigned char)b[j - 2]) && tolower((unsigned char)a[i - 2]) == cb &&
+                d[i - 2][j - 2] + 1 < v)
+                v = d[i - 2][j - 2] + 1;
+            d[i][j] = v;
+        }
+    return d[la][lb];
+}
+
+const char *rm_json_misspelt_key(const cJSON *o, const char *const *known, const char **meant) {
+    *meant = NULL;
+    for (const cJSON *c = cJSON_IsObject(o) ? o->child : NULL; c; c = c->next) {
+        int is_known = 0;
+        for (int k = 0; known[k] && !is_known; k++) is_known = !strcmp(c->string, known[k]);
+        for (int k = 0; known[k] && !is_known; k++) {
+            size_t len = strlen(known[k]);
+            int limit = len < 3 ? 0 : len < 7 ? 1 : 2; /* "ab" and "bt" are one edit apart, and both real */
+            if (edits(c->string, known[k], limit) <= limit) return *meant = known[k], c->string;
+        }
+    }
+    return NULL;
+}
+
+int rm_json_check_keys(const cJSON *o, const char *const *known, const char *where, char *err, size_t errlen) {
+    const char *meant, *key = rm_json_misspelt_key(o, known, &meant);
+    if (!key) return 0;
+    char shown[64];
+    snprintf(shown, sizeof shown, "%.60s", key);
+    snprintf(err, errlen, "%s: the key \"%s\" is not one remat reads: did you mean \"%s\"? (a misspelt key would "
+             "be ignored, and another graph planned than the one meant)", where, one_line(shown), meant);
+    return 1;
 }
 
 long long rm_json_nul_at(const char *text, size_t len) {

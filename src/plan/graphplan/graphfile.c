@@ -39,9 +39,26 @@ static int flag(const cJSON *o, const char *key, int dflt, int *out) {
 
 static rm_status parse_block(const cJSON *nd, int i, rm_gmodel *m, char *err, size_t errlen);
 
+/* The keys remat reads in a graph file, by object: a misspelling of one is refused (rm_json_check_keys) */
+static const char *const NODE_KEYS[] = {"name", "forward_time", "backward_time", "output_bytes", "gradient_bytes",
+                                        "forward_workspace_bytes", "backward_workspace_bytes", "backward",
+                                        "backward_reads_output", "keep", "each", "block", NULL};
+static const char *const EDGE_KEYS[] = {"producer", "consumer", "backward_reads", "gradient", NULL};
+static const char *const GRAPH_KEYS[] = {"nodes", "edges", "scratch_bandwidth", "io_latency", "eager", "start", NULL};
+static const char *const PLAN_KEYS[] = {"modes", "blocks", "least_bytes", NULL};
+
+static rm_status misspelt(const cJSON *o, const char *const *known, const char *what, int i, char *err,
+                          size_t errlen) {
+    char where[64];
+    if (i >= 0) snprintf(where, sizeof where, "%s %d", what, i);
+    else snprintf(where, sizeof where, "%s", what);
+    return rm_json_check_keys(o, known, where, err, errlen) ? RM_ERR_FORMAT : RM_OK;
+}
+
 static rm_status parse_node(const cJSON *nd, int i, int last, rm_gmodel *m, char *err, size_t errlen) {
     double out, grad, wf, wb;
     int bwd, rout, pin, each;
+    if (misspelt(nd, NODE_KEYS, "node", i, err, errlen)) return RM_ERR_FORMAT;
     if (!cJSON_IsObject(nd) || !num(nd, "forward_time", 1, 0, &m->fwd[i]) ||
         !num(nd, "backward_time", 1, 0, &m->bwd[i]) || !num(nd, "output_bytes", 1, 0, &out) ||
         !num(nd, "gradient_bytes", 0, last ? 0 : out, &grad) || !num(nd, "forward_workspace_bytes", 0, 0, &wf) ||
@@ -107,6 +124,10 @@ static rm_status parse_edges(const cJSON *edges, rm_gmodel *m, char *err, size_t
     for (const cJSON *it = edges->child; it; it = it->next, k++) {
         double p, c;
         int reads, grad;
+        if (misspelt(it, EDGE_KEYS, "edge", k, err, errlen)) {
+            free(e);
+            return RM_ERR_FORMAT;
+        }
         if (!cJSON_IsObject(it) || !num(it, "producer", 1, 0, &p) || !num(it, "consumer", 1, 0, &c) ||
             !flag(it, "backward_reads", 1, &reads) || !flag(it, "gradient", 1, &grad) || p != floor(p) ||
             c != floor(c) || !(p < c) || c >= m->n) {
@@ -150,6 +171,8 @@ static rm_status plan_of(const cJSON *root, int n, rm_gplan *p, const char *what
 /* text into m; "start" (a plan, as rm_price_graph takes it) into *start
  * when start is not NULL and the graph has one (else start->mode NULL). */
 static rm_status parse_graph(const char *text, rm_gmodel *m, rm_gplan *start, char *err, size_t errlen) {
+    memset(m, 0, sizeof *m); /* (freed below only once allocated) */
+    if (start) memset(start, 0, sizeof *start);
     cJSON *root = rm_json_parse(text, err, errlen); /* one object, no key twice */
     const cJSON *nodes = root ? cJSON_GetObjectItemCaseSensitive(root, "nodes") : NULL;
     const cJSON *edges = root ? cJSON_GetObjectItemCaseSensitive(root, "edges") : NULL;
@@ -162,7 +185,8 @@ static rm_status parse_graph(const char *text, rm_gmodel *m, rm_gplan *start, ch
         cJSON_Delete(root);
         return RM_ERR_FORMAT;
     }
-    rm_status rc = rm_gmodel_alloc(m, n);
+    rm_status rc = misspelt(root, GRAPH_KEYS, "the graph", -1, err, errlen);
+    if (rc == RM_OK) rc = rm_gmodel_alloc(m, n);
     if (rc == RM_OK && !(m->names = calloc((size_t)n, sizeof *m->names))) rc = RM_ERR_NOMEM;
     int i = 0;
     for (const cJSON *nd = nodes->child; nd && rc == RM_OK; nd = nd->next, i++)
@@ -370,8 +394,9 @@ rm_status rm_plan_graph(const char *graph_json, int64_t budget, char **result_js
 static rm_status plan_of(const cJSON *root, int n, rm_gplan *p, const char *what, char *err, size_t errlen) {
     const cJSON *modes = cJSON_IsObject(root) ? cJSON_GetObjectItemCaseSensitive(root, "modes") : NULL;
     const cJSON *blocks = cJSON_IsObject(root) ? cJSON_GetObjectItemCaseSensitive(root, "blocks") : NULL;
-    rm_status rc = RM_OK;
     memset(p, 0, sizeof *p);
+    rm_status rc = misspelt(root, PLAN_KEYS, what, -1, err, errlen);
+    if (rc != RM_OK) return rc;
     if (!cJSON_IsArray(modes) || cJSON_GetArraySize(modes) != n ||
         (blocks && (!cJSON_IsArray(blocks) || cJSON_GetArraySize(blocks) != n))) {
         snprintf(err, errlen, "%s: expected {\"modes\": [%d names: keep, once, each or forward], \"blocks\": "
