@@ -152,13 +152,13 @@ class RematModel(torch.nn.Module):
         from .profile import _structure, autocast_state
         what = None
         inputs_key, structure = self.__dict__.get("remat_inputs_key"), self.__dict__.get("remat_structure")
-        autocast = self.__dict__.get("remat_autocast")
+        autocast, autocast_now = self.__dict__.get("remat_autocast"), autocast_state()
         if inputs_key is not None and Example(args, kwargs).key() != inputs_key:
             what = "this step's inputs differ from those the plan was made for (tensor shapes, dtypes or other " \
                    "arguments)"
-        elif autocast is not None and autocast_state() != autocast:
+        elif autocast is not None and autocast_now != autocast:
             what = "this step runs under another autocast than the plan was made under (%s; planned: %s): its " \
-                   "ops and their bytes differ" % (_autocast_words(autocast_state()), _autocast_words(autocast))
+                   "ops and their bytes differ" % (_autocast_words(autocast_now), _autocast_words(autocast))
         elif structure is not None and not self.__dict__.get("remat_compared") and \
                 _structure(self.remat_model) != structure:
             what = "the model changed since the plan was made (its modules, training mode, or its parameters' " \

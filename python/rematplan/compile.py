@@ -164,7 +164,8 @@ def solve(memory, joint_graph, max_memory, node_info=None, candidates=None):
     if rc != _lib.RM_OK or not ans:
         raise _lib.RematError("rematplan's compile solver: rm_plan_graph refused the %d candidates: %s" % (n, msg))
     keep = within(sorted({int(k) for k in ans.get("keep", []) if k != "loss"}), memory, times, max_memory)
-    return keep, [i for i in range(n) if i not in set(keep)]
+    kept = set(keep)
+    return keep, [i for i in range(n) if i not in kept]
 
 
 def within(keep, memory, times, max_memory):
@@ -197,8 +198,8 @@ def _ours(s):
 def use_as_compile_solver(enable=True):
     """Installs (or, enable=False, removes) libremat as activation_memory_budget's solver. Removing it
     puts back the solver it replaced, and leaves a solver set since (not libremat's) as it is."""
-    if not isinstance(enable, (bool, int)) or enable not in (0, 1):  # "no" was true: it installed
-        raise TypeError("rematplan.use_as_compile_solver: enable is True or False, not %r" % (enable,))
+    from . import _flags
+    _flags("rematplan.use_as_compile_solver", enable=enable)  # ("no" was true: it installed)
     if not hook_available():
         import torch
         raise RuntimeError("rematplan: torch %s has no callable activation_memory_budget_solver hook "

@@ -74,7 +74,9 @@ static int edits(const char *a, const char *b, int limit) {
     return d[la][lb];
 }
 
-const char *rm_json_misspelt_key(const cJSON *o, const char *const *known, const char **meant) {
+/* The first key of o one edit or two (by its length) from a key in
+ * known, and *meant that key; NULL where there is none. */
+static const char *misspelt_key(const cJSON *o, const char *const *known, const char **meant) {
     *meant = NULL;
     for (const cJSON *c = cJSON_IsObject(o) ? o->child : NULL; c; c = c->next) {
         int is_known = 0;
@@ -89,7 +91,7 @@ const char *rm_json_misspelt_key(const cJSON *o, const char *const *known, const
 }
 
 int rm_json_check_keys(const cJSON *o, const char *const *known, const char *where, char *err, size_t errlen) {
-    const char *meant, *key = rm_json_misspelt_key(o, known, &meant);
+    const char *meant, *key = misspelt_key(o, known, &meant);
     if (!key) return 0;
     char shown[64];
     snprintf(shown, sizeof shown, "%.60s", key);

@@ -122,15 +122,13 @@ struct cJSON;
 struct cJSON *rm_json_parse(const char *text, char *err, size_t errlen);
 /* A key that appears twice in one object of `root` (at any depth), or NULL. */
 const char *rm_json_dup_key(const struct cJSON *root);
-/* A key of object o that is not one of `known` (NULL-terminated) but is so
- * near one (one edit for a name of 3 to 6 bytes, two from 7 on: a letter
- * added, dropped, changed or two swapped; case ignored) that it is surely
- * that one misspelt, or NULL; *meant: the known key. A key far from every
- * known one is someone's note and is left alone (rematplan's graphs carry
- * "random", "inplace", "holds", "part_of"). rm_json_check_keys writes the
- * message ("WHERE: the key \"edge\" is not one remat reads: did you mean
- * \"edges\"? ...") and returns 1 for such a key, else 0. */
-const char *rm_json_misspelt_key(const struct cJSON *o, const char *const *known, const char **meant);
+/* 1, with the message in err ("WHERE: the key \"edge\" is not one remat
+ * reads: did you mean \"edges\"? ..."), where a key of object o is not one
+ * of `known` (NULL-terminated) but is so near one (one edit for a name of 3
+ * to 6 bytes, two from 7 on: a letter added, dropped, changed or two
+ * swapped; case ignored) that it is surely that one misspelt; else 0. A key
+ * far from every known one is someone's note and is left alone (rematplan's
+ * graphs carry "random", "inplace", "holds", "part_of"). */
 int rm_json_check_keys(const struct cJSON *o, const char *const *known, const char *where, char *err, size_t errlen);
 /* The one rule of comma lists (rm_freeze_params' globs, a LoRA config's
  * targets; the command line's lists follow it too): no empty item (no
